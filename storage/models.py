@@ -1,0 +1,208 @@
+"""SQLAlchemy 2.0 tables. One sample record shape everywhere (DESIGN.md); the schema itself is
+built by the Alembic migrations in `storage/migrations`, never by `create_all` outside them."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import (
+    JSON,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Sample(Base):
+    """One logged request (engine sampler or ingest API). `id` is the idempotency key."""
+
+    __tablename__ = "samples"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    timestamp: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
+    tenant: Mapped[str | None] = mapped_column(String(128))
+    segment: Mapped[str | None] = mapped_column(String(128))
+    prompt_version: Mapped[str | None] = mapped_column(String(128))
+    model_version: Mapped[str | None] = mapped_column(String(128))
+    prompt: Mapped[str | None] = mapped_column(Text)
+    response: Mapped[str | None] = mapped_column(Text)
+    prompt_tokens: Mapped[int | None] = mapped_column(Integer)
+    completion_tokens: Mapped[int | None] = mapped_column(Integer)
+    finish_reason: Mapped[str | None] = mapped_column(String(32))
+    ttft_ms: Mapped[float | None] = mapped_column(Float)
+    tpot_ms: Mapped[float | None] = mapped_column(Float)
+    latency_ms: Mapped[float | None] = mapped_column(Float)
+    queue_ms: Mapped[float | None] = mapped_column(Float)
+    mean_logprob: Mapped[float | None] = mapped_column(Float)
+    mean_entropy: Mapped[float | None] = mapped_column(Float)
+    tools: Mapped[list | None] = mapped_column(JSON)
+    sample_weight: Mapped[float] = mapped_column(Float, default=1.0)
+    source: Mapped[str] = mapped_column(String(32), default="engine")  # engine | ingest
+    extra: Mapped[dict | None] = mapped_column(JSON)
+    ingested_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), index=True)
+
+    __table_args__ = (
+        Index("ix_samples_segment_ts", "segment", "timestamp"),
+        Index("ix_samples_tenant_ts", "tenant", "timestamp"),
+    )
+
+
+class Embedding(Base):
+    __tablename__ = "embeddings"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    sample_id: Mapped[str] = mapped_column(ForeignKey("samples.id", ondelete="CASCADE"), index=True)
+    field: Mapped[str] = mapped_column(String(16))  # prompt | response
+    model: Mapped[str] = mapped_column(String(128))
+    dim: Mapped[int] = mapped_column(Integer)
+    vector: Mapped[bytes] = mapped_column(LargeBinary)  # float32, little-endian, `dim` values
+
+    __table_args__ = (UniqueConstraint("sample_id", "field", "model", name="uq_embedding"),)
+
+
+class EvalScore(Base):
+    __tablename__ = "eval_scores"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    sample_id: Mapped[str] = mapped_column(ForeignKey("samples.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(64))  # e.g. judge, relevancy, refusal
+    score: Mapped[float] = mapped_column(Float)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    detail: Mapped[dict | None] = mapped_column(JSON)
+
+    __table_args__ = (UniqueConstraint("sample_id", "name", name="uq_eval_score"),)
+
+
+class Baseline(Base):
+    __tablename__ = "baselines"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(128))
+    status: Mapped[str] = mapped_column(String(16), index=True)  # candidate|validated|rejected|active|retired
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    window_start: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    window_end: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    validated_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    activated_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    num_samples: Mapped[int] = mapped_column(Integer, default=0)
+    # frozen PSI bin edges, calibrated thresholds, validation reasons (JSON)
+    spec: Mapped[dict | None] = mapped_column(JSON)
+    validation: Mapped[dict | None] = mapped_column(JSON)
+    cluster_model: Mapped[bytes | None] = mapped_column(LargeBinary)
+
+
+class BaselineSample(Base):
+    """A bounded frozen copy of the samples a baseline was built from (survives retention)."""
+
+    __tablename__ = "baseline_samples"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    baseline_id: Mapped[int] = mapped_column(ForeignKey("baselines.id", ondelete="CASCADE"), index=True)
+    sample_id: Mapped[str] = mapped_column(String(64))
+    record: Mapped[dict] = mapped_column(JSON)  # the sample fields, without embeddings
+    prompt_embedding: Mapped[bytes | None] = mapped_column(LargeBinary)
+    response_embedding: Mapped[bytes | None] = mapped_column(LargeBinary)
+
+
+class DriftRun(Base):
+    __tablename__ = "drift_runs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    baseline_id: Mapped[int | None] = mapped_column(ForeignKey("baselines.id"))
+    window_start: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    window_end: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    status: Mapped[str] = mapped_column(String(16))  # running | done | failed
+    num_samples: Mapped[int] = mapped_column(Integer, default=0)
+    report_path: Mapped[str | None] = mapped_column(Text)
+    summary: Mapped[dict | None] = mapped_column(JSON)
+
+    __table_args__ = (UniqueConstraint("window_start", "window_end", name="uq_drift_run_window"),)
+
+
+class DriftResult(Base):
+    """One row per test x feature x segment."""
+
+    __tablename__ = "drift_results"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("drift_runs.id", ondelete="CASCADE"), index=True)
+    test: Mapped[str] = mapped_column(String(32))
+    feature: Mapped[str] = mapped_column(String(128))
+    segment: Mapped[str] = mapped_column(String(128), default="*")
+    statistic: Mapped[float | None] = mapped_column(Float)
+    p_value: Mapped[float | None] = mapped_column(Float)
+    threshold: Mapped[float | None] = mapped_column(Float)
+    drifted: Mapped[bool] = mapped_column(default=False)
+    insufficient: Mapped[bool] = mapped_column(default=False)
+    detail: Mapped[dict | None] = mapped_column(JSON)
+
+
+class Alert(Base):
+    __tablename__ = "alerts"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    dedupe_key: Mapped[str] = mapped_column(String(256), index=True)
+    rule: Mapped[str] = mapped_column(String(64))
+    kind: Mapped[str] = mapped_column(String(32))  # prompt|model|eval|persona|operational
+    severity: Mapped[str] = mapped_column(String(16))  # moderate|high|critical|review
+    segment: Mapped[str] = mapped_column(String(128), default="*")
+    status: Mapped[str] = mapped_column(String(16), index=True)  # open|resolved
+    summary: Mapped[str] = mapped_column(Text)
+    evidence: Mapped[dict | None] = mapped_column(JSON)
+    run_id: Mapped[int | None] = mapped_column(ForeignKey("drift_runs.id"))
+    first_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    last_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    last_notified: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    occurrences: Mapped[int] = mapped_column(Integer, default=1)
+
+
+class Delivery(Base):
+    """The webhook outbox: one row per (alert notification, target)."""
+
+    __tablename__ = "deliveries"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    alert_id: Mapped[int] = mapped_column(ForeignKey("alerts.id", ondelete="CASCADE"), index=True)
+    target: Mapped[str] = mapped_column(Text)
+    format: Mapped[str] = mapped_column(String(16))  # generic|slack|pagerduty
+    idempotency_key: Mapped[str] = mapped_column(String(128), unique=True)
+    payload: Mapped[dict] = mapped_column(JSON)
+    status: Mapped[str] = mapped_column(String(16), index=True)  # pending|delivered|dead
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    delivered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class JobLock(Base):
+    """Leader election for the sidecar's scheduler: one row per lock name, held by lease."""
+
+    __tablename__ = "job_locks"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(128))
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class JobCursor(Base):
+    """Progress marks for incremental jobs (last sample seq embedded, last drift window, ...)."""
+
+    __tablename__ = "job_cursors"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

@@ -1,0 +1,81 @@
+"""`vigil` — one command line for the engine, the sidecar and the offline tools.
+
+Each subcommand imports its package only when it runs, so `vigil --help` stays fast and the
+layered packages never import each other through this file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# subcommand -> "module:function"; each function takes the parsed args and returns an exit code
+COMMANDS = {
+    "serve": "serving.server.main:serve_command",
+    "sidecar": "dashboards.main:sidecar_command",
+    "up": "vigil.up:up_command",
+    "check": "drift.check_cli:check_command",
+    "db": "storage.migrate:db_command",
+    "baseline": "dashboards.baseline_cli:baseline_command",
+    "report": "dashboards.report_cli:report_command",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="vigil", description="LLM serving with drift monitoring built in.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    serve = sub.add_parser("serve", help="run the inference engine and its OpenAI-compatible API")
+    serve.add_argument("--host")
+    serve.add_argument("--port", type=int)
+    serve.add_argument("--model", help="GGUF file or Hugging Face directory (default: SmolLM2-135M-Instruct)")
+
+    sidecar = sub.add_parser("sidecar", help="run the monitoring sidecar: jobs, dashboard, ingest API, alerts")
+    sidecar.add_argument("--host")
+    sidecar.add_argument("--port", type=int)
+
+    sub.add_parser("up", help="run engine and sidecar together on the embedded defaults")
+
+    check = sub.add_parser("check", help="run the drift tests offline on two JSONL files of samples")
+    check.add_argument("--reference", required=True, help="JSONL of baseline samples")
+    check.add_argument("--current", required=True, help="JSONL of current samples")
+    check.add_argument("--json", action="store_true", help="print the result as JSON")
+    check.add_argument("--segment-by", action="append", default=[], help="field to segment by (repeatable)")
+    check.add_argument("--seed", type=int, default=0)
+
+    db = sub.add_parser("db", help="database schema management")
+    db.add_argument("action", choices=["upgrade", "current"])
+    db.add_argument("--revision", default="head")
+
+    baseline = sub.add_parser("baseline", help="build, validate and activate drift baselines")
+    baseline.add_argument("action", choices=["build", "validate", "activate", "list"])
+    baseline.add_argument("--from", dest="start", help="window start (RFC 3339)")
+    baseline.add_argument("--to", dest="end", help="window end (RFC 3339)")
+    baseline.add_argument("--id", type=int, help="baseline id (validate/activate)")
+    baseline.add_argument("--name")
+
+    report = sub.add_parser("report", help="run the drift job once and write the HTML report")
+    report.add_argument("--hours", type=float, default=1.0, help="window length ending now")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help()
+        return 0
+    module_name, func_name = COMMANDS[args.command].split(":")
+    from vigil.config import ConfigError
+
+    try:
+        handler = getattr(importlib.import_module(module_name), func_name)
+        return int(handler(args) or 0)
+    except ConfigError as exc:
+        print(f"vigil: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
