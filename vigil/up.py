@@ -1,0 +1,49 @@
+"""`vigil up`: the engine and the sidecar side by side on the embedded defaults.
+
+Two child processes (`vigil serve`, `vigil sidecar`) rather than threads: the engine's torch work
+and the sidecar's embedding/drift work would otherwise fight over one interpreter. SIGINT/SIGTERM
+are forwarded so the engine drains and the writer flushes before exit.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+from vigil.config import get_settings
+
+
+def up_command(args) -> int:
+    settings = get_settings()  # validate once here so a bad variable fails before anything starts
+    from storage.migrate import upgrade
+
+    upgrade(settings.database_url)
+    children = [
+        subprocess.Popen([sys.executable, "-m", "vigil.cli", "serve"]),
+        subprocess.Popen([sys.executable, "-m", "vigil.cli", "sidecar"]),
+    ]
+    print(
+        f"vigil up: engine on http://{settings.host}:{settings.port}/v1, "
+        f"sidecar on http://{settings.sidecar_host}:{settings.sidecar_port} (Ctrl-C stops both)",
+        flush=True,
+    )
+
+    def forward(signum, _frame):
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+
+    signal.signal(signal.SIGINT, forward)
+    signal.signal(signal.SIGTERM, forward)
+    while all(child.poll() is None for child in children):
+        time.sleep(0.5)
+    forward(signal.SIGTERM, None)  # one died: stop the other too
+    deadline = time.monotonic() + settings.drain_grace_s + 10
+    for child in children:
+        try:
+            child.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            child.kill()
+    return max(abs(child.returncode or 0) for child in children)
