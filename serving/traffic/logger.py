@@ -1,0 +1,118 @@
+"""Hand finished requests from the request path to storage, without ever making it wait.
+
+`TrafficLogger.log()` is an O(1) append; a daemon thread does the sampling decision, the
+redaction and the record building, then `writer.submit()` (itself non-blocking). If the hand-off
+queue is full the request is counted as dropped rather than slowing the server down.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from serving.outputs import RequestOutput
+from serving.traffic.record import build_record, stats_from_output
+from serving.traffic.sampler import TrafficSampler
+from serving.traffic.segments import SegmentInfo
+
+log = logging.getLogger(__name__)
+
+
+class RecordSink(Protocol):
+    def submit(self, record: dict) -> bool: ...
+
+
+@dataclass
+class FinishedRequest:
+    output: RequestOutput  # the final output, every choice finished
+    segment: SegmentInfo
+    tools: list[str] = field(default_factory=list)
+    end_time: float = field(default_factory=time.time)  # epoch seconds
+
+
+@dataclass
+class LoggerCounters:
+    seen: int = 0  # finished requests handed over
+    sampled: int = 0  # requests the sampler kept
+    submitted: int = 0  # records accepted by the writer
+    dropped: int = 0  # records lost: hand-off queue full or writer refused
+
+
+_STOP = object()
+
+
+class TrafficLogger:
+    def __init__(
+        self,
+        sampler: TrafficSampler,
+        sink: RecordSink | None,
+        *,
+        model_version: str | None,
+        redact: bool = False,
+        max_pending: int = 10_000,
+    ):
+        self.sampler = sampler
+        self.sink = sink
+        self.model_version = model_version
+        self.redact = redact
+        self.counters = LoggerCounters()
+        self._queue: queue.Queue = queue.Queue(maxsize=max_pending)
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="vigil-traffic", daemon=True)
+        self._thread.start()
+
+    def log(self, item: FinishedRequest) -> None:
+        """Called on the request path: never blocks."""
+        if self.sink is None or self._closed:
+            return
+        self.counters.seen += 1
+        try:
+            self._queue.put_nowait(item)
+        except queue.Full:
+            self.counters.dropped += len(item.output.outputs)
+
+    def pending(self) -> int:
+        return self._queue.qsize()
+
+    def close(self, timeout: float = 10.0) -> bool:
+        """Process everything handed over so far, then stop; True if it finished in time."""
+        if not self._closed:
+            self._closed = True
+            self._queue.put(_STOP)
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is _STOP:
+                return
+            try:
+                self._handle(item)
+            except Exception:  # a bad record must not kill the logging thread
+                log.exception("could not build a sample record")
+                self.counters.dropped += 1
+
+    def _handle(self, item: FinishedRequest) -> None:
+        decision = self.sampler.decide(item.segment.key(), item.end_time)
+        if not decision.keep:
+            return
+        self.counters.sampled += 1
+        for choice in item.output.outputs:
+            stats = stats_from_output(item.output, choice, end_time=item.end_time, tools=item.tools)
+            record = build_record(
+                stats,
+                item.segment,
+                decision,
+                model_version=self.model_version,
+                redact=self.redact,
+                extra={"request_id": item.output.request_id, "choice_index": choice.index},
+            )
+            if self.sink is not None and self.sink.submit(record):
+                self.counters.submitted += 1
+            else:
+                self.counters.dropped += 1

@@ -1,0 +1,114 @@
+"""Per-request statistics and the sample record (DESIGN.md's one shape) built from them."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from dataclasses import dataclass, field
+
+from serving.outputs import CompletionOutput, RequestOutput
+from serving.traffic.redact import redact_pii
+from serving.traffic.sampler import SampleDecision
+from serving.traffic.segments import SegmentInfo
+
+
+@dataclass
+class RequestStats:
+    """What one generated completion cost and looked like (times in milliseconds)."""
+
+    prompt: str
+    response: str
+    prompt_tokens: int
+    completion_tokens: int
+    finish_reason: str | None
+    queue_ms: float | None
+    ttft_ms: float | None
+    tpot_ms: float | None  # mean time per output token after the first
+    latency_ms: float | None
+    mean_logprob: float | None
+    mean_entropy: float | None
+    end_time: float  # epoch seconds at request end
+    tools: list[str] = field(default_factory=list)
+
+
+def _ms(start: float | None, end: float | None) -> float | None:
+    if start is None or end is None:
+        return None
+    return max(0.0, (end - start) * 1000.0)
+
+
+def stats_from_output(
+    output: RequestOutput, choice: CompletionOutput, *, end_time: float, tools: list[str] | None = None
+) -> RequestStats:
+    """Statistics of `choice` in the finished `output`; engine timestamps are monotonic seconds."""
+    m = output.metrics
+    end = m.finished_time if m.finished_time is not None else m.last_token_time
+    n_out = len(choice.token_ids)
+    tpot = None
+    if n_out > 1 and m.first_token_time is not None and m.last_token_time is not None:
+        tpot = _ms(m.first_token_time, m.last_token_time) / (n_out - 1)
+    return RequestStats(
+        prompt=output.prompt or "",
+        response=choice.text,
+        prompt_tokens=len(output.prompt_token_ids),
+        completion_tokens=n_out,
+        finish_reason=choice.finish_reason,
+        queue_ms=_ms(m.arrival_time, m.first_scheduled_time),
+        ttft_ms=_ms(m.arrival_time, m.first_token_time),
+        tpot_ms=tpot,
+        latency_ms=_ms(m.arrival_time, end),
+        mean_logprob=choice.mean_logprob,
+        mean_entropy=choice.mean_entropy,
+        end_time=end_time,
+        tools=list(tools or []),
+    )
+
+
+def build_record(
+    stats: RequestStats,
+    segment: SegmentInfo,
+    decision: SampleDecision,
+    *,
+    model_version: str | None,
+    redact: bool = False,
+    extra: dict | None = None,
+) -> dict:
+    """The sample record for storage's writer: DESIGN.md's field names and units. Fields outside
+    the fixed set (user, metadata, request ids from `extra`) sit at the top level, where
+    storage keeps them in the row's `extra` column."""
+    scrub = redact_pii if redact else (lambda text: text)
+    record: dict = {
+        "id": str(uuid.uuid4()),
+        "timestamp": stats.end_time,
+        "tenant": segment.tenant,
+        "segment": segment.segment,
+        "prompt_version": segment.prompt_version,
+        "model_version": model_version,
+        "prompt": scrub(stats.prompt),
+        "response": scrub(stats.response),
+        "prompt_tokens": stats.prompt_tokens,
+        "completion_tokens": stats.completion_tokens,
+        "finish_reason": stats.finish_reason,
+        "ttft_ms": _finite(stats.ttft_ms),
+        "tpot_ms": _finite(stats.tpot_ms),
+        "latency_ms": _finite(stats.latency_ms),
+        "queue_ms": _finite(stats.queue_ms),
+        "mean_logprob": _finite(stats.mean_logprob),
+        "mean_entropy": _finite(stats.mean_entropy),
+        "tools": stats.tools,
+        "sample_weight": decision.weight,
+    }
+    if segment.user:
+        record["user"] = scrub(segment.user)
+    known = {"tenant", "segment", "prompt_version"}
+    metadata = {k: scrub(v) for k, v in segment.metadata.items() if k not in known}
+    if metadata:
+        record["metadata"] = metadata
+    for key, value in (extra or {}).items():
+        record.setdefault(key, value)
+    return record
+
+
+def _finite(value: float | None) -> float | None:
+    """Storage refuses NaN/inf; an undefined statistic is stored as NULL."""
+    return value if value is not None and math.isfinite(value) else None

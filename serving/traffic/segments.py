@@ -1,0 +1,57 @@
+"""Segment identity of a request: who sent it and under which prompt version.
+
+Sources, strongest first: the `x-vigil-*` headers (set by a gateway the operator controls),
+then the request body's `metadata` object, then (tenant only) the OpenAI `user` field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+MAX_LEN = 128  # the samples table's String(128) columns
+
+HEADER_TENANT = "x-vigil-tenant"
+HEADER_SEGMENT = "x-vigil-segment"
+HEADER_PROMPT_VERSION = "x-vigil-prompt-version"
+
+
+@dataclass(frozen=True)
+class SegmentInfo:
+    tenant: str | None = None
+    segment: str | None = None
+    prompt_version: str | None = None
+    user: str | None = None
+    metadata: Mapping[str, str] = field(default_factory=dict)  # the body's metadata, as sent
+
+    def key(self) -> tuple[str | None, str | None]:
+        """The stratum the per-segment quota is kept for."""
+        return (self.tenant, self.segment)
+
+
+def _clean(value: object) -> str | None:
+    if value is None:
+        return None
+    text = str(value).strip()
+    return text[:MAX_LEN] or None
+
+
+def segment_from_request(
+    headers: Mapping[str, str],
+    user: str | None = None,
+    metadata: Mapping[str, object] | None = None,
+) -> SegmentInfo:
+    """Resolve tenant/segment/prompt_version; header > metadata > user. Values are cut to 128 chars."""
+    meta = {str(k): str(v) for k, v in (metadata or {}).items()}
+    lowered = {k.lower(): v for k, v in headers.items()}
+
+    def pick(header: str, meta_key: str) -> str | None:
+        return _clean(lowered.get(header)) or _clean(meta.get(meta_key))
+
+    return SegmentInfo(
+        tenant=pick(HEADER_TENANT, "tenant") or _clean(user),
+        segment=pick(HEADER_SEGMENT, "segment"),
+        prompt_version=pick(HEADER_PROMPT_VERSION, "prompt_version"),
+        user=_clean(user),
+        metadata=meta,
+    )

@@ -1,0 +1,104 @@
+"""Segment identity, per-request statistics and the sample record, checked against storage's
+own record parser (the writer's contract)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from serving.outputs import CompletionOutput, RequestMetrics, RequestOutput
+from serving.traffic.logger import FinishedRequest, TrafficLogger
+from serving.traffic.record import build_record, stats_from_output
+from serving.traffic.sampler import SampleDecision, TrafficSampler
+from serving.traffic.segments import segment_from_request
+from storage.records import sample_from_record
+
+
+def _output(n_tokens=(5,), prompt="user: mail me at a@b.com", text="call 555-123-4567") -> RequestOutput:
+    metrics = RequestMetrics(
+        arrival_time=100.0, first_scheduled_time=100.25, first_token_time=100.5,
+        last_token_time=101.3, finished_time=101.3,
+    )
+    outs = [
+        CompletionOutput(index=i, text=text, delta="", token_ids=list(range(k)), finish_reason="length",
+                         mean_logprob=-1.25, mean_entropy=2.5)
+        for i, k in enumerate(n_tokens)
+    ]
+    return RequestOutput("req-1", prompt, list(range(7)), outs, True, metrics)
+
+
+def test_segment_precedence_header_over_metadata_over_user():
+    seg = segment_from_request(
+        {"X-Vigil-Tenant": "acme", "x-vigil-prompt-version": "v7"},
+        user="u-42",
+        metadata={"tenant": "meta-t", "segment": "beta", "prompt_version": "v1", "team": "x"},
+    )
+    assert (seg.tenant, seg.segment, seg.prompt_version, seg.user) == ("acme", "beta", "v7", "u-42")
+    assert segment_from_request({}, user="u-42").tenant == "u-42"
+    assert segment_from_request({}, user=None).key() == (None, None)
+    assert len(segment_from_request({"x-vigil-segment": "s" * 500}).segment) == 128
+
+
+def test_stats_from_engine_timestamps():
+    out = _output()
+    stats = stats_from_output(out, out.outputs[0], end_time=1_700_000_000.0, tools=["search"])
+    assert stats.prompt_tokens == 7 and stats.completion_tokens == 5
+    assert stats.queue_ms == pytest.approx(250.0)
+    assert stats.ttft_ms == pytest.approx(500.0)
+    assert stats.latency_ms == pytest.approx(1300.0)
+    assert stats.tpot_ms == pytest.approx(800.0 / 4)  # 4 intervals after the first token
+    assert stats.finish_reason == "length" and stats.tools == ["search"]
+
+
+def test_record_matches_the_storage_contract_and_redacts():
+    out = _output()
+    seg = segment_from_request({"x-vigil-segment": "beta"}, user="carol@example.com",
+                               metadata={"team": "ops 555-123-4567"})
+    stats = stats_from_output(out, out.outputs[0], end_time=1_700_000_000.0)
+    record = build_record(stats, seg, SampleDecision(True, 0.25), model_version="mv1", redact=True,
+                          extra={"request_id": "req-1"})
+    uuid.UUID(record["id"], version=4)
+    assert record["sample_weight"] == 4.0
+    assert record["prompt"] == "user: mail me at [EMAIL]" and record["response"] == "call [PHONE]"
+    assert record["user"] == "[EMAIL]" and record["metadata"] == {"team": "ops [PHONE]"}
+    parsed = sample_from_record(record)  # storage's validator accepts it unchanged
+    row = parsed.row
+    assert row["segment"] == "beta" and row["model_version"] == "mv1"
+    assert row["prompt_tokens"] == 7 and row["completion_tokens"] == 5
+    assert row["timestamp"].timestamp() == 1_700_000_000.0
+    assert row["extra"] == {"user": "[EMAIL]", "metadata": {"team": "ops [PHONE]"}, "request_id": "req-1"}
+
+
+def test_undefined_statistics_are_null_not_nan():
+    out = _output(n_tokens=(1,))
+    out.outputs[0].mean_logprob = float("nan")
+    stats = stats_from_output(out, out.outputs[0], end_time=time.time())
+    record = build_record(stats, segment_from_request({}), SampleDecision(True, 1.0), model_version=None)
+    assert record["tpot_ms"] is None and record["mean_logprob"] is None
+    sample_from_record(record)
+
+
+class _ListSink:
+    def __init__(self):
+        self.records: list[dict] = []
+
+    def submit(self, record: dict) -> bool:
+        self.records.append(record)
+        return True
+
+
+def test_logger_writes_one_record_per_choice_off_thread_and_flushes_on_close():
+    sink = _ListSink()
+    logger = TrafficLogger(TrafficSampler(1.0, 0), sink, model_version="mv", redact=False)
+    for _ in range(20):
+        logger.log(FinishedRequest(_output(n_tokens=(3, 4)), segment_from_request({}), ["t"]))
+    assert logger.close(timeout=10)
+    assert len(sink.records) == 40
+    assert {r["choice_index"] for r in sink.records} == {0, 1}
+    assert sorted({r["completion_tokens"] for r in sink.records}) == [3, 4]
+    assert logger.counters.seen == 20 and logger.counters.submitted == 40
+    assert len({r["id"] for r in sink.records}) == 40
+    logger.log(FinishedRequest(_output(), segment_from_request({})))  # after close: ignored
+    assert logger.counters.seen == 20
