@@ -1,0 +1,115 @@
+"""`ModelConfig`: the architecture facts the model code needs, from HF config.json or GGUF metadata."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from serving.loader.errors import ModelLoadError
+
+SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3")
+SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3", "freq_factors")
+
+
+@dataclass
+class ModelConfig:
+    arch: str  # "llama" | "qwen2" | "qwen3"
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    rms_norm_eps: float
+    rope_theta: float
+    # None: plain RoPE. Otherwise {"rope_type": "linear"|"llama3"|"freq_factors", ...}; see rope.py
+    rope_scaling: dict[str, Any] | None
+    max_position_embeddings: int
+    tie_word_embeddings: bool
+    attention_bias: bool  # q/k/v projections carry a bias (Qwen2)
+    qk_norm: bool  # per-head RMSNorm on q and k before RoPE (Qwen3)
+    bos_token_id: int | None
+    eos_token_ids: list[int] = field(default_factory=list)
+
+    def validate(self, source: str) -> None:
+        if self.arch not in SUPPORTED_ARCHS:
+            raise ModelLoadError(
+                f"{source}: unsupported architecture {self.arch!r} (supported: {', '.join(SUPPORTED_ARCHS)})"
+            )
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise ModelLoadError(
+                f"{source}: num_attention_heads={self.num_attention_heads} is not a multiple of "
+                f"num_key_value_heads={self.num_key_value_heads}"
+            )
+        if self.head_dim % 2:
+            raise ModelLoadError(f"{source}: head_dim={self.head_dim} must be even for RoPE")
+        if self.rope_scaling is not None:
+            kind = self.rope_scaling.get("rope_type")
+            if kind not in SUPPORTED_ROPE_TYPES:
+                raise ModelLoadError(
+                    f"{source}: unsupported rope scaling type {kind!r} "
+                    f"(supported: {', '.join(SUPPORTED_ROPE_TYPES)})"
+                )
+
+
+def normalize_rope_scaling(raw: dict[str, Any] | None) -> dict[str, Any] | None:
+    """HF spells it `rope_scaling` (v4) or `rope_parameters` (v5), with `type` or `rope_type`."""
+    if not raw:
+        return None
+    scaling = {k: v for k, v in raw.items() if k not in ("type", "rope_theta")}
+    kind = raw.get("rope_type", raw.get("type", "default"))
+    if kind == "default":
+        return None
+    scaling["rope_type"] = kind
+    return scaling
+
+
+def _eos_list(*values: Any) -> list[int]:
+    out: list[int] = []
+    for value in values:
+        items = value if isinstance(value, list) else [value]
+        for item in items:
+            if item is not None and int(item) not in out:
+                out.append(int(item))
+    return out
+
+
+def config_from_hf(cfg: dict[str, Any], generation_cfg: dict[str, Any], source: str) -> ModelConfig:
+    """Build from a parsed config.json (+ generation_config.json, whose eos list wins over config's)."""
+    arch = cfg.get("model_type")
+    if arch not in SUPPORTED_ARCHS:
+        raise ModelLoadError(
+            f"{source}: unsupported architecture model_type={arch!r} "
+            f"(supported: {', '.join(SUPPORTED_ARCHS)})"
+        )
+    if cfg.get("mlp_bias"):
+        raise ModelLoadError(f"{source}: mlp_bias=true is not supported")
+    try:
+        rope = cfg.get("rope_parameters") or {}
+        heads = int(cfg["num_attention_heads"])
+        hidden = int(cfg["hidden_size"])
+        config = ModelConfig(
+            arch=arch,
+            vocab_size=int(cfg["vocab_size"]),
+            hidden_size=hidden,
+            intermediate_size=int(cfg["intermediate_size"]),
+            num_hidden_layers=int(cfg["num_hidden_layers"]),
+            num_attention_heads=heads,
+            num_key_value_heads=int(cfg.get("num_key_value_heads") or heads),
+            head_dim=int(cfg.get("head_dim") or hidden // heads),
+            rms_norm_eps=float(cfg.get("rms_norm_eps", 1e-6)),
+            rope_theta=float(rope.get("rope_theta", cfg.get("rope_theta", 10000.0))),
+            rope_scaling=normalize_rope_scaling(cfg.get("rope_scaling") or rope),
+            max_position_embeddings=int(cfg.get("max_position_embeddings", 2048)),
+            tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+            # Qwen2 always has qkv bias (its config has no flag); Llama/Qwen3 say so in attention_bias
+            attention_bias=True if arch == "qwen2" else bool(cfg.get("attention_bias", False)),
+            qk_norm=arch == "qwen3",
+            bos_token_id=cfg.get("bos_token_id"),
+            eos_token_ids=_eos_list(generation_cfg.get("eos_token_id"), cfg.get("eos_token_id")),
+        )
+    except KeyError as exc:
+        raise ModelLoadError(f"{source}: config.json lacks required key {exc.args[0]!r}") from exc
+    config.validate(source)
+    return config

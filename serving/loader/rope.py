@@ -1,0 +1,58 @@
+"""RoPE inverse frequencies for a `ModelConfig`, with the scaling types we support.
+
+Computed in float32 exactly as HF transformers does, so our logits match its reference bit for bit
+as far as possible.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from serving.loader.config import ModelConfig
+
+
+def default_inv_freq(theta: float, dim: int) -> torch.Tensor:
+    exponents = torch.arange(0, dim, 2, dtype=torch.int64).to(torch.float32) / dim
+    return 1.0 / (theta**exponents)
+
+
+def rope_inv_freq(config: ModelConfig) -> torch.Tensor:
+    """float32 [head_dim // 2]. Scaling types:
+    - None: plain RoPE with `rope_theta`;
+    - "linear": every frequency divided by `factor` (position interpolation);
+    - "llama3": Llama-3.1's smooth low/high-frequency split (`factor`, `low_freq_factor`,
+      `high_freq_factor`, `original_max_position_embeddings`);
+    - "freq_factors": per-frequency divisors (`factors`, a list of head_dim // 2), as llama.cpp
+      stores Llama-3.1 scaling in a GGUF's `rope_freqs.weight` tensor.
+    """
+    inv_freq = default_inv_freq(config.rope_theta, config.head_dim)
+    scaling = config.rope_scaling
+    if scaling is None:
+        return inv_freq
+    kind = scaling.get("rope_type")
+    if kind == "linear":
+        return inv_freq / float(scaling["factor"])
+    if kind == "freq_factors":
+        factors = torch.tensor(scaling["factors"], dtype=torch.float32)
+        if factors.shape != inv_freq.shape:
+            raise ValueError(f"rope freq_factors has {factors.numel()} entries, expected {inv_freq.numel()}")
+        return inv_freq / factors
+    if kind == "llama3":
+        return _llama3(inv_freq, scaling)
+    raise ValueError(f"unsupported rope scaling type {kind!r}")
+
+
+def _llama3(inv_freq: torch.Tensor, s: dict) -> torch.Tensor:
+    factor = float(s["factor"])
+    low, high = float(s["low_freq_factor"]), float(s["high_freq_factor"])
+    old_len = float(s["original_max_position_embeddings"])
+    low_freq_wavelen, high_freq_wavelen = old_len / low, old_len / high
+    wavelen = 2 * math.pi / inv_freq
+    # long wavelengths (low frequencies) are interpolated, short ones kept, the middle blended
+    scaled = torch.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
+    smooth = (old_len / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    is_medium = ~(wavelen < high_freq_wavelen) * ~(wavelen > low_freq_wavelen)
+    return torch.where(is_medium, smoothed, scaled)

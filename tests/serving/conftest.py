@@ -1,0 +1,50 @@
+"""Shared serving fixtures: the default SmolLM2 GGUF, loaded once per session by us and by HF
+transformers (the reference the engine's outputs are checked against)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach a model hub from tests
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session")
+def smollm2_path() -> Path:
+    from serving.loader import default_model_path
+
+    path = default_model_path()
+    if not path.exists():
+        pytest.skip(f"default model file not found: {path}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def smollm2_loaded(smollm2_path):
+    """Our `LoadedModel` for SmolLM2 (config, float32 state dict, tokenizer)."""
+    from serving.loader import load_model_files
+
+    return load_model_files(smollm2_path)
+
+
+@pytest.fixture(scope="session")
+def hf_smollm2(smollm2_path):
+    """transformers' model from the same GGUF: eval mode, float32, CPU."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(
+        str(smollm2_path.parent), gguf_file=smollm2_path.name, dtype=torch.float32
+    )
+    return model.eval()
+
+
+@pytest.fixture(scope="session")
+def hf_smollm2_tokenizer(smollm2_path):
+    """transformers' tokenizer from the same GGUF (the tokenizer oracle)."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(smollm2_path.parent), gguf_file=smollm2_path.name)
