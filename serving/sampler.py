@@ -1,0 +1,163 @@
+"""The sampler: one batch of last-position logits -> one token per row, plus logprob statistics.
+
+Pipeline per row (the order HF transformers' logits processors use):
+  penalties (frequency/presence, OpenAI semantics, over the row's generated tokens)
+  -> greedy argmax when temperature < 1e-5
+  -> else logits / temperature -> top-k -> top-p -> min-p -> softmax -> draw.
+
+The draw is an "exponential race": argmax(p / q) with q ~ Exp(1) is a sample from p. Each seeded
+row draws its q from its own torch.Generator, so a request's samples depend only on its seed and
+its own logits, never on which other requests share the batch. Rows without a generator draw
+from torch's global RNG.
+
+Logprobs, the top-k alternatives and the entropy are computed from the RAW model distribution,
+log_softmax of the unprocessed logits (no penalties, temperature or truncation), as OpenAI and
+vLLM report them: they describe what the model believed, comparable across sampling settings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from serving.sampling_params import SamplingParams
+
+GREEDY_EPS = 1e-5  # temperatures below this are treated as greedy (dividing by ~0 overflows)
+
+
+@dataclass
+class SamplerOutput:
+    token_ids: list[int]
+    logprobs: list[float]  # raw-distribution logprob of each sampled token
+    entropies: list[float]  # entropy (nats) of each row's raw distribution
+    # per row, (token_id, logprob) for the params.logprobs most likely tokens, best first
+    # ([] for rows that did not ask); None when no row in the batch asked
+    top_logprobs: list[list[tuple[int, float]]] | None
+
+
+def apply_penalties(
+    logits: torch.Tensor,
+    output_token_ids: list[list[int]],
+    frequency: torch.Tensor,
+    presence: torch.Tensor,
+) -> torch.Tensor:
+    """OpenAI: logit[j] -= count[j] * frequency + (count[j] > 0) * presence, count over the
+    row's generated tokens (not the prompt). Returns a new tensor."""
+    counts = torch.zeros_like(logits)
+    for row, ids in enumerate(output_token_ids):
+        if ids:
+            idx = torch.tensor(ids, dtype=torch.long, device=logits.device)
+            counts[row].index_add_(0, idx, torch.ones(len(ids), device=logits.device))
+    return logits - counts * frequency[:, None] - (counts > 0).float() * presence[:, None]
+
+
+def apply_top_k(logits: torch.Tensor, top_k: torch.Tensor) -> torch.Tensor:
+    """Keep each row's k largest logits (ties with the k-th are kept); k <= 0 or >= V: off."""
+    vocab = logits.shape[-1]
+    active = (top_k > 0) & (top_k < vocab)
+    if not bool(active.any()):
+        return logits
+    k = torch.where(active, top_k, torch.ones_like(top_k)).long()
+    kth = logits.topk(int(k.max()), dim=-1).values.gather(1, (k - 1)[:, None])
+    return logits.masked_fill((logits < kth) & active[:, None], float("-inf"))
+
+
+def apply_top_p(logits: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
+    """Keep the smallest set of most likely tokens whose probability mass reaches top_p
+    (a token stays if the mass strictly before it, in descending order, is < top_p)."""
+    active = top_p < 1.0
+    if not bool(active.any()):
+        return logits
+    sorted_logits, order = logits.sort(dim=-1, descending=True, stable=True)
+    probs = sorted_logits.softmax(dim=-1)
+    mass_before = probs.cumsum(dim=-1) - probs
+    remove_sorted = mass_before >= top_p[:, None]
+    remove_sorted[:, 0] = False  # always keep the most likely token
+    remove = torch.zeros_like(remove_sorted).scatter(1, order, remove_sorted)
+    return logits.masked_fill(remove & active[:, None], float("-inf"))
+
+
+def apply_min_p(logits: torch.Tensor, min_p: torch.Tensor) -> torch.Tensor:
+    """Drop tokens whose probability is below min_p times the row's top probability."""
+    active = min_p > 0.0
+    if not bool(active.any()):
+        return logits
+    probs = logits.softmax(dim=-1)
+    threshold = probs.max(dim=-1, keepdim=True).values * min_p[:, None]
+    return logits.masked_fill((probs < threshold) & active[:, None], float("-inf"))
+
+
+def _entropy(logprobs: torch.Tensor) -> torch.Tensor:
+    probs = logprobs.exp()
+    # 0 * log 0 is 0 (masked vocab rows give -inf logprobs)
+    return -torch.where(probs > 0, probs * logprobs, torch.zeros_like(probs)).sum(dim=-1)
+
+
+def _draw(probs: torch.Tensor, generators: list[torch.Generator | None]) -> torch.Tensor:
+    """One sample per row by exponential race; a row's noise comes from its own generator."""
+    q = torch.empty_like(probs)
+    unseeded = [i for i, g in enumerate(generators) if g is None]
+    if unseeded:
+        q[unseeded] = torch.empty_like(probs[unseeded]).exponential_()
+    for i, g in enumerate(generators):
+        if g is not None:
+            q[i].exponential_(generator=g)
+    return (probs / q).argmax(dim=-1)
+
+
+def sample(
+    logits: torch.Tensor,
+    params: list[SamplingParams],
+    generators: list[torch.Generator | None],
+    output_token_ids: list[list[int]],
+) -> SamplerOutput:
+    """Sample one token per row of `logits` [B, V] (float32). `generators[i]` (on logits' device)
+    seeds row i; `output_token_ids[i]` are row i's tokens generated so far (for penalties)."""
+    batch = logits.shape[0]
+    if not (len(params) == len(generators) == len(output_token_ids) == batch):
+        raise ValueError(
+            f"sample: {batch} logit rows but {len(params)} params, {len(generators)} generators, "
+            f"{len(output_token_ids)} output lists"
+        )
+    logits = logits.float()
+    dev = logits.device
+    raw_logprobs = torch.log_softmax(logits, dim=-1)
+    entropies = _entropy(raw_logprobs)
+
+    def column(values: list[float]) -> torch.Tensor:
+        return torch.tensor(values, dtype=torch.float32, device=dev)
+
+    freq = column([p.frequency_penalty for p in params])
+    pres = column([p.presence_penalty for p in params])
+    scores = logits
+    if bool((freq != 0).any() or (pres != 0).any()):
+        scores = apply_penalties(logits, output_token_ids, freq, pres)
+
+    token_ids = scores.argmax(dim=-1)  # greedy rows keep this
+    rows = [i for i, p in enumerate(params) if p.temperature >= GREEDY_EPS]
+    if rows:
+        sub = [params[i] for i in rows]
+        x = scores[rows] / column([p.temperature for p in sub])[:, None]
+        x = apply_top_k(x, torch.tensor([p.top_k for p in sub], device=dev))
+        x = apply_top_p(x, column([p.top_p for p in sub]))
+        x = apply_min_p(x, column([p.min_p for p in sub]))
+        token_ids[rows] = _draw(x.softmax(dim=-1), [generators[i] for i in rows])
+
+    chosen = raw_logprobs.gather(1, token_ids[:, None]).squeeze(1)
+    top: list[list[tuple[int, float]]] | None = None
+    wanted = [p.logprobs or 0 for p in params]
+    if any(p.logprobs is not None for p in params):
+        top = [[] for _ in range(batch)]
+        kmax = max(wanted)
+        if kmax > 0:
+            values, indices = raw_logprobs.topk(kmax, dim=-1)
+            values_l, indices_l = values.tolist(), indices.tolist()
+            for i, k in enumerate(wanted):
+                top[i] = list(zip(indices_l[i][:k], values_l[i][:k], strict=True))
+    return SamplerOutput(
+        token_ids=token_ids.tolist(),
+        logprobs=chosen.tolist(),
+        entropies=entropies.tolist(),
+        top_logprobs=top,
+    )
