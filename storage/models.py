@@ -7,7 +7,6 @@ from datetime import datetime
 
 from sqlalchemy import (
     JSON,
-    DateTime,
     Float,
     ForeignKey,
     Index,
@@ -18,6 +17,8 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from storage.types import UTCDateTime
 
 
 class Base(DeclarativeBase):
@@ -30,7 +31,7 @@ class Sample(Base):
     __tablename__ = "samples"
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    timestamp: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
+    timestamp: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
     tenant: Mapped[str | None] = mapped_column(String(128))
     segment: Mapped[str | None] = mapped_column(String(128))
     prompt_version: Mapped[str | None] = mapped_column(String(128))
@@ -50,7 +51,7 @@ class Sample(Base):
     sample_weight: Mapped[float] = mapped_column(Float, default=1.0)
     source: Mapped[str] = mapped_column(String(32), default="engine")  # engine | ingest
     extra: Mapped[dict | None] = mapped_column(JSON)
-    ingested_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), index=True)
+    ingested_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), index=True)
 
     __table_args__ = (
         Index("ix_samples_segment_ts", "segment", "timestamp"),
@@ -78,7 +79,7 @@ class EvalScore(Base):
     sample_id: Mapped[str] = mapped_column(ForeignKey("samples.id", ondelete="CASCADE"), index=True)
     name: Mapped[str] = mapped_column(String(64))  # e.g. judge, relevancy, refusal
     score: Mapped[float] = mapped_column(Float)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     detail: Mapped[dict | None] = mapped_column(JSON)
 
     __table_args__ = (UniqueConstraint("sample_id", "name", name="uq_eval_score"),)
@@ -90,11 +91,11 @@ class Baseline(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     name: Mapped[str] = mapped_column(String(128))
     status: Mapped[str] = mapped_column(String(16), index=True)  # candidate|validated|rejected|active|retired
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    window_start: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    window_end: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    validated_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    activated_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    window_start: Mapped[datetime] = mapped_column(UTCDateTime())
+    window_end: Mapped[datetime] = mapped_column(UTCDateTime())
+    validated_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    activated_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     num_samples: Mapped[int] = mapped_column(Integer, default=0)
     # frozen PSI bin edges, calibrated thresholds, validation reasons (JSON)
     spec: Mapped[dict | None] = mapped_column(JSON)
@@ -120,10 +121,10 @@ class DriftRun(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     baseline_id: Mapped[int | None] = mapped_column(ForeignKey("baselines.id"))
-    window_start: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    window_end: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    window_start: Mapped[datetime] = mapped_column(UTCDateTime())
+    window_end: Mapped[datetime] = mapped_column(UTCDateTime())
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     status: Mapped[str] = mapped_column(String(16))  # running | done | failed
     num_samples: Mapped[int] = mapped_column(Integer, default=0)
     report_path: Mapped[str | None] = mapped_column(Text)
@@ -163,9 +164,9 @@ class Alert(Base):
     summary: Mapped[str] = mapped_column(Text)
     evidence: Mapped[dict | None] = mapped_column(JSON)
     run_id: Mapped[int | None] = mapped_column(ForeignKey("drift_runs.id"))
-    first_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    last_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    last_notified: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    first_seen: Mapped[datetime] = mapped_column(UTCDateTime())
+    last_seen: Mapped[datetime] = mapped_column(UTCDateTime())
+    last_notified: Mapped[datetime | None] = mapped_column(UTCDateTime())
     occurrences: Mapped[int] = mapped_column(Integer, default=1)
 
 
@@ -182,10 +183,10 @@ class Delivery(Base):
     payload: Mapped[dict] = mapped_column(JSON)
     status: Mapped[str] = mapped_column(String(16), index=True)  # pending|delivered|dead
     attempts: Mapped[int] = mapped_column(Integer, default=0)
-    next_attempt_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
+    next_attempt_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
     last_error: Mapped[str | None] = mapped_column(Text)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    delivered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
 
 class JobLock(Base):
@@ -195,7 +196,7 @@ class JobLock(Base):
 
     name: Mapped[str] = mapped_column(String(64), primary_key=True)
     holder: Mapped[str] = mapped_column(String(128))
-    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime())
 
 
 class JobCursor(Base):
@@ -205,4 +206,4 @@ class JobCursor(Base):
 
     name: Mapped[str] = mapped_column(String(64), primary_key=True)
     value: Mapped[str] = mapped_column(Text)
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())

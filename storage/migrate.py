@@ -1,0 +1,86 @@
+"""Schema migrations: `upgrade(url)` applies the Alembic revisions in `storage/migrations`
+(found next to this file, so an installed package finds them too); `vigil db upgrade|current`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import text
+from sqlalchemy.engine import URL
+
+from storage.db import make_engine
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+
+
+def alembic_config() -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    return config
+
+
+def upgrade(url: str | URL, revision: str = "head") -> str | None:
+    """Apply migrations on `url` up to `revision`; returns the revision the database is at.
+
+    On PostgreSQL a transaction-level advisory lock (keyed on the current schema) serialises
+    concurrent upgrades, e.g. an engine and a sidecar starting together.
+    """
+    engine = make_engine(url)
+    try:
+        with engine.begin() as connection:
+            if connection.dialect.name == "postgresql":
+                connection.execute(
+                    text("SELECT pg_advisory_xact_lock(hashtext('vigil-migrate:' || current_schema()))")
+                )
+            config = alembic_config()
+            config.attributes["connection"] = connection
+            command.upgrade(config, revision)
+            return MigrationContext.configure(connection).get_current_revision()
+    finally:
+        engine.dispose()
+
+
+def current_revision(url: str | URL) -> str | None:
+    """The revision the database is at (None: never migrated)."""
+    engine = make_engine(url)
+    try:
+        with engine.connect() as connection:
+            return MigrationContext.configure(connection).get_current_revision()
+    finally:
+        engine.dispose()
+
+
+def head_revision() -> str:
+    """The newest revision shipped with this code."""
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    assert head is not None, "no migrations found in " + str(MIGRATIONS_DIR)
+    return head
+
+
+def db_command(args) -> int:
+    """`vigil db upgrade [--revision R]` and `vigil db current`, on VIGIL_DATABASE_URL."""
+    from vigil.config import get_settings
+
+    url = get_settings().database_url
+    shown = _safe_url(url)
+    if args.action == "upgrade":
+        revision = upgrade(url, getattr(args, "revision", None) or "head")
+        print(f"database {shown} is at revision {revision}")
+        return 0
+    if args.action == "current":
+        revision = current_revision(url)
+        head = head_revision()
+        state = "up to date" if revision == head else f"behind head {head}: run `vigil db upgrade`"
+        print(f"database {shown} is at revision {revision or '(none)'} ({state})")
+        return 0
+    raise ValueError(f"unknown db action {args.action!r}")
+
+
+def _safe_url(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)

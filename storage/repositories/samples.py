@@ -1,0 +1,193 @@
+"""Samples: bulk idempotent insert, time-window reads, counts and retention."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+from sqlalchemy import ColumnElement, delete, func, select
+from sqlalchemy.orm import Session
+
+from storage.models import Embedding, EvalScore, Sample
+from storage.records import (
+    ParsedSample,
+    bytes_to_vector,
+    record_from_row,
+    sample_from_record,
+    vector_to_bytes,
+)
+from storage.repositories._sql import chunked, insert_ignore
+from storage.types import to_utc, utcnow
+
+SEGMENT_KEYS = ("segment", "tenant", "prompt_version", "model_version")
+
+
+def window_filter(
+    start: datetime | None = None,
+    end: datetime | None = None,
+    *,
+    segment: str | None = None,
+    tenant: str | None = None,
+    prompt_version: str | None = None,
+    model_version: str | None = None,
+) -> list[ColumnElement[bool]]:
+    """WHERE terms on `samples` for start <= timestamp < end and equality on the given keys
+    (None = no filter on that key). Naive datetimes are taken as UTC."""
+    terms: list[ColumnElement[bool]] = []
+    if start is not None:
+        terms.append(Sample.timestamp >= to_utc(start))
+    if end is not None:
+        terms.append(Sample.timestamp < to_utc(end))
+    for column, value in (
+        (Sample.segment, segment),
+        (Sample.tenant, tenant),
+        (Sample.prompt_version, prompt_version),
+        (Sample.model_version, model_version),
+    ):
+        if value is not None:
+            terms.append(column == value)
+    return terms
+
+
+def insert_samples(
+    session: Session,
+    records: Iterable[dict[str, Any] | ParsedSample],
+    *,
+    source: str = "engine",
+    now: datetime | None = None,
+) -> int:
+    """Insert records (dicts in the DESIGN shape, or already parsed) with their eval scores and
+    embeddings; idempotent on `id` (ON CONFLICT DO NOTHING on both backends; a repeated id in
+    one call keeps the first). Returns how many samples were new. Raises RecordError on a bad
+    dict (nothing is inserted then). Does not commit."""
+    parsed: dict[str, ParsedSample] = {}
+    for record in records:
+        item = record if isinstance(record, ParsedSample) else sample_from_record(record, source=source)
+        parsed.setdefault(item.id, item)
+    if not parsed:
+        return 0
+    ingested_at = now or utcnow()
+    rows = [{**item.row, "ingested_at": ingested_at} for item in parsed.values()]
+    inserted = insert_ignore(session, Sample.__table__, rows, ["id"], returning=Sample.__table__.c.id)
+
+    score_rows = [
+        {"sample_id": item.id, "name": name, "score": score, "created_at": ingested_at, "detail": None}
+        for item in parsed.values()
+        for name, score in item.eval_scores.items()
+    ]
+    insert_ignore(session, EvalScore.__table__, score_rows, ["sample_id", "name"])
+    emb_rows = []
+    for item in parsed.values():
+        for field, vec in item.embeddings.items():
+            data, dim = vector_to_bytes(vec)
+            emb_rows.append(
+                {"sample_id": item.id, "field": field, "model": item.embedding_model,
+                 "dim": dim, "vector": data}
+            )  # fmt: skip
+    insert_ignore(session, Embedding.__table__, emb_rows, ["sample_id", "field", "model"])
+    return len(inserted)
+
+
+def _scores_by_sample(session: Session, terms: list, ids: Sequence[str] | None = None):
+    scores: dict[str, dict[str, float]] = defaultdict(dict)
+    query = select(EvalScore.sample_id, EvalScore.name, EvalScore.score)
+    if ids is None:
+        query = query.join(Sample, Sample.id == EvalScore.sample_id).where(*terms)
+        batches = [query]
+    else:
+        batches = [query.where(EvalScore.sample_id.in_(chunk)) for chunk in chunked(ids)]
+    for batch in batches:
+        for sample_id, name, score in session.execute(batch):
+            scores[sample_id][name] = score
+    return scores
+
+
+def _embeddings_by_sample(session: Session, terms: list, model: str):
+    out: dict[str, dict[str, np.ndarray]] = defaultdict(dict)
+    query = (
+        select(Embedding.sample_id, Embedding.field, Embedding.vector, Embedding.dim)
+        .join(Sample, Sample.id == Embedding.sample_id)
+        .where(Embedding.model == model, *terms)
+    )
+    for sample_id, field, data, dim in session.execute(query):
+        out[sample_id][field] = bytes_to_vector(data, dim)
+    return out
+
+
+def fetch_window(
+    session: Session,
+    start: datetime,
+    end: datetime,
+    segment: str | None = None,
+    tenant: str | None = None,
+    *,
+    prompt_version: str | None = None,
+    model_version: str | None = None,
+    limit: int | None = None,
+    with_eval_scores: bool = True,
+    embedding_model: str | None = None,
+) -> list[dict[str, Any]]:
+    """Records with start <= timestamp < end (UTC), oldest first, optionally filtered by segment
+    keys, as record dicts (see `record_from_row`): with their eval scores, and with embeddings
+    as float32 arrays when `embedding_model` is given."""
+    terms = window_filter(
+        start, end, segment=segment, tenant=tenant,
+        prompt_version=prompt_version, model_version=model_version,
+    )  # fmt: skip
+    query = select(Sample).where(*terms).order_by(Sample.timestamp, Sample.id)
+    if limit is not None:
+        query = query.limit(limit)
+    samples = list(session.scalars(query))
+    if not samples:
+        return []
+    ids = [s.id for s in samples] if limit is not None else None
+    scores = _scores_by_sample(session, terms, ids) if with_eval_scores else {}
+    embs = _embeddings_by_sample(session, terms, embedding_model) if embedding_model else {}
+    return [record_from_row(s, scores.get(s.id), embs.get(s.id)) for s in samples]
+
+
+def get_samples(session: Session, sample_ids: Sequence[str]) -> list[dict[str, Any]]:
+    """The records for `sample_ids` (with eval scores), in the order given; unknown ids skipped."""
+    found: dict[str, Sample] = {}
+    for chunk in chunked(list(sample_ids)):
+        for sample in session.scalars(select(Sample).where(Sample.id.in_(chunk))):
+            found[sample.id] = sample
+    scores = _scores_by_sample(session, [], list(found))
+    return [record_from_row(found[i], scores.get(i)) for i in sample_ids if i in found]
+
+
+def count_samples(
+    session: Session,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    *,
+    segment: str | None = None,
+    tenant: str | None = None,
+) -> int:
+    """How many samples in [start, end) (open-ended when None) matching the segment keys."""
+    terms = window_filter(start, end, segment=segment, tenant=tenant)
+    return int(session.scalar(select(func.count()).select_from(Sample).where(*terms)) or 0)
+
+
+def count_by_segment(
+    session: Session, start: datetime, end: datetime, key: str = "segment"
+) -> dict[str | None, int]:
+    """{value of `key` (segment|tenant|prompt_version|model_version) -> sample count} in the window."""
+    if key not in SEGMENT_KEYS:
+        raise ValueError(f"key must be one of {SEGMENT_KEYS}, got {key!r}")
+    column = getattr(Sample, key)
+    query = select(column, func.count()).where(*window_filter(start, end)).group_by(column)
+    return {value: int(n) for value, n in session.execute(query)}
+
+
+def delete_samples_older_than(session: Session, cutoff: datetime) -> int:
+    """Retention: delete samples with timestamp < cutoff; their embeddings and eval scores go
+    with them (FK ON DELETE CASCADE). Baselines keep their frozen copies (`baseline_samples`
+    holds no FK to samples). Returns the number of samples deleted. Does not commit."""
+    result = session.execute(
+        delete(Sample.__table__).where(Sample.__table__.c.timestamp < to_utc(cutoff))
+    )
+    return int(result.rowcount or 0)
