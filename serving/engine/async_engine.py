@@ -1,0 +1,198 @@
+"""`AsyncLLMEngine`: the engine loop in its own thread, streams to asyncio callers.
+
+The event loop never runs model code: `generate()` validates, posts the request to the loop
+thread's inbox and awaits an asyncio.Queue the loop thread feeds through
+`call_soon_threadsafe`. If the caller stops iterating (client gone, task cancelled) the request
+is aborted and its KV blocks freed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from serving.engine.llm_engine import LLMEngine
+from serving.outputs import EngineStats, RequestOutput
+from serving.sampling_params import SamplingParams
+
+log = logging.getLogger(__name__)
+
+
+class EngineNotRunningError(RuntimeError):
+    """The engine is not started, shutting down, or draining: no new requests."""
+
+
+@dataclass
+class _Stream:
+    loop: asyncio.AbstractEventLoop
+    queue: asyncio.Queue
+
+
+class AsyncLLMEngine:
+    def __init__(self, engine: LLMEngine, idle_poll_s: float = 0.05):
+        self.engine = engine
+        self.idle_poll_s = idle_poll_s
+        self._lock = threading.Lock()  # guards _inbox and _streams
+        self._inbox: list[tuple] = []
+        self._streams: dict[str, _Stream] = {}
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._accepting = False
+        self._stats = engine.stats()
+        self._busy = False  # the loop thread holds unfinished requests
+
+    # ---- lifecycle -------------------------------------------------------------------------
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._accepting = True
+        self._thread = threading.Thread(target=self._run, name="vigil-engine-loop", daemon=True)
+        self._thread.start()
+
+    @property
+    def is_running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    async def shutdown(self) -> None:
+        """Stop accepting, abort what is in flight, stop the loop thread."""
+        self._accepting = False
+        for rid in list(self._streams):
+            self.abort(rid)
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            await asyncio.to_thread(self._thread.join)
+            self._thread = None
+
+    async def wait_idle(self, poll_s: float = 0.01) -> None:
+        """Return once no request is queued or running."""
+        while self._busy or self._inbox or self._streams:
+            await asyncio.sleep(poll_s)
+
+    async def drain(self, timeout: float) -> bool:
+        """Graceful shutdown's first half: refuse new requests, let running ones finish for up
+        to `timeout` seconds, then abort the rest. True when everything finished on its own."""
+        self._accepting = False
+        try:
+            await asyncio.wait_for(self.wait_idle(), timeout)
+            return True
+        except TimeoutError:
+            for rid in list(self._streams):
+                self.abort(rid)
+            await self.wait_idle()
+            return False
+
+    # ---- requests --------------------------------------------------------------------------
+    async def generate(
+        self,
+        request_id: str,
+        prompt_token_ids: list[int],
+        params: SamplingParams,
+        prompt: str | None = None,
+    ) -> AsyncIterator[RequestOutput]:
+        """Stream the request's outputs until the finished one. Raises ValueError for a bad
+        request (before anything is queued) and EngineNotRunningError when not accepting."""
+        if not self._accepting or not self.is_running:
+            raise EngineNotRunningError("the engine is not accepting requests (not started or shutting down)")
+        with self._lock:
+            if request_id in self._streams:
+                raise ValueError(f"request id {request_id!r} is already in use")
+            self.engine.validate_request(request_id, prompt_token_ids, params)
+            stream = _Stream(asyncio.get_running_loop(), asyncio.Queue())
+            self._streams[request_id] = stream
+            self._inbox.append(("add", request_id, list(prompt_token_ids), params, prompt, time.monotonic()))
+        self._wake.set()
+        finished = False
+        try:
+            while True:
+                item = await stream.queue.get()
+                if isinstance(item, BaseException):
+                    finished = True
+                    raise item
+                finished = item.finished
+                yield item
+                if finished:
+                    return
+        finally:
+            if not finished:  # the caller went away: free the request's blocks now
+                self.abort(request_id)
+
+    def abort(self, request_id: str) -> None:
+        """Thread-safe; the request's stream (if any) ends with a finish_reason 'abort' output."""
+        with self._lock:
+            self._inbox.append(("abort", request_id))
+        self._wake.set()
+
+    def stats(self) -> EngineStats:
+        snap = dataclasses.replace(self._stats)
+        snap.num_waiting += self._pending_adds()
+        return snap
+
+    def num_waiting(self) -> int:
+        return self._stats.num_waiting + self._pending_adds()
+
+    def num_running(self) -> int:
+        return self._stats.num_running
+
+    def _pending_adds(self) -> int:
+        return sum(1 for cmd in list(self._inbox) if cmd[0] == "add")
+
+    # ---- the loop thread -------------------------------------------------------------------
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._handle_inbox()
+            if self.engine.has_unfinished_requests():
+                self._busy = True
+                try:
+                    outputs = self.engine.step()
+                except Exception as exc:  # keep serving: fail the requests in flight, not the process
+                    log.exception("engine step failed; aborting the requests in flight")
+                    self._fail_all(exc)
+                    outputs = []
+                for out in outputs:
+                    self._deliver(out.request_id, out, out.finished)
+                self._stats = self.engine.stats()
+            else:
+                self._busy = False
+                self._stats = self.engine.stats()
+                self._wake.wait(self.idle_poll_s)
+                self._wake.clear()
+        self._handle_inbox()
+        self._fail_all(EngineNotRunningError("the engine shut down"))
+        self._busy = False
+
+    def _handle_inbox(self) -> None:
+        with self._lock:
+            cmds, self._inbox = self._inbox, []
+        for cmd in cmds:
+            if cmd[0] == "add":
+                _, rid, ids, params, prompt, arrival = cmd
+                try:
+                    self.engine.add_request(rid, ids, params, prompt=prompt, arrival_time=arrival)
+                except ValueError as exc:
+                    self._deliver(rid, exc, True)
+            else:
+                out = self.engine.abort(cmd[1])
+                if out is not None:
+                    self._deliver(cmd[1], out, True)
+
+    def _fail_all(self, exc: BaseException) -> None:
+        for rid in list(self.engine.requests):
+            self.engine.abort(rid)
+        for rid in list(self._streams):
+            self._deliver(rid, exc, True)
+
+    def _deliver(self, request_id: str, item, last: bool) -> None:
+        with self._lock:
+            stream = self._streams.pop(request_id, None) if last else self._streams.get(request_id)
+        if stream is not None:
+            # RuntimeError: the caller's event loop is closed, nobody is listening
+            with contextlib.suppress(RuntimeError):
+                stream.loop.call_soon_threadsafe(stream.queue.put_nowait, item)

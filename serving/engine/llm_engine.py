@@ -1,0 +1,191 @@
+"""`LLMEngine`: add_request / step / abort over the scheduler, block manager and model runner.
+
+Single-threaded by design: one caller drives `step()` (the async engine's loop thread); nothing
+here blocks on I/O.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+import torch
+
+from serving.engine.block_manager import BlockManager
+from serving.engine.config import EngineConfig
+from serving.engine.output_processor import OutputProcessor
+from serving.engine.request import Request, Sequence
+from serving.engine.runner import ModelRunner, kv_bytes_per_block
+from serving.engine.scheduler import Scheduler, SchedulerConfig
+from serving.model import build_model
+from serving.outputs import EngineStats, RequestMetrics, RequestOutput
+from serving.sampling_params import SamplingParams
+
+
+class LLMEngine:
+    def __init__(self, engine_config: EngineConfig, loaded=None):
+        """`loaded`: a LoadedModel (config, HF-named state_dict, tokenizer) to use instead of
+        loading `engine_config.model_path` (tests pass tiny random models this way)."""
+        cfg = engine_config
+        if cfg.torch_threads:
+            torch.set_num_threads(cfg.torch_threads)
+        if loaded is None:
+            from serving.loader import default_model_path, load_model_files
+
+            loaded = load_model_files(cfg.model_path or default_model_path())
+        self.config = cfg
+        self.model_config = loaded.config
+        self.tokenizer = loaded.tokenizer
+        self.device = cfg.resolve_device()
+        dtype = cfg.resolve_dtype(self.device)
+        model = build_model(loaded.config, loaded.state_dict, self.device, dtype)
+        num_blocks = cfg.num_kv_blocks or (
+            cfg.kv_cache_memory_mb * 2**20 // kv_bytes_per_block(loaded.config, cfg.block_size, dtype)
+        )
+        if num_blocks < 2:
+            raise ValueError(
+                f"kv_cache_memory_mb={cfg.kv_cache_memory_mb} holds {num_blocks} KV blocks; need at least 2"
+            )
+        limit = cfg.max_model_len or loaded.config.max_position_embeddings
+        # a sequence must fit the pool alone, or preemption could never make room for it
+        self.max_model_len = min(limit, num_blocks * cfg.block_size)
+        if not cfg.enable_chunked_prefill and cfg.max_num_batched_tokens < self.max_model_len:
+            raise ValueError(
+                f"with chunked prefill off, max_num_batched_tokens ({cfg.max_num_batched_tokens}) "
+                f"must be at least max_model_len ({self.max_model_len})"
+            )
+        self.block_manager = BlockManager(num_blocks, cfg.block_size, cfg.enable_prefix_caching)
+        self.scheduler = Scheduler(
+            SchedulerConfig(cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.enable_chunked_prefill),
+            self.block_manager,
+        )
+        self.runner = ModelRunner(model, loaded.config, num_blocks, cfg.block_size, self.device, dtype)
+        eos = list(getattr(self.tokenizer, "eos_token_ids", None) or loaded.config.eos_token_ids or [])
+        self.eos_token_ids = eos
+        self.output = OutputProcessor(self.tokenizer, eos, self.max_model_len)
+        self.requests: dict[str, Request] = {}
+        self._seq_ids = itertools.count()
+        self._prompt_tokens_total = 0
+        self._generation_tokens_total = 0
+
+    @classmethod
+    def from_settings(cls, settings) -> LLMEngine:
+        return cls(EngineConfig.from_settings(settings))
+
+    # ---- requests --------------------------------------------------------------------------
+    def validate_request(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams) -> None:
+        """Raise ValueError naming the problem; pure, so other threads may call it."""
+        if request_id in self.requests:
+            raise ValueError(f"request id {request_id!r} is already in use")
+        if not prompt_token_ids:
+            raise ValueError("the prompt is empty: at least one token is needed")
+        vocab = self.model_config.vocab_size
+        bad = [t for t in prompt_token_ids if not isinstance(t, int) or not 0 <= t < vocab]
+        if bad:
+            raise ValueError(f"prompt token id {bad[0]!r} is outside the vocabulary [0, {vocab})")
+        if len(prompt_token_ids) >= self.max_model_len:
+            raise ValueError(
+                f"the prompt has {len(prompt_token_ids)} tokens but the context length is "
+                f"{self.max_model_len}: at most {self.max_model_len - 1} prompt tokens fit"
+            )
+        params.validate()
+
+    def add_request(
+        self,
+        request_id: str,
+        prompt_token_ids: list[int],
+        params: SamplingParams,
+        prompt: str | None = None,
+        arrival_time: float | None = None,
+    ) -> None:
+        self.validate_request(request_id, prompt_token_ids, params)
+        metrics = RequestMetrics(arrival_time=arrival_time if arrival_time is not None else time.monotonic())
+        req = Request(request_id, prompt, list(prompt_token_ids), params, metrics, forked=params.n == 1)
+        req.seqs.append(self._new_seq(req, 0))
+        self.requests[request_id] = req
+        self._prompt_tokens_total += len(prompt_token_ids)
+        self.scheduler.add(req.seqs[0])
+
+    def _new_seq(self, req: Request, index: int) -> Sequence:
+        seq = Sequence(
+            seq_id=next(self._seq_ids),
+            request=req,
+            index=index,
+            token_ids=list(req.prompt_token_ids),
+            num_prompt_tokens=len(req.prompt_token_ids),
+            generator=req.make_generator(index),
+        )
+        self.output.init_seq(seq)
+        return seq
+
+    def abort(self, request_id: str) -> RequestOutput | None:
+        """Stop a request now and free its KV blocks; returns its final output (None if unknown)."""
+        req = self.requests.pop(request_id, None)
+        if req is None:
+            return None
+        for seq in req.seqs:
+            if not seq.is_finished:
+                seq.finish_reason = "abort"
+                self.scheduler.finish(seq)
+        req.forked = True  # an unforked n > 1 request ends with the one sequence it has
+        return self.output.request_output(req)
+
+    def has_unfinished_requests(self) -> bool:
+        return bool(self.requests)
+
+    # ---- the step --------------------------------------------------------------------------
+    def step(self) -> list[RequestOutput]:
+        out = self.scheduler.schedule()
+        if out.is_empty:
+            return []
+        now = time.monotonic()
+        targets: list[list[Sequence]] = []
+        forks: list[tuple[Sequence, list[Sequence]]] = []
+        for item in out.scheduled:
+            seq, req = item.seq, item.seq.request
+            if req.metrics.first_scheduled_time is None:
+                req.metrics.first_scheduled_time = now
+            if not item.completes:
+                targets.append([])
+            elif not req.forked:  # the prompt is done: sample all n continuations from its logits
+                children = [self._new_seq(req, j) for j in range(1, req.params.n)]
+                forks.append((seq, children))
+                targets.append([seq, *children])
+            else:
+                targets.append([seq])
+        results = self.runner.execute(out, targets)
+        self.scheduler.update_after_step(out)
+        for parent, children in forks:
+            for child in children:
+                self.scheduler.fork(parent, child)
+            parent.request.seqs.extend(children)
+            parent.request.forked = True
+        progressed: dict[str, Request] = {}
+        now = time.monotonic()
+        for r in results:
+            req = r.seq.request
+            self._generation_tokens_total += 1
+            if req.metrics.first_token_time is None:
+                req.metrics.first_token_time = now
+            req.metrics.last_token_time = now
+            if self.output.append(r):
+                self.scheduler.finish(r.seq)
+            progressed[req.request_id] = req
+        outputs = []
+        for req in progressed.values():
+            outputs.append(self.output.request_output(req))
+            if req.is_finished:
+                del self.requests[req.request_id]
+        return outputs
+
+    def stats(self) -> EngineStats:
+        return EngineStats(
+            num_running=len(self.scheduler.running),
+            num_waiting=len(self.scheduler.waiting),
+            kv_cache_usage=self.block_manager.usage,
+            num_preemptions_total=self.scheduler.num_preemptions_total,
+            prefix_cache_queries_total=self.block_manager.prefix_queries,
+            prefix_cache_hits_total=self.block_manager.prefix_hits,
+            prompt_tokens_total=self._prompt_tokens_total,
+            generation_tokens_total=self._generation_tokens_total,
+        )

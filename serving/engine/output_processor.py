@@ -1,0 +1,106 @@
+"""Turns sampled tokens into sequence state: finish conditions (EOS, stop token ids, max_tokens,
+context length, stop strings), incremental UTF-8-safe text, logprobs, and per-request outputs."""
+
+from __future__ import annotations
+
+import time
+
+from serving.detokenizer import IncrementalDetokenizer
+from serving.engine.request import Request, Sequence
+from serving.engine.runner import SampleResult
+from serving.outputs import CompletionOutput, RequestOutput, TokenLogprob
+from serving.stop import StopStringMatcher
+
+
+class SeqTextState:
+    """A sequence's incremental detokenizer feeding its stop-string matcher (which holds back
+    text that could still become a stop string)."""
+
+    def __init__(self, tokenizer, stop: list[str], include_stop: bool):
+        self.detok = IncrementalDetokenizer(tokenizer)
+        self.matcher = StopStringMatcher(stop, include_stop)
+
+    def add(self, token_id: int) -> tuple[str, str | None]:
+        """Returns (text safe to emit now, the stop string hit or None)."""
+        return self.matcher.feed(self.detok.add(token_id))
+
+    def flush(self) -> str:
+        """The sequence ended for another reason: release held-back bytes and text."""
+        text, _ = self.matcher.feed(self.detok.flush())
+        return text + self.matcher.flush()
+
+
+class OutputProcessor:
+    def __init__(self, tokenizer, eos_token_ids: list[int], max_model_len: int):
+        self.tokenizer = tokenizer
+        self.eos = set(eos_token_ids)
+        self.max_model_len = max_model_len
+
+    def init_seq(self, seq: Sequence) -> None:
+        p = seq.request.params
+        if self.tokenizer is not None:
+            seq.output_state = SeqTextState(self.tokenizer, list(p.stop), p.include_stop_str_in_output)
+
+    def append(self, r: SampleResult) -> bool:
+        """Record a sampled token; returns True when it finished the sequence."""
+        seq, p, tok = r.seq, r.seq.request.params, r.token_id
+        seq.append_token(tok)
+        seq.logprobs.append(r.logprob)
+        seq.entropies.append(r.entropy)
+        if p.logprobs is not None:
+            alts = [(int(t), self._token_text(int(t)), float(v)) for t, v in (r.top_logprobs or [])]
+            seq.token_logprobs.append(TokenLogprob(tok, self._token_text(tok), r.logprob, alts[: p.logprobs]))
+        if tok in p.stop_token_ids:
+            return self._finish(seq, "stop", tok)
+        if tok in self.eos and not p.ignore_eos:
+            return self._finish(seq, "stop", None)
+        state = seq.output_state
+        if isinstance(state, SeqTextState):
+            text, hit = state.add(tok)
+            seq.text += text
+            if hit is not None:
+                return self._finish(seq, "stop", hit)
+        if seq.num_output_tokens >= p.max_tokens or seq.num_tokens >= self.max_model_len:
+            return self._finish(seq, "length", None)
+        return False
+
+    def _finish(self, seq: Sequence, reason: str, stop_reason: str | int | None) -> bool:
+        if isinstance(seq.output_state, SeqTextState) and not isinstance(stop_reason, str):
+            seq.text += seq.output_state.flush()  # a stop string's hold-back is dropped with it
+        seq.finish_reason, seq.stop_reason = reason, stop_reason
+        return True
+
+    def _token_text(self, token_id: int) -> str:
+        if self.tokenizer is None:
+            return ""
+        # one token may be part of a UTF-8 character: escape its bytes rather than guess
+        return self.tokenizer.id_to_bytes(token_id).decode("utf-8", errors="backslashreplace")
+
+    def completion(self, seq: Sequence) -> CompletionOutput:
+        delta = seq.text[seq.sent_text_len :]
+        seq.sent_text_len = len(seq.text)
+        n = len(seq.logprobs)
+        return CompletionOutput(
+            index=seq.index,
+            text=seq.text,
+            delta=delta,
+            token_ids=list(seq.output_token_ids),
+            logprobs=list(seq.token_logprobs) if seq.request.params.logprobs is not None else None,
+            finish_reason=seq.finish_reason,
+            stop_reason=seq.stop_reason,
+            mean_logprob=sum(seq.logprobs) / n if n else None,
+            mean_entropy=sum(seq.entropies) / n if n else None,
+        )
+
+    def request_output(self, req: Request) -> RequestOutput:
+        finished = req.is_finished
+        if finished and req.metrics.finished_time is None:
+            req.metrics.finished_time = time.monotonic()
+        return RequestOutput(
+            request_id=req.request_id,
+            prompt=req.prompt,
+            prompt_token_ids=req.prompt_token_ids,
+            outputs=[self.completion(s) for s in sorted(req.seqs, key=lambda s: s.index)],
+            finished=finished,
+            metrics=req.metrics,
+        )
