@@ -1,0 +1,154 @@
+"""Shared fixtures for the whole suite — storage-touching tests run on SQLite AND PostgreSQL.
+
+    db_url            a fresh, EMPTY database URL, parametrized over ["sqlite", "postgresql"]
+                      (function scope). SQLite: a file in tmp_path. PostgreSQL: a new schema
+                      `t_<hex>` in the `test` database, selected through the URL itself
+                      (`?options=-csearch_path=t_<hex>&application_name=vigil-test-t_<hex>`), so
+                      every engine, subprocess and Alembic run on that URL lands in it; the schema
+                      is dropped afterwards (its connections are terminated first).
+    migrated_db       db_url after `storage.migrate.upgrade(url)` (the Alembic migrations; never
+                      create_all). The usual fixture for repository-level tests.
+    db_session        a Session on migrated_db; committed by you, closed afterwards.
+    db_url_module / migrated_db_module
+                      the same with module scope, for modules whose tests can share one database.
+    pg_url            a fresh migrated PostgreSQL schema URL only (not parametrized), for
+                      PostgreSQL-specific tests (advisory locks, killed connections, ...).
+    pg_admin_url      the base PostgreSQL URL (database `test`), for admin statements.
+
+PostgreSQL comes from VIGIL_TEST_PG_URL (default postgresql+psycopg://postgres@127.0.0.1:5432/test).
+If it is unreachable the PostgreSQL parameters FAIL, unless VIGIL_TEST_PG=0 (then they skip).
+
+Usage:
+    def test_roundtrip(migrated_db):             # runs twice: [sqlite] and [postgresql]
+        with session_scope(migrated_db) as s: ...
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from sqlalchemy.engine import make_url
+
+from storage.db import dispose_engines, session_factory
+from storage.migrate import upgrade
+
+PG_BASE_URL = os.environ.get(
+    "VIGIL_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+)
+BACKENDS = ["sqlite", "postgresql"]
+_pg_status: dict[str, str | None] = {}
+
+
+def _libpq_dsn(url: str) -> str:
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def _require_pg() -> None:
+    """Fail (or skip with VIGIL_TEST_PG=0) when PostgreSQL is unreachable; checked once."""
+    if os.environ.get("VIGIL_TEST_PG") == "0":
+        pytest.skip("VIGIL_TEST_PG=0: PostgreSQL tests skipped")
+    if "error" not in _pg_status:
+        try:
+            with psycopg.connect(_libpq_dsn(PG_BASE_URL), connect_timeout=5) as conn:
+                conn.execute("SELECT 1")
+            _pg_status["error"] = None
+        except psycopg.Error as exc:
+            _pg_status["error"] = str(exc).strip()
+    if _pg_status["error"]:
+        pytest.fail(
+            f"PostgreSQL unreachable at {PG_BASE_URL} ({_pg_status['error']}); start it "
+            "(see .ci/run) or set VIGIL_TEST_PG=0 to skip the PostgreSQL parameters",
+            pytrace=False,
+        )
+
+
+def _admin(sql: str) -> None:
+    with psycopg.connect(_libpq_dsn(PG_BASE_URL), autocommit=True, connect_timeout=5) as conn:
+        conn.execute(sql)
+
+
+def new_pg_schema() -> tuple[str, str]:
+    """Create a fresh schema; return (schema, URL whose connections live in it)."""
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    _admin(f'CREATE SCHEMA "{schema}"')
+    url = make_url(PG_BASE_URL).update_query_dict(
+        {"options": f"-csearch_path={schema}", "application_name": f"vigil-test-{schema}"}
+    )
+    return schema, url.render_as_string(hide_password=False)
+
+
+def drop_pg_schema(schema: str, url: str) -> None:
+    dispose_engines(url)
+    _admin(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+        f"WHERE application_name = 'vigil-test-{schema}' AND pid <> pg_backend_pid()"
+    )
+    _admin(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def _make_db(backend: str, tmp: Path) -> Iterator[str]:
+    if backend == "sqlite":
+        url = f"sqlite:///{tmp / 'vigil.db'}"
+        yield url
+        dispose_engines(url)
+        return
+    _require_pg()
+    schema, url = new_pg_schema()
+    try:
+        yield url
+    finally:
+        drop_pg_schema(schema, url)
+
+
+@pytest.fixture(params=BACKENDS)
+def db_url(request, tmp_path) -> Iterator[str]:
+    yield from _make_db(request.param, tmp_path)
+
+
+@pytest.fixture
+def migrated_db(db_url) -> str:
+    upgrade(db_url)
+    return db_url
+
+
+@pytest.fixture
+def db_session(migrated_db):
+    session = session_factory(migrated_db)()
+    try:
+        yield session
+    finally:
+        session.rollback()
+        session.close()
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def db_url_module(request, tmp_path_factory) -> Iterator[str]:
+    yield from _make_db(request.param, tmp_path_factory.mktemp("db"))
+
+
+@pytest.fixture(scope="module")
+def migrated_db_module(db_url_module) -> str:
+    upgrade(db_url_module)
+    return db_url_module
+
+
+@pytest.fixture
+def pg_admin_url() -> str:
+    _require_pg()
+    return PG_BASE_URL
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    _require_pg()
+    schema, url = new_pg_schema()
+    try:
+        upgrade(url)
+        yield url
+    finally:
+        drop_pg_schema(schema, url)
