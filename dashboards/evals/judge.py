@@ -1,0 +1,106 @@
+"""An LLM judge in the G-Eval manner, through the engine's own OpenAI-compatible endpoint.
+
+The rubric asks for one digit 1-5; the engine returns the first generated token's
+`top_logprobs`, and the score is the probability-weighted mean of the digit tokens
+(renormalised over the digits' mass), so a judge torn between 3 and 4 scores ~3.5 instead of
+flipping. When the engine is down or overloaded the judge raises `EngineUnavailable`: the
+evaluate job then stops and retries the same samples on its next run.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import httpx
+
+RUBRIC = (
+    "You are grading an AI assistant's answer.\n"
+    "Rate how helpful, correct and on-topic the ANSWER is for the QUESTION on a scale of 1 to 5:\n"
+    "1 = useless, wrong or off-topic; 2 = mostly unhelpful; 3 = partly helpful; "
+    "4 = helpful with minor issues; 5 = fully helpful and correct.\n\n"
+    "QUESTION:\n{prompt}\n\nANSWER:\n{response}\n\n"
+    "Reply with a single digit from 1 to 5 and nothing else."
+)
+DIGITS = {str(d): d for d in range(1, 6)}
+MAX_FIELD_CHARS = 2000  # keeps the judge prompt inside a small model's context
+
+
+class EngineUnavailable(RuntimeError):
+    """The engine could not be reached or is overloaded; retry later."""
+
+
+class JudgeError(ValueError):
+    """The engine answered but the judgement is unusable (the sample is skipped, not retried)."""
+
+
+@dataclass(frozen=True)
+class Judgement:
+    score: float  # in [1, 5]
+    digit_mass: float  # total probability of the digit tokens among the top logprobs
+    distribution: dict[str, float]  # digit -> renormalised probability
+    source: str  # "logprobs" | "text" (no digit among top logprobs: the generated digit)
+
+
+def judge_messages(prompt: str, response: str) -> list[dict[str, str]]:
+    text = RUBRIC.format(prompt=prompt[:MAX_FIELD_CHARS], response=response[:MAX_FIELD_CHARS])
+    return [{"role": "user", "content": text}]
+
+
+def score_from_top_logprobs(top_logprobs: list[dict], generated: str = "") -> Judgement:
+    """The G-Eval score from one token position's `top_logprobs` ([{token, logprob}, ...])."""
+    mass: dict[str, float] = {}
+    for entry in top_logprobs:
+        token = str(entry.get("token", "")).strip()
+        logprob = entry.get("logprob")
+        if token in DIGITS and isinstance(logprob, int | float) and math.isfinite(logprob):
+            mass[token] = mass.get(token, 0.0) + math.exp(logprob)
+    total = sum(mass.values())
+    if total > 0:
+        dist = {d: p / total for d, p in sorted(mass.items())}
+        score = sum(DIGITS[d] * p for d, p in dist.items())
+        return Judgement(score, total, dist, "logprobs")
+    first = next((ch for ch in generated if ch in DIGITS), None)
+    if first is None:
+        raise JudgeError(f"the judge answered {generated[:40]!r}: no digit 1-5")
+    return Judgement(float(DIGITS[first]), 0.0, {first: 1.0}, "text")
+
+
+class Judge:
+    """Calls `{engine_url}/v1/chat/completions` with logprobs; one client, reused."""
+
+    def __init__(
+        self, engine_url: str, model: str, *, api_key: str | None = None, timeout_s: float = 60.0
+    ) -> None:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.model = model
+        self.client = httpx.Client(base_url=engine_url.rstrip("/"), headers=headers, timeout=timeout_s)
+
+    def close(self) -> None:
+        self.client.close()
+
+    def judge(self, prompt: str, response: str) -> Judgement:
+        body = {
+            "model": self.model,
+            "messages": judge_messages(prompt, response),
+            "max_tokens": 1,
+            "temperature": 0.0,
+            "logprobs": True,
+            "top_logprobs": 20,
+        }
+        try:
+            reply = self.client.post("/v1/chat/completions", json=body)
+        except httpx.TransportError as exc:
+            raise EngineUnavailable(f"engine unreachable: {exc.__class__.__name__}: {exc}") from exc
+        if reply.status_code in (408, 425, 429) or reply.status_code >= 500:
+            raise EngineUnavailable(f"engine answered {reply.status_code}: {reply.text[:200]}")
+        if reply.status_code != 200:
+            raise JudgeError(f"engine refused the judge request ({reply.status_code}): {reply.text[:200]}")
+        try:
+            choice = reply.json()["choices"][0]
+            generated = choice["message"].get("content") or ""
+            content = (choice.get("logprobs") or {}).get("content") or []
+            top = content[0].get("top_logprobs") or [] if content else []
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+            raise JudgeError(f"malformed chat completion from the engine: {exc!r}") from None
+        return score_from_top_logprobs(top, generated)

@@ -1,0 +1,59 @@
+"""Embed job: prompts and responses of samples that have no embedding yet, in batches."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from dashboards.embedder import get_embedder
+from storage.repositories.embeddings import (
+    EmbeddingRow,
+    samples_missing_embeddings,
+    store_embeddings,
+)
+from vigil.config import Settings
+
+BATCH = 256
+MAX_BATCHES_PER_RUN = 40  # ~10k samples; the rest waits for the next run instead of hogging CPU
+
+
+@dataclass(frozen=True)
+class EmbedResult:
+    samples: int
+    vectors: int
+
+
+def run_embed_job(
+    settings: Settings, session_factory: sessionmaker[Session], now: datetime
+) -> EmbedResult:
+    samples = vectors = 0
+    embedder = None
+    for _ in range(MAX_BATCHES_PER_RUN):
+        with session_factory() as session:
+            model = embedder.name if embedder else _model_name(settings)
+            batch = samples_missing_embeddings(session, model, limit=BATCH)
+            if not batch:
+                break
+            embedder = embedder or get_embedder(settings.embedding_model_path)
+            rows: list[EmbeddingRow] = []
+            for field in ("prompt", "response"):
+                todo = [s for s in batch if s[field] is not None]
+                vecs = embedder.encode([s[field] for s in todo])
+                rows += [EmbeddingRow(s["id"], field, embedder.name, v) for s, v in zip(todo, vecs, strict=True)]
+            vectors += store_embeddings(session, rows)
+            session.commit()  # one transaction per batch: a crash loses at most one batch's work
+            samples += len(batch)
+        if len(batch) < BATCH:
+            break
+    return EmbedResult(samples=samples, vectors=vectors)
+
+
+def _model_name(settings: Settings) -> str:
+    """The stored model name without loading the model (an idle run stays cheap)."""
+    from dashboards.embedder import MODEL_NAME
+
+    if settings.embedding_model_path is None:
+        return MODEL_NAME
+    return settings.embedding_model_path.rstrip("/").rsplit("/", 1)[-1]

@@ -1,0 +1,160 @@
+"""Evaluate job: judge, relevancy and refusal scores on a share of the new samples.
+
+Samples are visited in arrival order (`ingested_at`, `id`) from a cursor in `job_cursors`; a
+sample is chosen when a hash of its id falls under `eval_share`, so a retried run chooses the
+same ones. Only samples that arrived `SETTLE_S` ago are visited (a writer's transaction stamped
+earlier may still be committing). When the engine is down the run stops *before* the first
+sample it could not judge and leaves the cursor there: the next run retries it — nothing is lost.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import and_, or_, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from dashboards.cursors import get_cursor, set_cursor
+from dashboards.embedder import get_embedder
+from dashboards.evals.judge import EngineUnavailable, Judge, JudgeError
+from dashboards.evals.refusal import detect_refusal
+from dashboards.evals.relevancy import relevancy
+from storage.models import EvalScore, Sample
+from storage.repositories.eval_scores import EvalScoreRow, store_eval_scores
+from storage.types import to_utc
+from vigil.config import Settings
+
+log = logging.getLogger("vigil.sidecar.evaluate")
+
+CURSOR = "evaluate"
+SETTLE_S = 5.0
+SCAN_BATCH = 500
+MAX_JUDGED_PER_RUN = 200  # the judge shares the engine with live traffic
+
+
+@dataclass(frozen=True)
+class EvaluateResult:
+    scanned: int
+    chosen: int
+    judged: int
+    skipped: int  # chosen but unusable (no response, judge answered no digit, 4xx)
+    engine_down: bool
+
+
+def chosen(sample_id: str, share: float) -> bool:
+    """Deterministic share selection: the first 8 bytes of sha256(id) as a fraction < share."""
+    digest = hashlib.sha256(sample_id.encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 < share
+
+
+def _parse_cursor(value: str | None) -> tuple[datetime, str] | None:
+    if not value:
+        return None
+    ts, _, sample_id = value.partition("|")
+    return to_utc(datetime.fromisoformat(ts)), sample_id
+
+
+def _next_batch(session: Session, after: tuple[datetime, str] | None, until: datetime):
+    query = (
+        select(Sample.id, Sample.ingested_at, Sample.prompt, Sample.response)
+        .where(Sample.ingested_at.is_not(None), Sample.ingested_at < until)
+        .order_by(Sample.ingested_at, Sample.id)
+        .limit(SCAN_BATCH)
+    )
+    if after is not None:
+        ts, sid = after
+        query = query.where(
+            or_(Sample.ingested_at > ts, and_(Sample.ingested_at == ts, Sample.id > sid))
+        )
+    return list(session.execute(query))
+
+
+def _already_judged(session: Session, ids: list[str]) -> set[str]:
+    if not ids:
+        return set()
+    query = select(EvalScore.sample_id).where(EvalScore.name == "judge", EvalScore.sample_id.in_(ids))
+    return set(session.scalars(query))
+
+
+def run_evaluate_job(
+    settings: Settings,
+    session_factory: sessionmaker[Session],
+    now: datetime,
+    *,
+    judge: Judge | None = None,
+) -> EvaluateResult:
+    own_judge = judge is None
+    judge = judge or Judge(settings.engine_url, settings.model_name, api_key=_engine_key(settings))
+    scanned = n_chosen = judged = skipped = 0
+    engine_down = False
+    until = to_utc(now) - timedelta(seconds=SETTLE_S)
+    try:
+        while not engine_down and judged < MAX_JUDGED_PER_RUN:
+            with session_factory() as session:
+                after = _parse_cursor(get_cursor(session, CURSOR))
+                batch = _next_batch(session, after, until)
+                if not batch:
+                    break
+                picks = {r.id for r in batch if chosen(r.id, settings.eval_share)}
+                done = _already_judged(session, list(picks))
+                rows: list[EvalScoreRow] = []
+                last = None  # the last sample fully handled: the cursor moves to it
+                for row in batch:
+                    if row.id in picks and row.id not in done:
+                        if judged >= MAX_JUDGED_PER_RUN:
+                            break
+                        try:
+                            new_rows = _evaluate_one(settings, judge, row)
+                        except EngineUnavailable as exc:
+                            log.warning("judge paused, retrying next run: %s", exc)
+                            engine_down = True
+                            break
+                        n_chosen += 1
+                        if new_rows:
+                            rows += new_rows
+                            judged += 1
+                        else:
+                            skipped += 1
+                    scanned += 1
+                    last = row
+                if rows:
+                    store_eval_scores(session, rows, now=now)
+                if last is not None:
+                    set_cursor(session, CURSOR, f"{to_utc(last.ingested_at).isoformat()}|{last.id}", now)
+                session.commit()
+            if len(batch) < SCAN_BATCH or last is not batch[-1]:
+                break
+    finally:
+        if own_judge:
+            judge.close()
+    return EvaluateResult(scanned, n_chosen, judged, skipped, engine_down)
+
+
+def _evaluate_one(settings: Settings, judge: Judge, row) -> list[EvalScoreRow]:
+    """The three scores for one sample ([] when it cannot be scored: no text or no digit)."""
+    if not row.prompt or not row.response:
+        return []
+    try:
+        verdict = judge.judge(row.prompt, row.response)
+    except JudgeError as exc:
+        log.info("sample %s not judged: %s", row.id, exc)
+        return []
+    embedder = get_embedder(settings.embedding_model_path)
+    vecs = embedder.encode([row.prompt, row.response])
+    rel = float(relevancy(vecs[:1], vecs[1:])[0])
+    refusal = detect_refusal(row.response)
+    return [
+        EvalScoreRow(row.id, "judge", verdict.score,
+                     {"distribution": verdict.distribution, "digit_mass": verdict.digit_mass,
+                      "source": verdict.source}),
+        EvalScoreRow(row.id, "relevancy", rel, {"model": embedder.name}),
+        EvalScoreRow(row.id, "refusal", 1.0 if refusal.refused else 0.0, {"phrase": refusal.phrase}),
+    ]  # fmt: skip
+
+
+def _engine_key(settings: Settings) -> str | None:
+    """The engine checks the same API keys (Settings.api_keys); use the first."""
+    return next((k for k in settings.api_keys if k), None)

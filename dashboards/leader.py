@@ -1,0 +1,147 @@
+"""Leader election for the sidecar's scheduler: a lease row in `job_locks`.
+
+Several sidecar replicas may share one database. Only the replica holding the lease runs the
+scheduled jobs; the others stand by and take over once the lease expires (the holder died or
+lost the database). Acquire and renew are one conditional UPDATE — atomic on SQLite and on
+PostgreSQL (the row lock re-checks the WHERE clause) — so two replicas can never both win.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import and_, or_, update
+from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+
+from storage.models import JobLock
+
+log = logging.getLogger("vigil.sidecar.leader")
+
+SCHEDULER_LOCK = "sidecar-scheduler"
+
+
+def make_holder_id() -> str:
+    """Unique per process start: host, pid and a random suffix (pids are reused)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def try_acquire(
+    session: Session, name: str, holder: str, lease_s: float, now: datetime | None = None
+) -> bool:
+    """Take or renew lease `name` for `holder`; True when `holder` holds it afterwards."""
+    now = now or datetime.now(UTC)
+    expires = now + timedelta(seconds=lease_s)
+    stmt = (
+        update(JobLock)
+        .where(
+            and_(JobLock.name == name, or_(JobLock.holder == holder, JobLock.expires_at < now))
+        )
+        .values(holder=holder, expires_at=expires)
+    )
+    if session.execute(stmt).rowcount == 1:
+        session.commit()
+        return True
+    session.commit()
+    try:  # no row yet: the first replica to insert it wins, the others hit the primary key
+        session.add(JobLock(name=name, holder=holder, expires_at=expires))
+        session.commit()
+        return True
+    except IntegrityError:
+        session.rollback()
+        return False
+
+
+def release(session: Session, name: str, holder: str) -> None:
+    """Give the lease up at once (clean shutdown) so a standby need not wait for expiry."""
+    stmt = (
+        update(JobLock)
+        .where(and_(JobLock.name == name, JobLock.holder == holder))
+        .values(expires_at=datetime(1970, 1, 1, tzinfo=UTC))
+    )
+    session.execute(stmt)
+    session.commit()
+
+
+class LeaderElector:
+    """A daemon thread that keeps trying for the lease every `lease_s / 3` seconds.
+
+    `on_elected` / `on_demoted` are called from this thread on each change. A replica that
+    cannot reach the database to renew demotes itself before its lease can run out elsewhere.
+    """
+
+    def __init__(
+        self,
+        session_factory: sessionmaker[Session],
+        *,
+        lease_s: float,
+        name: str = SCHEDULER_LOCK,
+        holder: str | None = None,
+        on_elected: Callable[[], None] = lambda: None,
+        on_demoted: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.session_factory = session_factory
+        self.lease_s = lease_s
+        self.name = name
+        self.holder = holder or make_holder_id()
+        self.on_elected = on_elected
+        self.on_demoted = on_demoted
+        self._is_leader = False
+        self._last_renewed: datetime | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def is_leader(self) -> bool:
+        # a lease we could not renew in time is not ours any more, whatever the thread thinks
+        if not self._is_leader or self._last_renewed is None:
+            return False
+        return datetime.now(UTC) - self._last_renewed < timedelta(seconds=self.lease_s)
+
+    def tick(self) -> bool:
+        """One election round; returns whether this replica leads afterwards."""
+        try:
+            with self.session_factory() as session:
+                won = try_acquire(session, self.name, self.holder, self.lease_s)
+        except OperationalError as exc:
+            log.warning("leader lease check failed (%s); standing by", exc.__class__.__name__)
+            won = False
+        if won:
+            self._last_renewed = datetime.now(UTC)
+        if won and not self._is_leader:
+            self._is_leader = True
+            log.info("%s is now the scheduler leader", self.holder)
+            self.on_elected()
+        elif not won and self._is_leader:
+            self._is_leader = False
+            log.info("%s lost the scheduler lease; standing by", self.holder)
+            self.on_demoted()
+        return won
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.tick()
+            self._stop.wait(self.lease_s / 3)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="vigil-leader", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.lease_s)
+        if self._is_leader:
+            self._is_leader = False
+            self.on_demoted()
+            try:
+                with self.session_factory() as session:
+                    release(session, self.name, self.holder)
+            except OperationalError:
+                pass  # the lease simply expires

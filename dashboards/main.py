@@ -1,0 +1,128 @@
+"""`vigil sidecar`: the FastAPI app, the persistent job scheduler, leader election and the
+webhook delivery worker in one process.
+
+    sidecar = Sidecar(settings)      # builds everything, touches nothing yet
+    sidecar.start()                  # migrate, start the (paused) scheduler and the election
+    uvicorn.Server(...).run()        # serves sidecar.app until SIGINT/SIGTERM
+    sidecar.stop()                   # hand the lease over, stop jobs and deliveries
+
+Every replica serves the API; only the elected leader runs jobs and sends webhooks.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import UTC, datetime
+from typing import Any
+
+from fastapi import FastAPI
+
+from dashboards.app import create_app
+from dashboards.leader import LeaderElector
+from dashboards.scheduler import Runtime, build_scheduler, ensure_jobs, register_runtime
+from vigil.config import Settings, get_settings, load_settings
+
+log = logging.getLogger("vigil.sidecar")
+
+
+class Sidecar:
+    def __init__(self, settings: Settings, *, migrate: bool = True) -> None:
+        from storage.db import get_engine, session_factory
+
+        self.settings = settings
+        self.migrate = migrate
+        self.engine = get_engine(settings.database_url)
+        self.session_factory = session_factory(self.engine)
+        self.scheduler = build_scheduler(self.engine)
+        self.elector = LeaderElector(
+            self.session_factory,
+            lease_s=settings.leader_lease_s,
+            on_elected=self._elected,
+            on_demoted=self._demoted,
+        )
+        self.delivery = None
+        self._lock = threading.Lock()
+        self.started_at: datetime | None = None
+        self.app: FastAPI = create_app(settings, self.session_factory, status=self.status)
+
+    @property
+    def holder(self) -> str:
+        return self.elector.holder
+
+    def start(self) -> None:
+        if self.migrate:
+            from storage.migrate import upgrade
+
+            upgrade(self.settings.database_url)
+        register_runtime(
+            Runtime(self.settings, self.session_factory, self.holder, lambda: self.elector.is_leader)
+        )
+        self.scheduler.start(paused=True)
+        self.started_at = datetime.now(UTC)
+        self.elector.start()
+        log.info("sidecar %s started; waiting for the scheduler lease", self.holder)
+
+    def stop(self) -> None:
+        self.elector.stop()  # demotes (pausing jobs, stopping deliveries) and releases the lease
+        if self.scheduler.running:
+            self.scheduler.shutdown(wait=True)
+        register_runtime(None)
+
+    def _elected(self) -> None:
+        with self._lock:
+            ensure_jobs(self.scheduler, self.settings, run_now=True)
+            self.scheduler.resume()
+            from alerts import DeliveryWorker
+
+            self.delivery = DeliveryWorker(self.session_factory, settings=self.settings).start()
+
+    def _demoted(self) -> None:
+        with self._lock:
+            if self.scheduler.running:
+                self.scheduler.pause()
+            if self.delivery is not None:
+                self.delivery.stop()
+                self.delivery = None
+
+    def wake_delivery(self) -> None:
+        if self.delivery is not None:
+            self.delivery.wake()
+
+    def status(self) -> dict[str, Any]:
+        jobs = {}
+        if self.elector.is_leader and self.scheduler.running:
+            for job in self.scheduler.get_jobs():
+                nxt = job.next_run_time
+                jobs[job.id] = nxt.astimezone(UTC).isoformat() if nxt else None
+        return {
+            "instance": self.holder,
+            "leader": self.elector.is_leader,
+            "next_runs": jobs,
+            "delivery_worker": bool(self.delivery and self.delivery.running),
+        }
+
+
+def sidecar_command(args) -> int:
+    """`vigil sidecar [--host H] [--port P]`: serve until SIGINT/SIGTERM."""
+    import uvicorn
+
+    overrides = {}
+    if getattr(args, "host", None):
+        overrides["sidecar_host"] = args.host
+    if getattr(args, "port", None):
+        overrides["sidecar_port"] = args.port
+    settings = load_settings(**overrides) if overrides else get_settings()
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    sidecar = Sidecar(settings)
+    sidecar.start()
+    config = uvicorn.Config(
+        sidecar.app, host=settings.sidecar_host, port=settings.sidecar_port, log_level="info"
+    )
+    try:
+        uvicorn.Server(config).run()
+    finally:
+        sidecar.stop()
+    return 0

@@ -1,0 +1,95 @@
+"""Read-only pages: `/reports` (drift runs), `/reports/{run_id}` (the HTML report),
+`/alerts` (alerts and dead-letter deliveries), `/alerts/{id}` (evidence and results)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from fastapi import APIRouter, HTTPException
+from fastapi.responses import FileResponse, HTMLResponse
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from dashboards.report.render import fmt
+from storage.models import Alert, Delivery, DriftResult, DriftRun
+from vigil.config import Settings
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+_env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]))
+
+
+def _window(run: DriftRun) -> str:
+    return f"{run.window_start:%Y-%m-%d %H:%M} → {run.window_end:%Y-%m-%d %H:%M}"
+
+
+def _run_view(run: DriftRun, drifted: int = 0) -> dict:
+    has_report = bool(run.report_path) and Path(run.report_path).is_file()
+    return {"id": run.id, "window": _window(run), "status": run.status,
+            "num_samples": run.num_samples, "drifted": drifted, "has_report": has_report}  # fmt: skip
+
+
+def _page(template: str, **context) -> HTMLResponse:
+    return HTMLResponse(_env.get_template(template).render(fmt=fmt, **context))
+
+
+def build_router(settings: Settings, session_factory: sessionmaker[Session]) -> APIRouter:
+    router = APIRouter()
+
+    @router.get("/reports", response_class=HTMLResponse)
+    def reports() -> HTMLResponse:
+        with session_factory() as session:
+            runs = list(session.scalars(select(DriftRun).order_by(DriftRun.window_end.desc()).limit(200)))
+            counts = dict(
+                session.execute(
+                    select(DriftResult.run_id, func.count())
+                    .where(DriftResult.drifted.is_(True), DriftResult.run_id.in_([r.id for r in runs]))
+                    .group_by(DriftResult.run_id)
+                ).all()
+            ) if runs else {}
+        return _page("reports.html", title="Drift reports", runs=[_run_view(r, counts.get(r.id, 0)) for r in runs])
+
+    @router.get("/reports/{run_id}", response_class=HTMLResponse)
+    def report(run_id: int) -> FileResponse:
+        with session_factory() as session:
+            run = session.get(DriftRun, run_id)
+        if run is None:
+            raise HTTPException(404, f"no drift run {run_id}")
+        if not run.report_path or not Path(run.report_path).is_file():
+            raise HTTPException(404, f"drift run {run_id} has no report (status {run.status})")
+        return FileResponse(run.report_path, media_type="text/html")
+
+    @router.get("/alerts", response_class=HTMLResponse)
+    def alerts() -> HTMLResponse:
+        with session_factory() as session:
+            rows = list(session.scalars(select(Alert).order_by(Alert.last_seen.desc()).limit(500)))
+            dead = list(session.scalars(
+                select(Delivery).where(Delivery.status == "dead").order_by(Delivery.id.desc()).limit(500)
+            ))  # fmt: skip
+        return _page("alerts.html", title="Alerts", alerts=rows, dead=dead)
+
+    @router.get("/alerts/{alert_id}", response_class=HTMLResponse)
+    def alert(alert_id: int) -> HTMLResponse:
+        with session_factory() as session:
+            row = session.get(Alert, alert_id)
+            if row is None:
+                raise HTTPException(404, f"no alert {alert_id}")
+            run = session.get(DriftRun, row.run_id) if row.run_id is not None else None
+            results = []
+            if run is not None:
+                query = select(DriftResult).where(DriftResult.run_id == run.id)
+                if row.segment != "*":
+                    query = query.where(DriftResult.segment == row.segment)
+                results = list(session.scalars(query.order_by(DriftResult.test, DriftResult.feature)))
+            deliveries = list(session.scalars(
+                select(Delivery).where(Delivery.alert_id == alert_id).order_by(Delivery.id)
+            ))  # fmt: skip
+        evidence = json.dumps(row.evidence or {}, indent=2, sort_keys=True, default=str)
+        return _page(
+            "alert.html", title=f"Alert {row.id}: {row.rule} ({row.severity})", alert=row,
+            run=_run_view(run) if run else None, results=results, deliveries=deliveries,
+            evidence=evidence,
+        )  # fmt: skip
+
+    return router

@@ -1,0 +1,64 @@
+"""Evidently's DataDriftPreset over the window's numeric features vs the baseline.
+
+Both sides are bounded to `max_rows` rows by a seeded sample, so the page costs the same
+whatever the traffic (Evidently's HTML is ~4 MB of JS bundle regardless of the data size).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+NUMERIC_FEATURES = (
+    "prompt_tokens", "completion_tokens", "ttft_ms", "tpot_ms", "latency_ms", "queue_ms",
+    "mean_logprob", "mean_entropy",
+)  # fmt: skip
+MIN_ROWS = 5  # below this Evidently's tests say nothing useful
+
+
+def numeric_frame(records: list[dict], extra_columns: tuple[str, ...] = ()) -> pd.DataFrame:
+    """Numeric features (and eval_* scores) of sample records as a float frame."""
+    columns = list(NUMERIC_FEATURES) + list(extra_columns)
+    data = {c: [_num(r.get(c)) for r in records] for c in columns}
+    return pd.DataFrame(data, columns=columns, dtype="float64")
+
+
+def _num(value) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return np.nan
+    return float(value)
+
+
+def _bounded(frame: pd.DataFrame, max_rows: int, seed: int) -> pd.DataFrame:
+    if len(frame) <= max_rows:
+        return frame.reset_index(drop=True)
+    return frame.sample(n=max_rows, random_state=seed).reset_index(drop=True)
+
+
+def usable_columns(reference: pd.DataFrame, current: pd.DataFrame) -> list[str]:
+    """Columns with enough non-null values on both sides."""
+    return [
+        c for c in reference.columns
+        if c in current.columns
+        and reference[c].notna().sum() >= MIN_ROWS and current[c].notna().sum() >= MIN_ROWS
+    ]  # fmt: skip
+
+
+def evidently_html(
+    reference: pd.DataFrame, current: pd.DataFrame, *, max_rows: int, seed: int = 0
+) -> tuple[str | None, str | None]:
+    """(html, None) or (None, why not): Evidently's page for the usable numeric columns."""
+    columns = usable_columns(reference, current)
+    if not columns:
+        return None, "no numeric feature has enough values on both sides"
+    from evidently import DataDefinition, Dataset, Report
+    from evidently.presets import DataDriftPreset
+
+    definition = DataDefinition(numerical_columns=columns)
+    ref = _bounded(reference[columns], max_rows, seed)
+    cur = _bounded(current[columns], max_rows, seed + 1)
+    snapshot = Report([DataDriftPreset()]).run(
+        Dataset.from_pandas(cur, data_definition=definition),
+        Dataset.from_pandas(ref, data_definition=definition),
+    )
+    return snapshot.get_html_str(as_iframe=False), None

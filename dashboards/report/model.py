@@ -1,0 +1,86 @@
+"""What a drift report shows, as typed values (built by the drift job, rendered by render.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+MAX_EXAMPLES = 5
+MAX_EXAMPLE_CHARS = 200  # a report is shared widely: a few short examples, never raw data
+
+
+def truncate(text: str | None, limit: int = MAX_EXAMPLE_CHARS) -> str:
+    text = (text or "").strip()
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+@dataclass
+class ClusterView:
+    label: str
+    segment: str
+    size: int
+    share: float | None
+    examples: list[str]
+
+
+@dataclass
+class EvalTrendRow:
+    name: str
+    baseline_mean: float | None
+    current_mean: float | None
+    n_current: int
+    hourly: list[tuple[str, float, int]]  # (hour label, mean, n)
+
+
+@dataclass
+class SegmentRow:
+    segment: str
+    n_samples: int
+    n_tests: int
+    n_drifted: int
+    n_insufficient: int
+    drifted: list[str]  # "test:feature"
+
+
+@dataclass
+class AlertView:
+    id: int
+    rule: str
+    severity: str
+    segment: str
+    summary: str
+    url: str
+
+
+@dataclass
+class ReportContext:
+    run_id: int
+    window_start: datetime
+    window_end: datetime
+    generated_at: datetime
+    num_samples: int
+    baseline: dict[str, Any] | None  # id, name, window, num_samples
+    results: list[dict[str, Any]]  # TestResult.to_dict() shape
+    segments: list[SegmentRow] = field(default_factory=list)
+    clusters: list[ClusterView] = field(default_factory=list)
+    eval_trend: list[EvalTrendRow] = field(default_factory=list)
+    alerts: list[AlertView] = field(default_factory=list)
+    public_url: str = ""
+    note: str | None = None  # e.g. "no active baseline"
+
+
+def segment_rows(results: list[dict[str, Any]], counts: dict[str, int]) -> list[SegmentRow]:
+    """The per-segment table: tests run, drifted, and which ones, per segment."""
+    by: dict[str, SegmentRow] = {}
+    for r in results:
+        seg = r.get("segment") or "*"
+        row = by.setdefault(seg, SegmentRow(seg, counts.get(seg, 0), 0, 0, 0, []))
+        row.n_tests += 1
+        row.n_insufficient += bool(r.get("insufficient"))
+        if r.get("drifted"):
+            row.n_drifted += 1
+            row.drifted.append(f"{r.get('test')}:{r.get('feature')}")
+    for seg, n in counts.items():
+        by.setdefault(seg, SegmentRow(seg, n, 0, 0, 0, []))
+    return sorted(by.values(), key=lambda s: (s.segment != "*", s.segment))

@@ -1,0 +1,135 @@
+"""The sidecar's job schedule: APScheduler 3.x with its SQLAlchemy job store.
+
+Schedules live in the database (`apscheduler_jobs`), so a restarted sidecar keeps each job's
+next run time. Only the elected leader runs a started scheduler (see `leader.py`); standbys keep
+theirs paused. Every job is a plain function `(settings, session_factory, now)`; the scheduler
+stores a reference to `run_scheduled(name)`, which finds the live runtime in this process.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.interval import IntervalTrigger
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from vigil.config import Settings
+
+log = logging.getLogger("vigil.sidecar.scheduler")
+
+JOBSTORE_TABLE = "apscheduler_jobs"
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    name: str
+    target: str  # "module:function" taking (settings, session_factory, now)
+    interval_setting: str  # the Settings field holding its period in seconds
+
+
+JOBS: tuple[JobSpec, ...] = (
+    JobSpec("embed", "dashboards.jobs.embed:run_embed_job", "embed_interval_s"),
+    JobSpec("evaluate", "dashboards.jobs.evaluate:run_evaluate_job", "eval_interval_s"),
+    JobSpec("drift", "dashboards.jobs.drift:run_drift_job", "drift_interval_s"),
+    JobSpec("retention", "dashboards.jobs.retention:run_retention_job", "retention_interval_s"),
+    JobSpec(
+        "baseline_reminder",
+        "dashboards.jobs.baseline_reminder:run_baseline_reminder_job",
+        "retention_interval_s",
+    ),
+)
+JOBS_BY_NAME = {spec.name: spec for spec in JOBS}
+
+
+@dataclass
+class Runtime:
+    """What a scheduled job needs, registered once per process by the sidecar."""
+
+    settings: Settings
+    session_factory: sessionmaker[Session]
+    holder: str
+    is_leader: Callable[[], bool]
+
+
+_runtime: Runtime | None = None
+_run_lock = threading.Lock()
+
+
+def register_runtime(runtime: Runtime | None) -> None:
+    global _runtime
+    _runtime = runtime
+
+
+def resolve(target: str):
+    module, func = target.split(":")
+    return getattr(importlib.import_module(module), func)
+
+
+def run_scheduled(name: str) -> None:
+    """The callable the job store persists: run job `name` if this replica still leads."""
+    runtime = _runtime
+    if runtime is None:
+        log.warning("job %s fired with no sidecar runtime in this process; skipped", name)
+        return
+    if not runtime.is_leader():  # demoted between the trigger and now: the new leader runs it
+        log.info("job %s skipped: %s is not the leader", name, runtime.holder)
+        return
+    spec = JOBS_BY_NAME[name]
+    started = datetime.now(UTC)
+    # one job at a time per process: the 2-core budget, and embed/evaluate share the model
+    with _run_lock:
+        log.info("job %s started on %s", name, runtime.holder)
+        try:
+            result = resolve(spec.target)(runtime.settings, runtime.session_factory, started)
+        except Exception:
+            log.exception("job %s failed on %s; it runs again at its next interval", name, runtime.holder)
+            return
+    took = (datetime.now(UTC) - started).total_seconds()
+    log.info("job %s done on %s in %.2fs: %s", name, runtime.holder, took, result)
+
+
+def build_scheduler(engine: Engine) -> BackgroundScheduler:
+    store = SQLAlchemyJobStore(engine=engine, tablename=JOBSTORE_TABLE)
+    return BackgroundScheduler(
+        jobstores={"default": store},
+        job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
+        timezone=UTC,
+    )
+
+
+def ensure_jobs(scheduler: BackgroundScheduler, settings: Settings, *, run_now: bool) -> None:
+    """Register every job once, keeping a persisted job's next run time unless its interval
+    changed. `run_now` pulls each job forward to now (a new leader catches up at once: the jobs
+    are incremental and idempotent, so an extra run never repeats work)."""
+    now = datetime.now(UTC)
+    for spec in JOBS:
+        seconds = int(getattr(settings, spec.interval_setting))
+        job = scheduler.get_job(spec.name)
+        same = (
+            job is not None
+            and isinstance(job.trigger, IntervalTrigger)
+            and int(job.trigger.interval.total_seconds()) == seconds
+            and job.func_ref == "dashboards.scheduler:run_scheduled"
+        )
+        if not same:
+            # next_run_time=None would mean "paused" in APScheduler 3: pass it only to run now
+            extra = {"next_run_time": now} if run_now else {}
+            scheduler.add_job(
+                "dashboards.scheduler:run_scheduled",
+                trigger=IntervalTrigger(seconds=seconds, timezone=UTC),
+                args=[spec.name],
+                id=spec.name,
+                name=spec.name,
+                replace_existing=True,
+                **extra,
+            )
+        elif run_now:
+            scheduler.modify_job(spec.name, next_run_time=now)

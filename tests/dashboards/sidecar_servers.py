@@ -1,0 +1,155 @@
+"""Real HTTP servers on 127.0.0.1 for the sidecar tests: the sidecar app under uvicorn in a
+thread, a small OpenAI-style judge engine, and a webhook receiver that records requests."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import uvicorn
+
+API_KEY = "test-ingest-key"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class UvicornThread:
+    """Serve an ASGI app on a free loopback port in a background thread."""
+
+    def __init__(self, app) -> None:
+        self.port = free_port()
+        self.server = uvicorn.Server(
+            uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off")
+        )
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> UvicornThread:
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            if time.monotonic() > deadline:
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+def judge_distribution(user_text: str) -> dict[str, float]:
+    """The fake engine's opinion: answers sharing words with the question are good (mass on
+    4/5), others poor (mass on 1/2). Deterministic, so tests can compute the expected score."""
+    question = user_text.split("QUESTION:\n", 1)[-1].split("\n\nANSWER:\n", 1)[0]
+    answer = user_text.split("\n\nANSWER:\n", 1)[-1].split("\n\nReply with", 1)[0]
+    words = lambda t: {w for w in re.findall(r"[a-z]{4,}", t.lower())}  # noqa: E731
+    overlap = len(words(question) & words(answer))
+    if overlap >= 2:
+        return {"5": 0.6, "4": 0.3, "3": 0.05, "Hello": 0.05}
+    return {"1": 0.5, "2": 0.3, "3": 0.1, "The": 0.1}
+
+
+class JudgeEngine:
+    """Implements POST /v1/chat/completions with `logprobs`/`top_logprobs` like the engine.
+    `down=True` makes it answer 503 (overloaded); `requests` counts calls."""
+
+    def __init__(self) -> None:
+        self.down = False
+        self.requests = 0
+        engine = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                engine.requests += 1
+                if engine.down:
+                    self._send(503, {"error": {"message": "engine overloaded"}})
+                    return
+                if self.path != "/v1/chat/completions":
+                    self._send(404, {"error": {"message": "not found"}})
+                    return
+                dist = judge_distribution(body["messages"][-1]["content"])
+                top = [{"token": t, "logprob": math.log(p)} for t, p in dist.items()]
+                best = max(dist, key=dist.get)
+                self._send(200, {
+                    "id": "chatcmpl-test", "object": "chat.completion", "model": body["model"],
+                    "choices": [{"index": 0, "finish_reason": "length",
+                                 "message": {"role": "assistant", "content": best},
+                                 "logprobs": {"content": [{"token": best, "logprob": math.log(dist[best]),
+                                                           "top_logprobs": top}]}}],
+                })  # fmt: skip
+
+            def _send(self, status: int, payload: dict) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self) -> JudgeEngine:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class WebhookReceiver:
+    """Records every POST (path, headers, raw body) on a loopback port."""
+
+    def __init__(self) -> None:
+        self.received: list[tuple[str, dict[str, str], bytes]] = []
+        self.lock = threading.Lock()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                with receiver.lock:
+                    receiver.received.append((self.path, dict(self.headers.items()), raw))
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+
+    def __enter__(self) -> WebhookReceiver:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
