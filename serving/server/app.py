@@ -1,0 +1,101 @@
+"""The app factory: `create_app(settings, engine=None, writer=None)`.
+
+Without an engine the app loads one from settings in the background (so /health can answer 503
+while it loads); without a writer it opens storage's SampleWriter from settings. What the app
+creates it also closes; what it is handed, the caller owns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+
+from serving.server.drain import DrainController, close_resources
+from serving.server.errors import install_error_handlers
+from serving.server.metrics import ServerMetrics
+from serving.server.routes import router
+from serving.server.state import Phase, ServerState
+from serving.traffic.logger import TrafficLogger
+from serving.traffic.sampler import TrafficSampler
+from vigil.config import Settings
+
+log = logging.getLogger(__name__)
+
+
+def load_engine(settings: Settings) -> Any:
+    """Build the paged-KV engine and its asyncio front (blocking: call off the event loop)."""
+    from serving.engine import AsyncLLMEngine, LLMEngine
+
+    return AsyncLLMEngine(LLMEngine.from_settings(settings))
+
+
+def open_writer(settings: Settings) -> Any:
+    from storage.writer import SampleWriter
+
+    return SampleWriter.from_settings(settings)
+
+
+def create_app(
+    settings: Settings,
+    *,
+    engine: Any | None = None,
+    writer: Any | None = None,
+    log_traffic: bool | None = None,
+    sampler_seed: int | None = None,
+) -> FastAPI:
+    """`engine`: a started AsyncLLMEngine to share (tests); `writer`: a SampleWriter to use;
+    `log_traffic`: sample traffic into storage (default: when the sample rate or the segment
+    minimum is above zero)."""
+    if log_traffic is None:
+        log_traffic = writer is not None or settings.sample_rate > 0 or settings.segment_min_per_hour > 0
+    owns_writer = False
+    if writer is None and log_traffic:
+        writer, owns_writer = open_writer(settings), True
+    sampler = TrafficSampler(settings.sample_rate, settings.segment_min_per_hour, seed=sampler_seed)
+    traffic = TrafficLogger(sampler, writer if log_traffic else None,
+                            model_version=settings.model_version, redact=settings.redact_pii)
+    state = ServerState(settings=settings, metrics=None, traffic=traffic,  # type: ignore[arg-type]
+                        writer=writer, owns_writer=owns_writer, engine=engine)
+    state.metrics = ServerMetrics(settings.model_name, state.engine_stats, state.sample_counters)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        loader = None
+        if state.engine is None:
+            loader = asyncio.create_task(_load(state))
+        else:
+            state.phase = Phase.READY
+        try:
+            yield
+        finally:
+            if loader is not None and not loader.done():
+                loader.cancel()
+            await close_resources(state)
+
+    app = FastAPI(title="Vigil", version="0.1.0", lifespan=lifespan,
+                  description="OpenAI-compatible inference with drift monitoring built in.")
+    app.state.vigil = state
+    app.state.drain = DrainController(state)
+    install_error_handlers(app)
+    app.include_router(router)
+    return app
+
+
+async def _load(state: ServerState) -> None:
+    try:
+        engine = await asyncio.to_thread(load_engine, state.settings)
+        engine.start()
+    except Exception as exc:
+        log.exception("could not load the model")
+        state.phase, state.load_error = Phase.FAILED, f"{type(exc).__name__}: {exc}"
+        if state.request_exit is not None:
+            state.request_exit()
+        return
+    state.engine, state.owns_engine = engine, True
+    if state.phase is Phase.LOADING:
+        state.phase = Phase.READY
+        log.info("model %s ready (context %d tokens)", state.settings.model_name, state.max_model_len)

@@ -1,0 +1,150 @@
+"""POST /v1/chat/completions: messages -> the model's chat template -> tokens -> engine, and
+the engine's outputs -> OpenAI `chat.completion` objects or `chat.completion.chunk` events."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+
+from fastapi import Request
+from fastapi.responses import JSONResponse, Response
+
+from serving.outputs import CompletionOutput, RequestOutput, TokenLogprob
+from serving.server.errors import APIError
+from serving.server.generation import (
+    ClientDisconnected,
+    collect_final,
+    encode,
+    ensure_accepting,
+    generate,
+    unless_disconnected,
+    validate,
+)
+from serving.server.params import build_params, check_context
+from serving.server.protocol import ChatCompletionRequest
+from serving.server.sse import DONE, SSEResponse, event, safe_logprob
+from serving.server.state import ServerState
+from serving.traffic.segments import segment_from_request
+
+log = logging.getLogger(__name__)
+
+
+def tool_names(body: ChatCompletionRequest) -> list[str]:
+    """Tools offered in `tools` plus tools called in earlier assistant turns, in order, unique."""
+    names = [t.function.name for t in body.tools or []]
+    for message in body.messages:
+        names += [call.function.name for call in message.tool_calls or []]
+    return list(dict.fromkeys(names))
+
+
+def render_prompt(state: ServerState, body: ChatCompletionRequest) -> str:
+    messages = [m.model_dump(exclude_none=True) for m in body.messages]
+    tools = [t.model_dump(exclude_none=True) for t in body.tools] if body.tools else None
+    try:
+        return state.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tools=tools)
+    except (ValueError, TypeError, KeyError, UnicodeError) as exc:
+        raise APIError(f"messages: {exc}", param="messages", code="invalid_messages") from None
+
+
+def _logprob_entries(items: list[TokenLogprob]) -> list[dict]:
+    def one(token: str, lp: float) -> dict:
+        return {"token": token, "logprob": safe_logprob(lp), "bytes": list(token.encode("utf-8", "replace"))}
+
+    return [
+        {**one(t.token, t.logprob), "top_logprobs": [one(tok, lp) for _, tok, lp in t.top]}
+        for t in items
+    ]
+
+
+def _usage(outputs: list[RequestOutput]) -> dict:
+    prompt = sum(len(o.prompt_token_ids) for o in outputs)
+    completion = sum(len(c.token_ids) for o in outputs for c in o.outputs)
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+async def chat_completions(request: Request, body: ChatCompletionRequest, state: ServerState) -> Response:
+    ensure_accepting(state, body.model)
+    prompt = render_prompt(state, body)
+    token_ids = encode(state, prompt, "messages")
+    check_context(len(token_ids), state.max_model_len, "messages")
+    limit_param = "max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens"
+    params = build_params(
+        body, prompt_len=len(token_ids), max_model_len=state.max_model_len,
+        max_tokens=body.token_limit(), default_max_tokens=None,
+        logprobs=(body.top_logprobs or 0) if body.logprobs else None, max_tokens_param=limit_param,
+    )
+    request_id = f"chatcmpl-{uuid.uuid4().hex}"
+    validate(state, request_id, token_ids, params, "messages")
+    stream = generate(
+        state, request_id, token_ids, params, prompt=prompt,
+        segment=segment_from_request(request.headers, body.user, body.metadata), tools=tool_names(body),
+    )
+    created = int(time.time())
+    if body.stream:
+        include_usage = bool(body.stream_options and body.stream_options.include_usage)
+        return SSEResponse(_chunks(stream, request_id, created, body.model, body.logprobs, include_usage))
+    try:
+        (final,) = await unless_disconnected(request, collect_final([stream]))
+    except ClientDisconnected:
+        return Response(status_code=499)
+    return JSONResponse(_completion(final, request_id, created, body.model, body.logprobs))
+
+
+def _completion(out: RequestOutput, request_id: str, created: int, model: str, logprobs: bool) -> dict:
+    def choice(c: CompletionOutput) -> dict:
+        return {
+            "index": c.index,
+            "message": {"role": "assistant", "content": c.text},
+            "logprobs": {"content": _logprob_entries(c.logprobs or [])} if logprobs else None,
+            "finish_reason": c.finish_reason,
+        }
+
+    return {
+        "id": request_id, "object": "chat.completion", "created": created, "model": model,
+        "choices": [choice(c) for c in sorted(out.outputs, key=lambda c: c.index)],
+        "usage": _usage([out]), "system_fingerprint": None,
+    }
+
+
+async def _chunks(
+    stream: AsyncIterator[RequestOutput], request_id: str, created: int, model: str,
+    logprobs: bool, include_usage: bool,
+) -> AsyncIterator[str]:
+    base = {"id": request_id, "object": "chat.completion.chunk", "created": created, "model": model}
+    usage_field = {"usage": None} if include_usage else {}
+    sent_text: dict[int, int] = {}  # choice index -> characters sent
+    sent_lp: dict[int, int] = {}  # choice index -> logprob entries sent
+    done: set[int] = set()  # choices whose finish chunk went out
+    last: RequestOutput | None = None
+
+    def chunk(index: int, delta: dict, lps: list[TokenLogprob] | None, finish: str | None) -> str:
+        lp = {"content": _logprob_entries(lps)} if logprobs and lps is not None else None
+        return event({**base, "choices": [{"index": index, "delta": delta, "logprobs": lp,
+                                           "finish_reason": finish}], **usage_field})
+
+    try:
+        async for out in stream:
+            last = out
+            for c in sorted(out.outputs, key=lambda c: c.index):
+                if c.index in done:
+                    continue
+                if c.index not in sent_text:  # the first chunk of each choice names the role
+                    sent_text[c.index], sent_lp[c.index] = 0, 0
+                    yield chunk(c.index, {"role": "assistant", "content": ""}, None, None)
+                text = c.text[sent_text[c.index]:]
+                new_lps = (c.logprobs or [])[sent_lp[c.index]:]
+                if text or new_lps or c.finished:
+                    sent_text[c.index] += len(text)
+                    sent_lp[c.index] += len(new_lps)
+                    delta = {"content": text} if text else {}
+                    yield chunk(c.index, delta, new_lps, c.finish_reason)
+                    if c.finished:
+                        done.add(c.index)
+        if include_usage and last is not None:
+            yield event({**base, "choices": [], "usage": _usage([last])})
+    except Exception as exc:  # headers are gone: report in-band, as OpenAI does
+        log.exception("stream %s failed", request_id)
+        yield event(APIError(f"generation failed: {exc}", status=500).payload())
+    yield DONE

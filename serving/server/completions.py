@@ -1,0 +1,142 @@
+"""POST /v1/completions: a prompt string, a list of strings, token ids, or lists of token ids.
+Several prompts run as several engine requests; choice index = prompt index * n + sample index."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+
+from fastapi import Request
+from fastapi.responses import JSONResponse, Response
+
+from serving.outputs import CompletionOutput, RequestOutput, TokenLogprob
+from serving.server.errors import APIError
+from serving.server.generation import (
+    ClientDisconnected,
+    collect_final,
+    encode,
+    ensure_accepting,
+    generate,
+    merge,
+    unless_disconnected,
+    validate,
+)
+from serving.server.params import DEFAULT_COMPLETION_MAX_TOKENS, build_params, check_context
+from serving.server.protocol import CompletionRequest
+from serving.server.sse import DONE, SSEResponse, event, safe_logprob
+from serving.server.state import ServerState
+from serving.traffic.segments import segment_from_request
+
+log = logging.getLogger(__name__)
+
+
+def _logprobs(items: list[TokenLogprob], offset: int) -> dict:
+    """The legacy completions logprobs object; `offset` = characters of text before these."""
+    offsets = []
+    for t in items:
+        offsets.append(offset)
+        offset += len(t.token)
+    return {
+        "tokens": [t.token for t in items],
+        "token_logprobs": [safe_logprob(t.logprob) for t in items],
+        "top_logprobs": [{tok: safe_logprob(lp) for _, tok, lp in t.top} for t in items],
+        "text_offset": offsets,
+    }
+
+
+def _prompt(state: ServerState, prompt: str | list[int]) -> tuple[str, list[int]]:
+    if isinstance(prompt, str):
+        return prompt, encode(state, prompt, "prompt")
+    try:
+        text = state.tokenizer.decode(prompt, skip_special_tokens=False)
+    except (ValueError, TypeError, OverflowError, IndexError) as exc:
+        raise APIError(f"prompt: token ids could not be decoded ({exc})", param="prompt") from None
+    return text, list(prompt)
+
+
+async def completions(request: Request, body: CompletionRequest, state: ServerState) -> Response:
+    ensure_accepting(state, body.model)
+    base_id = f"cmpl-{uuid.uuid4().hex}"
+    segment = segment_from_request(request.headers, body.user, body.metadata)
+    jobs = []
+    for k, raw in enumerate(body.prompts()):
+        text, ids = _prompt(state, raw)
+        check_context(len(ids), state.max_model_len, "prompt")
+        params = build_params(
+            body, prompt_len=len(ids), max_model_len=state.max_model_len, max_tokens=body.max_tokens,
+            default_max_tokens=DEFAULT_COMPLETION_MAX_TOKENS, logprobs=body.logprobs,
+        )
+        request_id = f"{base_id}-{k}"
+        validate(state, request_id, ids, params, "prompt")
+        jobs.append((request_id, ids, params, text))
+    streams = [
+        generate(state, rid, ids, params, prompt=text, segment=segment, tools=[])
+        for rid, ids, params, text in jobs
+    ]
+    created, n = int(time.time()), body.n
+    if body.stream:
+        include_usage = bool(body.stream_options and body.stream_options.include_usage)
+        return SSEResponse(_chunks(streams, base_id, created, body.model, n, body.logprobs, include_usage))
+    try:
+        finals = await unless_disconnected(request, collect_final(streams))
+    except ClientDisconnected:
+        return Response(status_code=499)
+    choices = [
+        _choice(k * n + c.index, c, c.text, c.logprobs, 0, body.logprobs)
+        for k, out in enumerate(finals) for c in sorted(out.outputs, key=lambda c: c.index)
+    ]
+    return JSONResponse({
+        "id": base_id, "object": "text_completion", "created": created, "model": body.model,
+        "choices": choices, "usage": _usage(finals), "system_fingerprint": None,
+    })
+
+
+def _choice(index: int, c: CompletionOutput, text: str, lps: list[TokenLogprob] | None, offset: int,
+            logprobs: int | None) -> dict:
+    return {
+        "index": index, "text": text,
+        "logprobs": _logprobs(lps or [], offset) if logprobs is not None else None,
+        "finish_reason": c.finish_reason,
+    }
+
+
+def _usage(outputs: list[RequestOutput]) -> dict:
+    prompt = sum(len(o.prompt_token_ids) for o in outputs)
+    completion = sum(len(c.token_ids) for o in outputs for c in o.outputs)
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+async def _chunks(
+    streams: list[AsyncIterator[RequestOutput]], request_id: str, created: int, model: str, n: int,
+    logprobs: int | None, include_usage: bool,
+) -> AsyncIterator[str]:
+    base = {"id": request_id, "object": "text_completion", "created": created, "model": model}
+    usage_field = {"usage": None} if include_usage else {}
+    sent_text: dict[int, int] = {}
+    sent_lp: dict[int, int] = {}
+    done: set[int] = set()
+    finals: dict[int, RequestOutput] = {}
+    try:
+        async for k, out in merge(streams):
+            finals[k] = out
+            for c in sorted(out.outputs, key=lambda c: c.index):
+                index = k * n + c.index
+                if index in done:
+                    continue
+                start, lp_start = sent_text.get(index, 0), sent_lp.get(index, 0)
+                text, new_lps = c.text[start:], (c.logprobs or [])[lp_start:]
+                if not (text or new_lps or c.finished):
+                    continue
+                sent_text[index], sent_lp[index] = start + len(text), lp_start + len(new_lps)
+                if c.finished:
+                    done.add(index)
+                choice = _choice(index, c, text, new_lps, start, logprobs)
+                yield event({**base, "choices": [choice], **usage_field})
+        if include_usage:
+            yield event({**base, "choices": [], "usage": _usage(list(finals.values()))})
+    except Exception as exc:
+        log.exception("stream %s failed", request_id)
+        yield event(APIError(f"generation failed: {exc}", status=500).payload())
+    yield DONE

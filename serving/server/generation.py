@@ -1,0 +1,197 @@
+"""The API layer's side of one engine request: admission checks, the token stream with its
+bookkeeping (in-flight set, inter-token latency, finish metrics, traffic logging), merging of
+several prompts' streams, and aborting when the client goes away."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable
+from typing import TypeVar
+
+from fastapi import Request
+
+from serving.outputs import RequestOutput
+from serving.sampling_params import SamplingParams, SamplingParamsError
+from serving.server.errors import APIError
+from serving.server.state import Phase, ServerState
+from serving.traffic.logger import FinishedRequest
+from serving.traffic.segments import SegmentInfo
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class ClientDisconnected(Exception):
+    """The client closed the connection before the response was ready."""
+
+
+def ensure_accepting(state: ServerState, model: str) -> None:
+    """Admission: right model, server ready, waiting queue not full."""
+    if state.phase is Phase.DRAINING or state.phase is Phase.STOPPED:
+        raise APIError("the server is shutting down; retry on another replica", status=503,
+                       code="server_draining")
+    if state.phase is not Phase.READY or state.engine is None:
+        detail = f" ({state.load_error})" if state.load_error else ""
+        raise APIError(f"the model is not loaded yet{detail}", status=503, code="model_loading")
+    if model != state.settings.model_name:
+        raise APIError(f"The model `{model}` does not exist. This server serves "
+                       f"`{state.settings.model_name}`.", param="model", code="model_not_found")
+    if state.engine.num_waiting() >= state.settings.max_waiting_requests:
+        raise APIError(f"too many requests waiting ({state.settings.max_waiting_requests}); retry later",
+                       status=429, code="queue_full")
+
+
+def encode(state: ServerState, text: str, param: str) -> list[int]:
+    try:
+        return list(state.tokenizer.encode(text))
+    except (ValueError, TypeError, UnicodeError) as exc:  # e.g. lone surrogates in the JSON
+        raise APIError(f"{param}: the text could not be tokenized ({exc})", param=param) from None
+
+
+def validate(state: ServerState, request_id: str, token_ids: list[int], params: SamplingParams,
+             param: str) -> None:
+    """Ask the engine (a pure check) so a bad request is a 400 before any stream starts."""
+    inner = getattr(state.engine, "engine", state.engine)
+    check = getattr(inner, "validate_request", None)
+    if check is None:
+        return
+    try:
+        check(request_id, token_ids, params)
+    except SamplingParamsError as exc:
+        raise APIError(str(exc), param=exc.param) from None
+    except ValueError as exc:
+        raise APIError(str(exc), param=param) from None
+
+
+def _aborted(out: RequestOutput) -> RequestOutput:
+    choices = [c if c.finished else dataclasses.replace(c, finish_reason="abort") for c in out.outputs]
+    metrics = dataclasses.replace(out.metrics, finished_time=out.metrics.finished_time or time.monotonic())
+    return dataclasses.replace(out, outputs=choices, finished=True, metrics=metrics)
+
+
+async def generate(
+    state: ServerState,
+    request_id: str,
+    token_ids: list[int],
+    params: SamplingParams,
+    *,
+    prompt: str | None,
+    segment: SegmentInfo,
+    tools: list[str],
+) -> AsyncIterator[RequestOutput]:
+    """Stream one engine request; on finish (or abort) record metrics and hand it to the sampler."""
+    state.inflight.add(request_id)
+    stream = state.engine.generate(request_id, token_ids, params, prompt=prompt)
+    last: RequestOutput | None = None
+    last_token_at: float | None = None
+    try:
+        async for out in _mapped_errors(stream):
+            now = time.monotonic()
+            if any(c.token_ids for c in out.outputs):
+                if last_token_at is not None:
+                    state.metrics.observe_token_interval(now - last_token_at)
+                last_token_at = now
+            last = out
+            if out.finished:
+                _finished(state, out, segment, tools)
+            yield out
+    finally:
+        state.inflight.discard(request_id)
+        if last is None or not last.finished:  # cancelled: client gone, drain timeout, error
+            state.engine.abort(request_id)
+            if last is not None:
+                _finished(state, _aborted(last), segment, tools)
+        aclose = getattr(stream, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+async def _mapped_errors(stream: AsyncIterator[RequestOutput]) -> AsyncIterator[RequestOutput]:
+    """The engine's refusals as API errors: a bad request is a 400, a stopped engine a 503."""
+    from serving.engine.async_engine import EngineNotRunningError
+
+    try:
+        async for out in stream:
+            yield out
+    except EngineNotRunningError as exc:
+        raise APIError(str(exc), status=503, code="engine_not_running") from None
+    except ValueError as exc:
+        raise APIError(str(exc)) from None
+
+
+def _finished(state: ServerState, out: RequestOutput, segment: SegmentInfo, tools: list[str]) -> None:
+    try:
+        state.metrics.observe_finished(out)
+        state.traffic.log(FinishedRequest(out, segment, tools, end_time=time.time()))
+    except Exception:  # bookkeeping must never break a response
+        log.exception("could not record request %s", out.request_id)
+
+
+async def merge(streams: list[AsyncIterator[T]]) -> AsyncIterator[tuple[int, T]]:
+    """Interleave several streams as items arrive: (stream index, item)."""
+    if len(streams) == 1:
+        async for item in streams[0]:
+            yield 0, item
+        return
+    queue: asyncio.Queue = asyncio.Queue()
+    done = object()
+
+    async def pump(i: int, stream: AsyncIterator[T]) -> None:
+        try:
+            async for item in stream:
+                queue.put_nowait((i, item))
+        except Exception as exc:
+            queue.put_nowait((i, exc))
+        finally:
+            queue.put_nowait((i, done))
+
+    tasks = [asyncio.create_task(pump(i, s)) for i, s in enumerate(streams)]
+    try:
+        remaining = len(tasks)
+        while remaining:
+            i, item = await queue.get()
+            if item is done:
+                remaining -= 1
+            elif isinstance(item, Exception):
+                raise item
+            else:
+                yield i, item
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def collect_final(streams: list[AsyncIterator[RequestOutput]]) -> list[RequestOutput]:
+    finals: dict[int, RequestOutput] = {}
+    async for i, out in merge(streams):
+        finals[i] = out
+    return [finals[i] for i in range(len(streams))]
+
+
+async def _until_disconnected(request: Request) -> None:
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
+    """Run `work`, cancelling it (and so aborting its engine requests) if the client leaves."""
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(_until_disconnected(request))
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    finally:
+        watcher.cancel()
+    if task.done():
+        return task.result()
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    raise ClientDisconnected()

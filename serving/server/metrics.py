@@ -1,0 +1,149 @@
+"""Prometheus metrics under vLLM's names and meanings, so vLLM dashboards and autoscaling
+rules work unchanged. One `CollectorRegistry` per app (tests build several apps per process).
+
+Gauges and engine-wide counters are read from the engine's `EngineStats` snapshot at scrape
+time; per-request histograms and finish reasons are observed by the API layer; the `vigil:`
+counters come from the traffic logger and the sample writer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from serving.outputs import EngineStats, RequestOutput
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+# vLLM's bucket boundaries (vllm/v1/metrics/loggers.py)
+TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
+                7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
+ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
+               10.0, 20.0, 40.0, 80.0)
+LATENCY_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0,
+                   60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
+
+
+@dataclass
+class SampleCounters:
+    """Vigil's own logging counters at scrape time."""
+
+    logged: int = 0  # rows the writer committed to the database
+    journaled: int = 0  # records the writer spilled to its journal (database unreachable)
+    dropped: int = 0  # records lost before storage (hand-off queue full, writer refused)
+    sampled: int = 0  # finished requests the sampler kept
+
+
+class _SnapshotCollector(Collector):
+    """Reads engine stats and sample counters when Prometheus scrapes."""
+
+    def __init__(
+        self,
+        model_name: str,
+        engine_stats: Callable[[], EngineStats | None],
+        sample_counters: Callable[[], SampleCounters],
+    ):
+        self.model_name = model_name
+        self.engine_stats = engine_stats
+        self.sample_counters = sample_counters
+
+    def describe(self) -> Iterable[Metric]:
+        return []  # dynamic: skip the registry's duplicate-name check at registration
+
+    def collect(self) -> Iterable[Metric]:
+        label = [self.model_name]
+        stats = self.engine_stats() or EngineStats()
+        gauges = [
+            ("vllm:num_requests_running", "Number of requests in model execution batches.", stats.num_running),
+            ("vllm:num_requests_waiting", "Number of requests waiting to be processed.", stats.num_waiting),
+            ("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", stats.kv_cache_usage),
+        ]
+        for name, doc, value in gauges:
+            g = GaugeMetricFamily(name, doc, labels=["model_name"])
+            g.add_metric(label, float(value))
+            yield g
+        counters = [
+            ("vllm:prompt_tokens", "Number of prefill tokens processed.", stats.prompt_tokens_total),
+            ("vllm:generation_tokens", "Number of generation tokens processed.", stats.generation_tokens_total),
+            ("vllm:num_preemptions", "Cumulative number of preemption from the engine.", stats.num_preemptions_total),
+            ("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.",
+             stats.prefix_cache_queries_total),
+            ("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.",
+             stats.prefix_cache_hits_total),
+        ]
+        samples = self.sample_counters()
+        counters += [
+            ("vigil:samples_logged", "Sampled requests written to the database.", samples.logged),
+            ("vigil:samples_journaled", "Sampled requests spilled to the local journal.", samples.journaled),
+            ("vigil:samples_dropped", "Sampled requests lost before reaching storage.", samples.dropped),
+            ("vigil:requests_sampled", "Finished requests the traffic sampler kept.", samples.sampled),
+        ]
+        for name, doc, value in counters:
+            c = CounterMetricFamily(name, doc, labels=["model_name"])
+            c.add_metric(label, float(value))
+            yield c
+
+
+class ServerMetrics:
+    def __init__(
+        self,
+        model_name: str,
+        engine_stats: Callable[[], EngineStats | None] = lambda: None,
+        sample_counters: Callable[[], SampleCounters] = SampleCounters,
+    ):
+        self.model_name = model_name
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.registry.register(_SnapshotCollector(model_name, engine_stats, sample_counters))
+        labels = ["model_name"]
+        r = self.registry
+        self.request_success = Counter(
+            "vllm:request_success", "Count of successfully processed requests.",
+            labels + ["finished_reason"], registry=r)
+        self.ttft = Histogram(
+            "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
+            labels, buckets=TTFT_BUCKETS, registry=r)
+        self.itl = Histogram(
+            "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
+            labels, buckets=ITL_BUCKETS, registry=r)
+        self.e2e = Histogram(
+            "vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.",
+            labels, buckets=LATENCY_BUCKETS, registry=r)
+        self.queue_time = Histogram(
+            "vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
+            labels, buckets=LATENCY_BUCKETS, registry=r)
+        self.tpot = Histogram(
+            "vllm:request_time_per_output_token_seconds",
+            "Histogram of time_per_output_token_seconds per request.",
+            labels, buckets=ITL_BUCKETS, registry=r)
+        # children exist from the start, as in vLLM, so dashboards see zeros rather than gaps
+        for histogram in (self.ttft, self.itl, self.e2e, self.queue_time, self.tpot):
+            histogram.labels(model_name)
+        for reason in ("stop", "length", "abort"):
+            self.request_success.labels(model_name, reason)
+
+    def observe_token_interval(self, seconds: float) -> None:
+        self.itl.labels(self.model_name).observe(max(0.0, seconds))
+
+    def observe_finished(self, output: RequestOutput) -> None:
+        """Record a finished request's latencies and each choice's finish reason."""
+        name = self.model_name
+        m = output.metrics
+        if m.first_token_time is not None:
+            self.ttft.labels(name).observe(max(0.0, m.first_token_time - m.arrival_time))
+        if m.first_scheduled_time is not None:
+            self.queue_time.labels(name).observe(max(0.0, m.first_scheduled_time - m.arrival_time))
+        end = m.finished_time if m.finished_time is not None else m.last_token_time
+        if end is not None:
+            self.e2e.labels(name).observe(max(0.0, end - m.arrival_time))
+        n_out = max((len(c.token_ids) for c in output.outputs), default=0)
+        if n_out > 1 and m.first_token_time is not None and m.last_token_time is not None:
+            self.tpot.labels(name).observe(max(0.0, m.last_token_time - m.first_token_time) / (n_out - 1))
+        for choice in output.outputs:
+            self.request_success.labels(name, choice.finish_reason or "abort").inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,141 @@
+"""OpenAI request bodies (pydantic). Ranges are declared here so `/openapi.json` tells clients
+(and schemathesis) what is valid; anything outside is a 400 naming the parameter."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+MAX_N = 16  # choices per request; bounds the work one request can put on the engine
+
+
+class _Body(BaseModel):
+    # unknown fields are ignored (clients send vendor extras); inf/nan are refused
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
+
+
+class StreamOptions(_Body):
+    include_usage: bool = False
+
+
+class TextPart(_Body):
+    type: Literal["text"]
+    text: str
+
+
+class FunctionDef(_Body):
+    name: Annotated[str, Field(min_length=1, max_length=64)]
+    description: str | None = None
+    parameters: dict | None = None
+
+
+class Tool(_Body):
+    type: Literal["function"] = "function"
+    function: FunctionDef
+
+
+class ToolCallFunction(_Body):
+    name: str
+    arguments: str = ""
+
+
+class ToolCall(_Body):
+    id: str = ""
+    type: Literal["function"] = "function"
+    function: ToolCallFunction
+
+
+class ChatMessage(_Body):
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[TextPart] | None = None
+    name: str | None = None
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None
+
+    @model_validator(mode="after")
+    def _content_present(self) -> ChatMessage:
+        if self.content is None and not (self.role == "assistant" and self.tool_calls):
+            raise ValueError(f"a {self.role} message needs content")
+        return self
+
+    def text(self) -> str:
+        if isinstance(self.content, list):
+            return "".join(part.text for part in self.content)
+        return self.content or ""
+
+
+class SamplingFields(_Body):
+    """Sampler fields shared by both endpoints."""
+
+    model: Annotated[str, Field(min_length=1)]
+    n: Annotated[int, Field(ge=1, le=MAX_N)] = 1
+    max_tokens: Annotated[int | None, Field(ge=1)] = None
+    temperature: Annotated[float | None, Field(ge=0.0, le=2.0)] = None
+    top_p: Annotated[float | None, Field(gt=0.0, le=1.0)] = None
+    top_k: Annotated[int | None, Field(ge=-1)] = None
+    min_p: Annotated[float | None, Field(ge=0.0, le=1.0)] = None
+    frequency_penalty: Annotated[float | None, Field(ge=-2.0, le=2.0)] = None
+    presence_penalty: Annotated[float | None, Field(ge=-2.0, le=2.0)] = None
+    seed: Annotated[int | None, Field(ge=INT64_MIN, le=INT64_MAX)] = None
+    stop: str | Annotated[list[str], Field(max_length=16)] | None = None
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    user: Annotated[str | None, Field(max_length=256)] = None
+    metadata: Annotated[dict[str, str] | None, Field(max_length=16)] = None
+
+    def stop_list(self) -> list[str]:
+        if self.stop is None:
+            return []
+        return [self.stop] if isinstance(self.stop, str) else list(self.stop)
+
+
+class ChatCompletionRequest(SamplingFields):
+    messages: Annotated[list[ChatMessage], Field(min_length=1)]
+    max_completion_tokens: Annotated[int | None, Field(ge=1)] = None
+    logprobs: bool = False
+    top_logprobs: Annotated[int | None, Field(ge=0, le=20)] = None
+    tools: list[Tool] | None = None
+    tool_choice: str | dict | None = None
+
+    @model_validator(mode="after")
+    def _top_logprobs_needs_logprobs(self) -> ChatCompletionRequest:
+        if self.top_logprobs and not self.logprobs:
+            raise ValueError("top_logprobs requires logprobs to be true")
+        return self
+
+    def token_limit(self) -> int | None:
+        return self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens
+
+
+TokenIds = Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)]
+
+
+class CompletionRequest(SamplingFields):
+    # a string, a list of strings, a list of token ids, or a list of token-id lists
+    prompt: str | Annotated[list[str], Field(min_length=1, max_length=16)] | TokenIds | Annotated[
+        list[TokenIds], Field(min_length=1, max_length=16)
+    ]
+    logprobs: Annotated[int | None, Field(ge=0, le=5)] = None
+    echo: bool = False
+    suffix: str | None = None
+
+    @model_validator(mode="after")
+    def _unsupported(self) -> CompletionRequest:
+        if self.echo:
+            raise ValueError("echo is not supported")
+        if self.suffix:
+            raise ValueError("suffix is not supported")
+        return self
+
+    def token_limit(self) -> int | None:
+        return self.max_tokens
+
+    def prompts(self) -> list[str | list[int]]:
+        p = self.prompt
+        if isinstance(p, str):
+            return [p]
+        if p and isinstance(p[0], int):
+            return [list(p)]  # type: ignore[arg-type]
+        return list(p)  # type: ignore[arg-type]

@@ -1,0 +1,70 @@
+"""The HTTP routes: OpenAI's /v1 endpoints, /health and /metrics."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse, Response
+
+from serving.server.auth import check_api_key
+from serving.server.chat import chat_completions
+from serving.server.completions import completions
+from serving.server.metrics import CONTENT_TYPE
+from serving.server.protocol import ChatCompletionRequest, CompletionRequest
+from serving.server.state import Phase, ServerState
+
+ERROR_RESPONSES = {
+    code: {"description": text, "content": {"application/json": {}}}
+    for code, text in [(400, "invalid request"), (401, "bad or missing API key"),
+                       (429, "waiting queue full"), (503, "loading or draining")]
+}
+
+
+def get_state(request: Request) -> ServerState:
+    return request.app.state.vigil
+
+
+def require_api_key(request: Request) -> None:
+    check_api_key(request, get_state(request).settings.api_keys)
+
+
+router = APIRouter()
+v1 = APIRouter(prefix="/v1", dependencies=[Depends(require_api_key)], responses=ERROR_RESPONSES)
+
+
+@router.get("/health")
+async def health(request: Request) -> Response:
+    state = get_state(request)
+    if state.phase is Phase.READY:
+        return JSONResponse({"status": "ok"})
+    body = {"status": state.phase.value}
+    if state.load_error:
+        body["error"] = state.load_error
+    return JSONResponse(body, status_code=503)
+
+
+@router.get("/metrics")
+async def metrics(request: Request) -> Response:
+    return Response(get_state(request).metrics.render(), media_type=CONTENT_TYPE)
+
+
+@v1.get("/models")
+async def list_models(request: Request) -> dict:
+    state = get_state(request)
+    card = {"id": state.settings.model_name, "object": "model", "created": int(state.started_at),
+            "owned_by": "vigil", "root": state.settings.model_version}
+    if state.engine is not None:
+        card["max_model_len"] = state.max_model_len
+    return {"object": "list", "data": [card]}
+
+
+@v1.post("/chat/completions")
+async def create_chat_completion(body: ChatCompletionRequest, request: Request) -> Response:
+    return await chat_completions(request, body, get_state(request))
+
+
+@v1.post("/completions")
+async def create_completion(body: CompletionRequest, request: Request) -> Response:
+    return await completions(request, body, get_state(request))
+
+
+router.include_router(v1)

@@ -1,0 +1,63 @@
+"""What one running API server holds: settings, engine, metrics, traffic logger, lifecycle phase."""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from serving.server.metrics import SampleCounters, ServerMetrics
+from serving.traffic.logger import TrafficLogger
+from vigil.config import Settings
+
+
+class Phase(enum.Enum):
+    LOADING = "loading"  # the model is being loaded: /health 503, /v1 503
+    READY = "ready"
+    DRAINING = "draining"  # SIGTERM seen: in-flight requests finish, new ones get 503
+    STOPPED = "stopped"
+    FAILED = "failed"  # the model could not be loaded
+
+
+@dataclass
+class ServerState:
+    settings: Settings
+    metrics: ServerMetrics
+    traffic: TrafficLogger
+    writer: Any | None = None  # storage's SampleWriter (or None: sampling off)
+    owns_writer: bool = False
+    engine: Any | None = None  # serving.engine.AsyncLLMEngine once loaded
+    owns_engine: bool = False
+    phase: Phase = Phase.LOADING
+    load_error: str | None = None
+    inflight: set[str] = field(default_factory=set)  # engine request ids being generated
+    # set by the runner (uvicorn wrapper): ask the HTTP server to stop once drained
+    request_exit: Callable[[], None] | None = None
+    closed: bool = False
+    started_at: float = field(default_factory=time.time)
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.engine.engine.tokenizer if hasattr(self.engine, "engine") else self.engine.tokenizer
+
+    @property
+    def max_model_len(self) -> int:
+        inner = getattr(self.engine, "engine", self.engine)
+        return int(inner.max_model_len)
+
+    def engine_stats(self):
+        return self.engine.stats() if self.engine is not None else None
+
+    def sample_counters(self) -> SampleCounters:
+        t = self.traffic.counters
+        counters = SampleCounters(sampled=t.sampled, dropped=t.dropped)
+        w = getattr(self.writer, "counters", self.writer)
+        if w is not None:
+            # committed directly, or later from the journal once the database was back
+            counters.logged = int(getattr(w, "written", 0) or 0) + int(getattr(w, "replayed", 0) or 0)
+            counters.journaled = int(getattr(w, "journaled", 0) or 0)
+            # refused as invalid, or lost because even the journal was unwritable
+            counters.dropped += int(getattr(w, "dropped", 0) or 0) + int(getattr(w, "rejected", 0) or 0)
+        return counters
