@@ -1,0 +1,150 @@
+"""Rule, target and routing dataclasses, the built-in default rules, and `RuleSet`, which decides
+severity, kind, targets and cooldown for one proposal. Read from a file by `alerts.rules`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from typing import Any
+
+from alerts.proposal import Proposal
+from vigil.config import ConfigError
+
+DEFAULT_GROUP = "default"
+MATCH_KEYS = ("rule", "test", "feature", "kind", "segment")
+
+
+class RulesError(ConfigError):
+    """The alert rules file is invalid; the message names the file and the entry at fault."""
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    url: str
+    format: str = "generic"
+    routing_key: str | None = None  # PagerDuty Events v2 integration key
+
+
+@dataclass(frozen=True)
+class Match:
+    """Glob patterns per field; None matches anything, a tuple matches if any pattern does."""
+
+    rule: tuple[str, ...] | None = None
+    test: tuple[str, ...] | None = None
+    feature: tuple[str, ...] | None = None
+    kind: tuple[str, ...] | None = None
+    segment: tuple[str, ...] | None = None
+
+    def matches(self, values: Mapping[str, Any]) -> bool:
+        for key in MATCH_KEYS:
+            patterns = getattr(self, key)
+            if patterns is None:
+                continue
+            value = values.get(key)
+            if value is None or not any(fnmatchcase(str(value), p) for p in patterns):
+                return False
+        return True
+
+    @property
+    def reads_results(self) -> bool:
+        return self.test is not None or self.feature is not None
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    match: Match
+    severity: str | None = None
+    kind: str | None = None
+    routes: tuple[str, ...] | None = None
+    cooldown_s: int | None = None
+    enabled: bool = True
+    builtin: bool = False  # a default tier: evaluates raw results, never edits a proposal
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do with one proposal: its final severity/kind, where it goes, its cooldown."""
+
+    severity: str
+    kind: str
+    targets: tuple[Target, ...]
+    cooldown_s: int
+    rule: Rule | None
+
+
+# issue 6's default tiers, for raw drift results (`evaluate_results`). They do not edit the
+# drift job's proposals: those are already tiered by the same defaults (and maybe more finely)
+DEFAULT_RULES: tuple[Rule, ...] = (
+    Rule(
+        "psi_prompt_tokens",
+        Match(test=("psi",), feature=("prompt_tokens", "prompt_len*", "prompt_char*")),
+        "moderate",
+        "prompt",
+        builtin=True,
+    ),
+    Rule(
+        "psi_completion_tokens",
+        Match(test=("psi",), feature=("completion_tokens", "completion_len*")),
+        "moderate",
+        "model",
+        builtin=True,
+    ),
+    Rule(
+        "mmd_prompt_embedding",
+        Match(test=("mmd*",), feature=("prompt_embedding*",)),
+        "high",
+        "prompt",
+        builtin=True,
+    ),
+    Rule(
+        "mmd_response_embedding",
+        Match(test=("mmd*",), feature=("response_embedding*",)),
+        "high",
+        "model",
+        builtin=True,
+    ),
+    Rule("eval_drop", Match(test=("eval*",)), "critical", "eval", builtin=True),
+    Rule("new_cluster", Match(test=("*cluster*",)), "review", "persona", builtin=True),
+)
+
+
+@dataclass
+class RuleSet:
+    rules: tuple[Rule, ...] = DEFAULT_RULES
+    targets: dict[str, Target] = field(default_factory=dict)
+    routes: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    groups: dict[str, tuple[str, ...]] = field(default_factory=dict)  # "default" -> env targets
+
+    def rule_for(self, values: Mapping[str, Any]) -> Rule | None:
+        """The first configured (non built-in) rule matching a proposal's or alert's fields."""
+        return next((r for r in self.rules if not r.builtin and r.match.matches(values)), None)
+
+    def targets_for(self, severity: str, rule: Rule | None = None) -> tuple[Target, ...]:
+        names = rule.routes if rule is not None and rule.routes is not None else None
+        if names is None:
+            names = self.routes.get(severity, (DEFAULT_GROUP,))
+        out: dict[str, Target] = {}
+        for name in names:
+            for member in self.groups.get(name, (name,)):
+                out[member] = self.targets[member]
+        return tuple(out.values())
+
+    def decide(self, proposal: Proposal, default_cooldown_s: int) -> Decision | None:
+        """Apply the first matching rule; None when that rule mutes the proposal."""
+        values = {
+            "rule": proposal.rule,
+            "kind": proposal.kind,
+            "segment": proposal.segment,
+            "test": proposal.evidence.get("test"),
+            "feature": proposal.evidence.get("feature"),
+        }
+        rule = self.rule_for(values)
+        if rule is not None and not rule.enabled:
+            return None
+        severity = (rule.severity if rule else None) or proposal.severity
+        kind = (rule.kind if rule else None) or proposal.kind
+        cooldown = rule.cooldown_s if rule and rule.cooldown_s is not None else default_cooldown_s
+        return Decision(severity, kind, self.targets_for(severity, rule), cooldown, rule)

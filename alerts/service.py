@@ -1,0 +1,236 @@
+"""Raising alerts: proposals → deduped alert rows + outbox deliveries, in the caller's transaction.
+
+`raise_alerts` never commits. The alert change and the deliveries it enqueues are written in
+the same transaction as whatever else the caller does (the drift run's results): either all of
+it commits, or none — a crash can neither lose a notification nor send one for an alert that
+was rolled back (the transactional outbox). The delivery worker sends them after the commit.
+
+Resolution (my choice, documented): with `resolve_absent=True` (default), an open alert of a
+drift kind (prompt, model, eval, persona) whose rule + segment did not fire in this call is
+resolved at once, and its targets get a "resolve" notification (PagerDuty closes the incident).
+Operational alerts (e.g. the baseline refresh reminder) are only resolved by their own job or
+by hand (`resolve_alert`). A rule muted in the rules file counts as not firing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Collection, Iterable
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select, text
+from sqlalchemy.orm import Session
+
+from alerts.dedupe import dedupe_key, plan_firing
+from alerts.payloads import build_payload
+from alerts.proposal import SEVERITY_RANK, Proposal, coerce_proposal
+from alerts.rules import RuleSet, Target, load_rules
+from storage.models import Alert, Delivery
+from storage.types import to_utc
+from vigil.config import Settings
+
+DRIFT_KINDS = ("prompt", "model", "eval", "persona")
+
+
+def raise_alerts(
+    session: Session,
+    proposed: Iterable[Any],
+    *,
+    run_id: int | None,
+    now: datetime,
+    settings: Settings,
+    rules: RuleSet | None = None,
+    resolve_absent: bool = True,
+    resolve_kinds: Collection[str] = DRIFT_KINDS,
+) -> list[Alert]:
+    """Record the proposals as alerts and enqueue their notifications; return the fired alerts.
+
+    `proposed`: ProposedAlert-like objects or dicts (severity, rule, kind, segment, summary,
+    evidence). All are validated before anything is written (ProposalError names the bad one).
+    The caller commits.
+    """
+    now = to_utc(now)
+    rules = rules if rules is not None else load_rules(settings)
+    proposals = _strongest_per_key([coerce_proposal(p, i) for i, p in enumerate(proposed)])
+    fired: list[Alert] = []
+    for proposal in proposals:
+        decision = rules.decide(proposal, settings.alert_cooldown_s)
+        if decision is None:  # muted by the rules file
+            continue
+        key = dedupe_key(proposal.rule, proposal.segment)
+        _lock_key(session, key)
+        existing = session.scalars(
+            select(Alert)
+            .where(Alert.dedupe_key == key, Alert.status == "open")
+            .order_by(Alert.id.desc())
+            .limit(1)
+        ).first()
+        plan = plan_firing(
+            existing,
+            severity=decision.severity,
+            run_id=run_id,
+            now=now,
+            cooldown_s=decision.cooldown_s,
+        )
+        if plan.create:
+            alert = Alert(
+                dedupe_key=key,
+                rule=proposal.rule,
+                segment=proposal.segment,
+                status="open",
+                first_seen=now,
+                occurrences=1,
+            )
+            session.add(alert)
+        else:
+            alert = existing
+            if plan.count:
+                alert.occurrences += 1
+        alert.kind, alert.severity = decision.kind, decision.severity
+        alert.summary, alert.evidence = proposal.summary, proposal.evidence
+        alert.last_seen = now
+        if run_id is not None:
+            alert.run_id = run_id
+        session.flush()  # the id goes into payload links
+        if plan.notify:
+            alert.last_notified = now
+            enqueue_notification(
+                session, alert, decision.targets, event="trigger", now=now, settings=settings
+            )
+        fired.append(alert)
+
+    if resolve_absent:
+        firing = {a.dedupe_key for a in fired}
+        stale = session.scalars(
+            select(Alert).where(Alert.status == "open", Alert.kind.in_(list(resolve_kinds)))
+        ).all()
+        for alert in stale:
+            if alert.dedupe_key not in firing:
+                _resolve(session, alert, now=now, settings=settings, rules=rules)
+    session.flush()
+    return fired
+
+
+def resolve_alert(
+    session: Session,
+    alert_id: int,
+    *,
+    now: datetime,
+    settings: Settings,
+    rules: RuleSet | None = None,
+) -> Alert:
+    """Resolve one alert by hand (the sidecar's API); resolving a resolved alert is a no-op."""
+    alert = session.get(Alert, alert_id)
+    if alert is None:
+        raise LookupError(f"alert {alert_id} does not exist")
+    if alert.status == "open":
+        rules = rules if rules is not None else load_rules(settings)
+        _resolve(session, alert, now=to_utc(now), settings=settings, rules=rules)
+        session.flush()
+    return alert
+
+
+def enqueue_notification(
+    session: Session,
+    alert: Alert,
+    targets: Iterable[Target],
+    *,
+    event: str,
+    now: datetime,
+    settings: Settings,
+) -> list[Delivery]:
+    """One outbox row per target. The idempotency key names (alert, event, occurrence, target):
+    the same on every retry of this notification, different for the next one."""
+    rows = []
+    for target in targets:
+        digest = hashlib.sha256(f"{target.name}\n{target.url}".encode()).hexdigest()[:12]
+        key = f"vigil-a{alert.id}-{event}-{alert.occurrences}-{digest}"
+        rows.append(
+            Delivery(
+                alert_id=alert.id,
+                target=target.url,
+                format=target.format,
+                idempotency_key=key,
+                payload=build_payload(alert, target, event=event, public_url=settings.public_url),
+                status="pending",
+                attempts=0,
+                next_attempt_at=now,
+                created_at=now,
+            )
+        )
+    session.add_all(rows)
+    return rows
+
+
+def list_alerts(
+    session: Session,
+    *,
+    status: str | None = None,
+    severity: str | None = None,
+    limit: int = 100,
+    offset: int = 0,
+) -> list[Alert]:
+    """Newest first (by last_seen), optionally filtered by status (open|resolved) and severity."""
+    query = select(Alert)
+    if status is not None:
+        query = query.where(Alert.status == status)
+    if severity is not None:
+        query = query.where(Alert.severity == severity)
+    query = query.order_by(Alert.last_seen.desc(), Alert.id.desc()).limit(limit).offset(offset)
+    return list(session.scalars(query))
+
+
+def get_alert(session: Session, alert_id: int) -> Alert | None:
+    return session.get(Alert, alert_id)
+
+
+def deliveries_for_alert(session: Session, alert_id: int) -> list[Delivery]:
+    return list(
+        session.scalars(select(Delivery).where(Delivery.alert_id == alert_id).order_by(Delivery.id))
+    )
+
+
+def count_open_alerts(session: Session) -> dict[str, int]:
+    """Open alerts per severity (for the dashboard's header and metrics)."""
+    rows = session.execute(
+        select(Alert.severity, func.count()).where(Alert.status == "open").group_by(Alert.severity)
+    )
+    return {severity: count for severity, count in rows}
+
+
+def _resolve(
+    session: Session, alert: Alert, *, now: datetime, settings: Settings, rules: RuleSet
+) -> None:
+    alert.status = "resolved"
+    if alert.last_notified is None:  # nobody was told it opened: nothing to close
+        return
+    values = {
+        "rule": alert.rule,
+        "kind": alert.kind,
+        "segment": alert.segment,
+        "test": (alert.evidence or {}).get("test"),
+        "feature": (alert.evidence or {}).get("feature"),
+    }
+    rule = rules.rule_for(values)
+    targets = rules.targets_for(alert.severity, rule if rule is not None and rule.enabled else None)
+    enqueue_notification(session, alert, targets, event="resolve", now=now, settings=settings)
+
+
+def _lock_key(session: Session, key: str) -> None:
+    """Two sidecars firing the same rule at once must not both create an alert: on PostgreSQL a
+    transaction-scoped advisory lock on the key serialises them (SQLite serialises writers)."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(
+            text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": "vigil-alert:" + key}
+        )
+
+
+def _strongest_per_key(proposals: list[Proposal]) -> list[Proposal]:
+    """Several proposals for one rule + segment in one call: keep the most severe (first wins ties)."""
+    best: dict[str, Proposal] = {}
+    for p in proposals:
+        key = dedupe_key(p.rule, p.segment)
+        if key not in best or SEVERITY_RANK[p.severity] > SEVERITY_RANK[best[key].severity]:
+            best[key] = p
+    return list(best.values())
