@@ -51,6 +51,8 @@ class DeliveryWorker:
     def start(self) -> DeliveryWorker:
         if self._thread is not None and self._thread.is_alive():
             raise RuntimeError("delivery worker already started")
+        if self._own_client and self.client.is_closed:  # started again after stop()
+            self.client = httpx.Client(follow_redirects=False)
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="vigil-delivery", daemon=True)
         self._thread.start()
