@@ -58,11 +58,15 @@ def unpermute_qk(w: torch.Tensor, n_head: int) -> torch.Tensor:
 
 
 def open_reader(path: Path) -> GGUFReader:
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        magic = f.read(4)
+    if magic != b"GGUF":
+        raise ModelLoadError(f"{path}: not a GGUF file (starts with {magic!r}, expected b'GGUF')")
     try:
         reader = GGUFReader(str(path))
     except Exception as exc:  # the reader raises bare ValueError/struct errors on a cut file
-        raise ModelLoadError(f"{path}: not a readable GGUF file (truncated or corrupt?): {exc}") from exc
-    size = path.stat().st_size
+        raise ModelLoadError(f"{path}: truncated or corrupt GGUF file ({size} bytes): {exc}") from exc
     for t in reader.tensors:
         if t.data_offset + t.n_bytes > size:
             raise ModelLoadError(

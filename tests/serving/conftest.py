@@ -48,3 +48,26 @@ def hf_smollm2_tokenizer(smollm2_path):
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(str(smollm2_path.parent), gguf_file=smollm2_path.name)
+
+
+@pytest.fixture(scope="session")
+def tiny_vocab() -> dict:
+    """A tiny byte-level BPE vocabulary (the 256 byte symbols, a few merges, three ChatML
+    specials) for writing test GGUF files and tokenizer.json files."""
+    from serving.tokenizer.gguf_vocab import bytes_to_unicode
+
+    tokens = list(bytes_to_unicode().values())
+    merges = ["Ġ t", "h e", "Ġt he", "i n", "Ġ a"]
+    tokens += [m.replace(" ", "") for m in merges]
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    types = [1] * len(tokens) + [3] * len(specials)
+    tokens += specials
+    template = (
+        "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+        "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )
+    return {
+        "tokens": tokens, "types": types, "merges": merges, "specials": specials,
+        "bos_id": tokens.index("<|im_start|>"), "eos_id": tokens.index("<|im_end|>"),
+        "chat_template": template,
+    }
