@@ -1,0 +1,102 @@
+"""Calibrate a baseline's thresholds from its own window-to-window noise.
+
+The baseline (time-ordered) is cut into up to `max_chunks` contiguous chunks of the window size;
+each chunk is tested against the rest with every test. Then, per test and feature:
+
+- statistic tests (PSI, Wasserstein, JS): threshold = max(canonical default, the `quantile` of
+  the chunk statistics, their mean + k·sd) — never below the canonical value (PSI 0.25, ...);
+- p-value tests (KS, chi-square, MMD): if chunks come out significant more often than α plus a
+  3-sd binomial margin (the baseline's windows differ more than i.i.d. samples would), an
+  effect floor = the `quantile` of the chunk statistics is added: a window must then be both
+  significant and beyond the usual window-to-window spread. Otherwise α stays as it is.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+
+from drift.baseline import Baseline
+from drift.battery import BatteryOptions, Levels, run_battery
+from drift.registry import get_test
+
+STAT_TESTS = ("psi", "wasserstein", "js")
+P_TESTS = ("ks", "chi2", "mmd")
+MIN_CHUNK = 30
+
+
+def chunk_bounds(n: int, window_size: int, max_chunks: int) -> list[tuple[int, int]]:
+    """Non-overlapping contiguous chunks spread evenly over [0, n); at least 4 when possible."""
+    size = min(window_size, n // 4)
+    if size < MIN_CHUNK:
+        return []
+    count = min(max_chunks, n // size)
+    stride = n // count
+    return [(i * stride, i * stride + size) for i in range(count)]
+
+
+def calibrate_baseline(
+    baseline: Baseline,
+    *,
+    window_size: int,
+    max_chunks: int = 10,
+    mmd_chunks: int = 5,
+    quantile: float = 0.99,
+    k_sd: float = 3.0,
+    options: BatteryOptions | None = None,
+) -> dict[str, Any]:
+    """Set baseline.levels from chunk-vs-rest noise; returns (and keeps) a summary."""
+    if window_size < 1:
+        raise ValueError(f"window_size must be positive, got {window_size}")
+    fs = baseline.features
+    bounds = chunk_bounds(fs.n, window_size, max_chunks)
+    summary: dict[str, Any] = {"window_size": int(window_size), "chunks": len(bounds),
+                               "chunk_size": bounds[0][1] - bounds[0][0] if bounds else 0,
+                               "quantile": quantile, "k_sd": k_sd, "tests": {}}
+    if not bounds:
+        summary["note"] = f"baseline of {fs.n} samples is too small to calibrate; defaults kept"
+        baseline.calibration = summary
+        return summary
+    base = options or BatteryOptions()
+    stats_by: dict[tuple[str, str], list[float]] = defaultdict(list)
+    pvals_by: dict[tuple[str, str], list[float]] = defaultdict(list)
+    plain = Levels(min_samples=baseline.levels.min_samples)
+    for i, (lo, hi) in enumerate(bounds):
+        idx = np.arange(fs.n)
+        inside = (idx >= lo) & (idx < hi)
+        tests = ("psi", "ks", "wasserstein", "chi2", "js") + (("mmd",) if i < mmd_chunks else ())
+        opt = BatteryOptions(mmd_permutations=base.mmd_permutations,
+                             mmd_max_samples=base.mmd_max_samples, tests=tests)
+        rng = np.random.default_rng([baseline.seed, 3, i])
+        results = run_battery(fs.take(idx[~inside]), fs.take(idx[inside]), frozen=baseline.frozen,
+                              levels=plain, rng=rng, options=opt)
+        for r in results:
+            if r.insufficient or r.statistic is None:
+                continue
+            stats_by[(r.test, r.feature)].append(float(r.statistic))
+            if r.test in P_TESTS:
+                pvals_by[(r.test, r.feature)].append(float(r.detail.get("p_raw", r.p_value)))
+
+    for (test, feature), values in stats_by.items():
+        v = np.asarray(values)
+        default = get_test(test).default_threshold
+        entry: dict[str, Any] = {"n": int(v.size), "mean": float(v.mean()), "sd": float(v.std()),
+                                 "quantile": float(np.quantile(v, quantile))}
+        if test in STAT_TESTS:
+            thr = max(default, entry["quantile"], entry["mean"] + k_sd * entry["sd"])
+            baseline.levels.thresholds.setdefault(test, {})[feature] = float(thr)
+            entry["threshold"] = float(thr)
+        else:
+            p = np.asarray(pvals_by[(test, feature)])
+            rate = float(np.mean(p <= default))
+            margin = default + 3.0 * math.sqrt(default * (1 - default) / max(p.size, 1))
+            entry.update(significant_rate=rate, expected_max=margin)
+            if rate > margin and int(np.sum(p <= default)) >= 2:
+                baseline.levels.effect_floors.setdefault(test, {})[feature] = entry["quantile"]
+                entry["effect_floor"] = entry["quantile"]
+        summary["tests"][f"{test}:{feature}"] = entry
+    baseline.calibration = summary
+    return summary

@@ -1,0 +1,144 @@
+"""Chi-square and Jensen–Shannon tests for categorical features (finish reason, tool names).
+
+Levels are frozen with the baseline (`category_levels`): rare reference levels (< MIN_SHARE)
+and levels never seen in the reference fold into OTHER, missing values into MISSING, so the
+contingency table keeps usable expected counts and a brand-new level still shows as a shift.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import stats
+from scipy.spatial import distance
+
+from drift.registry import TestSpec, register
+from drift.result import TestResult, insufficient
+
+OTHER = "__other__"
+MISSING = "__missing__"
+MIN_SHARE = 0.01
+MAX_LEVELS = 50
+NOISE_QUANTILE = 0.999
+
+
+def _clean(values: np.ndarray) -> np.ndarray:
+    out = np.asarray(values, dtype=object).copy()
+    for i, v in enumerate(out):
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            out[i] = MISSING
+        else:
+            out[i] = str(v)
+    return out
+
+
+def category_levels(reference: np.ndarray, min_share: float = MIN_SHARE) -> list[str]:
+    """The reference's frequent levels (most frequent first), frozen with the baseline."""
+    values, counts = np.unique(_clean(reference).astype(str), return_counts=True)
+    order = np.argsort(-counts, kind="stable")
+    total = max(counts.sum(), 1)
+    return [str(values[i]) for i in order[:MAX_LEVELS] if counts[i] / total >= min_share]
+
+
+def category_counts(values: np.ndarray, levels: list[str]) -> np.ndarray:
+    """Counts per level, then OTHER (unseen or rare levels)."""
+    clean = _clean(values).astype(str)
+    index = {level: i for i, level in enumerate(levels)}
+    idx = np.fromiter((index.get(v, len(levels)) for v in clean), dtype=np.int64, count=clean.size)
+    return np.bincount(idx, minlength=len(levels) + 1).astype(np.float64)
+
+
+def _tables(reference, current, levels):
+    levels = category_levels(reference) if levels is None else list(levels)
+    rc, cc = category_counts(reference, levels), category_counts(current, levels)
+    keep = (rc + cc) > 0  # a column empty on both sides carries no information
+    return rc[keep], cc[keep], [*levels, OTHER]
+
+
+def chi2_test(
+    reference: np.ndarray,
+    current: np.ndarray,
+    *,
+    threshold: float,
+    rng: np.random.Generator,
+    levels: list[str] | None = None,
+    min_samples: int = 30,
+    effect_floor: float | None = None,
+) -> TestResult:
+    n_ref, n_cur = len(reference), len(current)
+    if n_ref < min_samples or n_cur < min_samples:
+        return insufficient("chi2", threshold, n_ref, n_cur, min_samples)
+    rc, cc, names = _tables(reference, current, levels)
+    if rc.size < 2:  # one category on both sides: nothing can differ
+        stat, p, dof = 0.0, 1.0, 0
+    else:
+        res = stats.chi2_contingency(np.vstack([rc, cc]), correction=False)
+        stat, p, dof = float(res.statistic), float(res.pvalue), int(res.dof)
+    big_enough = effect_floor is None or stat > effect_floor
+    return TestResult(
+        test="chi2",
+        statistic=stat,
+        p_value=p,
+        threshold=threshold,
+        drifted=bool(p <= threshold and big_enough),
+        detail={"dof": dof, "p_raw": p, "n_reference": n_ref, "n_current": n_cur,
+                "effect_floor": effect_floor},
+    )
+
+
+def js_noise_level(n_ref: int, n_cur: int, n_levels: int, quantile: float = NOISE_QUANTILE) -> float:
+    """Null quantile of the JS distance (base 2): JSD_nats ≈ (1/n + 1/m) · χ²(K-1) / 8."""
+    chi = stats.chi2.ppf(quantile, max(n_levels - 1, 1))
+    return float(math.sqrt(chi * (1.0 / n_ref + 1.0 / n_cur) / (8.0 * math.log(2.0))))
+
+
+def js_test(
+    reference: np.ndarray,
+    current: np.ndarray,
+    *,
+    threshold: float,
+    rng: np.random.Generator,
+    levels: list[str] | None = None,
+    min_samples: int = 30,
+) -> TestResult:
+    n_ref, n_cur = len(reference), len(current)
+    if n_ref < min_samples or n_cur < min_samples:
+        return insufficient("js", threshold, n_ref, n_cur, min_samples)
+    rc, cc, names = _tables(reference, current, levels)
+    value = 0.0 if rc.size < 2 else float(distance.jensenshannon(rc / rc.sum(), cc / cc.sum(), base=2))
+    noise = js_noise_level(n_ref, n_cur, rc.size)
+    applied = max(threshold, noise)
+    return TestResult(
+        test="js",
+        statistic=value,
+        p_value=None,
+        threshold=applied,
+        drifted=bool(value > applied),
+        detail={"levels": int(rc.size), "noise_floor": noise,
+                "n_reference": n_ref, "n_current": n_cur},
+    )
+
+
+CHI2 = register(
+    TestSpec(
+        name="chi2",
+        kind="categorical",
+        direction="p_value",
+        default_threshold=0.01,
+        min_samples=30,
+        func=chi2_test,
+        description="chi-square test of homogeneity on frozen category levels",
+    )
+)
+JS = register(
+    TestSpec(
+        name="js",
+        kind="categorical",
+        direction="statistic",
+        default_threshold=0.1,
+        min_samples=30,
+        func=js_test,
+        description="Jensen–Shannon distance (base 2) between category frequencies",
+    )
+)

@@ -1,0 +1,183 @@
+"""Features from logged sample records (DESIGN's sample fields), one aligned row per sample.
+
+Numeric: prompt_chars, response_chars, prompt_tokens, completion_tokens, tools_count,
+latency_ms, ttft_ms, tpot_ms, queue_ms, mean_logprob, mean_entropy, and every eval score
+(`eval_score`, `eval_<name>`). Categorical: finish_reason, and `tool` (multi-valued: one value
+per tool named). Embeddings: prompt_embedding / response_embedding, kept as (row indices,
+matrix) blocks because the sidecar embeds only some rows. Missing columns are simply absent;
+missing values are NaN / None.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from drift.codec import decode_array, encode_array
+
+RAW_NUMERIC = ("prompt_tokens", "completion_tokens", "latency_ms", "ttft_ms", "tpot_ms",
+               "queue_ms", "mean_logprob", "mean_entropy")
+SEGMENT_KEYS = ("tenant", "segment", "prompt_version", "model_version")
+EMBEDDING_FIELDS = ("prompt_embedding", "response_embedding")
+MULTI_VALUED = frozenset({"tool"})
+NO_TOOL = "(none)"
+
+
+@dataclass
+class EmbeddingBlock:
+    rows: np.ndarray  # int64 indices into the FeatureSet's rows, ascending
+    vectors: np.ndarray  # (len(rows), dim) float32
+
+    @property
+    def dim(self) -> int:
+        return int(self.vectors.shape[1]) if self.vectors.ndim == 2 else 0
+
+
+@dataclass
+class FeatureSet:
+    n: int
+    numeric: dict[str, np.ndarray] = field(default_factory=dict)
+    categorical: dict[str, np.ndarray] = field(default_factory=dict)
+    embeddings: dict[str, EmbeddingBlock] = field(default_factory=dict)
+    keys: dict[str, np.ndarray] = field(default_factory=dict)
+    timestamps: np.ndarray | None = None  # epoch seconds
+
+    def take(self, idx: np.ndarray) -> FeatureSet:
+        """The rows at `idx` (in that order), embeddings remapped."""
+        idx = np.asarray(idx, dtype=np.int64)
+        newpos = np.full(self.n, -1, dtype=np.int64)
+        newpos[idx] = np.arange(idx.size)
+        blocks = {}
+        for name, b in self.embeddings.items():
+            pos = newpos[b.rows]
+            keep = pos >= 0
+            order = np.argsort(pos[keep], kind="stable")
+            blocks[name] = EmbeddingBlock(pos[keep][order], b.vectors[keep][order])
+        return FeatureSet(
+            n=int(idx.size),
+            numeric={k: v[idx] for k, v in self.numeric.items()},
+            categorical={k: v[idx] for k, v in self.categorical.items()},
+            embeddings=blocks,
+            keys={k: v[idx] for k, v in self.keys.items()},
+            timestamps=None if self.timestamps is None else self.timestamps[idx],
+        )
+
+    def categorical_values(self, name: str) -> np.ndarray:
+        """One value per row, or for multi-valued features one value per item (NO_TOOL if none)."""
+        values = self.categorical[name]
+        if name not in MULTI_VALUED:
+            return values
+        flat = [item for row in values for item in (row if row else (NO_TOOL,))]
+        return np.asarray(flat, dtype=object)
+
+    def eval_names(self) -> list[str]:
+        return [k for k in self.numeric if k.startswith("eval_")]
+
+    def time_order(self) -> np.ndarray:
+        """Row order by timestamp (stable: ties and missing timestamps keep file order)."""
+        if self.timestamps is None:
+            return np.arange(self.n)
+        ts = np.where(np.isnan(self.timestamps), np.inf, self.timestamps)
+        return np.argsort(ts, kind="stable")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "n": self.n,
+            "numeric": {k: encode_array(v) for k, v in self.numeric.items()},
+            "categorical": {k: encode_array(v) for k, v in self.categorical.items()},
+            "embeddings": {k: {"rows": encode_array(b.rows), "vectors": encode_array(b.vectors)}
+                           for k, b in self.embeddings.items()},
+            "keys": {k: encode_array(v) for k, v in self.keys.items()},
+            "timestamps": None if self.timestamps is None else encode_array(self.timestamps),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> FeatureSet:
+        return cls(
+            n=int(data["n"]),
+            numeric={k: decode_array(v) for k, v in data["numeric"].items()},
+            categorical={k: decode_array(v) for k, v in data["categorical"].items()},
+            embeddings={k: EmbeddingBlock(decode_array(v["rows"]), decode_array(v["vectors"]))
+                        for k, v in data["embeddings"].items()},
+            keys={k: decode_array(v) for k, v in data["keys"].items()},
+            timestamps=None if data.get("timestamps") is None else decode_array(data["timestamps"]),
+        )
+
+
+def _numeric(col: pd.Series) -> np.ndarray:
+    return pd.to_numeric(col, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+def _lengths(col: pd.Series) -> np.ndarray:
+    return np.fromiter((len(v) if isinstance(v, str) else np.nan for v in col),
+                       dtype=np.float64, count=len(col))
+
+
+def _timestamps(col: pd.Series) -> np.ndarray:
+    """Epoch seconds from numbers or RFC 3339 strings (NaN where unparseable)."""
+    nums = pd.to_numeric(col, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    text = col.where(pd.isna(nums) & col.map(lambda v: isinstance(v, str)))
+    if text.notna().any():
+        parsed = pd.to_datetime(text, utc=True, errors="coerce", format="ISO8601")
+        secs = (parsed - pd.Timestamp(0, tz="UTC")).dt.total_seconds().to_numpy(dtype=np.float64)
+        nums = np.where(np.isnan(nums), secs, nums)
+    return nums
+
+
+def embedding_block(col: pd.Series) -> EmbeddingBlock | None:
+    """Rows whose value is a vector; ValueError names the first row whose length differs."""
+    rows, vecs = [], []
+    for i, v in enumerate(col):
+        if v is None or (isinstance(v, float) and np.isnan(v)):
+            continue
+        rows.append(i)
+        vecs.append(np.asarray(v, dtype=np.float32).ravel())
+    if not rows:
+        return None
+    dim = vecs[0].size
+    for i, v in zip(rows, vecs, strict=True):
+        if v.size != dim:
+            raise ValueError(f"row {i}: {col.name} has {v.size} values, expected {dim}")
+    return EmbeddingBlock(np.asarray(rows, dtype=np.int64), np.vstack(vecs))
+
+
+def extract_features(
+    frame: pd.DataFrame, embeddings: dict[str, EmbeddingBlock] | None = None
+) -> FeatureSet:
+    """Features of every row of `frame`; `embeddings` (by field name) override frame columns."""
+    fs = FeatureSet(n=len(frame))
+    cols = frame.columns
+    if "prompt" in cols:
+        fs.numeric["prompt_chars"] = _lengths(frame["prompt"])
+    if "response" in cols:
+        fs.numeric["response_chars"] = _lengths(frame["response"])
+    for name in RAW_NUMERIC:
+        if name in cols:
+            fs.numeric[name] = _numeric(frame[name])
+    if "tools" in cols:
+        tools = frame["tools"].map(lambda v: tuple(str(t) for t in v) if isinstance(v, (list, tuple, np.ndarray)) else ())
+        fs.numeric["tools_count"] = tools.map(len).to_numpy(dtype=np.float64)
+        fs.categorical["tool"] = np.asarray(tools.tolist() + [()], dtype=object)[:-1]
+    for name in cols:
+        if name == "eval_score" or (isinstance(name, str) and name.startswith("eval_")):
+            fs.numeric[name] = _numeric(frame[name])
+    if "finish_reason" in cols:
+        fs.categorical["finish_reason"] = frame["finish_reason"].map(
+            lambda v: None if v is None or (isinstance(v, float) and np.isnan(v)) else str(v)
+        ).to_numpy(dtype=object)
+    for key in SEGMENT_KEYS:
+        if key in cols:
+            fs.keys[key] = frame[key].map(lambda v: None if pd.isna(v) else str(v)).to_numpy(dtype=object)
+    if "timestamp" in cols:
+        fs.timestamps = _timestamps(frame["timestamp"])
+    for name in EMBEDDING_FIELDS:
+        if embeddings and name in embeddings:
+            fs.embeddings[name] = embeddings[name]
+        elif name in cols:
+            block = embedding_block(frame[name])
+            if block is not None:
+                fs.embeddings[name] = block
+    return fs

@@ -1,0 +1,54 @@
+"""Two-sample Kolmogorov–Smirnov test (scipy), one feature at a time.
+
+Across features the job adjusts the p-values with Benjamini–Hochberg (drift.multitest), so ten
+features at α do not give ten chances to false-alarm.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats
+
+from drift.registry import TestSpec, register
+from drift.result import TestResult, insufficient
+
+
+def ks_test(
+    reference: np.ndarray,
+    current: np.ndarray,
+    *,
+    threshold: float,
+    rng: np.random.Generator,
+    min_samples: int = 20,
+    effect_floor: float | None = None,
+) -> TestResult:
+    ref = np.asarray(reference, dtype=np.float64)
+    cur = np.asarray(current, dtype=np.float64)
+    ref, cur = ref[np.isfinite(ref)], cur[np.isfinite(cur)]
+    if ref.size < min_samples or cur.size < min_samples:
+        return insufficient("ks", threshold, ref.size, cur.size, min_samples)
+    res = stats.ks_2samp(ref, cur)
+    stat, p = float(res.statistic), float(res.pvalue)
+    big_enough = effect_floor is None or stat > effect_floor
+    return TestResult(
+        test="ks",
+        statistic=stat,
+        p_value=p,
+        threshold=threshold,
+        drifted=bool(p <= threshold and big_enough),
+        detail={"n_reference": int(ref.size), "n_current": int(cur.size), "p_raw": p,
+                "effect_floor": effect_floor},
+    )
+
+
+SPEC = register(
+    TestSpec(
+        name="ks",
+        kind="numeric",
+        direction="p_value",
+        default_threshold=0.01,
+        min_samples=20,
+        func=ks_test,
+        description="two-sample Kolmogorov–Smirnov (scipy), Benjamini–Hochberg across features",
+    )
+)

@@ -1,0 +1,81 @@
+"""Validate a candidate baseline: its first half (in time) against its second half.
+
+A baseline is the yardstick for every later window, so a baseline that already contains a
+drift would hide that drift forever. The halves are compared with every test (clusters fitted on
+the first half only, so a persona that appears mid-baseline shows as new); any drift rejects the
+baseline, with one reason per drifted test. Criteria are stricter on effect size than alerting
+(PSI 0.1, the canonical "minor shift") but stricter on significance too (α = 0.001, KS also
+needs D > 0.05), because with tens of thousands of samples per half a p-value alone flags
+differences too small to matter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from drift.baseline import MIN_CLUSTER_POINTS, Baseline, freeze
+from drift.battery import BatteryOptions, Levels, run_battery
+from drift.result import TestResult
+
+MIN_HALF = 50
+VALIDATION_LEVELS = Levels(
+    thresholds={"psi": {"*": 0.1}, "wasserstein": {"*": 0.1}, "js": {"*": 0.1},
+                "ks": {"*": 0.001}, "chi2": {"*": 0.001}, "mmd": {"*": 0.001}},
+    effect_floors={"ks": {"*": 0.05}},
+)
+
+
+@dataclass
+class ValidationResult:
+    valid: bool
+    reasons: list[str]
+    results: list[TestResult] = field(default_factory=list)
+    n_first: int = 0
+    n_second: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"valid": self.valid, "reasons": self.reasons, "n_first": self.n_first,
+                "n_second": self.n_second, "notes": self.notes,
+                "results": [r.to_dict() for r in self.results]}
+
+
+def describe(r: TestResult) -> str:
+    """One human line for a drifted result."""
+    if r.test == "new_cluster":
+        return (f"new_cluster on {r.feature}: a group of {r.statistic:.0%} of the second half "
+                "lies outside every first-half cluster")
+    if r.p_value is not None and r.test not in ("psi", "wasserstein", "js"):
+        return f"{r.test} on {r.feature}: p = {r.p_value:.3g} ≤ {r.threshold:.3g} (statistic {r.statistic:.3g})"
+    return f"{r.test} on {r.feature}: {r.statistic:.3g} > {r.threshold:.3g}"
+
+
+def validate_baseline(
+    baseline: Baseline, *, options: BatteryOptions | None = None, levels: Levels | None = None
+) -> ValidationResult:
+    """Compare the halves; set baseline.status to validated or rejected and keep the result."""
+    fs = baseline.features
+    half = fs.n // 2
+    notes = []
+    if fs.timestamps is None or not np.isfinite(fs.timestamps).any():
+        notes.append("no timestamps: halves split in record order")
+    if half < MIN_HALF:
+        result = ValidationResult(False, [f"too few samples to validate: {fs.n} < {2 * MIN_HALF}"],
+                                  n_first=half, n_second=fs.n - half, notes=notes)
+    else:
+        first, second = fs.take(np.arange(half)), fs.take(np.arange(half, fs.n))
+        rng = np.random.default_rng([baseline.seed, 2])
+        frozen = freeze(first, rng, cluster=any(len(b.vectors) >= MIN_CLUSTER_POINTS
+                                                for b in first.embeddings.values()))
+        opt = options or BatteryOptions(eval_window_days=float("inf"))
+        results = run_battery(first, second, frozen=frozen, levels=levels or VALIDATION_LEVELS,
+                              rng=rng, options=opt)
+        results = [r.with_context(segment="*") for r in results]
+        reasons = [describe(r) for r in results if r.drifted]
+        result = ValidationResult(not reasons, reasons, results, half, fs.n - half, notes)
+    baseline.status = "validated" if result.valid else "rejected"
+    baseline.validation = result.to_dict()
+    return result
