@@ -160,7 +160,11 @@ def extract_features(
     if "tools" in cols:
         tools = frame["tools"].map(lambda v: tuple(str(t) for t in v) if isinstance(v, (list, tuple, np.ndarray)) else ())
         fs.numeric["tools_count"] = tools.map(len).to_numpy(dtype=np.float64)
-        fs.categorical["tool"] = np.asarray(tools.tolist() + [()], dtype=object)[:-1]
+        # element-wise: np.asarray turns equal-length tuples (e.g. all empty) into a 2-D array
+        tool_rows = np.empty(len(tools), dtype=object)
+        for i, t in enumerate(tools):
+            tool_rows[i] = t
+        fs.categorical["tool"] = tool_rows
     for name in cols:
         if name == "eval_score" or (isinstance(name, str) and name.startswith("eval_")):
             fs.numeric[name] = _numeric(frame[name])
