@@ -20,6 +20,7 @@ submit), dropped (only when even the journal cannot be written; should stay 0).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import queue
@@ -42,6 +43,7 @@ from storage.types import utcnow
 log = logging.getLogger(__name__)
 
 Item = tuple[dict[str, Any], ParsedSample]
+_WAKE: Any = object()  # put on the queue by close() to end the thread's wait at once
 
 
 def _is_poison(exc: BaseException) -> bool:
@@ -125,7 +127,9 @@ class SampleWriter:
                 self.last_error = f"rejected record: {exc}"
             return False
         try:
-            with self._lock:
+            with self._lock:  # same lock as close(): nothing lands on the queue after it
+                if self._closed:
+                    return False
                 self._queue.put_nowait((raw, parsed))
                 self._queued += 1
             return True
@@ -159,23 +163,27 @@ class SampleWriter:
         """Stop accepting, write (or journal) everything queued, replay the journal if the
         database is up, stop the thread. True if all of it finished within `timeout`; if the
         thread is stuck (a hanging database), what is still queued is journaled here."""
-        self._closed = True
+        with self._lock:
+            self._closed = True
         self._stop.set()
+        with contextlib.suppress(queue.Full):
+            self._queue.put_nowait(_WAKE)
         if self._thread.is_alive():
             self._thread.join(timeout)
-        clean = not self._thread.is_alive() and self._queue.empty()
-        if not clean:  # stuck on a hanging database, or never started
-            leftover = []
-            while True:
-                try:
-                    leftover.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
-            self._journal(leftover)
+        alive = self._thread.is_alive()
+        leftover = []  # only if the thread is stuck (a hanging database) or never started
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is not _WAKE:
+                leftover.append(item)
+        self._journal(leftover)
         self.journal.close()
-        if not self._thread.is_alive():
+        if not alive:
             self.engine.dispose()
-        return clean
+        return not alive and not leftover
 
     # ---- the writer thread --------------------------------------------------------------
 
@@ -205,23 +213,26 @@ class SampleWriter:
         return not stopping and time.monotonic() >= self._next_retry
 
     def _collect(self, wait: bool) -> list[Item]:
-        try:
-            first = self._queue.get(timeout=self.flush_interval_s) if wait else self._queue.get_nowait()
-        except queue.Empty:
-            return []
-        batch = [first]
+        """Up to batch_size items, waiting at most flush_interval_s; `close` wakes it early."""
+        batch: list[Item] = []
         deadline = time.monotonic() + self.flush_interval_s
         while len(batch) < self.batch_size:
             try:
-                batch.append(self._queue.get_nowait())
+                if batch or not wait:
+                    item = self._queue.get_nowait()
+                else:
+                    item = self._queue.get(timeout=self.flush_interval_s)
             except queue.Empty:
                 remaining = deadline - time.monotonic()
-                if not wait or remaining <= 0:
+                if not batch or not wait or remaining <= 0 or self._stop.is_set():
                     break
-                try:
-                    batch.append(self._queue.get(timeout=min(remaining, 0.05)))
+                try:  # a short pause lets a trickle of records join this batch
+                    item = self._queue.get(timeout=min(remaining, 0.02))
                 except queue.Empty:
                     continue
+            if item is _WAKE:
+                break
+            batch.append(item)
         return batch
 
     def _insert(self, parsed: list[ParsedSample]) -> None:
