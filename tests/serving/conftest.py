@@ -71,3 +71,27 @@ def tiny_vocab() -> dict:
         "bos_id": tokens.index("<|im_start|>"), "eos_id": tokens.index("<|im_end|>"),
         "chat_template": template,
     }
+
+
+@pytest.fixture(scope="session")
+def write_tiny_tokenizer(tiny_vocab):
+    """A function writing `tiny_vocab` as tokenizer.json + tokenizer_config.json into a folder."""
+    import json
+
+    from tokenizers import AddedToken, decoders, models, pre_tokenizers
+    from tokenizers import Tokenizer as Backend
+
+    def write(path: Path) -> None:
+        specials = tiny_vocab["specials"]
+        plain = {t: i for i, t in enumerate(tiny_vocab["tokens"]) if t not in specials}
+        merges = [tuple(m.split(" ")) for m in tiny_vocab["merges"]]
+        backend = Backend(models.BPE(vocab=plain, merges=merges))
+        backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        backend.decoder = decoders.ByteLevel()
+        backend.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in specials])
+        backend.save(str(path / "tokenizer.json"))
+        config = {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>",
+                  "chat_template": tiny_vocab["chat_template"]}
+        (path / "tokenizer_config.json").write_text(json.dumps(config))
+
+    return write

@@ -8,28 +8,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from tokenizers import AddedToken, decoders, models, pre_tokenizers
-from tokenizers import Tokenizer as Backend
 
 from serving.loader import ModelLoadError, load_model_files
 
 torch.set_num_threads(1)
 
 
-def write_tokenizer(path: Path, vocab: dict) -> None:
-    tokens = vocab["tokens"]
-    plain = {t: i for i, t in enumerate(tokens) if t not in vocab["specials"]}
-    backend = Backend(models.BPE(vocab=plain, merges=[tuple(m.split(" ")) for m in vocab["merges"]]))
-    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    backend.decoder = decoders.ByteLevel()
-    backend.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in vocab["specials"]])
-    backend.save(str(path / "tokenizer.json"))
-    (path / "tokenizer_config.json").write_text(json.dumps({
-        "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>", "chat_template": vocab["chat_template"],
-    }))
-
-
-def save_tiny(path: Path, arch: str, vocab: dict, tied: bool, **extra):
+def save_tiny(path: Path, arch: str, vocab: dict, tied: bool, write_tokenizer, **extra):
     from transformers import (
         GenerationConfig,
         LlamaConfig,
@@ -53,7 +38,7 @@ def save_tiny(path: Path, arch: str, vocab: dict, tied: bool, **extra):
                 p.copy_(torch.randn_like(p))
     model.save_pretrained(path)
     GenerationConfig(eos_token_id=[vocab["eos_id"], 0]).save_pretrained(path)
-    write_tokenizer(path, vocab)
+    write_tokenizer(path)
     return model
 
 
@@ -64,8 +49,8 @@ def save_tiny(path: Path, arch: str, vocab: dict, tied: bool, **extra):
                                           "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                                           "original_max_position_embeddings": 128}}),
 ])
-def test_hf_dir_loads_same_tensors(tmp_path, tiny_vocab, arch, tied, extra):
-    model = save_tiny(tmp_path, arch, tiny_vocab, tied, **extra)
+def test_hf_dir_loads_same_tensors(tmp_path, tiny_vocab, write_tiny_tokenizer, arch, tied, extra):
+    model = save_tiny(tmp_path, arch, tiny_vocab, tied, write_tiny_tokenizer, **extra)
     loaded = load_model_files(tmp_path)
     ref = {k: v for k, v in model.state_dict().items() if not (tied and k == "lm_head.weight")}
     assert set(loaded.state_dict) == set(ref)
@@ -91,8 +76,8 @@ def test_hf_dir_loads_same_tensors(tmp_path, tiny_vocab, arch, tied, extra):
     assert text == "<|im_start|>user\nthe cat<|im_end|>\n<|im_start|>assistant\n"
 
 
-def test_unsupported_architecture_config(tmp_path, tiny_vocab):
-    save_tiny(tmp_path, "qwen2", tiny_vocab, True)
+def test_unsupported_architecture_config(tmp_path, tiny_vocab, write_tiny_tokenizer):
+    save_tiny(tmp_path, "qwen2", tiny_vocab, True, write_tiny_tokenizer)
     cfg = json.loads((tmp_path / "config.json").read_text())
     cfg["model_type"] = "gpt_neox"
     (tmp_path / "config.json").write_text(json.dumps(cfg))
@@ -100,8 +85,8 @@ def test_unsupported_architecture_config(tmp_path, tiny_vocab):
         load_model_files(tmp_path)
 
 
-def test_missing_pieces(tmp_path, tiny_vocab):
-    save_tiny(tmp_path, "qwen2", tiny_vocab, True)
+def test_missing_pieces(tmp_path, tiny_vocab, write_tiny_tokenizer):
+    save_tiny(tmp_path, "qwen2", tiny_vocab, True, write_tiny_tokenizer)
     (tmp_path / "tokenizer.json").unlink()
     with pytest.raises(ModelLoadError, match="missing tokenizer.json"):
         load_model_files(tmp_path)
@@ -117,10 +102,10 @@ def test_missing_pieces(tmp_path, tiny_vocab):
         load_model_files(tmp_path)
 
 
-def test_missing_tensor_is_named(tmp_path, tiny_vocab):
+def test_missing_tensor_is_named(tmp_path, tiny_vocab, write_tiny_tokenizer):
     from safetensors.torch import load_file, save_file
 
-    save_tiny(tmp_path, "qwen3", tiny_vocab, False)
+    save_tiny(tmp_path, "qwen3", tiny_vocab, False, write_tiny_tokenizer)
     state = load_file(str(tmp_path / "model.safetensors"))
     del state["model.layers.1.self_attn.k_norm.weight"]
     save_file(state, str(tmp_path / "model.safetensors"), metadata={"format": "pt"})
