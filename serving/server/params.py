@@ -54,6 +54,7 @@ def build_params(
         seed=req.seed,
         stop=req.stop_list(),
         logprobs=logprobs,
+        ignore_eos=req.ignore_eos,
     )
     try:
         params.validate()

@@ -82,6 +82,7 @@ class SamplingFields(_Body):
     stop: str | Annotated[list[str], Field(max_length=16)] | None = None
     stream: bool = False
     stream_options: StreamOptions | None = None
+    ignore_eos: bool = False  # vLLM's extension: keep generating past the end-of-sequence token
     user: Annotated[str | None, Field(max_length=256)] = None
     metadata: Annotated[dict[str, str] | None, Field(max_length=16)] = None
 

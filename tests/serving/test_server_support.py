@@ -1,0 +1,102 @@
+"""Shared pieces for the server tests (imported by test_server_*.py; holds no tests itself).
+
+One SmolLM2 engine per test session (`shared_engine()`), shared by every app the tests build;
+`ServerThread` runs a real uvicorn server for an app on a free loopback port.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+API_KEY = "test-key-0123456789"
+MAX_MODEL_LEN = 512  # small: over-long prompts are cheap to build, and the KV pool stays small
+
+_engine = None
+_loaded = None
+_engine_lock = threading.Lock()
+
+
+def make_settings(**overrides):
+    from vigil.config import load_settings
+
+    base = dict(
+        env="development", api_keys=[API_KEY], max_model_len=MAX_MODEL_LEN, kv_cache_memory_mb=64,
+        torch_threads=1, sample_rate=0.0, segment_min_per_hour=0, host="127.0.0.1", port=8000,
+        drain_grace_s=30.0,
+    )
+    base.update(overrides)
+    return load_settings(**base)
+
+
+def new_engine(**overrides):
+    """A started AsyncLLMEngine over the session's SmolLM2 weights (loaded once)."""
+    global _loaded
+    import torch
+
+    from serving.engine import AsyncLLMEngine, EngineConfig, LLMEngine
+    from serving.loader import load_model_files
+
+    torch.set_num_threads(1)  # other engineers' tests share the 2 cores
+    if _loaded is None:
+        _loaded = load_model_files()
+    config = EngineConfig.from_settings(make_settings(**overrides))
+    engine = AsyncLLMEngine(LLMEngine(config, loaded=_loaded))
+    engine.start()
+    return engine
+
+
+def shared_engine():
+    """The session's AsyncLLMEngine, shared by every app the server tests build."""
+    global _engine
+    with _engine_lock:
+        if _engine is None:
+            _engine = new_engine()
+        return _engine
+
+
+class ServerThread:
+    """A real uvicorn server (with Vigil's drain handling) for `app` on 127.0.0.1:<free port>."""
+
+    def __init__(self, app):
+        import uvicorn
+
+        from serving.server.main import DrainingServer
+
+        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on",
+                                timeout_graceful_shutdown=5)
+        self.app = app
+        self.server = DrainingServer(config, app)
+        self.thread = threading.Thread(target=self.server.run, name="test-uvicorn", daemon=True)
+        self.port: int | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> ServerThread:
+        self.thread.start()
+        deadline = time.monotonic() + 60
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("test server did not start")
+            time.sleep(0.02)
+        self.port = self.server.servers[0].sockets[0].getsockname()[1]
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.should_exit = True
+        self.thread.join(30)
+
+
+def wait_for(predicate, timeout: float = 10.0, interval: float = 0.02) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()
