@@ -75,40 +75,56 @@ class Decision:
     rule: Rule | None
 
 
-# issue 6's default tiers, for raw drift results (`evaluate_results`). They do not edit the
-# drift job's proposals: those are already tiered by the same defaults (and maybe more finely)
+# issue 6's default tiers, for raw drift results (`evaluate_results`), named as the drift job
+# names them (drift/rules.py) so both produce the same dedupe keys. They never edit the drift
+# job's proposals: those are already tiered by the same defaults
+TOKEN_FEATURES = (
+    "prompt_chars",
+    "prompt_tokens",
+    "completion_tokens",
+    "response_chars",
+    "tools_count",
+)
 DEFAULT_RULES: tuple[Rule, ...] = (
     Rule(
-        "psi_prompt_tokens",
-        Match(test=("psi",), feature=("prompt_tokens", "prompt_len*", "prompt_char*")),
+        "token_psi",
+        Match(test=("psi",), feature=TOKEN_FEATURES),
         "moderate",
         "prompt",
         builtin=True,
     ),
     Rule(
-        "psi_completion_tokens",
-        Match(test=("psi",), feature=("completion_tokens", "completion_len*")),
-        "moderate",
-        "model",
-        builtin=True,
-    ),
-    Rule(
-        "mmd_prompt_embedding",
-        Match(test=("mmd*",), feature=("prompt_embedding*",)),
+        "prompt_embedding_mmd",
+        Match(test=("mmd",), feature=("prompt_embedding",)),
         "high",
         "prompt",
         builtin=True,
     ),
     Rule(
-        "mmd_response_embedding",
-        Match(test=("mmd*",), feature=("response_embedding*",)),
+        "response_embedding_mmd",
+        Match(test=("mmd",), feature=("response_embedding",)),
         "high",
         "model",
         builtin=True,
     ),
-    Rule("eval_drop", Match(test=("eval*",)), "critical", "eval", builtin=True),
-    Rule("new_cluster", Match(test=("*cluster*",)), "review", "persona", builtin=True),
+    Rule("eval_drop", Match(test=("eval_trend",)), "critical", "eval", builtin=True),
+    Rule("new_cluster", Match(test=("new_cluster",)), "review", "persona", builtin=True),
 )
+
+
+def match_values(
+    *, rule: str, kind: str, segment: str, evidence: Mapping[str, Any] | None
+) -> list[dict[str, Any]]:
+    """What a rule's `match` is checked against for one proposal or alert: one entry per drift
+    result in its evidence (the drift job puts them under `results`), else the evidence's own
+    test/feature. A rule matches when it matches any entry."""
+    evidence = evidence or {}
+    base = {"rule": rule, "kind": kind, "segment": segment}
+    results = evidence.get("results")
+    entries = [r for r in results if isinstance(r, Mapping)] if isinstance(results, list) else []
+    if not entries:
+        entries = [evidence]
+    return [{**base, "test": e.get("test"), "feature": e.get("feature")} for e in entries]
 
 
 @dataclass
@@ -118,9 +134,16 @@ class RuleSet:
     routes: dict[str, tuple[str, ...]] = field(default_factory=dict)
     groups: dict[str, tuple[str, ...]] = field(default_factory=dict)  # "default" -> env targets
 
-    def rule_for(self, values: Mapping[str, Any]) -> Rule | None:
-        """The first configured (non built-in) rule matching a proposal's or alert's fields."""
-        return next((r for r in self.rules if not r.builtin and r.match.matches(values)), None)
+    def rule_for(self, candidates: list[dict[str, Any]]) -> Rule | None:
+        """The first configured (non built-in) rule matching any of `match_values(...)`."""
+        return next(
+            (
+                r
+                for r in self.rules
+                if not r.builtin and any(r.match.matches(v) for v in candidates)
+            ),
+            None,
+        )
 
     def targets_for(self, severity: str, rule: Rule | None = None) -> tuple[Target, ...]:
         names = rule.routes if rule is not None and rule.routes is not None else None
@@ -134,14 +157,14 @@ class RuleSet:
 
     def decide(self, proposal: Proposal, default_cooldown_s: int) -> Decision | None:
         """Apply the first matching rule; None when that rule mutes the proposal."""
-        values = {
-            "rule": proposal.rule,
-            "kind": proposal.kind,
-            "segment": proposal.segment,
-            "test": proposal.evidence.get("test"),
-            "feature": proposal.evidence.get("feature"),
-        }
-        rule = self.rule_for(values)
+        rule = self.rule_for(
+            match_values(
+                rule=proposal.rule,
+                kind=proposal.kind,
+                segment=proposal.segment,
+                evidence=proposal.evidence,
+            )
+        )
         if rule is not None and not rule.enabled:
             return None
         severity = (rule.severity if rule else None) or proposal.severity

@@ -26,6 +26,7 @@ from alerts.dedupe import dedupe_key, plan_firing
 from alerts.payloads import build_payload
 from alerts.proposal import SEVERITY_RANK, Proposal, coerce_proposal
 from alerts.rules import RuleSet, Target, load_rules
+from alerts.ruleset import match_values
 from storage.models import Alert, Delivery
 from storage.types import to_utc
 from vigil.config import Settings
@@ -205,14 +206,11 @@ def _resolve(
     alert.status = "resolved"
     if alert.last_notified is None:  # nobody was told it opened: nothing to close
         return
-    values = {
-        "rule": alert.rule,
-        "kind": alert.kind,
-        "segment": alert.segment,
-        "test": (alert.evidence or {}).get("test"),
-        "feature": (alert.evidence or {}).get("feature"),
-    }
-    rule = rules.rule_for(values)
+    rule = rules.rule_for(
+        match_values(
+            rule=alert.rule, kind=alert.kind, segment=alert.segment, evidence=alert.evidence
+        )
+    )
     targets = rules.targets_for(alert.severity, rule if rule is not None and rule.enabled else None)
     enqueue_notification(session, alert, targets, event="resolve", now=now, settings=settings)
 

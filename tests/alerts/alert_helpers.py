@@ -160,7 +160,7 @@ def make_run(session, now: datetime) -> int:
     return run.id
 
 
-def proposal(rule="psi_prompt_tokens", segment="*", severity="moderate", kind="prompt", **evidence):
+def proposal(rule="token_psi", segment="*", severity="moderate", kind="prompt", **evidence):
     return {
         "severity": severity,
         "rule": rule,

@@ -249,7 +249,7 @@ def test_pagerduty_trigger_and_resolve_end_to_end(sessions, alerts_db, receiver,
          "routes": {"high": ["pd"]}},
         settings,
     )  # fmt: skip
-    drift = proposal(rule="mmd_response_embedding", kind="model", severity="high")
+    drift = proposal(rule="response_embedding_mmd", kind="model", severity="high")
     with sessions() as s, s.begin():
         raise_alerts(
             s, [drift], run_id=make_run(s, clock()), now=clock(), settings=settings, rules=rules

@@ -18,7 +18,7 @@ PD = Target("pager", "https://events.pagerduty.com/v2/enqueue", "pagerduty", "R"
 def make_alert(**overrides):
     values = dict(
         id=42,
-        rule="mmd_prompt_embedding",
+        rule="prompt_embedding_mmd",
         kind="prompt",
         severity="high",
         segment="tenant=acme",

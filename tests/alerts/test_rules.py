@@ -45,7 +45,7 @@ def settings(tmp_path):
 def prop(**kw):
     base = dict(
         severity="moderate",
-        rule="psi_prompt_tokens",
+        rule="token_psi",
         kind="prompt",
         segment="*",
         summary="s",
@@ -91,8 +91,8 @@ def test_json_file_and_defaults_without_file(tmp_path):
     assert [t.name for t in rules.targets_for("high")] == ["default-1"]
     builtin = load_rules(load_settings(alert_rules_path=None))
     assert {r.name for r in builtin.rules} >= {
-        "psi_prompt_tokens",
-        "mmd_response_embedding",
+        "token_psi",
+        "response_embedding_mmd",
         "eval_drop",
     }
     # built-in tiers never rewrite a proposal the drift job already tiered
@@ -270,9 +270,9 @@ def test_evaluate_results_tiers_raw_drift_rows_with_the_default_rules():
     ]
     proposals = {(p.rule, p.segment): p for p in evaluate_results(rows, rules)}
     # ks has no default tier, insufficient data never alerts, undrifted rows never alert
-    assert set(proposals) == {("psi_prompt_tokens", "*"), ("mmd_response_embedding", "tenant=a")}
-    psi = proposals[("psi_prompt_tokens", "*")]
+    assert set(proposals) == {("token_psi", "*"), ("response_embedding_mmd", "tenant=a")}
+    psi = proposals[("token_psi", "*")]
     assert (psi.severity, psi.kind, psi.evidence["num_results"]) == ("moderate", "prompt", 2)
     assert "psi(prompt_chars) = 0.28 > 0.25" in psi.summary
-    mmd = proposals[("mmd_response_embedding", "tenant=a")]
+    mmd = proposals[("response_embedding_mmd", "tenant=a")]
     assert (mmd.severity, mmd.kind) == ("high", "model")

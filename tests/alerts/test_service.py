@@ -79,7 +79,7 @@ def test_other_segment_or_rule_is_another_alert(sessions, alerts_db):
         [
             proposal(segment="tenant=a"),
             proposal(segment="tenant=b"),
-            proposal(rule="mmd_prompt_embedding"),
+            proposal(rule="prompt_embedding_mmd"),
         ],
         T0,
     )
@@ -133,14 +133,14 @@ def test_rule_that_stops_firing_is_resolved_and_closed_downstream(sessions, aler
         make_settings(alerts_db, []),
     )
     settings = make_settings(alerts_db, [])
-    drift = proposal(rule="mmd_response_embedding", kind="model", severity="high")
+    drift = proposal(rule="response_embedding_mmd", kind="model", severity="high")
     stale_reminder = proposal(rule="baseline_stale", kind="operational", severity="review")
     fired, _ = _raise(sessions, settings, [drift, stale_reminder], T0, rules=rules)
     # next hour nothing fires: the drift alert resolves, the operational reminder stays open
     _raise(sessions, settings, [], T0 + timedelta(hours=1), rules=rules)
     with sessions() as s:
         assert {a.rule: a.status for a in list_alerts(s)} == {
-            "mmd_response_embedding": "resolved",
+            "response_embedding_mmd": "resolved",
             "baseline_stale": "open",
         }
         events = [d.payload["event_action"] for d in deliveries_for_alert(s, fired[0][0])]
@@ -203,3 +203,70 @@ def test_muted_rule_raises_nothing(sessions, alerts_db):
         sessions, settings, [proposal(rule="new_cluster", kind="persona")], T0, rules=rules
     )
     assert fired == [] and _count(sessions, Alert) == 0
+
+
+def test_drift_jobs_proposals_are_accepted_and_file_rules_match_their_results(sessions, alerts_db):
+    """The contract with drift/: its ProposedAlert objects (evidence = {"rule": description,
+    "results": [TestResult dicts]}) go in unchanged; a file rule matching test/feature applies."""
+    from drift.job import propose_alerts
+    from drift.result import TestResult
+    from drift.rules import DEFAULT_RULES
+
+    results = [
+        TestResult("psi", 0.41, None, 0.25, True, feature="prompt_tokens", segment="tenant=a"),
+        TestResult("mmd", 0.03, 0.002, 0.05, True, feature="response_embedding"),
+        TestResult("ks", 0.02, 0.6, 0.05, False, feature="latency_ms"),
+    ]
+    proposed = propose_alerts(results, DEFAULT_RULES)
+    assert {(p.rule, p.segment) for p in proposed} == {
+        ("token_psi", "tenant=a"),
+        ("response_embedding_mmd", "*"),
+    }
+    settings = make_settings(alerts_db, ["http://127.0.0.1:9/a"])
+    rules = parse_rules(
+        {"rules": [{"match": {"test": "psi", "feature": "prompt_tokens"}, "severity": "high"}]},
+        settings,
+    )
+    fired, _ = _raise(sessions, settings, proposed, T0, rules=rules)
+    by_rule = {}
+    with sessions() as s:
+        for alert_id, _, _ in fired:
+            alert = s.get(Alert, alert_id)
+            by_rule[alert.rule] = alert
+    assert by_rule["token_psi"].severity == "high"  # raised from moderate by the file rule
+    assert by_rule["response_embedding_mmd"].severity == "high"
+    assert by_rule["response_embedding_mmd"].kind == "model"
+    assert by_rule["token_psi"].evidence["results"][0]["statistic"] == 0.41
+
+
+def test_two_sidecars_raising_at_once_make_one_alert_on_postgresql(pg_url):
+    """Without the advisory lock both transactions would see no open alert and insert one each."""
+    import threading
+    import time
+
+    from storage.db import session_factory
+
+    sessions = session_factory(pg_url)
+    settings = make_settings(pg_url, ["http://127.0.0.1:9/a"], alert_cooldown_s=0)
+    first_holds_lock = threading.Event()
+    errors = []
+
+    def first() -> None:
+        try:
+            with sessions() as s, s.begin():
+                raise_alerts(s, [proposal()], run_id=None, now=T0, settings=settings)
+                first_holds_lock.set()
+                time.sleep(0.5)  # the second sidecar arrives while this one is uncommitted
+        except Exception as exc:  # surfaced below
+            errors.append(exc)
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    assert first_holds_lock.wait(10)
+    with sessions() as s, s.begin():
+        raise_alerts(s, [proposal()], run_id=None, now=T0 + timedelta(seconds=1), settings=settings)
+    thread.join(10)
+    assert errors == []
+    with sessions() as s:
+        (alert,) = list_alerts(s)
+        assert alert.occurrences == 2
