@@ -1,0 +1,53 @@
+"""Real HF configs (as dicts) of the benchmarked model shapes; weights are random in the benches.
+
+Written out here because the device machine has no hub access and the real weight files do not
+travel; the numbers are those of the models' published config.json files.
+"""
+
+from __future__ import annotations
+
+SMOLLM2_135M = {
+    "model_type": "llama", "vocab_size": 49152, "hidden_size": 576, "intermediate_size": 1536,
+    "num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3, "head_dim": 64,
+    "rms_norm_eps": 1e-5, "rope_theta": 100000.0, "max_position_embeddings": 8192,
+    "tie_word_embeddings": True, "hidden_act": "silu", "attention_bias": False,
+    "bos_token_id": 1, "eos_token_id": 2,
+}
+QWEN3_0_6B = {
+    "model_type": "qwen3", "vocab_size": 151936, "hidden_size": 1024, "intermediate_size": 3072,
+    "num_hidden_layers": 28, "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128,
+    "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "max_position_embeddings": 40960,
+    "tie_word_embeddings": True, "hidden_act": "silu", "attention_bias": False,
+    "bos_token_id": 151643, "eos_token_id": 151645,
+}
+QWEN3_4B = {
+    "model_type": "qwen3", "vocab_size": 151936, "hidden_size": 2560, "intermediate_size": 9728,
+    "num_hidden_layers": 36, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
+    "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "max_position_embeddings": 40960,
+    "tie_word_embeddings": True, "hidden_act": "silu", "attention_bias": False,
+    "bos_token_id": 151643, "eos_token_id": 151645,
+}
+SHAPES = {"smollm2-135m": SMOLLM2_135M, "qwen3-0.6b": QWEN3_0_6B, "qwen3-4b": QWEN3_4B}
+
+HBM_BYTES_PER_S = 4.8e12  # H200 datasheet
+
+
+def weight_bytes(cfg: dict, elem: int = 2) -> int:
+    """Bytes of weights one decode step reads (tied embeddings read once, as the lm_head)."""
+    h, i, layers = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_hidden_layers"]
+    q = cfg["num_attention_heads"] * cfg["head_dim"]
+    kv = cfg["num_key_value_heads"] * cfg["head_dim"]
+    per_layer = h * (q + 2 * kv) + q * h + 3 * h * i + 2 * h
+    if cfg["model_type"] == "qwen3":
+        per_layer += 2 * cfg["head_dim"]
+    lm_head = cfg["vocab_size"] * h * (1 if cfg["tie_word_embeddings"] else 2)
+    return elem * (layers * per_layer + lm_head + h)
+
+
+def kv_bytes_per_token(cfg: dict, elem: int = 2) -> int:
+    return elem * 2 * cfg["num_hidden_layers"] * cfg["num_key_value_heads"] * cfg["head_dim"]
+
+
+def decode_step_bytes(cfg: dict, batch: int, mean_context: float, kv_elem: int = 2) -> float:
+    """Roofline bytes of one decode step: every weight once plus every sequence's KV."""
+    return weight_bytes(cfg) + batch * mean_context * kv_bytes_per_token(cfg, kv_elem)

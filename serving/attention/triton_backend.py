@@ -1,0 +1,98 @@
+"""The Triton attention backend (CUDA): the same two calls as the torch reference, on GPU kernels.
+
+Decode rows (sequences with one query token; the runner lays them out first) go to the split-K
+GQA decode kernel; the rest of the step (prefill chunks, prefix hits) to the paged prefill
+kernel, both in one output tensor. FP8 (float8_e4m3fn) caches are detected from the cache dtype
+and read/written with per-tensor scales `k_scale`/`v_scale` (stored value = x / scale).
+Importing this module registers it as the "cuda" backend; it imports without Triton.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from serving.attention import register_backend
+from serving.attention.base import AttentionMetadata
+from serving.kernels import HAS_TRITON
+from serving.kernels.kv_write import write_kv
+from serving.kernels.paged_decode import paged_decode
+from serving.kernels.paged_prefill import paged_prefill
+
+
+def _leading_decodes(meta: AttentionMetadata) -> int:
+    if meta.is_decode_only:
+        return meta.num_seqs
+    if meta.num_decode_tokens:
+        return meta.num_decode_tokens
+    n = 0
+    for q in meta.query_lens_cpu or []:
+        if q != 1:
+            break
+        n += 1
+    return n
+
+
+class TritonAttentionBackend:
+    name = "triton"
+
+    def __init__(self, k_scale: float = 1.0, v_scale: float = 1.0):
+        if not HAS_TRITON:
+            raise RuntimeError("the Triton attention backend needs the `triton` package")
+        if k_scale <= 0 or v_scale <= 0:
+            raise ValueError(f"KV scales must be positive, got k_scale={k_scale}, v_scale={v_scale}")
+        self.k_scale = float(k_scale)
+        self.v_scale = float(v_scale)
+
+    def write_kv(
+        self,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
+        slot_mapping: torch.Tensor,
+    ) -> None:
+        write_kv(key, value, k_cache, v_cache, slot_mapping, self.k_scale, self.v_scale)
+
+    def forward(
+        self,
+        query: torch.Tensor,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
+        meta: AttentionMetadata,
+        scale: float,
+    ) -> torch.Tensor:
+        out = torch.empty(query.shape, dtype=query.dtype, device=query.device)
+        num_seqs = meta.num_seqs
+        nd = _leading_decodes(meta)
+        scales = {"k_scale": self.k_scale, "v_scale": self.v_scale}
+        if nd:
+            paged_decode(
+                query,
+                k_cache,
+                v_cache,
+                meta.block_tables[:nd],
+                meta.seq_lens[:nd],
+                meta.query_start_loc[:nd],
+                out,
+                scale,
+                meta.max_seq_len,
+                **scales,
+            )
+        if nd < num_seqs:
+            paged_prefill(
+                query,
+                k_cache,
+                v_cache,
+                meta.block_tables[nd:],
+                meta.seq_lens[nd:],
+                meta.query_start_loc[nd:],
+                out,
+                scale,
+                meta.max_query_len,
+                **scales,
+            )
+        return out
+
+
+if HAS_TRITON:
+    register_backend("cuda", TritonAttentionBackend)

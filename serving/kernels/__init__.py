@@ -1,0 +1,15 @@
+"""Triton GPU kernels for the serving engine.
+
+Every module here imports without Triton (CPU CI has none): `HAS_TRITON` says whether the kernels
+can run, and calling one where Triton is absent raises a clear RuntimeError. The public entry
+points are the Python wrappers:
+
+- `serving.kernels.kv_write.write_kv(key, value, k_cache, v_cache, slot_mapping, k_scale, v_scale)`
+- `serving.kernels.paged_decode.paged_decode(...)`  (one query token per sequence, split-K)
+- `serving.kernels.paged_prefill.paged_prefill(...)`  (varlen/chunked prefill over the paged cache)
+- `serving.kernels.fused_ops.rms_norm / silu_and_mul / rotary_inplace`
+"""
+
+from serving.kernels._compat import HAS_TRITON
+
+__all__ = ["HAS_TRITON"]

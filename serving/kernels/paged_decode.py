@@ -1,0 +1,257 @@
+"""Paged decode attention: one query token per sequence, GQA-aware, split-K over the context.
+
+Grid (num_seqs, num_kv_heads, num_splits). A program loads the query rows of *all* query heads
+that share its KV head (padded to 16 rows so the tensor cores take them) and streams that KV
+head's keys/values once, so each cached byte is read once per step, not once per query head.
+Long contexts are cut into `num_splits` contiguous ranges that run in parallel; a second kernel
+merges their partial results by log-sum-exp. The split count depends only on the batch shape
+and a context-length hint (never on device values), so CUDA-graph capture sees a fixed grid; each
+program derives its actual range from the sequence's length read on the device.
+"""
+
+import torch
+
+from serving.kernels._compat import require_triton, tl, triton
+
+LOG2E = 1.4426950408889634
+NUM_SMS_TARGET = 2 * 132  # two waves of programs fill an H200's 132 SMs
+DECODE_BLOCK_N = 64
+
+
+@triton.jit
+def _decode_kernel(
+    q_ptr,
+    k_cache_ptr,
+    v_cache_ptr,
+    block_tables_ptr,
+    seq_lens_ptr,
+    qsl_ptr,
+    out_ptr,
+    part_out_ptr,
+    part_lse_ptr,
+    qk_scale,
+    k_scale,
+    v_scale,
+    q_stride_t,
+    q_stride_h,
+    o_stride_t,
+    o_stride_h,
+    bt_stride,
+    c_stride_blk,
+    c_stride_tok,
+    c_stride_head,
+    block_size,
+    num_q_heads,
+    GROUP: tl.constexpr,
+    GROUP_PAD: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    D_PAD: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    NUM_SPLITS: tl.constexpr,
+    FP8: tl.constexpr,
+):
+    seq = tl.program_id(0)
+    kvh = tl.program_id(1)
+    split = tl.program_id(2)
+    seq_len = tl.load(seq_lens_ptr + seq)
+    q_row = tl.load(qsl_ptr + seq).to(tl.int64)
+
+    num_tiles = tl.cdiv(seq_len, BLOCK_N)
+    tiles_per_split = tl.cdiv(num_tiles, NUM_SPLITS)
+    start = split * tiles_per_split * BLOCK_N
+    end = tl.minimum(start + tiles_per_split * BLOCK_N, seq_len)
+
+    offs_g = tl.arange(0, GROUP_PAD)
+    offs_d = tl.arange(0, D_PAD)
+    offs_n = tl.arange(0, BLOCK_N)
+    g_mask = offs_g < GROUP
+    d_mask = offs_d < HEAD_DIM
+    heads = kvh * GROUP + offs_g
+    q = tl.load(
+        q_ptr + q_row * q_stride_t + heads[:, None] * q_stride_h + offs_d[None, :],
+        mask=g_mask[:, None] & d_mask[None, :],
+        other=0.0,
+    )
+
+    m_i = tl.full([GROUP_PAD], float("-inf"), tl.float32)
+    l_i = tl.zeros([GROUP_PAD], tl.float32)
+    acc = tl.zeros([GROUP_PAD, D_PAD], tl.float32)
+    bt_row = block_tables_ptr + seq.to(tl.int64) * bt_stride
+    for n0 in range(start, end, BLOCK_N):
+        pos = n0 + offs_n
+        n_mask = pos < end
+        blk = tl.load(bt_row + pos // block_size, mask=n_mask, other=0).to(tl.int64)
+        tok = blk * c_stride_blk + (pos % block_size).to(tl.int64) * c_stride_tok
+        kv_off = (tok + kvh * c_stride_head)[:, None] + offs_d[None, :]
+        kv_mask = n_mask[:, None] & d_mask[None, :]
+        k = tl.load(k_cache_ptr + kv_off, mask=kv_mask, other=0.0)
+        v = tl.load(v_cache_ptr + kv_off, mask=kv_mask, other=0.0)
+        if FP8:
+            k = (k.to(tl.float32) * k_scale).to(q.dtype)
+            v = (v.to(tl.float32) * v_scale).to(q.dtype)
+        s = tl.dot(q, tl.trans(k)) * qk_scale
+        s = tl.where(n_mask[None, :], s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        alpha = tl.exp2(m_i - m_new)
+        p = tl.exp2(s - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        m_i = m_new
+
+    # an empty range (short context, or a padded graph slot with seq_len 0) has l_i == 0
+    safe_l = tl.where(l_i == 0.0, 1.0, l_i)
+    out = acc / safe_l[:, None]
+    st_mask = g_mask[:, None] & d_mask[None, :]
+    if NUM_SPLITS == 1:
+        o_ptrs = out_ptr + q_row * o_stride_t + heads[:, None] * o_stride_h + offs_d[None, :]
+        tl.store(o_ptrs, out.to(out_ptr.dtype.element_ty), mask=st_mask)
+    else:
+        part = (seq.to(tl.int64) * num_q_heads + heads) * NUM_SPLITS + split
+        tl.store(part_out_ptr + part[:, None] * HEAD_DIM + offs_d[None, :], out, mask=st_mask)
+        lse = tl.where(l_i == 0.0, float("-inf"), m_i + tl.log2(safe_l))
+        tl.store(part_lse_ptr + part, lse, mask=g_mask)
+
+
+@triton.jit
+def _merge_kernel(
+    part_out_ptr,
+    part_lse_ptr,
+    qsl_ptr,
+    out_ptr,
+    o_stride_t,
+    o_stride_h,
+    num_q_heads,
+    HEAD_DIM: tl.constexpr,
+    D_PAD: tl.constexpr,
+    NUM_SPLITS: tl.constexpr,
+    S_PAD: tl.constexpr,
+):
+    seq = tl.program_id(0)
+    h = tl.program_id(1)
+    q_row = tl.load(qsl_ptr + seq).to(tl.int64)
+    offs_s = tl.arange(0, S_PAD)
+    offs_d = tl.arange(0, D_PAD)
+    s_mask = offs_s < NUM_SPLITS
+    d_mask = offs_d < HEAD_DIM
+    base = (seq.to(tl.int64) * num_q_heads + h) * NUM_SPLITS
+    lse = tl.load(part_lse_ptr + base + offs_s, mask=s_mask, other=float("-inf"))
+    m = tl.max(lse, 0)
+    m = tl.where(m == float("-inf"), 0.0, m)
+    w = tl.exp2(lse - m)
+    o = tl.load(
+        part_out_ptr + (base + offs_s)[:, None] * HEAD_DIM + offs_d[None, :],
+        mask=s_mask[:, None] & d_mask[None, :],
+        other=0.0,
+    )
+    denom = tl.sum(w, 0)
+    denom = tl.where(denom == 0.0, 1.0, denom)
+    out = tl.sum(o * w[:, None], 0) / denom
+    tl.store(
+        out_ptr + q_row * o_stride_t + h * o_stride_h + offs_d,
+        out.to(out_ptr.dtype.element_ty),
+        mask=d_mask,
+    )
+
+
+def choose_num_splits(num_seqs: int, num_kv_heads: int, max_seq_len: int) -> int:
+    """Power-of-two split count: enough programs to fill the GPU, at least one tile per split."""
+    programs = max(1, num_seqs * num_kv_heads)
+    max_tiles = max(1, triton.cdiv(max_seq_len, DECODE_BLOCK_N))
+    splits = 1
+    while programs * splits < NUM_SMS_TARGET and splits * 2 <= min(max_tiles, 64):
+        splits *= 2
+    return splits
+
+
+def paged_decode(
+    query: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    seq_lens: torch.Tensor,
+    query_start_loc: torch.Tensor,
+    out: torch.Tensor,
+    scale: float,
+    max_seq_len: int,
+    k_scale: float = 1.0,
+    v_scale: float = 1.0,
+    num_splits: int | None = None,
+) -> torch.Tensor:
+    """Attention for sequences with one query token each, written into `out` (same layout as query).
+
+    query/out: [num_tokens, num_q_heads, head_dim]; the query row of sequence i is
+    query_start_loc[i]. Caches: [num_blocks, block_size, num_kv_heads, head_dim] (bf16/fp16 or
+    float8_e4m3fn with k_scale/v_scale). `max_seq_len` is only a hint that picks the split count.
+    """
+    require_triton()
+    num_seqs = seq_lens.shape[0]
+    _, num_q_heads, head_dim = query.shape
+    _, block_size, num_kv_heads, _ = k_cache.shape
+    if num_q_heads % num_kv_heads:
+        raise ValueError(f"{num_q_heads} query heads are not a multiple of {num_kv_heads} KV heads")
+    if query.stride(2) != 1 or out.stride(2) != 1:
+        raise ValueError("query and out need a contiguous head_dim")
+    if num_seqs == 0:
+        return out
+    group = num_q_heads // num_kv_heads
+    if num_splits is None:
+        num_splits = choose_num_splits(num_seqs, num_kv_heads, max_seq_len)
+    d_pad = triton.next_power_of_2(head_dim)
+    if num_splits > 1:
+        part_out = torch.empty(
+            (num_seqs, num_q_heads, num_splits, head_dim), dtype=torch.float32, device=query.device
+        )
+        part_lse = torch.empty(
+            (num_seqs, num_q_heads, num_splits), dtype=torch.float32, device=query.device
+        )
+    else:
+        part_out = part_lse = out  # unused by the kernel when NUM_SPLITS == 1
+    _decode_kernel[(num_seqs, num_kv_heads, num_splits)](
+        query,
+        k_cache,
+        v_cache,
+        block_tables,
+        seq_lens,
+        query_start_loc,
+        out,
+        part_out,
+        part_lse,
+        scale * LOG2E,
+        k_scale,
+        v_scale,
+        query.stride(0),
+        query.stride(1),
+        out.stride(0),
+        out.stride(1),
+        block_tables.stride(0),
+        k_cache.stride(0),
+        k_cache.stride(1),
+        k_cache.stride(2),
+        block_size,
+        num_q_heads,
+        GROUP=group,
+        GROUP_PAD=max(16, triton.next_power_of_2(group)),
+        HEAD_DIM=head_dim,
+        D_PAD=d_pad,
+        BLOCK_N=DECODE_BLOCK_N,
+        NUM_SPLITS=num_splits,
+        FP8=k_cache.dtype == torch.float8_e4m3fn,
+        num_warps=4,
+        num_stages=2,
+    )
+    if num_splits > 1:
+        _merge_kernel[(num_seqs, num_q_heads)](
+            part_out,
+            part_lse,
+            query_start_loc,
+            out,
+            out.stride(0),
+            out.stride(1),
+            num_q_heads,
+            HEAD_DIM=head_dim,
+            D_PAD=d_pad,
+            NUM_SPLITS=num_splits,
+            S_PAD=max(2, triton.next_power_of_2(num_splits)),
+            num_warps=4,
+        )
+    return out

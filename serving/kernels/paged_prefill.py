@@ -1,0 +1,167 @@
+"""Prefill / chunked-prefill attention over the paged KV cache (prefix-cache hits included).
+
+Runs after this step's K/V were written into the cache, so every key, whether from an earlier
+chunk, a prefix-cache hit or this step, is read from the paged cache through the block table.
+Grid (num_seqs, query tiles, num_q_heads). Query row r of sequence i sits at absolute position
+`seq_len - query_len + r` and attends causally to keys 0..that position.
+"""
+
+import torch
+
+from serving.kernels._compat import require_triton, tl, triton
+
+LOG2E = 1.4426950408889634
+
+
+@triton.jit
+def _prefill_kernel(
+    q_ptr,
+    k_cache_ptr,
+    v_cache_ptr,
+    block_tables_ptr,
+    seq_lens_ptr,
+    qsl_ptr,
+    out_ptr,
+    qk_scale,
+    k_scale,
+    v_scale,
+    q_stride_t,
+    q_stride_h,
+    o_stride_t,
+    o_stride_h,
+    bt_stride,
+    c_stride_blk,
+    c_stride_tok,
+    c_stride_head,
+    block_size,
+    GROUP: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    D_PAD: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    FP8: tl.constexpr,
+):
+    seq = tl.program_id(0)
+    tile = tl.program_id(1)
+    h = tl.program_id(2)
+    q_start = tl.load(qsl_ptr + seq)
+    q_len = tl.load(qsl_ptr + seq + 1) - q_start
+    if tile * BLOCK_M >= q_len:
+        return
+    seq_len = tl.load(seq_lens_ptr + seq)
+    ctx = seq_len - q_len
+    kvh = h // GROUP
+
+    offs_m = tile * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, D_PAD)
+    offs_n = tl.arange(0, BLOCK_N)
+    m_mask = offs_m < q_len
+    d_mask = offs_d < HEAD_DIM
+    q_pos = ctx + offs_m
+    rows = (q_start + offs_m).to(tl.int64)
+    q = tl.load(
+        q_ptr + rows[:, None] * q_stride_t + h * q_stride_h + offs_d[None, :],
+        mask=m_mask[:, None] & d_mask[None, :],
+        other=0.0,
+    )
+
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, D_PAD], tl.float32)
+    # keys past the tile's last query position are causally invisible to every row of the tile
+    kv_end = tl.minimum(seq_len, ctx + (tile + 1) * BLOCK_M)
+    bt_row = block_tables_ptr + seq.to(tl.int64) * bt_stride
+    for n0 in range(0, kv_end, BLOCK_N):
+        pos = n0 + offs_n
+        n_mask = pos < kv_end
+        blk = tl.load(bt_row + pos // block_size, mask=n_mask, other=0).to(tl.int64)
+        tok = blk * c_stride_blk + (pos % block_size).to(tl.int64) * c_stride_tok
+        kv_off = (tok + kvh * c_stride_head)[:, None] + offs_d[None, :]
+        kv_mask = n_mask[:, None] & d_mask[None, :]
+        k = tl.load(k_cache_ptr + kv_off, mask=kv_mask, other=0.0)
+        v = tl.load(v_cache_ptr + kv_off, mask=kv_mask, other=0.0)
+        if FP8:
+            k = (k.to(tl.float32) * k_scale).to(q.dtype)
+            v = (v.to(tl.float32) * v_scale).to(q.dtype)
+        s = tl.dot(q, tl.trans(k)) * qk_scale
+        visible = (pos[None, :] <= q_pos[:, None]) & n_mask[None, :]
+        s = tl.where(visible, s, float("-inf"))
+        # key 0 is visible to every row in the first tile, so m_new is finite from then on
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        alpha = tl.exp2(m_i - m_new)
+        p = tl.exp2(s - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        m_i = m_new
+
+    safe_l = tl.where(l_i == 0.0, 1.0, l_i)
+    out = acc / safe_l[:, None]
+    tl.store(
+        out_ptr + rows[:, None] * o_stride_t + h * o_stride_h + offs_d[None, :],
+        out.to(out_ptr.dtype.element_ty),
+        mask=m_mask[:, None] & d_mask[None, :],
+    )
+
+
+def paged_prefill(
+    query: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    seq_lens: torch.Tensor,
+    query_start_loc: torch.Tensor,
+    out: torch.Tensor,
+    scale: float,
+    max_query_len: int,
+    k_scale: float = 1.0,
+    v_scale: float = 1.0,
+) -> torch.Tensor:
+    """Causal attention of each sequence's query rows over its paged context, written into `out`.
+
+    Handles any query length (decode rows too, only less efficiently than `paged_decode`).
+    `query_start_loc` [num_seqs + 1] holds absolute row offsets into query/out, so a caller may
+    pass a slice of the step's sequences.
+    """
+    require_triton()
+    num_seqs = seq_lens.shape[0]
+    _, num_q_heads, head_dim = query.shape
+    _, block_size, num_kv_heads, _ = k_cache.shape
+    if num_q_heads % num_kv_heads:
+        raise ValueError(f"{num_q_heads} query heads are not a multiple of {num_kv_heads} KV heads")
+    if query.stride(2) != 1 or out.stride(2) != 1:
+        raise ValueError("query and out need a contiguous head_dim")
+    if num_seqs == 0 or max_query_len == 0:
+        return out
+    block_m = 64 if max_query_len > 16 else 16
+    block_n = 64
+    grid = (num_seqs, triton.cdiv(max_query_len, block_m), num_q_heads)
+    _prefill_kernel[grid](
+        query,
+        k_cache,
+        v_cache,
+        block_tables,
+        seq_lens,
+        query_start_loc,
+        out,
+        scale * LOG2E,
+        k_scale,
+        v_scale,
+        query.stride(0),
+        query.stride(1),
+        out.stride(0),
+        out.stride(1),
+        block_tables.stride(0),
+        k_cache.stride(0),
+        k_cache.stride(1),
+        k_cache.stride(2),
+        block_size,
+        GROUP=num_q_heads // num_kv_heads,
+        HEAD_DIM=head_dim,
+        D_PAD=triton.next_power_of_2(head_dim),
+        BLOCK_M=block_m,
+        BLOCK_N=block_n,
+        FP8=k_cache.dtype == torch.float8_e4m3fn,
+        num_warps=4,
+        num_stages=2,
+    )
+    return out
