@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+import traceback
 from pathlib import Path
 
 import torch
@@ -231,15 +232,17 @@ def main() -> None:
     print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}")
     bw = copy_bandwidth()
     print(f"measured copy bandwidth: {bw / 1e12:.2f} TB/s (read + write)")
-    parts = args.only.split(",")
-    if "decode" in parts:
-        bench_decode(bw, args.quick)
-    if "prefill" in parts:
-        bench_prefill()
-    if "fused" in parts:
-        bench_fused_ops()
-    if "step" in parts:
-        bench_model_step(args.quick)
+    sections = {
+        "decode": lambda: bench_decode(bw, args.quick),
+        "prefill": bench_prefill,
+        "fused": bench_fused_ops,
+        "step": lambda: bench_model_step(args.quick),
+    }
+    for part in args.only.split(","):
+        try:  # one broken section must not hide the others' numbers
+            sections[part]()
+        except Exception:  # noqa: BLE001
+            traceback.print_exc()
 
 
 if __name__ == "__main__":
