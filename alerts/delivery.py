@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import httpx
-from sqlalchemy import func, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import exists, func, select, update
+from sqlalchemy.orm import Session, aliased
 
 from alerts.backoff import backoff_delay, retry_after_s
 from alerts.payloads import encode_body
@@ -77,8 +78,12 @@ def deliver_due(
     lease = timedelta(seconds=limit * settings.delivery_timeout_s * 1.5 + 60)
     claimed = _claim(session_factory, now=now, lease_until=now + lease, limit=limit)
     stats = DeliveryStats(claimed=len(claimed))
+    started = time.monotonic()
     for row in claimed:
-        status, error, delay = _send(client, row, now=now, settings=settings, rng=rng)
+        # sign with the time of this POST, not the pass's start: a long batch must not send
+        # timestamps that a receiver's replay window already rejects
+        signed_at = now + timedelta(seconds=time.monotonic() - started)
+        status, error, delay = _send(client, row, now=signed_at, settings=settings, rng=rng)
         if not _record(session_factory, row, status=status, error=error, now=now, delay=delay):
             stats.lost_claims += 1
         elif status == "delivered":
@@ -91,10 +96,20 @@ def deliver_due(
 
 
 def _claim(session_factory, *, now: datetime, lease_until: datetime, limit: int) -> list[_Claimed]:
+    # first in, first out per (alert, target): a "resolve" must never overtake the "trigger" it
+    # closes (PagerDuty would open an incident that nothing resolves) — a delivery waits while an
+    # older one to the same target for the same alert is still pending (a dead one blocks nothing)
+    earlier = aliased(Delivery)
+    blocked = exists().where(
+        earlier.alert_id == Delivery.alert_id,
+        earlier.target == Delivery.target,
+        earlier.status == "pending",
+        earlier.id < Delivery.id,
+    )
     with session_factory() as session, session.begin():
         due = (
             select(Delivery.id)
-            .where(Delivery.status == "pending", Delivery.next_attempt_at <= now)
+            .where(Delivery.status == "pending", Delivery.next_attempt_at <= now, ~blocked)
             .order_by(Delivery.next_attempt_at, Delivery.id)
             .limit(limit)
         )

@@ -26,7 +26,7 @@ from alerts.dedupe import dedupe_key, plan_firing
 from alerts.payloads import build_payload
 from alerts.proposal import SEVERITY_RANK, Proposal, coerce_proposal
 from alerts.rules import RuleSet, Target, load_rules
-from alerts.ruleset import match_values
+from alerts.ruleset import Decision, match_values
 from storage.models import Alert, Delivery
 from storage.types import to_utc
 from vigil.config import Settings
@@ -53,12 +53,11 @@ def raise_alerts(
     """
     now = to_utc(now)
     rules = rules if rules is not None else load_rules(settings)
-    proposals = _strongest_per_key([coerce_proposal(p, i) for i, p in enumerate(proposed)])
+    proposals = [coerce_proposal(p, i) for i, p in enumerate(proposed)]
+    decided = [(p, rules.decide(p, settings.alert_cooldown_s)) for p in proposals]
     fired: list[Alert] = []
-    for proposal in proposals:
-        decision = rules.decide(proposal, settings.alert_cooldown_s)
-        if decision is None:  # muted by the rules file
-            continue
+    # muted proposals (decision None) drop out here, and so count as "not firing"
+    for proposal, decision in _strongest_per_key([(p, d) for p, d in decided if d is not None]):
         key = dedupe_key(proposal.rule, proposal.segment)
         _lock_key(session, key)
         existing = session.scalars(
@@ -224,11 +223,15 @@ def _lock_key(session: Session, key: str) -> None:
         )
 
 
-def _strongest_per_key(proposals: list[Proposal]) -> list[Proposal]:
-    """Several proposals for one rule + segment in one call: keep the most severe (first wins ties)."""
-    best: dict[str, Proposal] = {}
-    for p in proposals:
-        key = dedupe_key(p.rule, p.segment)
-        if key not in best or SEVERITY_RANK[p.severity] > SEVERITY_RANK[best[key].severity]:
-            best[key] = p
+def _strongest_per_key(
+    decided: list[tuple[Proposal, Decision]],
+) -> list[tuple[Proposal, Decision]]:
+    """Several proposals for one rule + segment in one call: keep the most severe after the rules
+    (the first wins ties), so one firing makes one alert update and at most one notification."""
+    best: dict[str, tuple[Proposal, Decision]] = {}
+    for proposal, decision in decided:
+        key = dedupe_key(proposal.rule, proposal.segment)
+        rank = SEVERITY_RANK[decision.severity]
+        if key not in best or rank > SEVERITY_RANK[best[key][1].severity]:
+            best[key] = (proposal, decision)
     return list(best.values())

@@ -270,3 +270,22 @@ def test_two_sidecars_raising_at_once_make_one_alert_on_postgresql(pg_url):
     with sessions() as s:
         (alert,) = list_alerts(s)
         assert alert.occurrences == 2
+
+
+def test_duplicate_proposals_in_one_call_make_one_alert_at_the_highest_tier(sessions, alerts_db):
+    settings = make_settings(alerts_db, ["http://127.0.0.1:9/a"])
+    rules = parse_rules(
+        {
+            "rules": [
+                {"match": {"rule": "eval_drop", "segment": "tenant=vip"}, "severity": "critical"}
+            ]
+        },
+        settings,
+    )
+    proposed = [
+        proposal(rule="eval_drop", kind="eval", severity="high", segment="tenant=vip"),
+        proposal(rule="eval_drop", kind="eval", severity="moderate", segment="tenant=vip"),
+    ]
+    fired, _ = _raise(sessions, settings, proposed, T0, rules=rules)
+    assert [f[1:] for f in fired] == [(1, "critical")]
+    assert _count(sessions, Alert) == 1 and _count(sessions, Delivery) == 1
