@@ -100,6 +100,10 @@ def raise_alerts(
             )
         fired.append(alert)
 
+    # processed in key order (locks), returned in the order proposed
+    position = {dedupe_key(p.rule, p.segment): i for i, p in reversed(list(enumerate(proposals)))}
+    fired.sort(key=lambda a: position[a.dedupe_key])
+
     if resolve_absent:
         firing = {a.dedupe_key for a in fired}
         stale = session.scalars(
@@ -234,4 +238,5 @@ def _strongest_per_key(
         rank = SEVERITY_RANK[decision.severity]
         if key not in best or rank > SEVERITY_RANK[best[key][1].severity]:
             best[key] = (proposal, decision)
-    return list(best.values())
+    # sorted by key: concurrent callers take the PostgreSQL advisory locks in one order (no deadlock)
+    return [best[key] for key in sorted(best)]
