@@ -5,10 +5,9 @@ Pipeline per row (the order HF transformers' logits processors use):
   -> greedy argmax when temperature < 1e-5
   -> else logits / temperature -> top-k -> top-p -> min-p -> softmax -> draw.
 
-The draw is an "exponential race": argmax(p / q) with q ~ Exp(1) is a sample from p. Each seeded
-row draws its q from its own torch.Generator, so a request's samples depend only on its seed and
-its own logits, never on which other requests share the batch. Rows without a generator draw
-from torch's global RNG.
+The draw is by inverse CDF with one uniform number per row. Each seeded row takes its number from
+its own torch.Generator, so a request's samples depend only on its seed and its own logits,
+never on which other requests share the batch. Rows without a generator use torch's global RNG.
 
 Logprobs, the top-k alternatives and the entropy are computed from the RAW model distribution,
 log_softmax of the unprocessed logits (no penalties, temperature or truncation), as OpenAI and
@@ -69,13 +68,21 @@ def apply_top_p(logits: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
     active = top_p < 1.0
     if not bool(active.any()):
         return logits
-    sorted_logits, order = logits.sort(dim=-1, descending=True, stable=True)
-    probs = sorted_logits.softmax(dim=-1)
-    mass_before = probs.cumsum(dim=-1) - probs
-    remove_sorted = mass_before >= top_p[:, None]
-    remove_sorted[:, 0] = False  # always keep the most likely token
-    remove = torch.zeros_like(remove_sorted).scatter(1, order, remove_sorted)
-    return logits.masked_fill(remove & active[:, None], float("-inf"))
+    probs = logits.softmax(dim=-1)
+    vocab = probs.shape[-1]
+    # A full sort of a 50k vocabulary costs ~12 ms a row on CPU; the nucleus is a prefix of the
+    # descending order, so the top-k candidates decide it exactly once their mass reaches top_p.
+    k = min(vocab, 64)
+    while True:
+        top, idx = probs.topk(k, dim=-1)  # sorted, descending
+        if k == vocab or bool(((top.sum(dim=-1) >= top_p) | ~active).all()):
+            break
+        k = min(vocab, k * 8)
+    mass_before = top.cumsum(dim=-1) - top
+    keep_sorted = mass_before < top_p[:, None]
+    keep_sorted[:, 0] = True  # always keep the most likely token
+    keep = torch.zeros_like(probs, dtype=torch.bool).scatter_(1, idx, keep_sorted)
+    return logits.masked_fill(~keep & active[:, None], float("-inf"))
 
 
 def apply_min_p(logits: torch.Tensor, min_p: torch.Tensor) -> torch.Tensor:
@@ -89,21 +96,27 @@ def apply_min_p(logits: torch.Tensor, min_p: torch.Tensor) -> torch.Tensor:
 
 
 def _entropy(logprobs: torch.Tensor) -> torch.Tensor:
-    probs = logprobs.exp()
-    # 0 * log 0 is 0 (masked vocab rows give -inf logprobs)
-    return -torch.where(probs > 0, probs * logprobs, torch.zeros_like(probs)).sum(dim=-1)
+    # 0 * log 0 is 0: clamping -inf (masked vocabulary) to the lowest float keeps 0 * x finite
+    finite = logprobs.clamp(min=torch.finfo(logprobs.dtype).min)
+    return -(logprobs.exp() * finite).sum(dim=-1)
 
 
 def _draw(probs: torch.Tensor, generators: list[torch.Generator | None]) -> torch.Tensor:
-    """One sample per row by exponential race; a row's noise comes from its own generator."""
-    q = torch.empty_like(probs)
+    """One sample per row by inverse CDF: the first token whose cumulative probability exceeds
+    u * total, u ~ U[0, 1). A row takes exactly one number from its own generator per step, so
+    its draws depend on nothing but its seed and its own distribution. (One number instead of a
+    vocabulary of noise: CPU exponential/uniform noise for 50k tokens costs ~2 ms a row.)"""
+    u = torch.empty(probs.shape[0], 1, dtype=torch.float64, device=probs.device)
     unseeded = [i for i, g in enumerate(generators) if g is None]
     if unseeded:
-        q[unseeded] = torch.empty_like(probs[unseeded]).exponential_()
+        u[unseeded] = torch.rand(len(unseeded), 1, dtype=torch.float64, device=probs.device)
     for i, g in enumerate(generators):
         if g is not None:
-            q[i].exponential_(generator=g)
-    return (probs / q).argmax(dim=-1)
+            u[i] = torch.rand(1, generator=g, dtype=torch.float64, device=probs.device)
+    cdf = probs.double().cumsum(dim=-1)  # float64: no visible rounding bias over 50k terms
+    # right=True: a zero-probability token never wins (its cdf equals its predecessor's)
+    token = torch.searchsorted(cdf, u * cdf[:, -1:], right=True).squeeze(1)
+    return token.clamp_(max=probs.shape[-1] - 1)
 
 
 def sample(
