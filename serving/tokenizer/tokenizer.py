@@ -7,6 +7,7 @@ Built from GGUF metadata (`from_gguf_metadata`, `from_gguf`) or a HF directory's
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from serving.tokenizer.chat_template import render_chat_template
 from serving.tokenizer.gguf_vocab import build_from_gguf, bytes_to_unicode
 
 _SPECIAL_NAMES = ("bos_token", "eos_token", "unk_token", "pad_token")
+_BYTE_FALLBACK = re.compile(r"<0x[0-9A-Fa-f]{2}>")
 
 
 class Tokenizer:
@@ -101,25 +103,33 @@ class Tokenizer:
         return token_id in self._special_set
 
     def id_to_bytes(self, token_id: int) -> bytes:
-        """The raw bytes this token stands for (byte-level vocabularies only): what decoding it
-        contributes, before UTF-8 assembly. Special tokens give their text's bytes."""
-        if not self.is_byte_level:
-            raise NotImplementedError("id_to_bytes needs a byte-level BPE vocabulary")
+        """The raw bytes this token stands for: exact for byte-level vocabularies (what decoding
+        it contributes before UTF-8 assembly; special tokens give their text). Other vocabularies:
+        a byte-fallback token `<0xAB>` gives that byte, any other its decoded text (best effort:
+        a decoder may strip a leading space from a lone token)."""
         if self._byte_table is None:
             self._byte_table = self._build_byte_table()
         return self._byte_table[token_id]
 
     def _build_byte_table(self) -> list[bytes]:
-        # Mirrors tokenizers' ByteLevel decoder: map each char back to its byte; a token with a
-        # char outside the byte alphabet (e.g. an added "<think>"-style token) is its own UTF-8.
-        char_to_byte = {c: b for b, c in bytes_to_unicode().items()}
         table = []
+        if self.is_byte_level:
+            # Mirrors tokenizers' ByteLevel decoder: each char maps back to its byte; a token with
+            # a char outside the byte alphabet (an added "<think>"-style token) is its own UTF-8.
+            char_to_byte = {c: b for b, c in bytes_to_unicode().items()}
+            for i in range(self.vocab_size):
+                tok = self.backend.id_to_token(i) or ""
+                if all(c in char_to_byte for c in tok):
+                    table.append(bytes(char_to_byte[c] for c in tok))
+                else:
+                    table.append(tok.encode("utf-8"))
+            return table
         for i in range(self.vocab_size):
             tok = self.backend.id_to_token(i) or ""
-            if all(c in char_to_byte for c in tok):
-                table.append(bytes(char_to_byte[c] for c in tok))
+            if _BYTE_FALLBACK.fullmatch(tok):
+                table.append(bytes([int(tok[3:5], 16)]))
             else:
-                table.append(tok.encode("utf-8"))
+                table.append(self.backend.decode([i], skip_special_tokens=False).encode("utf-8"))
         return table
 
     # ---- chat -------------------------------------------------------------------------

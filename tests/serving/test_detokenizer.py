@@ -92,6 +92,8 @@ def test_non_byte_level_vocabulary_uses_the_window():
     backend.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=120, special_tokens=["[UNK]", "</s>"]))
     tok = Tokenizer(backend, bos_token_id=None, eos_token_ids=[1])
     assert not tok.is_byte_level
+    fox = tok.encode("fox")
+    assert b"".join(tok.id_to_bytes(i) for i in fox).strip() == b"fox"  # best effort, per token
     rng = random.Random(3)
     sequences = [tok.encode(t) for t in ["the lazy fox", "déjà vu über alles", " the  dog "]]
     sequences += [[rng.randrange(tok.vocab_size) for _ in range(15)] for _ in range(50)]

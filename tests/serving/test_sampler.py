@@ -133,6 +133,17 @@ def test_masks_match_brute_force(seed):
     assert [len(s) for s in kept(apply_top_k(logits, ks))] == [64, 1, 5, 17, 63, 64]
 
 
+@pytest.mark.parametrize("scale", [0.5, 2.0, 6.0])
+def test_top_p_on_a_large_vocabulary(scale):
+    """Flat rows need the candidate prefix to grow (64 -> 512 -> ... -> all); peaky ones do not."""
+    logits = rand_logits(4, 5000, seed=int(scale * 10), scale=scale)
+    ps = torch.tensor([0.5, 0.9, 0.99, 1.0])
+    rows = logits.double().numpy()
+    got = kept(apply_top_p(logits, ps))
+    assert got[:3] == [brute_top_p(r, float(p)) for r, p in zip(rows[:3], ps[:3], strict=True)]
+    assert got[3] == set(range(5000))
+
+
 # ---- seeds ----------------------------------------------------------------------------------
 
 
