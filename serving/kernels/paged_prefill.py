@@ -23,7 +23,6 @@ def _prefill_kernel(
     qsl_ptr,
     out_ptr,
     qk_scale,
-    k_scale,
     v_scale,
     q_stride_t,
     q_stride_h,
@@ -80,9 +79,9 @@ def _prefill_kernel(
         kv_mask = n_mask[:, None] & d_mask[None, :]
         k = tl.load(k_cache_ptr + kv_off, mask=kv_mask, other=0.0)
         v = tl.load(v_cache_ptr + kv_off, mask=kv_mask, other=0.0)
-        if FP8:
-            k = (k.to(tl.float32) * k_scale).to(q.dtype)
-            v = (v.to(tl.float32) * v_scale).to(q.dtype)
+        if FP8:  # e4m3 is exact in bf16/fp16; the scales are applied outside the loop
+            k = k.to(q.dtype)
+            v = v.to(q.dtype)
         s = tl.dot(q, tl.trans(k)) * qk_scale
         visible = (pos[None, :] <= q_pos[:, None]) & n_mask[None, :]
         s = tl.where(visible, s, float("-inf"))
@@ -95,7 +94,7 @@ def _prefill_kernel(
         m_i = m_new
 
     safe_l = tl.where(l_i == 0.0, 1.0, l_i)
-    out = acc / safe_l[:, None]
+    out = acc * (v_scale / safe_l)[:, None]
     tl.store(
         out_ptr + rows[:, None] * o_stride_t + h * o_stride_h + offs_d[None, :],
         out.to(out_ptr.dtype.element_ty),
@@ -143,8 +142,7 @@ def paged_prefill(
         seq_lens,
         query_start_loc,
         out,
-        scale * LOG2E,
-        k_scale,
+        scale * LOG2E * k_scale,
         v_scale,
         query.stride(0),
         query.stride(1),

@@ -74,3 +74,44 @@ def test_rotary_inplace_matches_model_rope(heads, d):
     rotary_inplace(view, cos, sin)
     _close_bf16(view, ref)
     assert (wide[:, heads * d :] == 0).all()
+
+
+@pytest.mark.parametrize("hq,hk,d,qk_norm", [(9, 3, 64, False), (32, 8, 128, True), (16, 8, 128, True)])
+@pytest.mark.parametrize("cache_dtype", [torch.bfloat16, torch.float8_e4m3fn])
+def test_qkv_rope_cache_matches_separate_ops(hq, hk, d, qk_norm, cache_dtype):
+    """One kernel == q/k norm + rope (the model's torch ops) + the KV write, on a fused qkv."""
+    from serving.kernels.kv_write import write_kv
+    from serving.kernels.qkv_rope_cache import qkv_rope_cache
+
+    g = torch.Generator(device="cuda").manual_seed(hq + d)
+    t, nb, bs = 45, 16, 16
+    qkv = torch.randn(t, (hq + 2 * hk) * d, device="cuda", generator=g).bfloat16()
+    pos = torch.randint(0, 5000, (t,), device="cuda", generator=g)
+    inv = 1.0 / (1e6 ** (torch.arange(0, d, 2, device="cuda").float() / d))
+    emb = torch.cat([pos.float()[:, None] * inv] * 2, dim=-1)
+    cos, sin = emb.cos().bfloat16(), emb.sin().bfloat16()
+    qn, kn = RMSNorm(d, 1e-6).cuda().bfloat16(), RMSNorm(d, 1e-6).cuda().bfloat16()
+    qn.weight.data = torch.rand(d, device="cuda", generator=g).bfloat16()
+    kn.weight.data = torch.rand(d, device="cuda", generator=g).bfloat16()
+    q, k, v = qkv.split([hq * d, hk * d, hk * d], dim=-1)
+    q, k, v = q.reshape(t, hq, d), k.reshape(t, hk, d), v.reshape(t, hk, d)
+    if qk_norm:
+        q, k = qn(q), kn(k)
+    ref_q, ref_k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+    slots = torch.randperm(nb * bs, device="cuda", generator=g)[:t]
+    slots[::9] = -1
+    shape = (nb, bs, hk, d)
+    ref_kc = torch.zeros(shape, device="cuda", dtype=cache_dtype)
+    ref_vc = torch.zeros_like(ref_kc)
+    write_kv(ref_k, v.contiguous(), ref_kc, ref_vc, slots, 0.5, 0.25)
+    kc, vc = torch.zeros_like(ref_kc), torch.zeros_like(ref_kc)
+    out_q = qkv_rope_cache(qkv, cos, sin, hq, hk, d, kc, vc, slots,
+                           qn.weight if qk_norm else None, kn.weight if qk_norm else None, 1e-6,
+                           0.5, 0.25)
+    _close_bf16(out_q, ref_q)
+    if cache_dtype == torch.bfloat16:
+        _close_bf16(kc, ref_kc)
+        assert torch.equal(vc, ref_vc)
+    else:  # same values quantised by the same conversion; a 1-ulp bf16 difference may flip one
+        assert (kc.view(torch.uint8) != ref_kc.view(torch.uint8)).float().mean() < 2e-3
+        assert torch.equal(vc.view(torch.uint8), ref_vc.view(torch.uint8))
