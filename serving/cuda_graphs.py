@@ -54,6 +54,21 @@ class GpuForward:
             self.block_tables = torch.zeros(max_batch, max_blocks_per_seq, **i32)
             self.query_start_loc = torch.arange(max_batch + 1, **i32)
 
+    @classmethod
+    def for_runner(cls, runner, max_batch: int = 512) -> GpuForward:
+        """The engine's hook: sized from the runner's cache (block tables up to the model's
+        context) and the model config (the split-count hint)."""
+        num_blocks, block_size = runner.kv_cache.shape[2], runner.block_size
+        max_len = min(runner.config.max_position_embeddings, num_blocks * block_size)
+        return cls(
+            runner.model,
+            runner.kv_caches,
+            runner.backend,
+            max_batch=max_batch,
+            max_blocks_per_seq=-(-max_len // block_size),
+            max_seq_len_hint=max_len,
+        )
+
     def _eager(self, input_ids, positions, meta: AttentionMetadata) -> torch.Tensor:
         if self.use_fused:
             return fused_forward(self.model, input_ids, positions, self.kv_caches, meta, self.backend)

@@ -52,6 +52,12 @@ class ModelRunner:
         # zeros, not empty: padded rows a kernel may touch must not hold NaN garbage
         self.kv_cache = torch.zeros(shape, dtype=kv_dtype, device=device)
         self.kv_caches = [(self.kv_cache[i, 0], self.kv_cache[i, 1]) for i in range(shape[0])]
+        # on GPU: fused kernels, decode steps replayed from CUDA graphs (serving/cuda_graphs.py)
+        self.gpu = None
+        if device.type == "cuda" and getattr(self.backend, "name", "") == "triton":
+            from serving.cuda_graphs import GpuForward
+
+            self.gpu = GpuForward.for_runner(self)
 
     @torch.inference_mode()
     def execute(self, out: SchedulerOutput, sample_targets: list[list[Sequence]]) -> list[SampleResult]:
@@ -62,7 +68,10 @@ class ModelRunner:
         for src, dst in out.blocks_to_copy:  # copy-on-write of shared partial blocks
             self.kv_cache[:, :, dst] = self.kv_cache[:, :, src]
         inputs = build_step_inputs(out.scheduled, sample_targets, self.block_size, self.device)
-        hidden = self.model(inputs.input_ids, inputs.positions, self.kv_caches, inputs.meta, self.backend)
+        if self.gpu is not None:
+            hidden = self.gpu.forward(inputs.input_ids, inputs.positions, inputs.meta)
+        else:
+            hidden = self.model(inputs.input_ids, inputs.positions, self.kv_caches, inputs.meta, self.backend)
         if not inputs.sample_seqs:
             return []
         logits = self.model.compute_logits(hidden[inputs.logits_rows])
