@@ -20,8 +20,8 @@ TEXTS = [
 
 
 @pytest.fixture(scope="module")
-def tok(smollm2_path) -> Tokenizer:
-    return Tokenizer.from_gguf(smollm2_path)
+def tok(smollm2_loaded) -> Tokenizer:
+    return smollm2_loaded.tokenizer
 
 
 def stream(tok: Tokenizer, ids: list[int], skip: bool) -> tuple[list[str], str]:
