@@ -1,1 +1,15 @@
-"""Vigil storage package."""
+"""Vigil storage: SQLAlchemy 2.0 on SQLite (WAL, default) or PostgreSQL (psycopg 3).
+
+Modules (import what you need; this file imports nothing so `import storage` stays cheap):
+    storage.db            make_engine / get_engine / session_factory / session_scope / dispose_engines
+    storage.migrate       upgrade(url) — Alembic migrations (storage/migrations); `vigil db ...`
+    storage.models        the tables; storage.types UTCDateTime, utcnow, to_utc
+    storage.records       the sample record <-> row mapping: sample_from_record, record_from_row,
+                          parse_timestamp, format_timestamp, vector_to_bytes, bytes_to_vector
+    storage.repositories  query functions (take a Session, never commit)
+    storage.writer        SampleWriter: non-blocking batched writes with a spill journal
+    storage.journal       the writer's fsync'd JSON-lines journal
+
+Conventions: every datetime is aware UTC (naive input is taken as UTC); time windows are
+half-open [start, end); sample ids are strings (UUID4 when generated) and the idempotency key.
+"""

@@ -105,6 +105,16 @@ class SampleWriter:
     def queue_depth(self) -> int:
         return self._queue.qsize()
 
+    def stats(self) -> dict[str, int | bool]:
+        """The counters in one dict, for metrics endpoints."""
+        return {
+            "written": self.written, "journaled": self.journaled, "replayed": self.replayed,
+            "spilled": self.spilled, "dead_lettered": self.dead_lettered,
+            "rejected": self.rejected, "dropped": self.dropped,
+            "queue_depth": self.queue_depth, "healthy": self.healthy,
+            "journal_pending": self.journal.has_pending(),
+        }  # fmt: skip
+
     # ---- any thread ---------------------------------------------------------------------
 
     def submit(self, record: dict[str, Any]) -> bool:
@@ -190,21 +200,33 @@ class SampleWriter:
     def _run(self) -> None:
         self._try_replay()
         while True:
-            stopping = self._stop.is_set()
-            batch = self._collect(wait=not stopping)
-            if batch:
+            try:
+                if self._step():
+                    return
+            except Exception:  # a bug must not silently kill the thread and strand the queue
+                log.exception("sample writer: unexpected error; continuing")
+                time.sleep(0.1)
+
+    def _step(self) -> bool:
+        """One batch and, when due, one replay; True once stopped and drained."""
+        stopping = self._stop.is_set()
+        batch = self._collect(wait=not stopping)
+        if batch:
+            try:
                 if self.healthy and not self.journal.has_pending():
                     self._write(batch)
                 else:  # keep arrival order: behind what the journal already holds
                     self._journal(batch)
+            finally:
                 with self._lock:
                     self._handled += len(batch)
-            if self._retry_due(stopping):
+        if self._retry_due(stopping):
+            self._try_replay()
+        if stopping and self._queue.empty():
+            if self.healthy and self.journal.has_pending():
                 self._try_replay()
-            if stopping and self._queue.empty():
-                if self.healthy and self.journal.has_pending():
-                    self._try_replay()
-                return
+            return True
+        return False
 
     def _retry_due(self, stopping: bool) -> bool:
         if self.healthy:
