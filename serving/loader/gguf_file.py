@@ -134,6 +134,11 @@ def load_gguf(path: Path) -> tuple[ModelConfig, dict[str, torch.Tensor], Tokeniz
     for t in reader.tensors:  # fail before spending time on dequantizing the rest
         if t.tensor_type not in SUPPORTED_TYPES:
             raise ModelLoadError(f"{source}: tensor {t.name}: {UnsupportedQuantError(t.tensor_type)}")
+    try:
+        tokenizer = Tokenizer.from_gguf_metadata(meta)
+    except (KeyError, ValueError) as exc:
+        raise ModelLoadError(f"{source}: cannot build the tokenizer: {exc}") from exc
+    tokenizer.eos_token_ids |= set(config.eos_token_ids)
     state: dict[str, torch.Tensor] = {}
     for t in reader.tensors:
         if t.name == "rope_freqs.weight":  # llama.cpp's form of Llama-3.1 rope scaling
@@ -148,9 +153,4 @@ def load_gguf(path: Path) -> tuple[ModelConfig, dict[str, torch.Tensor], Tokeniz
             n = config.num_attention_heads if ".attn_q." in t.name else config.num_key_value_heads
             w = unpermute_qk(w, n)
         state[name] = w.contiguous()
-    try:
-        tokenizer = Tokenizer.from_gguf_metadata(meta)
-    except (KeyError, ValueError) as exc:
-        raise ModelLoadError(f"{source}: cannot build the tokenizer: {exc}") from exc
-    tokenizer.eos_token_ids |= set(config.eos_token_ids)
     return config, state, tokenizer

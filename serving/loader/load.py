@@ -74,6 +74,8 @@ def load_model_files(path: str | Path | None = None) -> LoadedModel:
     p = default_model_path() if path is None else Path(path)
     if not p.exists():
         raise ModelLoadError(f"{p}: no such file or directory")
+    if p.is_dir() and not (p / "config.json").exists() and len(ggufs := sorted(p.glob("*.gguf"))) == 1:
+        p = ggufs[0]  # a folder holding just one GGUF file means that file
     if p.is_dir():
         config, state, tokenizer = load_hf_dir(p)
     elif p.suffix.lower() == ".gguf" or _is_gguf(p):

@@ -109,7 +109,8 @@ def tiny_hf_model(arch: str, tied: bool, vocab_size: int):
 
 def write_gguf(path: Path, arch: str, model, vocab: dict, qtypes: dict[str, Q] | None = None,
                rope_freqs: np.ndarray | None = None,
-               raw_extra: dict[str, tuple[np.ndarray, Q]] | None = None) -> dict[str, np.ndarray]:
+               raw_extra: dict[str, tuple[np.ndarray, Q]] | None = None,
+               tokenizer_model: str = "gpt2") -> dict[str, np.ndarray]:
     """Write `model` as llama.cpp would; returns the HF-layout tensors we expect back."""
     cfg = model.config
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
@@ -125,7 +126,7 @@ def write_gguf(path: Path, arch: str, model, vocab: dict, qtypes: dict[str, Q] |
     w.add_value_length(head_dim)
     w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
     w.add_rope_freq_base(float(cfg.rope_parameters["rope_theta"]))
-    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_model(tokenizer_model)
     w.add_tokenizer_pre("qwen2" if arch != "llama" else "llama-bpe")
     w.add_token_list(vocab["tokens"])
     w.add_token_types(vocab["types"])
@@ -242,3 +243,17 @@ def test_unsupported_quant_type(tmp_path, tiny_vocab):
     write_gguf(tmp_path / "k.gguf", "llama", model, tiny_vocab, raw_extra=q2k)
     with pytest.raises(ModelLoadError, match="blk.0.attn_q_a.weight: unsupported quantization type Q2_K"):
         load_model_files(tmp_path / "k.gguf")
+
+
+def test_unsupported_tokenizer_model(tmp_path, tiny_vocab):
+    model = tiny_hf_model("llama", True, len(tiny_vocab["tokens"]))
+    write_gguf(tmp_path / "spm.gguf", "llama", model, tiny_vocab, tokenizer_model="llama")
+    with pytest.raises(ModelLoadError, match="cannot build the tokenizer: unsupported GGUF tokenizer model 'llama'"):
+        load_model_files(tmp_path / "spm.gguf")
+
+
+def test_folder_with_one_gguf(tmp_path, tiny_vocab):
+    model = tiny_hf_model("qwen2", True, len(tiny_vocab["tokens"]))
+    write_gguf(tmp_path / "only.gguf", "qwen2", model, tiny_vocab)
+    loaded = load_model_files(tmp_path)
+    assert loaded.source == str(tmp_path / "only.gguf") and loaded.config.arch == "qwen2"
