@@ -49,7 +49,8 @@ async def close_resources(state: ServerState, timeout: float = 30.0) -> None:
     if state.closed:
         return
     state.closed = True
-    state.phase = Phase.STOPPED
+    if state.phase is not Phase.FAILED:  # keep the failure visible to run_server's exit code
+        state.phase = Phase.STOPPED
     # the logger first (it feeds the writer), then the writer, which commits or journals
     flushed = await asyncio.to_thread(state.traffic.close, timeout)
     if not flushed:

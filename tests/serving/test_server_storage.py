@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import time
 
+import httpx
 import openai
+from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
-from test_server_support import API_KEY, ServerThread, make_settings, shared_engine
+from test_server_support import API_KEY, ServerThread, make_settings, shared_engine, wait_for
 
 from serving.server.app import create_app
 from serving.traffic.redact import redact_pii
@@ -48,6 +50,13 @@ def test_sampled_rows_carry_the_request_statistics(migrated_db, tmp_path):
             model=settings.model_name, prompt="The capital of France is", max_tokens=3, temperature=0,
             stream=True, stream_options={"include_usage": True}))
         usage = streamed[-1].usage
+
+        def logged() -> float:
+            text = httpx.get(server.url + "/metrics").text
+            return next(s.value for f in text_string_to_metric_families(text) for s in f.samples
+                        if s.name == "vigil:samples_logged_total")
+
+        assert wait_for(lambda: logged() == 3, timeout=15)  # the writer committed all three
     t1 = time.time()
     assert writer.close(timeout=10)
     rows = _rows(migrated_db)
