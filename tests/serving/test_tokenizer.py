@@ -165,3 +165,66 @@ def test_no_chat_template_is_a_clear_error(tmp_path, write_tiny_tokenizer):
     (tmp_path / "tokenizer_config.json").write_text("{}")
     with pytest.raises(ValueError, match="no chat template"):
         Tokenizer.from_hf_dir(tmp_path).apply_chat_template([{"role": "user", "content": "x"}])
+
+
+# A Qwen2.5-style template: tools, tool calls, tool responses, namespace, loop.previtem, tojson
+TOOL_TEMPLATE = """{%- if tools %}
+    {{- '<|im_start|>system\\n' }}
+    {%- if messages[0]['role'] == 'system' %}{{- messages[0]['content'] }}{%- else %}{{- 'You are helpful.' }}{%- endif %}
+    {{- "\\n\\n# Tools\\n<tools>" }}
+    {%- for tool in tools %}{{- "\\n" }}{{- tool | tojson }}{%- endfor %}
+    {{- "\\n</tools><|im_end|>\\n" }}
+{%- elif messages[0]['role'] == 'system' %}
+    {{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}
+{%- endif %}
+{%- set ns = namespace(tool_turns=0) %}
+{%- for message in messages %}
+    {%- if message.role == "user" or (message.role == "system" and not loop.first) %}
+        {{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}
+    {%- elif message.role == "assistant" %}
+        {{- '<|im_start|>' + message.role }}
+        {%- if message.content %}{{- '\\n' + message.content }}{%- endif %}
+        {%- for tool_call in message.tool_calls | default([]) %}
+            {{- '\\n<tool_call>\\n{"name": "' + tool_call.function.name + '", "arguments": ' }}
+            {{- tool_call.function.arguments | tojson }}{{- '}\\n</tool_call>' }}
+        {%- endfor %}
+        {{- '<|im_end|>\\n' }}
+    {%- elif message.role == "tool" %}
+        {%- set ns.tool_turns = ns.tool_turns + 1 %}
+        {%- if loop.index0 == 0 or loop.previtem.role != "tool" %}{{- '<|im_start|>user' }}{%- endif %}
+        {{- '\\n<tool_response>\\n' + message.content + '\\n</tool_response>' }}
+        {%- if loop.last or loop.nextitem.role != "tool" %}{{- '<|im_end|>\\n' }}{%- endif %}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}
+{{- '' if ns.tool_turns < 100 else raise_exception('too many') }}"""
+
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather <now> & 'later'",
+                                           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+TOOL_CHAT = [
+    {"role": "system", "content": "You are a weather bot."},
+    {"role": "user", "content": "Weather in Zürich?"},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Zürich"}}}]},
+    {"role": "tool", "content": "{\"temp\": 3}"},
+    {"role": "tool", "content": "{\"wind\": 12}"},
+    {"role": "assistant", "content": "Cold: 3 °C."},
+    {"role": "user", "content": "Thanks"},
+]
+
+
+@pytest.mark.parametrize("tools", [TOOLS, None])
+def test_tool_template_matches_transformers(tmp_path, write_tiny_tokenizer, tools):
+    import json
+
+    from transformers import AutoTokenizer
+
+    write_tiny_tokenizer(tmp_path)
+    cfg = json.loads((tmp_path / "tokenizer_config.json").read_text())
+    cfg["chat_template"] = TOOL_TEMPLATE
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(cfg))
+    ours = Tokenizer.from_hf_dir(tmp_path)
+    ref = AutoTokenizer.from_pretrained(str(tmp_path))
+    expected = ref.apply_chat_template(TOOL_CHAT, tools=tools, tokenize=False, add_generation_prompt=True)
+    assert ours.apply_chat_template(TOOL_CHAT, tools=tools) == expected
+    assert "<tool_response>\n{\"temp\": 3}\n</tool_response>\n<tool_response>" in expected
