@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import fcntl
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from alembic import command
@@ -26,12 +29,13 @@ def alembic_config() -> Config:
 def upgrade(url: str | URL, revision: str = "head") -> str | None:
     """Apply migrations on `url` up to `revision`; returns the revision the database is at.
 
-    On PostgreSQL a transaction-level advisory lock (keyed on the current schema) serialises
-    concurrent upgrades, e.g. an engine and a sidecar starting together.
+    Concurrent upgrades (an engine and a sidecar starting together on a fresh database) are
+    serialised: on PostgreSQL by a transaction-level advisory lock keyed on the current schema,
+    on SQLite by an flock on `<file>.migrate.lock` beside the database file.
     """
     engine = make_engine(url)
     try:
-        with engine.begin() as connection:
+        with _sqlite_file_lock(engine.url), engine.begin() as connection:
             if connection.dialect.name == "postgresql":
                 connection.execute(
                     text("SELECT pg_advisory_xact_lock(hashtext('vigil-migrate:' || current_schema()))")
@@ -42,6 +46,17 @@ def upgrade(url: str | URL, revision: str = "head") -> str | None:
             return MigrationContext.configure(connection).get_current_revision()
     finally:
         engine.dispose()
+
+
+@contextmanager
+def _sqlite_file_lock(url: URL) -> Iterator[None]:
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        yield
+        return
+    lock_path = Path(url.database).expanduser().with_name(Path(url.database).name + ".migrate.lock")
+    with open(lock_path, "a") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)  # released when the file closes
+        yield
 
 
 def current_revision(url: str | URL) -> str | None:

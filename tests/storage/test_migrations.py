@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -90,3 +91,22 @@ def test_vigil_db_upgrade_console_script_from_another_cwd(tmp_path):
     db_file = tmp_path / "var" / "sub" / "vigil.db"
     assert db_file.exists()
     assert current_revision(f"sqlite:///{db_file}") == head_revision()
+
+
+def test_concurrent_upgrades_are_serialised(db_url):
+    """Engine and sidecar start together on a fresh database: both upgrades must succeed."""
+    errors: list[BaseException] = []
+    revisions: list[str | None] = []
+
+    def run() -> None:
+        try:
+            revisions.append(upgrade(db_url))
+        except BaseException as exc:  # noqa: BLE001 - collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == [] and revisions == [head_revision()] * 3
