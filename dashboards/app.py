@@ -8,7 +8,7 @@ from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import text
 from sqlalchemy.orm import Session, sessionmaker
@@ -60,6 +60,10 @@ def create_app(
         token = creds.credentials.encode()
         if not any(hmac.compare_digest(token, key.encode()) for key in settings.api_keys if key):
             raise HTTPException(401, "invalid API key")
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    def favicon() -> Response:
+        return Response(status_code=204)  # browsers ask for it on every page; no 404 noise
 
     @app.get("/health")
     def health() -> JSONResponse:

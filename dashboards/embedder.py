@@ -22,10 +22,14 @@ class Embedder:
     name: str
     model: object  # sentence_transformers.SentenceTransformer
 
+    @property
+    def dim(self) -> int:
+        return int(self.model.get_sentence_embedding_dimension())
+
     def encode(self, texts: list[str]) -> np.ndarray:
         """(n, 384) float32, L2-normalised rows."""
         if not texts:
-            return np.zeros((0, 384), dtype=np.float32)
+            return np.zeros((0, self.dim), dtype=np.float32)
         clipped = [t[:MAX_CHARS] for t in texts]
         vecs = self.model.encode(
             clipped, batch_size=BATCH_SIZE, normalize_embeddings=True, show_progress_bar=False

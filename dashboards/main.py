@@ -73,7 +73,7 @@ class Sidecar:
         with self._lock:
             ensure_jobs(self.scheduler, self.settings, run_now=True)
             self.scheduler.resume()
-            from alerts import DeliveryWorker
+            from alerts.worker import DeliveryWorker
 
             self.delivery = DeliveryWorker(self.session_factory, settings=self.settings).start()
 

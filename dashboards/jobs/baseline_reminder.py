@@ -11,8 +11,8 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from alerts import raise_alerts, resolve_alert
 from alerts.dedupe import dedupe_key
+from alerts.service import raise_alerts, resolve_alert
 from storage.models import Alert
 from storage.repositories.baselines import get_active_baseline
 from vigil.config import Settings

@@ -32,7 +32,7 @@ def run_embed_job(
     embedder = None
     for _ in range(MAX_BATCHES_PER_RUN):
         with session_factory() as session:
-            model = embedder.name if embedder else _model_name(settings)
+            model = embedder.name if embedder else model_name(settings)
             batch = samples_missing_embeddings(session, model, limit=BATCH)
             if not batch:
                 break
@@ -50,7 +50,7 @@ def run_embed_job(
     return EmbedResult(samples=samples, vectors=vectors)
 
 
-def _model_name(settings: Settings) -> str:
+def model_name(settings: Settings) -> str:
     """The stored model name without loading the model (an idle run stays cheap)."""
     from dashboards.embedder import MODEL_NAME
 

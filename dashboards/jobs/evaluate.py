@@ -14,6 +14,7 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+import numpy as np
 from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -23,6 +24,7 @@ from dashboards.evals.judge import EngineUnavailable, Judge, JudgeError
 from dashboards.evals.refusal import detect_refusal
 from dashboards.evals.relevancy import relevancy
 from storage.models import EvalScore, Sample
+from storage.repositories.embeddings import load_embeddings
 from storage.repositories.eval_scores import EvalScoreRow, store_eval_scores
 from storage.types import to_utc
 from vigil.config import Settings
@@ -100,26 +102,27 @@ def run_evaluate_job(
                     break
                 picks = {r.id for r in batch if chosen(r.id, settings.eval_share)}
                 done = _already_judged(session, list(picks))
-                rows: list[EvalScoreRow] = []
+                verdicts = []  # (row, judgement): embeddings are computed for all at once
                 last = None  # the last sample fully handled: the cursor moves to it
                 for row in batch:
                     if row.id in picks and row.id not in done:
                         if judged >= MAX_JUDGED_PER_RUN:
                             break
                         try:
-                            new_rows = _evaluate_one(settings, judge, row)
+                            verdict = _judge_one(judge, row)
                         except EngineUnavailable as exc:
                             log.warning("judge paused, retrying next run: %s", exc)
                             engine_down = True
                             break
                         n_chosen += 1
-                        if new_rows:
-                            rows += new_rows
-                            judged += 1
-                        else:
+                        if verdict is None:
                             skipped += 1
+                        else:
+                            verdicts.append((row, verdict))
+                            judged += 1
                     scanned += 1
                     last = row
+                rows = _score_rows(settings, session, verdicts)
                 if rows:
                     store_eval_scores(session, rows, now=now)
                 if last is not None:
@@ -133,26 +136,53 @@ def run_evaluate_job(
     return EvaluateResult(scanned, n_chosen, judged, skipped, engine_down)
 
 
-def _evaluate_one(settings: Settings, judge: Judge, row) -> list[EvalScoreRow]:
-    """The three scores for one sample ([] when it cannot be scored: no text or no digit)."""
+def _judge_one(judge: Judge, row):
+    """The judge's verdict, or None when the sample cannot be judged (no text, no digit)."""
     if not row.prompt or not row.response:
-        return []
+        return None
     try:
-        verdict = judge.judge(row.prompt, row.response)
+        return judge.judge(row.prompt, row.response)
     except JudgeError as exc:
         log.info("sample %s not judged: %s", row.id, exc)
+        return None
+
+
+def _vectors(session: Session, embedder, ids: list[str], texts: list[str], field: str) -> np.ndarray:
+    """The embed job's stored vectors where present; the rest computed now (not stored: the
+    embed job owns storing them)."""
+    found, matrix = load_embeddings(session, ids, embedder.name, field)
+    have = dict(zip(found, matrix, strict=True))
+    missing = [i for i, sid in enumerate(ids) if sid not in have]
+    computed = embedder.encode([texts[i] for i in missing]) if missing else None
+    out = np.zeros((len(ids), embedder.dim), dtype=np.float32)
+    for i, sid in enumerate(ids):
+        if sid in have:
+            out[i] = have[sid]
+    if computed is not None:
+        out[missing] = computed
+    return out
+
+
+def _score_rows(settings: Settings, session: Session, verdicts: list) -> list[EvalScoreRow]:
+    """judge, relevancy and refusal rows for the judged samples."""
+    if not verdicts:
         return []
     embedder = get_embedder(settings.embedding_model_path)
-    vecs = embedder.encode([row.prompt, row.response])
-    rel = float(relevancy(vecs[:1], vecs[1:])[0])
-    refusal = detect_refusal(row.response)
-    return [
-        EvalScoreRow(row.id, "judge", verdict.score,
-                     {"distribution": verdict.distribution, "digit_mass": verdict.digit_mass,
-                      "source": verdict.source}),
-        EvalScoreRow(row.id, "relevancy", rel, {"model": embedder.name}),
-        EvalScoreRow(row.id, "refusal", 1.0 if refusal.refused else 0.0, {"phrase": refusal.phrase}),
-    ]  # fmt: skip
+    ids = [row.id for row, _ in verdicts]
+    prompts = _vectors(session, embedder, ids, [row.prompt for row, _ in verdicts], "prompt")
+    responses = _vectors(session, embedder, ids, [row.response for row, _ in verdicts], "response")
+    rel = relevancy(prompts, responses)
+    rows = []
+    for (row, verdict), cosine in zip(verdicts, rel, strict=True):
+        refusal = detect_refusal(row.response)
+        rows += [
+            EvalScoreRow(row.id, "judge", verdict.score,
+                         {"distribution": verdict.distribution, "digit_mass": verdict.digit_mass,
+                          "source": verdict.source}),
+            EvalScoreRow(row.id, "relevancy", float(cosine), {"model": embedder.name}),
+            EvalScoreRow(row.id, "refusal", 1.0 if refusal.refused else 0.0, {"phrase": refusal.phrase}),
+        ]  # fmt: skip
+    return rows
 
 
 def _engine_key(settings: Settings) -> str | None:

@@ -1,0 +1,178 @@
+"""Drift job: each complete window since the last run against the ACTIVE validated baseline.
+
+Windows are aligned to Settings.drift_interval_s (e.g. whole hours); the cursor in
+`job_cursors` names the end of the last finished window. One window, crash-safe:
+
+1. claim the run (`start_drift_run`: one row per window, unique; a killed attempt's row is
+   reset) and commit — the run is visibly `running`;
+2. load the window and the baseline, run drift.job.run_drift (pure, seeded per window);
+3. ONE transaction: results, alerts (`raise_alerts`: dedupe + outbox enqueue), report path,
+   run `done`, cursor moved. A SIGKILL anywhere before that commit leaves no alert and no
+   result behind, and the restarted job redoes the window; after it, the window is done and
+   is never redone — so no duplicate alert, and samples are only ever read.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+import pandas as pd
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from alerts.service import raise_alerts
+from dashboards.baselines import load_baseline_with_frame
+from dashboards.cursors import get_cursor, set_cursor
+from dashboards.jobs.embed import model_name
+from dashboards.report.build import segment_counts, write_run_report
+from storage.models import DriftRun
+from storage.repositories.baselines import get_active_baseline
+from storage.repositories.drift_runs import (
+    DriftResultRow,
+    add_drift_results,
+    finish_drift_run,
+    start_drift_run,
+)
+from storage.repositories.eval_scores import load_eval_scores
+from storage.repositories.samples import fetch_window
+from storage.types import to_utc
+from vigil.config import Settings
+
+log = logging.getLogger("vigil.sidecar.drift")
+
+CURSOR = "drift"
+MAX_CATCH_UP = 24  # windows; after a long outage older windows are skipped (logged)
+EVAL_TREND_DAYS = 7
+
+
+@dataclass
+class WindowOutcome:
+    window_start: datetime
+    window_end: datetime
+    run_id: int | None
+    status: str  # done | skipped (already done) | lost (another replica finished it)
+    num_samples: int = 0
+    alerts: list[int] = field(default_factory=list)
+    report_path: str | None = None
+
+
+@dataclass
+class DriftJobResult:
+    windows: list[WindowOutcome]
+
+
+def due_windows(cursor: datetime | None, now: datetime, interval_s: int) -> list[tuple[datetime, datetime]]:
+    """Complete windows after `cursor`; without one, the last complete aligned window."""
+    step = timedelta(seconds=interval_s)
+    epoch = to_utc(now).timestamp()
+    aligned = datetime.fromtimestamp(epoch - epoch % interval_s, UTC)
+    start = to_utc(cursor) if cursor is not None else aligned - step
+    windows = []
+    while start + step <= to_utc(now):
+        windows.append((start, start + step))
+        start += step
+    if len(windows) > MAX_CATCH_UP:
+        log.warning("drift job skips %d old windows (more than %d missed)", len(windows) - MAX_CATCH_UP, MAX_CATCH_UP)
+        windows = windows[-MAX_CATCH_UP:]
+    return windows
+
+
+def run_drift_job(settings: Settings, session_factory: sessionmaker[Session], now: datetime) -> DriftJobResult:
+    with session_factory() as session:
+        raw = get_cursor(session, CURSOR)
+    cursor = to_utc(datetime.fromisoformat(raw)) if raw else None
+    outcomes = []
+    for start, end in due_windows(cursor, now, settings.drift_interval_s):
+        outcomes.append(run_window(settings, session_factory, start, end, now=now, advance_cursor=True))
+    return DriftJobResult(outcomes)
+
+
+def _eval_frame(session: Session, end: datetime) -> pd.DataFrame:
+    """Trailing EVAL_TREND_DAYS of eval scores, one row per sample (eval_<name> columns)."""
+    rows = load_eval_scores(session, end - timedelta(days=EVAL_TREND_DAYS), end)
+    if not rows:
+        return pd.DataFrame()
+    long = pd.DataFrame([{"id": r.sample_id, "name": f"eval_{r.name}", "score": r.score,
+                          "timestamp": r.timestamp.timestamp(), "segment": r.segment,
+                          "tenant": r.tenant} for r in rows])  # fmt: skip
+    wide = long.pivot_table(index=["id", "timestamp"], columns="name", values="score").reset_index()
+    keys = long.drop_duplicates("id").set_index("id")[["segment", "tenant"]]
+    return wide.join(keys, on="id")
+
+
+def run_window(
+    settings: Settings,
+    session_factory: sessionmaker[Session],
+    start: datetime,
+    end: datetime,
+    *,
+    now: datetime,
+    advance_cursor: bool,
+) -> WindowOutcome:
+    """Drift for one window [start, end), exactly once (see module doc)."""
+    from drift.job import DEFAULT_SEGMENT_BY, run_drift
+
+    with session_factory() as session:
+        active = get_active_baseline(session)
+        run = start_drift_run(session, start, end, active.id if active else None, now=now)
+        if run is None:  # already done (e.g. by the previous leader): only move the cursor on
+            if advance_cursor:
+                set_cursor(session, CURSOR, to_utc(end).isoformat(), now)
+            session.commit()
+            return WindowOutcome(start, end, None, "skipped")
+        run_id, claimed_at = run.id, run.started_at
+        session.commit()
+        log.info("drift run %s claimed for window %s → %s", run_id, start, end)
+
+        frame = pd.DataFrame(fetch_window(session, start, end, embedding_model=model_name(settings)))
+        baseline = base_frame = None
+        note = None
+        if active is None:
+            note = "No active baseline: build, validate and activate one (vigil baseline ...)."
+        else:
+            baseline, base_frame = load_baseline_with_frame(session, active.id)
+        if baseline is not None and len(frame):
+            evals = _eval_frame(session, end)
+            report = run_drift(
+                baseline, frame, segment_by=DEFAULT_SEGMENT_BY,
+                rng_seed=int(to_utc(start).timestamp()) % 2**31,
+                eval_frame=evals if len(evals) else None,
+            )  # fmt: skip
+            results = [r.to_dict() for r in report.results]
+            sizes, proposed = report.segments, list(report.alerts)
+            summary = {"n_current": report.n_current, "baseline_valid": report.baseline_valid,
+                       "baseline_reasons": report.baseline_reasons, "timings": report.timings}  # fmt: skip
+        else:
+            results, proposed = [], []
+            sizes = segment_counts(frame, DEFAULT_SEGMENT_BY)
+            summary = {"n_current": len(frame), "note": note or "the window holds no samples"}
+
+        # the one transaction that makes the window done
+        current = session.scalars(
+            select(DriftRun).where(DriftRun.id == run_id).with_for_update().execution_options(populate_existing=True)
+        ).one()
+        if current.status != "running" or current.started_at != claimed_at:
+            session.rollback()  # another replica re-claimed the window meanwhile: it owns it now
+            return WindowOutcome(start, end, run_id, "lost")
+        add_drift_results(session, run_id, [DriftResultRow(
+            test=r["test"], feature=r["feature"] or "*", segment=r["segment"], statistic=r["statistic"],
+            p_value=r["p_value"], threshold=r["threshold"], drifted=r["drifted"],
+            insufficient=r["insufficient"], detail=r["detail"]) for r in results])  # fmt: skip
+        fired = raise_alerts(session, proposed, run_id=run_id, now=now, settings=settings) if baseline else []
+        path = write_run_report(
+            run_id=run_id, window=(start, end), now=now, frame=frame, baseline_row=active,
+            baseline_frame=base_frame, results=results, segment_sizes=sizes, alerts=fired,
+            report_dir=settings.report_dir, public_url=settings.public_url,
+            max_rows=settings.report_max_rows, note=note,
+        )  # fmt: skip
+        summary["alerts"] = [{"id": a.id, "rule": a.rule, "segment": a.segment, "severity": a.severity} for a in fired]
+        summary["drifted"] = sum(1 for r in results if r["drifted"])
+        finish_drift_run(session, run_id, num_samples=len(frame), summary=summary, report_path=str(path), now=now)
+        if advance_cursor:
+            set_cursor(session, CURSOR, to_utc(end).isoformat(), now)
+        session.commit()
+        log.info("drift run %s done: %d samples, %d drifted results, %d alerts, report %s",
+                 run_id, len(frame), summary["drifted"], len(fired), path)  # fmt: skip
+        return WindowOutcome(start, end, run_id, "done", len(frame), [a.id for a in fired], str(path))

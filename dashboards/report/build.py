@@ -1,0 +1,153 @@
+"""Build a report's sections from a drift run's inputs and outputs, then render and write it."""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dashboards.report.evidently_part import evidently_html, numeric_frame
+from dashboards.report.model import (
+    MAX_EXAMPLES,
+    AlertView,
+    ClusterView,
+    EvalTrendRow,
+    ReportContext,
+    segment_rows,
+    truncate,
+)
+from dashboards.report.render import render_report, write_report
+from storage.types import to_utc
+
+log = logging.getLogger("vigil.sidecar.report")
+
+
+def _rows_of_segment(frame: pd.DataFrame, label: str) -> np.ndarray:
+    """Frame row indices of a segment label ("*" or "key=value"), as drift.job selects them."""
+    if label == "*":
+        return np.arange(len(frame))
+    key, _, value = label.partition("=")
+    if key not in frame.columns:
+        return np.empty(0, dtype=np.int64)
+    return np.flatnonzero(frame[key].astype(object).map(lambda v: None if pd.isna(v) else str(v)) == value)
+
+
+def _example(row: pd.Series, field: str) -> str:
+    """The example prompt; for a response cluster also the (truncated) response."""
+    prompt = truncate(row.get("prompt"), 160)
+    if field.startswith("response"):
+        return f"{prompt} → {truncate(row.get('response'), 160)}"
+    return prompt
+
+
+def cluster_views(results: list[dict[str, Any]], frame: pd.DataFrame) -> list[ClusterView]:
+    """New clusters with a few (truncated) example prompts.
+
+    `representatives` index the embedded rows of the segment's window (drift.clusters), in row
+    order; map them back to frame rows the same way to fetch the prompts."""
+    views = []
+    for r in results:
+        if r["test"] != "new_cluster" or not r["drifted"]:
+            continue
+        field = r["feature"]
+        seg_rows = _rows_of_segment(frame, r["segment"])
+        if field in frame.columns:
+            embedded = [i for i in seg_rows if isinstance(frame[field].iloc[i], np.ndarray | list)]
+        else:
+            embedded = []
+        for k, c in enumerate(r["detail"].get("clusters", [])):
+            examples = []
+            for rep in c.get("representatives", [])[:MAX_EXAMPLES]:
+                if 0 <= rep < len(embedded):
+                    examples.append(_example(frame.iloc[embedded[rep]], field))
+            views.append(ClusterView(f"{field} group {k + 1}", r["segment"], int(c.get("size", 0)),
+                                     c.get("share"), examples))  # fmt: skip
+    return views
+
+
+def eval_trend_rows(baseline_frame: pd.DataFrame, frame: pd.DataFrame) -> list[EvalTrendRow]:
+    names = sorted(c for c in frame.columns if isinstance(c, str) and c.startswith("eval_"))
+    rows = []
+    for name in names:
+        cur = pd.to_numeric(frame[name], errors="coerce")
+        ref = pd.to_numeric(baseline_frame[name], errors="coerce") if name in baseline_frame else None
+        hours = pd.to_datetime(frame["timestamp"], utc=True, format="ISO8601").dt.floor("h")
+        hourly = [
+            (h.strftime("%m-%d %H:00"), float(g.mean()), int(g.count()))
+            for h, g in cur.groupby(hours) if g.count()
+        ]  # fmt: skip
+        rows.append(EvalTrendRow(
+            name=name.removeprefix("eval_"),
+            baseline_mean=None if ref is None or not ref.notna().any() else float(ref.mean()),
+            current_mean=float(cur.mean()) if cur.notna().any() else None,
+            n_current=int(cur.notna().sum()), hourly=hourly,
+        ))  # fmt: skip
+    return rows
+
+
+def write_run_report(
+    *,
+    run_id: int,
+    window: tuple[datetime, datetime],
+    now: datetime,
+    frame: pd.DataFrame,
+    baseline_row: Any | None,
+    baseline_frame: pd.DataFrame | None,
+    results: list[dict[str, Any]],
+    segment_sizes: dict[str, dict[str, int]],
+    alerts: list[Any],
+    report_dir: Path,
+    public_url: str,
+    max_rows: int,
+    note: str | None = None,
+) -> Path:
+    """Render the run's report (Evidently + Vigil sections) and write it; returns the path."""
+    base_frame = baseline_frame if baseline_frame is not None else pd.DataFrame()
+    counts = {label: s.get("n_current", 0) for label, s in segment_sizes.items()}
+    counts.setdefault("*", len(frame))
+    ctx = ReportContext(
+        run_id=run_id, window_start=to_utc(window[0]), window_end=to_utc(window[1]),
+        generated_at=to_utc(now), num_samples=len(frame),
+        baseline=None if baseline_row is None else {
+            "id": baseline_row.id, "name": baseline_row.name, "num_samples": baseline_row.num_samples,
+            "window_start": f"{baseline_row.window_start:%Y-%m-%d %H:%M}",
+            "window_end": f"{baseline_row.window_end:%Y-%m-%d %H:%M}"},
+        results=results, segments=segment_rows(results, counts),
+        clusters=cluster_views(results, frame) if len(frame) else [],
+        eval_trend=eval_trend_rows(base_frame, frame) if len(frame) else [],
+        alerts=[AlertView(a.id, a.rule, a.severity, a.segment, a.summary,
+                          f"{public_url.rstrip('/')}/alerts/{a.id}") for a in alerts],
+        public_url=public_url, note=note,
+    )  # fmt: skip
+    html, why = None, "no baseline to compare with"
+    if len(base_frame) and len(frame):
+        evals = tuple(sorted({c for c in frame.columns if str(c).startswith("eval_")}
+                             & {c for c in base_frame.columns if str(c).startswith("eval_")}))  # fmt: skip
+        try:
+            html, why = evidently_html(
+                numeric_frame(base_frame.to_dict("records"), evals),
+                numeric_frame(frame.to_dict("records"), evals),
+                max_rows=max_rows, seed=run_id,
+            )
+        except Exception as exc:  # the report must not be lost to a plotting failure
+            log.exception("Evidently section failed for run %s", run_id)
+            html, why = None, f"Evidently failed: {exc.__class__.__name__}: {exc}"[:300]
+    elif len(base_frame):
+        why = "the window holds no samples"
+    return write_report(report_dir, run_id, render_report(ctx, html, why))
+
+
+def segment_counts(frame: pd.DataFrame, keys: tuple[str, ...]) -> dict[str, dict[str, int]]:
+    """Window sizes per segment label when no drift ran (no baseline)."""
+    sizes: dict[str, dict[str, int]] = defaultdict(dict)
+    sizes["*"] = {"n_current": len(frame), "n_reference": 0}
+    for key in keys:
+        if key in frame.columns:
+            for value, n in frame[key].dropna().astype(str).value_counts().items():
+                sizes[f"{key}={value}"] = {"n_current": int(n), "n_reference": 0}
+    return dict(sizes)
