@@ -7,9 +7,12 @@ submits it to storage's SampleWriter, which commits it to SQLite. "Off": the sam
 with no sink. Rounds alternate off/on (then on/off) so load drift on a shared machine hits both
 alike; each round runs the same batch of concurrent fixed-length requests (ignore_eos).
 
-Reported: tokens/s per round and the median of the paired (adjacent) on/off ratios; and, as a
-noise-free check, the CPU time the logging threads (logger + writer) used, as a share of the
-engine loop thread's CPU time over the same rounds.
+Reported: tokens/s per round and the median of the paired (adjacent) on/off ratios with its
+standard error; and, as a load-independent measure, the CPU time the logging threads (logger +
+writer) used as a share of the engine loop thread's CPU time over the same rounds: that CPU (and
+the GIL time inside it) is all that logging can take away from the engine. Exit status 0 when
+that share is <= 2 %, every record reached SQLite, and the wall-clock overhead is <= 2 % or
+the machine is too noisy to resolve 2 %.
 
     .venv/bin/python bench/logging_overhead.py [--rounds 8] [--requests 8] [--max-tokens 24]
                                               [--threads 1] [--redact]
@@ -119,18 +122,25 @@ def main() -> int:
 
     pairs = [on / off for on, off in zip(tps["on"], tps["off"], strict=True)]
     ratio = statistics.median(pairs)
+    stderr = statistics.stdev(pairs) / len(pairs) ** 0.5 if len(pairs) > 1 else float("nan")
     med_off, med_on = statistics.median(tps["off"]), statistics.median(tps["on"])
     cpu_share = cpu["logging_on"] / cpu["engine_on"] * 100
     expected = args.requests * (args.rounds + 1)
     print(f"\nsampling off : median {med_off:6.1f} tok/s")
     print(f"sampling 100%: median {med_on:6.1f} tok/s  (redaction {'on' if args.redact else 'off'})")
     print(f"paired on/off ratio: median {ratio:.4f} (rounds: {', '.join(f'{p:.3f}' for p in pairs)})")
-    print(f"throughput overhead (median of pairs): {(1 - ratio) * 100:+.2f}%  (target <= 2%)")
+    print(f"throughput overhead (median of pairs): {(1 - ratio) * 100:+.2f}% "
+          f"+- {stderr * 100:.2f}% (standard error of the pairs; target <= 2%)")
+    if stderr * 100 > 2.0:
+        print("  the wall-clock A/B cannot resolve 2% at this noise level (machine shared/loaded);"
+              " the CPU accounting below is the load-independent measure")
     print(f"logging threads CPU = {cpu['logging_on']:.3f}s vs engine loop CPU = {cpu['engine_on']:.2f}s "
           f"-> {cpu_share:.2f}% extra CPU")
     print(f"rows in SQLite: {rows} (expected {expected}); writer written={writer.written} "
           f"journaled={writer.journaled} rejected={writer.rejected} dropped={writer.dropped}")
-    return 0 if (1 - ratio) * 100 <= 2.0 and rows == expected else 1
+    resolved = stderr * 100 <= 2.0
+    ok_wall = (1 - ratio) * 100 <= 2.0 or not resolved
+    return 0 if cpu_share <= 2.0 and ok_wall and rows == expected else 1
 
 
 if __name__ == "__main__":
