@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import queue
 import random
 import threading
@@ -32,23 +31,16 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, text
-from sqlalchemy.exc import DataError, IntegrityError
 
-from storage.db import make_engine, session_factory
-from storage.journal import Journal, encode
-from storage.records import ParsedSample, RecordError, format_timestamp, sample_from_record
-from storage.repositories.samples import insert_samples
+from storage.db import make_engine
+from storage.journal import Journal
+from storage.records import RecordError, format_timestamp, sample_from_record
+from storage.sink import Item, SampleSink
 from storage.types import utcnow
 
 log = logging.getLogger(__name__)
 
-Item = tuple[dict[str, Any], ParsedSample]
 _WAKE: Any = object()  # put on the queue by close() to end the thread's wait at once
-
-
-def _is_poison(exc: BaseException) -> bool:
-    """Errors about one record's content; anything else is treated as an outage and retried."""
-    return isinstance(exc, IntegrityError | DataError | RecordError | TypeError | ValueError)
 
 
 class SampleWriter:
@@ -67,8 +59,8 @@ class SampleWriter:
         start: bool = True,
     ):
         self.engine = engine or make_engine(database_url)
-        self._sessions = session_factory(self.engine)
         self.journal = Journal(journal_dir)
+        self.sink = SampleSink(self.engine, self.journal.dir / "dead-letter.jsonl", source)
         self.batch_size, self.flush_interval_s, self.source = batch_size, flush_interval_s, source
         self.retry_initial_s, self.retry_max_s = retry_initial_s, retry_max_s
         self._queue: queue.Queue[Item] = queue.Queue(maxsize=queue_size)
@@ -82,7 +74,7 @@ class SampleWriter:
         self._delay = retry_initial_s
         self._next_retry = 0.0
         self.written = self.journaled = self.replayed = 0
-        self.dead_lettered = self.rejected = self.dropped = self.spilled = 0
+        self.rejected = self.dropped = self.spilled = 0
         self._thread = threading.Thread(target=self._run, name="vigil-sample-writer", daemon=True)
         if start:
             self.start()
@@ -100,6 +92,10 @@ class SampleWriter:
 
     def start(self) -> None:
         self._thread.start()
+
+    @property
+    def dead_lettered(self) -> int:
+        return self.sink.dead_lettered
 
     @property
     def queue_depth(self) -> int:
@@ -257,29 +253,9 @@ class SampleWriter:
             batch.append(item)
         return batch
 
-    def _insert(self, parsed: list[ParsedSample]) -> None:
-        with self._sessions() as session, session.begin():
-            insert_samples(session, parsed, source=self.source)
-
-    def _store(self, items: list[Item]) -> None:
-        """Commit items; a record refused for its content is dead-lettered; an outage raises."""
-        try:
-            self._insert([p for _, p in items])
-            return
-        except Exception as exc:
-            if not _is_poison(exc):
-                raise
-        for raw, parsed in items:  # find the bad record(s) one by one
-            try:
-                self._insert([parsed])
-            except Exception as exc:
-                if not _is_poison(exc):
-                    raise
-                self._dead_letter(raw, exc)
-
     def _write(self, batch: list[Item]) -> None:
         try:
-            self._store(batch)
+            self.sink.store(batch)
         except Exception as exc:
             self._failed(exc)
             self._journal(batch)
@@ -306,8 +282,8 @@ class SampleWriter:
             try:
                 items.append((raw, sample_from_record(raw, source=self.source)))
             except RecordError as exc:
-                self._dead_letter(raw, exc)
-        self._store(items)
+                self.sink.dead_letter(raw, exc)
+        self.sink.store(items)
         self.replayed += len(items)
 
     def _try_replay(self) -> None:
@@ -334,16 +310,3 @@ class SampleWriter:
             log.info("sample writer: database back")
         self.healthy = True
         self._delay = self.retry_initial_s
-
-    def _dead_letter(self, raw: dict[str, Any], exc: BaseException) -> None:
-        entry = {"error": f"{type(exc).__name__}: {exc}"[:1000], "record": raw}
-        path = self.journal.dir / "dead-letter.jsonl"
-        with open(path, "ab") as fh:
-            fh.write(encode([entry]))
-            fh.flush()
-            os.fsync(fh.fileno())
-        with self._lock:
-            self.dead_lettered += 1
-        log.error("sample writer: record %s dead-lettered: %s", raw.get("id"), entry["error"])
-
-
