@@ -72,7 +72,8 @@ class Journal:
         self.corrupt = 0  # complete but unparseable lines, copied aside
 
     def _scan(self) -> list[Path]:
-        return sorted(p for p in self.dir.glob("*.jsonl") if p != self._path)
+        # segments only: names start with the creation time (dead-letter.jsonl etc. do not)
+        return sorted(p for p in self.dir.glob("[0-9]*.jsonl") if p != self._path)
 
     def append(self, records: list[dict[str, Any]]) -> None:
         """Write records as JSON lines and fsync; returns only once they are durable.

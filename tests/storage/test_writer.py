@@ -97,4 +97,9 @@ def test_record_refused_by_the_database_is_dead_lettered(migrated_db, tmp_path):
     assert writer.close()
     assert sorted(_ids(migrated_db)) == ["good-1", "good-2"]
     assert writer.dead_lettered == 1 and writer.dropped == 0
-    assert '"bad"' in (tmp_path / "j" / "dead-letter.jsonl").read_text()
+    dead = (tmp_path / "j" / "dead-letter.jsonl").read_text()
+    assert '"bad"' in dead
+    # the dead-letter file is kept for a person: a restarted writer does not replay or delete it
+    again = SampleWriter(migrated_db, tmp_path / "j", flush_interval_s=0.05)
+    assert again.close() and again.replayed == 0 and again.dead_lettered == 0
+    assert (tmp_path / "j" / "dead-letter.jsonl").read_text() == dead
