@@ -103,3 +103,23 @@ def test_record_refused_by_the_database_is_dead_lettered(migrated_db, tmp_path):
     again = SampleWriter(migrated_db, tmp_path / "j", flush_interval_s=0.05)
     assert again.close() and again.replayed == 0 and again.dead_lettered == 0
     assert (tmp_path / "j" / "dead-letter.jsonl").read_text() == dead
+
+
+def test_from_settings_uses_the_writer_settings(migrated_db, tmp_path):
+    from vigil.config import load_settings
+
+    settings = load_settings(
+        database_url=migrated_db, journal_dir=tmp_path / "jj", writer_batch_size=7,
+        writer_flush_interval_s=0.02, writer_queue_size=9,
+    )  # fmt: skip
+    writer = SampleWriter.from_settings(settings)
+    try:
+        assert (writer.batch_size, writer.flush_interval_s) == (7, 0.02)
+        assert writer._queue.maxsize == 9 and writer.journal.dir == tmp_path / "jj"
+        for i in range(20):
+            assert writer.submit({"prompt": f"p{i}"})
+    finally:
+        assert writer.close()
+    assert writer.stats()["written"] + writer.stats()["replayed"] == 20
+    with session_scope(migrated_db) as s:
+        assert count_samples(s) == 20
