@@ -9,6 +9,8 @@ each chunk is tested against the rest with every test. Then, per test and featur
   3-sd binomial margin (the baseline's windows differ more than i.i.d. samples would), an
   effect floor = the `quantile` of the chunk statistics is added: a window must then be both
   significant and beyond the usual window-to-window spread. Otherwise α stays as it is.
+  "Significant" here is at max(α, CAL_ALPHA): MMD's α = 0.001 is too rare an event to count in
+  ten chunks, and calibration's MMD runs with 199 permutations (p resolution 0.005) for speed.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from drift.registry import get_test
 STAT_TESTS = ("psi", "wasserstein", "js")
 P_TESTS = ("ks", "chi2", "mmd")
 MIN_CHUNK = 30
+CAL_ALPHA = 0.01
+CAL_PERMUTATIONS = 199
 
 
 def chunk_bounds(n: int, window_size: int, max_chunks: int) -> list[tuple[int, int]]:
@@ -68,7 +72,7 @@ def calibrate_baseline(
         idx = np.arange(fs.n)
         inside = (idx >= lo) & (idx < hi)
         tests = ("psi", "ks", "wasserstein", "chi2", "js") + (("mmd",) if i < mmd_chunks else ())
-        opt = BatteryOptions(mmd_permutations=base.mmd_permutations,
+        opt = BatteryOptions(mmd_permutations=min(base.mmd_permutations, CAL_PERMUTATIONS),
                              mmd_max_samples=base.mmd_max_samples, tests=tests)
         rng = np.random.default_rng([baseline.seed, 3, i])
         results = run_battery(fs.take(idx[~inside]), fs.take(idx[inside]), frozen=baseline.frozen,
@@ -91,10 +95,11 @@ def calibrate_baseline(
             entry["threshold"] = float(thr)
         else:
             p = np.asarray(pvals_by[(test, feature)])
-            rate = float(np.mean(p <= default))
-            margin = default + 3.0 * math.sqrt(default * (1 - default) / max(p.size, 1))
+            alpha = max(default, CAL_ALPHA)
+            rate = float(np.mean(p <= alpha))
+            margin = alpha + 3.0 * math.sqrt(alpha * (1 - alpha) / max(p.size, 1))
             entry.update(significant_rate=rate, expected_max=margin)
-            if rate > margin and int(np.sum(p <= default)) >= 2:
+            if rate > margin and int(np.sum(p <= alpha)) >= 2:
                 baseline.levels.effect_floors.setdefault(test, {})[feature] = entry["quantile"]
                 entry["effect_floor"] = entry["quantile"]
         summary["tests"][f"{test}:{feature}"] = entry

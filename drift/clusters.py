@@ -5,8 +5,8 @@ per cluster a radius = the `radius_quantile` of its members' distances to the ce
 `link_distance` = the typical within-cluster diameter, the scale a "coherent group" must keep.
 
 Detect, in a window: a point is novel when it lies beyond the radius of its nearest centroid
-(≈ 1 % of points under no drift). Novel points are grouped by complete-linkage clustering cut at
-`link_distance` (every pair in a group is as close as members of one baseline cluster are); a
+(≈ 1 % of points under no drift). Novel points are grouped by average-linkage clustering cut at
+`link_distance` (a group's points are on average as close as members of one baseline cluster); a
 group holding ≥ `min_share` of the window (default 10 %) whose centre itself lies outside every
 baseline cluster is a new cluster, reported with representative rows. (The centre test keeps
 a merely widened baseline cluster — whose novel points surround the old centre — from
@@ -207,7 +207,7 @@ def detect_clusters(
         pick = novel_idx if novel_idx.size <= max_group_points else np.sort(
             rng.choice(novel_idx, max_group_points, replace=False))
         with threadpool_limits(1):
-            groups = AgglomerativeClustering(n_clusters=None, linkage="complete",
+            groups = AgglomerativeClustering(n_clusters=None, linkage="average",
                                              distance_threshold=max(model.link_distance, 1e-9)
                                              ).fit_predict(x[pick])
         scale = novel_idx.size / pick.size  # groups were found on a subsample of the novel points

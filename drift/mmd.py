@@ -45,14 +45,14 @@ def rbf_kernel(a: torch.Tensor, b: torch.Tensor, bandwidth: float) -> torch.Tens
     return torch.exp(sq_dists(a, b) * (-0.5 / bandwidth**2))
 
 
-def median_bandwidth(x: np.ndarray, rng: np.random.Generator, max_points: int = 1000) -> float:
+def median_bandwidth(x: np.ndarray, rng: np.random.Generator, max_points: int = 600) -> float:
     """σ = median pairwise Euclidean distance (on a seeded subsample of ≤ max_points rows)."""
     if len(x) > max_points:
         x = x[rng.choice(len(x), max_points, replace=False)]
     t = _as_tensor(x)
     d = sq_dists(t, t)
     iu = torch.triu_indices(len(x), len(x), offset=1)
-    med = float(torch.sqrt(d[iu[0], iu[1]].double()).median()) if len(x) > 1 else 1.0
+    med = float(torch.quantile(torch.sqrt(d[iu[0], iu[1]].double()), 0.5)) if len(x) > 1 else 1.0
     return med if med > 0 else 1.0
 
 
