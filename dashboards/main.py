@@ -12,6 +12,7 @@ Every replica serves the API; only the elected leader runs jobs and sends webhoo
 from __future__ import annotations
 
 import logging
+import signal
 import threading
 from datetime import UTC, datetime
 from typing import Any
@@ -51,6 +52,10 @@ class Sidecar:
         return self.elector.holder
 
     def start(self) -> None:
+        if self.settings.torch_threads:  # embedding and MMD share the box with the engine
+            import torch
+
+            torch.set_num_threads(self.settings.torch_threads)
         if self.migrate:
             from storage.migrate import upgrade
 
@@ -117,12 +122,23 @@ def sidecar_command(args) -> int:
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     sidecar = Sidecar(settings)
-    sidecar.start()
     config = uvicorn.Config(
         sidecar.app, host=settings.sidecar_host, port=settings.sidecar_port, log_level="info"
     )
+    server = uvicorn.Server(config)
+
+    # uvicorn re-raises a caught SIGTERM/SIGINT through the handlers it found at start; with
+    # these, that ends serve() normally, so the lease is handed over and jobs stop cleanly
+    # (and a signal during start-up still stops the server once it is up)
+    def _stop(signum, _frame) -> None:
+        server.should_exit = True
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    sidecar.start()
     try:
-        uvicorn.Server(config).run()
+        server.run()
     finally:
         sidecar.stop()
+    log.info("sidecar %s stopped", sidecar.holder)
     return 0

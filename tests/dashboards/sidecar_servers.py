@@ -153,3 +153,83 @@ class WebhookReceiver:
     def __exit__(self, *exc) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+class SidecarProcess:
+    """`vigil sidecar` as a real subprocess (for SIGKILL and multi-replica tests); its log goes
+    to `log_path`."""
+
+    def __init__(self, env: dict[str, str], log_path) -> None:
+        import os
+        import subprocess
+        import sys
+
+        self.port = free_port()
+        self.log_path = log_path
+        full_env = {**os.environ, **env, "VIGIL_SIDECAR_PORT": str(self.port)}
+        self._log = open(log_path, "ab")  # noqa: SIM115 (closed in stop())
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "vigil.cli", "sidecar"], env=full_env,
+            stdout=self._log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def log(self) -> str:
+        with open(self.log_path, encoding="utf-8", errors="replace") as fh:
+            return fh.read()
+
+    def wait_healthy(self, timeout: float = 60.0) -> dict:
+        import httpx
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"sidecar exited with {self.proc.returncode}:\n{self.log()[-3000:]}")
+            try:
+                r = httpx.get(f"{self.url}/health", timeout=2)
+                if r.status_code == 200:
+                    return r.json()
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"sidecar not healthy in {timeout}s:\n{self.log()[-3000:]}")
+
+    def kill(self) -> None:
+        import signal
+
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+        self._log.close()
+
+    def stop(self, timeout: float = 30.0) -> int:
+        import signal
+
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except Exception:
+                self.proc.kill()
+                self.proc.wait(10)
+        self._log.close()
+        return self.proc.returncode
+
+
+def sidecar_env(database_url: str, report_dir, **extra) -> dict[str, str]:
+    """Environment for a test sidecar: the database, a dead engine URL, one thread."""
+    env = {
+        "VIGIL_DATABASE_URL": database_url,
+        "VIGIL_REPORT_DIR": str(report_dir),
+        "VIGIL_ENGINE_URL": f"http://127.0.0.1:{free_port()}",  # nobody listens: judge skips
+        "VIGIL_API_KEYS": json.dumps([API_KEY]),
+        "VIGIL_LEADER_LEASE_S": "2",
+        "VIGIL_TORCH_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+    }
+    env.update({k: str(v) for k, v in extra.items()})
+    return env

@@ -37,7 +37,8 @@ class World:
     judged: int
 
 
-def prepare(settings, factory, judge_url: str, *, n_baseline=240, n_drift=120, seed=7) -> World:
+def prepare(settings, factory, judge_url: str | None, *, n_baseline=240, n_drift=120, seed=7) -> World:
+    """`judge_url=None` skips the evaluate job (no eval scores)."""
     start, end = last_window(settings.drift_interval_s)
     base_start, base_end = start - 4 * HOUR, start - HOUR
     baseline_records = traffic(base_start, base_end, n_baseline, seed=seed)
@@ -47,16 +48,18 @@ def prepare(settings, factory, judge_url: str, *, n_baseline=240, n_drift=120, s
         session.commit()
     now = datetime.now(UTC)
     run_embed_job(settings, factory, now)
-    judge = Judge(judge_url, "judge-model")
     judged = 0
-    try:
-        while True:  # the job judges at most MAX_JUDGED_PER_RUN per run
-            result = run_evaluate_job(settings, factory, now + timedelta(seconds=SETTLE_S + 1), judge=judge)
-            judged += result.judged
-            if result.scanned == 0:
-                break
-    finally:
-        judge.close()
+    if judge_url is not None:
+        judge = Judge(judge_url, "judge-model")
+        try:
+            while True:  # the job judges at most MAX_JUDGED_PER_RUN per run
+                later = now + timedelta(seconds=SETTLE_S + 1)
+                result = run_evaluate_job(settings, factory, later, judge=judge)
+                judged += result.judged
+                if result.scanned == 0:
+                    break
+        finally:
+            judge.close()
     built = build_baseline_from_window(settings, factory, base_start, base_end, name="test", now=now)
     checked = validate_stored_baseline(settings, factory, built.baseline_id, now=now)
     assert checked.valid, checked.reasons
