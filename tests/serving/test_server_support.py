@@ -7,6 +7,7 @@ One SmolLM2 engine per test session (`shared_engine()`), shared by every app the
 from __future__ import annotations
 
 import os
+import socket
 import threading
 import time
 
@@ -71,8 +72,13 @@ class ServerThread:
                                 timeout_graceful_shutdown=5)
         self.app = app
         self.server = DrainingServer(config, app)
-        self.thread = threading.Thread(target=self.server.run, name="test-uvicorn", daemon=True)
-        self.port: int | None = None
+        # bind here, so the port is known even if the server stops again at once
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.port: int = self.sock.getsockname()[1]
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]},
+                                       name="test-uvicorn", daemon=True)
 
     @property
     def url(self) -> str:
@@ -81,16 +87,16 @@ class ServerThread:
     def __enter__(self) -> ServerThread:
         self.thread.start()
         deadline = time.monotonic() + 60
-        while not self.server.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
+        while not self.server.started and self.thread.is_alive():
+            if time.monotonic() > deadline:
                 raise RuntimeError("test server did not start")
             time.sleep(0.02)
-        self.port = self.server.servers[0].sockets[0].getsockname()[1]
         return self
 
     def __exit__(self, *exc) -> None:
         self.server.should_exit = True
         self.thread.join(30)
+        self.sock.close()
 
 
 def wait_for(predicate, timeout: float = 10.0, interval: float = 0.02) -> bool:
