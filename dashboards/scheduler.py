@@ -79,20 +79,20 @@ def run_scheduled(name: str) -> None:
     if runtime is None:
         log.warning("job %s fired with no sidecar runtime in this process; skipped", name)
         return
-    if not runtime.is_leader():  # demoted between the trigger and now: the new leader runs it
-        log.info("job %s skipped: %s is not the leader", name, runtime.holder)
-        return
     spec = JOBS_BY_NAME[name]
-    started = datetime.now(UTC)
     # one job at a time per process: the 2-core budget, and embed/evaluate share the model
     with _run_lock:
+        if not runtime.is_leader():  # demoted since the trigger fired: the new leader runs it
+            log.info("job %s skipped: %s is not the leader", name, runtime.holder)
+            return
+        started = datetime.now(UTC)
         log.info("job %s started on %s", name, runtime.holder)
         try:
             result = resolve(spec.target)(runtime.settings, runtime.session_factory, started)
         except Exception:
             log.exception("job %s failed on %s; it runs again at its next interval", name, runtime.holder)
             return
-    took = (datetime.now(UTC) - started).total_seconds()
+        took = (datetime.now(UTC) - started).total_seconds()
     log.info("job %s done on %s in %.2fs: %s", name, runtime.holder, took, result)
 
 
