@@ -104,6 +104,7 @@ def serve_command(args) -> int:
             overrides[field] = value
     settings = load_settings(**overrides)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     if settings.sample_rate > 0 or settings.segment_min_per_hour > 0:
         _prepare_storage(settings)
     return run_server(settings)
