@@ -60,6 +60,7 @@ class TrafficLogger:
         self.model_version = model_version
         self.redact = redact
         self.counters = LoggerCounters()
+        self._count_lock = threading.Lock()  # counters are bumped from two threads
         self._queue: queue.Queue = queue.Queue(maxsize=max_pending)
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="vigil-traffic", daemon=True)
@@ -69,11 +70,11 @@ class TrafficLogger:
         """Called on the request path: never blocks."""
         if self.sink is None or self._closed:
             return
-        self.counters.seen += 1
+        self._count("seen")
         try:
             self._queue.put_nowait(item)
         except queue.Full:
-            self.counters.dropped += len(item.output.outputs)
+            self._count("dropped", len(item.output.outputs))
 
     def pending(self) -> int:
         return self._queue.qsize()
@@ -95,13 +96,13 @@ class TrafficLogger:
                 self._handle(item)
             except Exception:  # a bad record must not kill the logging thread
                 log.exception("could not build a sample record")
-                self.counters.dropped += 1
+                self._count("dropped")
 
     def _handle(self, item: FinishedRequest) -> None:
         decision = self.sampler.decide(item.segment.key(), item.end_time)
         if not decision.keep:
             return
-        self.counters.sampled += 1
+        self._count("sampled")
         for choice in item.output.outputs:
             stats = stats_from_output(item.output, choice, end_time=item.end_time, tools=item.tools)
             record = build_record(
@@ -112,7 +113,9 @@ class TrafficLogger:
                 redact=self.redact,
                 extra={"request_id": item.output.request_id, "choice_index": choice.index},
             )
-            if self.sink is not None and self.sink.submit(record):
-                self.counters.submitted += 1
-            else:
-                self.counters.dropped += 1
+            accepted = self.sink is not None and self.sink.submit(record)
+            self._count("submitted" if accepted else "dropped")
+
+    def _count(self, name: str, n: int = 1) -> None:
+        with self._count_lock:
+            setattr(self.counters, name, getattr(self.counters, name) + n)
