@@ -1,0 +1,117 @@
+"""`vigil check --reference REF.jsonl --current CUR.jsonl [--json] [--segment-by F] [--seed N]`.
+
+The drift tests offline on two files of logged samples: the reference is built into a baseline,
+validated (first half vs second half) and calibrated (window = the current file's size), then
+the current file is tested against it, whole and per segment. Embeddings missing from the files
+are computed with the offline MiniLM model. Exit 0: no drift; 3: drift; 2: bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from drift.baseline import build_baseline
+from drift.calibrate import calibrate_baseline
+from drift.job import run_drift
+from drift.records import EMBEDDING_FIELDS, InputError, read_jsonl
+from drift.report import DriftReport
+
+EXIT_OK, EXIT_BAD_INPUT, EXIT_DRIFT = 0, 2, 3
+TEXT_FOR = {"prompt_embedding": "prompt", "response_embedding": "response"}
+
+
+def _complete(frames: list[pd.DataFrame], field: str) -> bool:
+    """Every record of every file carries this embedding, all of one dimension."""
+    dims = set()
+    for f in frames:
+        if field not in f.columns or f[field].isna().any():
+            return False
+        dims |= {len(v) for v in f[field]}
+    return len(dims) == 1
+
+
+def fill_embeddings(named: dict[str, pd.DataFrame], embed=None) -> list[str]:
+    """Compute missing embeddings with MiniLM, in place; returns notes for stderr.
+
+    Vectors from two models are not comparable, so when a field is missing anywhere, every
+    record with text gets a MiniLM vector (any provided vectors of that field are replaced)."""
+    notes = []
+    frames = list(named.values())
+    for field in EMBEDDING_FIELDS:
+        text = TEXT_FOR[field]
+        if _complete(frames, field) or not any(text in f.columns for f in frames):
+            continue
+        if embed is None:
+            from drift.embed import embed_texts as embed
+        for path, f in named.items():
+            if text not in f.columns:
+                continue
+            has = f[text].map(lambda v: isinstance(v, str) and v != "")
+            if field in f.columns and f[field].notna().any():
+                notes.append(f"{path}: {field} given on some records only; recomputed with MiniLM")
+            vectors = iter(np.asarray(embed(f.loc[has, text].tolist()), dtype=np.float32))
+            f[field] = [next(vectors) if h else None for h in has]
+    return notes
+
+
+def _check_segment_fields(named: dict[str, pd.DataFrame], fields: list[str]) -> None:
+    for field in fields:
+        if not any(field in f.columns for f in named.values()):
+            raise InputError(f"--segment-by {field}: no record in either file has that field")
+
+
+def run_check(reference: str, current: str, *, segment_by: list[str], seed: int,
+              embed=None) -> tuple[DriftReport, dict[str, Any]]:
+    ref, cur = read_jsonl(reference), read_jsonl(current)
+    named = {reference: ref, current: cur}
+    _check_segment_fields(named, segment_by)
+    notes = fill_embeddings(named, embed)
+    baseline = build_baseline(ref, seed=seed)
+    from drift.validate import validate_baseline  # imported late: validate imports baseline
+
+    validation = validate_baseline(baseline)
+    calibrate_baseline(baseline, window_size=len(cur))
+    report = run_drift(baseline, cur, segment_by=segment_by, rng_seed=seed)
+    info = {"n_reference": len(ref), "n_current": len(cur), "notes": notes,
+            "baseline_reasons": validation.reasons}
+    return report, info
+
+
+def render_text(report: DriftReport, info: dict[str, Any], reference: str, current: str) -> str:
+    lines = [f"reference {reference}: {info['n_reference']} samples, baseline "
+             + ("valid" if report.baseline_valid else "REJECTED")]
+    lines += [f"  - {r}" for r in info["baseline_reasons"]]
+    lines.append(f"current {current}: {info['n_current']} samples")
+    if report.insufficient_data:
+        lines.append("note: too few samples for some tests (insufficient data, never an alert)")
+    drifted = [r for r in report.results if r.drifted]
+    lines.append(f"{len(report.results)} results, {len(drifted)} drifted, "
+                 f"{sum(r.insufficient for r in report.results)} insufficient")
+    if report.alerts:
+        lines.append(f"DRIFT: {len(report.alerts)} alert(s)")
+        lines += [f"  [{a.severity}] {a.kind}: {a.summary}" for a in report.alerts]
+    else:
+        lines.append("no drift")
+    return "\n".join(lines)
+
+
+def check_command(args: argparse.Namespace) -> int:
+    try:
+        report, info = run_check(args.reference, args.current, segment_by=list(args.segment_by or []),
+                                 seed=int(args.seed))
+    except InputError as exc:
+        print(f"vigil check: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    for note in info["notes"]:
+        print(f"vigil check: {note}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(report.to_dict()))
+    else:
+        print(render_text(report, info, args.reference, args.current))
+    return EXIT_DRIFT if report.drifted else EXIT_OK
