@@ -43,6 +43,30 @@ def _parse_timestamp(value: Any) -> datetime:
     raise ValueError(f"expected epoch seconds or an RFC 3339 string, got {type(value).__name__}")
 
 
+def _unstorable_text(value: Any, path: str) -> str | None:
+    """The first string (at `path`) that no database can store: NUL characters (PostgreSQL
+    text) or lone UTF-16 surrogates (not encodable as UTF-8, which JSON's \\ud800 allows)."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            return f"{path} contains a NUL character (\\u0000), which cannot be stored"
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return f"{path} contains a lone surrogate (e.g. \\ud800), which is not valid Unicode"
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = _unstorable_text(key, f"{path} key") or _unstorable_text(item, f"{path}.{key}")
+            if found:
+                return found
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found = _unstorable_text(item, f"{path}[{i}]")
+            if found:
+                return found
+    return None
+
+
 class SampleIn(BaseModel):
     model_config = ConfigDict(extra="allow", str_strip_whitespace=False)
 
@@ -70,6 +94,16 @@ class SampleIn(BaseModel):
     prompt_embedding: Vector | None = None
     response_embedding: Vector | None = None
     sample_weight: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1.0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _storable_text(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for key, value in data.items():
+                problem = _unstorable_text(key, "a field name") or _unstorable_text(value, f"'{key}'")
+                if problem:
+                    raise ValueError(problem)
+        return data
 
     @model_validator(mode="after")
     def _prompt_or_tokens_and_evals(self) -> SampleIn:

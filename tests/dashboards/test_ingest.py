@@ -82,6 +82,19 @@ def test_malformed_bodies_get_422_with_field_paths(server, body, path, words):
     assert count(server.factory) == 0  # nothing of a refused body is stored
 
 
+@pytest.mark.parametrize(
+    ("raw", "words"),
+    [(b'{"samples": [{"id": "n", "prompt": "a\\u0000b"}]}', "NUL character"),
+     (b'{"samples": [{"id": "n", "prompt": "p", "meta": {"k": ["\\u0000"]}}]}', "'meta'.k[0] contains a NUL"),
+     (b'{"samples": [{"id": "s", "prompt": "\\ud800"}]}', "lone surrogate")],
+)  # fmt: skip
+def test_text_no_database_can_store_is_422(server, raw, words):
+    headers = {**AUTH, "Content-Type": "application/json"}
+    r = httpx.post(f"{server.url}/v1/ingest", content=raw, headers=headers)
+    assert r.status_code == 422 and words in r.json()["detail"], r.text
+    assert count(server.factory) == 0
+
+
 def test_invalid_json_is_422(server):
     r = httpx.post(f"{server.url}/v1/ingest", content=b'{"samples": [', headers={**AUTH, "Content-Type": "application/json"})
     assert r.status_code == 422 and "JSON" in r.json()["detail"]
