@@ -14,7 +14,7 @@ the GIL time inside it) is all that logging can take away from the engine. Exit 
 that share is <= 2 %, every record reached SQLite, and the wall-clock overhead is <= 2 % or
 the machine is too noisy to resolve 2 %.
 
-    .venv/bin/python bench/logging_overhead.py [--rounds 8] [--requests 8] [--max-tokens 24]
+    .venv/bin/python bench/logging_overhead.py [--rounds 20] [--requests 8] [--max-tokens 12]
                                               [--threads 1] [--redact]
 """
 
@@ -65,9 +65,9 @@ async def one_round(state, n: int, max_tokens: int, tag: str) -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description="traffic-logging overhead on engine throughput")
-    ap.add_argument("--rounds", type=int, default=8, help="rounds per configuration")
+    ap.add_argument("--rounds", type=int, default=20, help="rounds per configuration")
     ap.add_argument("--requests", type=int, default=8, help="concurrent requests per round")
-    ap.add_argument("--max-tokens", type=int, default=24)
+    ap.add_argument("--max-tokens", type=int, default=12)
     ap.add_argument("--threads", type=int, default=1, help="torch threads")
     ap.add_argument("--redact", action="store_true", help="also redact PII in the logged records")
     args = ap.parse_args()
