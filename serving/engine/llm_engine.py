@@ -113,7 +113,7 @@ class LLMEngine:
             index=index,
             token_ids=list(req.prompt_token_ids),
             num_prompt_tokens=len(req.prompt_token_ids),
-            generator=req.make_generator(index),
+            generator=req.make_generator(index, self.device),
         )
         self.output.init_seq(seq)
         return seq

@@ -85,9 +85,10 @@ class Request:
     def is_finished(self) -> bool:
         return self.forked and all(s.is_finished for s in self.seqs)
 
-    def make_generator(self, index: int) -> torch.Generator | None:
+    def make_generator(self, index: int, device: torch.device | str = "cpu") -> torch.Generator | None:
+        """Sample `index`'s generator, on the device the sampler's logits live on."""
         if self.params.seed is None:
             return None
-        gen = torch.Generator(device="cpu")
+        gen = torch.Generator(device=device)
         gen.manual_seed(sample_seed(self.params.seed, index))
         return gen

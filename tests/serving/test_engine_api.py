@@ -136,3 +136,20 @@ def test_n_samples_are_reproducible_whatever_the_batch(engine):
     one = SamplingParams(n=1, max_tokens=12, temperature=1.0, seed=2024)
     first = run_to_completion(engine, {0: [("y", PROMPT, one)]})["y"].outputs[0]
     assert first.token_ids == alone.outputs[0].token_ids  # sample i uses the generator (seed, i)
+
+
+def test_from_settings_sizes_the_pool_from_the_memory_budget(tiny, tmp_path_factory):
+    from serving.engine import LLMEngine
+    from vigil.config import load_settings
+
+    path = tmp_path_factory.mktemp("tiny_settings")
+    save_tiny_model("llama", path, seed=5)
+    settings = load_settings(model_path=str(path), kv_cache_memory_mb=1, device="cpu", torch_threads=1)
+    engine = LLMEngine.from_settings(settings)
+    # 2 layers x (K, V) x 16 tokens x 2 kv heads x 16 dims x 4 bytes = 8 KiB per block
+    assert engine.block_manager.num_blocks == 2**20 // 8192 == 128
+    assert engine.max_model_len == 1024  # max_position_embeddings (the pool holds 2048 tokens)
+    assert engine.model_config.arch == "llama" and engine.tokenizer is not None
+    assert torch.get_num_threads() == 1
+    out = run_to_completion(engine, {0: [("a", PROMPT, greedy(4))]})["a"].outputs[0]
+    assert len(out.token_ids) == 4
