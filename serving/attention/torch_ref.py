@@ -57,8 +57,8 @@ class TorchRefBackend:
                 mask = None  # one query at the end of its context sees everything
             else:
                 # query j sits at absolute position slen - qlen + j and sees keys 0..that position
-                qpos = torch.arange(slen - qlen, slen)[:, None]
-                mask = torch.arange(slen)[None, :] <= qpos
+                qpos = torch.arange(slen - qlen, slen, device=query.device)[:, None]
+                mask = torch.arange(slen, device=query.device)[None, :] <= qpos
             o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
             out[start : start + qlen] = o.transpose(0, 1)
             start += qlen
