@@ -1,0 +1,77 @@
+"""Where a decode step's time goes in the engine on the GPU: wall time per engine step vs GPU
+busy time per step (CUDA events around the runner's forward), plus torch.profiler's top kernels.
+
+    PYTHONPATH=. python3 bench/profile_step.py --shape qwen3-4b --batch 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from hf_random import hf_random_model, loaded_from_hf, make_engine  # noqa: E402
+from model_shapes import SHAPES  # noqa: E402
+
+from serving.sampling_params import SamplingParams  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--shape", default="qwen3-4b")
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--top", type=int, default=14)
+    args = parser.parse_args()
+    shape = SHAPES[args.shape]
+    hf = hf_random_model(shape)
+    loaded = loaded_from_hf(hf, shape, args.shape)
+    del hf
+    engine = make_engine(loaded, max_num_seqs=args.batch, kv_tokens=args.batch * 1200)
+    params = SamplingParams(max_tokens=1000, temperature=0.0, ignore_eos=True)
+    g = torch.Generator().manual_seed(0)
+    for i in range(args.batch):
+        engine.add_request(f"r{i}", torch.randint(0, shape["vocab_size"], (128,), generator=g).tolist(), params)
+    for _ in range(40):  # prefill + graph capture + warm decode
+        engine.step()
+    gpu_forward = engine.runner.gpu.forward
+    events: list[tuple[torch.cuda.Event, torch.cuda.Event]] = []
+
+    def timed_forward(*a, **kw):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        out = gpu_forward(*a, **kw)
+        e.record()
+        events.append((s, e))
+        return out
+
+    engine.runner.gpu.forward = timed_forward
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(args.steps):
+        engine.step()
+    torch.cuda.synchronize()
+    wall = (time.perf_counter() - t0) / args.steps
+    fwd = sum(s.elapsed_time(e) for s, e in events) / len(events) / 1e3
+    print(f"## {args.shape} batch {args.batch}: engine step {wall * 1e3:.3f} ms wall, "
+          f"model forward (graph replay + input copies) {fwd * 1e3:.3f} ms on the GPU "
+          f"-> {100 * (1 - fwd / wall):.0f}% of the step is outside the forward "
+          f"(scheduler, step inputs, lm_head, sampler, outputs); {args.batch / wall:.0f} tok/s")
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(10):
+            engine.step()
+        torch.cuda.synchronize()
+    table = prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=args.top)
+    print(table)
+
+
+if __name__ == "__main__":
+    main()
