@@ -1,1 +1,14 @@
-"""Vigil drift package."""
+"""Vigil drift: pure statistics over arrays and frames (imports nothing from serving, storage,
+alerts or dashboards).
+
+Entry points:
+    drift.baseline   build_baseline(frame) -> Baseline; Baseline.to_dict() / Baseline.from_dict()
+    drift.validate   validate_baseline(baseline) -> ValidationResult (first half vs second half)
+    drift.calibrate  calibrate_baseline(baseline, window_size=...) (thresholds from its own noise)
+    drift.job        run_drift(baseline, current_frame, segment_by=..., rng_seed=...) -> DriftReport
+    drift.rules      DEFAULT_RULES, rules_from_dicts(), merge_rules()
+    drift.registry   TestSpec, register(), get_test(name), tests_for(kind)
+    drift.clusters   fit_clusters(), detect_clusters()
+    drift.embed      embed_texts(texts) (offline MiniLM, 384-d)
+    drift.check_cli  check_command(args) for `vigil check`
+"""

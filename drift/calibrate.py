@@ -67,7 +67,8 @@ def calibrate_baseline(
     base = options or BatteryOptions()
     stats_by: dict[tuple[str, str], list[float]] = defaultdict(list)
     pvals_by: dict[tuple[str, str], list[float]] = defaultdict(list)
-    plain = Levels(min_samples=baseline.levels.min_samples)
+    # MMD at CAL_ALPHA so its permutation count can stay at CAL_PERMUTATIONS
+    plain = Levels(thresholds={"mmd": {"*": CAL_ALPHA}}, min_samples=baseline.levels.min_samples)
     for i, (lo, hi) in enumerate(bounds):
         idx = np.arange(fs.n)
         inside = (idx >= lo) & (idx < hi)

@@ -60,6 +60,24 @@ def fill_embeddings(named: dict[str, pd.DataFrame], embed=None) -> list[str]:
     return notes
 
 
+def _check_dimensions(named: dict[str, pd.DataFrame]) -> None:
+    """Both files' vectors of one field must have one dimension (else MMD is meaningless)."""
+    for field in EMBEDDING_FIELDS:
+        seen: tuple[str, int, int] | None = None
+        for path, f in named.items():
+            if field not in f.columns:
+                continue
+            for line, vec in zip(f["_line"], f[field], strict=True):
+                if vec is None or (isinstance(vec, float) and np.isnan(vec)):
+                    continue
+                if seen is None:
+                    seen = (path, int(line), len(vec))
+                elif len(vec) != seen[2]:
+                    raise InputError(f"{path}:{line}: {field} has {len(vec)} values, "
+                                     f"{seen[0]}:{seen[1]} has {seen[2]}")
+                break  # read_jsonl already checked the rest of this file against its first
+
+
 def _check_segment_fields(named: dict[str, pd.DataFrame], fields: list[str]) -> None:
     for field in fields:
         if not any(field in f.columns for f in named.values()):
@@ -72,6 +90,7 @@ def run_check(reference: str, current: str, *, segment_by: list[str], seed: int,
     named = {reference: ref, current: cur}
     _check_segment_fields(named, segment_by)
     notes = fill_embeddings(named, embed)
+    _check_dimensions(named)
     baseline = build_baseline(ref, seed=seed)
     from drift.validate import validate_baseline  # imported late: validate imports baseline
 

@@ -19,6 +19,7 @@ rarer groups are left to the cluster detector (drift.clusters), which looks at e
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -126,6 +127,8 @@ def mmd_test(
         raise ValueError(f"mmd: current has dimension {y.shape[1]}, reference {ref.vectors.shape[1]}")
     if len(y) > max_samples:
         y = y[np.sort(rng.choice(len(y), max_samples, replace=False))]
+    # enough permutations that p can reach the threshold at all: min p = 1 / (1 + B)
+    n_permutations = max(int(n_permutations), math.ceil(1.0 / threshold - 1.0 - 1e-9))
     m, n = len(ref.vectors), len(y)
     x_t, y_t = _as_tensor(ref.vectors), _as_tensor(y)
     kxy = rbf_kernel(x_t, y_t, ref.bandwidth)

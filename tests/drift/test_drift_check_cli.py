@@ -156,3 +156,14 @@ def test_real_minilm_embeddings_computed_when_absent(tmp_path):
     ref_vecs = torch.nn.functional.normalize((hidden * mask).sum(1) / mask.sum(1), dim=1).numpy()
     assert ours.shape == (3, DIM)
     assert np.allclose(ours, ref_vecs, atol=1e-4)
+
+
+def test_embedding_dimensions_must_agree_across_files(tmp_path):
+    ref = tmp_path / "ref.jsonl"
+    cur = tmp_path / "cur.jsonl"
+    ref.write_text("".join(json.dumps({"prompt_tokens": 5, "prompt_embedding": [0.1, 0.2, 0.3]}) + "\n"
+                           for _ in range(30)))
+    cur.write_text("".join(json.dumps({"prompt_tokens": 5, "prompt_embedding": [0.1, 0.2]}) + "\n"
+                           for _ in range(30)))
+    code, _, err = run_check(ref, cur)
+    assert code == 2 and f"{cur}:1: prompt_embedding has 2 values, {ref}:1 has 3" in err, err

@@ -164,9 +164,12 @@ def test_permutation_p_value_is_never_zero():
     rng = np.random.default_rng(7)
     x, y = rng.normal(size=(100, 5)), rng.normal(10, 1, size=(100, 5))  # blatant shift
     for b in (19, 99, 999):
-        res = get_test("mmd").run(x, y, rng=2, n_permutations=b)
+        res = get_test("mmd").run(x, y, rng=2, n_permutations=b, threshold=0.05)
         assert res.p_value == pytest.approx(1 / (b + 1))
         assert res.p_value > 0 and res.drifted == (res.p_value <= res.threshold)
+    # too few permutations for the threshold (min p 0.05 > α 0.001): B is raised to reach α
+    res = get_test("mmd").run(x, y, rng=2, n_permutations=19, threshold=0.001)
+    assert res.detail["permutations"] == 999 and res.p_value == pytest.approx(0.001) and res.drifted
 
 
 def test_mmd_is_seeded():
