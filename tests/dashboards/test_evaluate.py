@@ -104,3 +104,65 @@ def test_evaluate_job_retries_after_engine_outage(migrated_db, make_settings, em
         rel = s.scalars(select(EvalScore.score).where(EvalScore.name == "relevancy")).all()
     assert names == {"judge": len(expected), "relevancy": len(expected), "refusal": len(expected)}
     assert all(0.2 < r <= 1.0 for r in rel)  # on-topic answers: clearly related embeddings
+
+
+def test_judge_through_the_real_engine(migrated_db, make_settings, embedder, tmp_path):
+    """The judge against `vigil serve` (SmolLM2 on CPU) in a subprocess: the engine returns
+    top_logprobs with digit tokens, so the score is the logprob-weighted mean, deterministic at
+    temperature 0; the evaluate job stores it. (The 135M model is a weak judge: no quality
+    claim is made here, only the contract.)"""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+    from sidecar_servers import free_port
+
+    port = free_port()
+    env = {**os.environ, "VIGIL_PORT": str(port), "VIGIL_API_KEYS": '["judge-key"]',
+           "VIGIL_TORCH_THREADS": "1", "VIGIL_SAMPLE_RATE": "0", "VIGIL_SEGMENT_MIN_PER_HOUR": "0",
+           "VIGIL_MAX_MODEL_LEN": "1024", "VIGIL_KV_CACHE_MEMORY_MB": "64",
+           "VIGIL_DATABASE_URL": f"sqlite:///{tmp_path / 'engine.db'}"}  # fmt: skip
+    with open(tmp_path / "serve.log", "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "vigil.cli", "serve"], env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            url = f"http://127.0.0.1:{port}"
+            deadline = time.monotonic() + 120
+            while True:
+                assert proc.poll() is None, (tmp_path / "serve.log").read_text()[-2000:]
+                try:
+                    if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                assert time.monotonic() < deadline, "vigil serve did not come up"
+                time.sleep(0.2)
+            settings = make_settings(migrated_db, eval_share=1.0, engine_url=url, api_keys=["judge-key"],
+                                     model_name="SmolLM2-135M-Instruct")  # fmt: skip
+            judge = Judge(url, settings.model_name, api_key="judge-key")
+            first = judge.judge("What is the capital of France?", "The capital of France is Paris.")
+            again = judge.judge("What is the capital of France?", "The capital of France is Paris.")
+            judge.close()
+            assert first.source == "logprobs" and first.digit_mass > 0.01
+            assert 1.0 <= first.score <= 5.0 and first.score == pytest.approx(again.score, abs=1e-3)
+            assert sum(first.distribution.values()) == pytest.approx(1.0)
+
+            factory = session_factory(migrated_db)
+            now = datetime.now(UTC)
+            with factory() as s:
+                insert_samples(s, traffic(now - timedelta(minutes=5), now, 3, seed=11))
+                s.commit()
+            result = run_evaluate_job(settings, factory, now + timedelta(seconds=SETTLE_S + 1))
+            assert (result.judged, result.engine_down) == (3, False)
+            with factory() as s:
+                scores = s.scalars(select(EvalScore.score).where(EvalScore.name == "judge")).all()
+            assert len(scores) == 3 and all(1.0 <= x <= 5.0 for x in scores)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)

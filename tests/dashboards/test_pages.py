@@ -1,0 +1,45 @@
+"""Drill-down pages over real HTTP: /alerts lists alerts and dead-letter deliveries, /alerts/{id}
+shows evidence, deliveries and a link to the report; unknown ids are 404 (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import httpx
+from sidecar_servers import UvicornThread
+
+from dashboards.app import create_app
+from storage.db import session_factory
+from storage.models import Alert, Delivery, DriftRun
+
+
+def test_alert_pages_show_evidence_and_dead_letters(migrated_db, make_settings, tmp_path):
+    factory = session_factory(migrated_db)
+    now = datetime.now(UTC)
+    report = tmp_path / "r.html"
+    report.write_text("<html><body>report</body></html>")
+    with factory() as s:
+        run = DriftRun(window_start=now, window_end=now, started_at=now, status="done", num_samples=5,
+                       report_path=str(report))  # fmt: skip
+        s.add(run)
+        s.flush()
+        alert = Alert(dedupe_key="k", rule="prompt_embedding_mmd", kind="prompt", severity="high",
+                      segment="*", status="open", summary="mmd <b>drift</b>", run_id=run.id,
+                      evidence={"results": [{"test": "mmd", "p_value": 0.001}]},
+                      first_seen=now, last_seen=now)  # fmt: skip
+        s.add(alert)
+        s.flush()
+        s.add(Delivery(alert_id=alert.id, target="http://127.0.0.1:9/hook", format="generic",
+                       idempotency_key="idem-1", payload={}, status="dead", attempts=8,
+                       next_attempt_at=now, last_error="connection refused", created_at=now))  # fmt: skip
+        s.commit()
+        alert_id, run_id = alert.id, run.id
+    with UvicornThread(create_app(make_settings(migrated_db), factory)) as app:
+        listing = httpx.get(f"{app.url}/alerts").text
+        assert "prompt_embedding_mmd" in listing and "connection refused" in listing
+        assert "mmd &lt;b&gt;drift&lt;/b&gt;" in listing  # escaped, never raw HTML from data
+        page = httpx.get(f"{app.url}/alerts/{alert_id}").text
+        assert "p_value" in page and "0.001" in page and f'href="/reports/{run_id}"' in page and "dead" in page
+        assert httpx.get(f"{app.url}/reports/{run_id}").text == report.read_text()
+        assert httpx.get(f"{app.url}/alerts/424242").status_code == 404
+        assert f'href="/reports/{run_id}"' in httpx.get(f"{app.url}/reports").text
