@@ -1,13 +1,19 @@
-"""Start-up states: /health is 503 while the model loads, and a model that cannot be loaded
-stops the server with the reason (no engine needed for these)."""
+"""Lifecycle: a model that cannot be loaded stops the server with the reason; a drain whose
+grace runs out aborts what is in flight, and those requests are still logged."""
 
 from __future__ import annotations
 
+import json
+import threading
+
 import httpx
-from test_server_support import API_KEY, ServerThread, make_settings, wait_for
+from sqlalchemy import select
+from test_server_support import API_KEY, ServerThread, make_settings, shared_engine, wait_for
 
 from serving.server.app import create_app
 from serving.server.state import Phase
+from storage.db import session_scope
+from storage.models import Sample
 
 
 def test_unloadable_model_reports_the_reason_and_stops_the_server(tmp_path):
@@ -30,3 +36,37 @@ def test_unloadable_model_reports_the_reason_and_stops_the_server(tmp_path):
         assert wait_for(lambda: not server.thread.is_alive(), timeout=30)  # it asked uvicorn to exit
     assert state.phase is Phase.FAILED
     assert "broken.gguf" in state.load_error
+
+
+def test_drain_past_its_grace_aborts_in_flight_requests_and_still_logs_them(tmp_path):
+    from storage.migrate import upgrade
+    from storage.writer import SampleWriter
+
+    db = f"sqlite:///{tmp_path}/drain.db"
+    upgrade(db)
+    writer = SampleWriter(db, tmp_path / "journal", flush_interval_s=0.05)
+    settings = make_settings(drain_grace_s=0.5, sample_rate=1.0, database_url=db)
+    app = create_app(settings, engine=shared_engine(), writer=writer)
+    lines: list[str] = []
+    with ServerThread(app) as server:
+        def stream() -> None:
+            body = {"model": settings.model_name, "prompt": "Count: 1, 2,", "max_tokens": 400,
+                    "ignore_eos": True, "stream": True}
+            with httpx.stream("POST", server.url + "/v1/completions", json=body, timeout=60,
+                              headers={"Authorization": f"Bearer {API_KEY}"}) as r:
+                lines.extend(line for line in r.iter_lines() if line)
+
+        reader = threading.Thread(target=stream)
+        reader.start()
+        assert wait_for(lambda: app.state.vigil.inflight, timeout=30)
+        server.server.begin_drain()
+        assert wait_for(lambda: httpx.get(server.url + "/health").status_code == 503, timeout=5)
+        reader.join(30)
+        assert wait_for(lambda: not server.thread.is_alive(), timeout=30)
+    assert lines[-1] == "data: [DONE]"
+    last = json.loads(lines[-2][len("data: "):])
+    assert last["choices"][0]["finish_reason"] == "abort"  # cut at the grace limit, not at 400
+    writer.close(10)
+    with session_scope(db) as s:
+        (row,) = s.scalars(select(Sample)).all()
+        assert row.finish_reason == "abort" and 0 < row.completion_tokens < 400
