@@ -8,6 +8,7 @@ from fastapi.responses import JSONResponse, Response
 from serving.server.auth import check_api_key
 from serving.server.chat import chat_completions
 from serving.server.completions import completions
+from serving.server.errors import APIError
 from serving.server.metrics import CONTENT_TYPE
 from serving.server.protocol import ChatCompletionRequest, CompletionRequest
 from serving.server.state import Phase, ServerState
@@ -47,14 +48,26 @@ async def metrics(request: Request) -> Response:
     return Response(get_state(request).metrics.render(), media_type=CONTENT_TYPE)
 
 
-@v1.get("/models")
-async def list_models(request: Request) -> dict:
-    state = get_state(request)
+def _model_card(state: ServerState) -> dict:
     card = {"id": state.settings.model_name, "object": "model", "created": int(state.started_at),
             "owned_by": "vigil", "root": state.settings.model_version}
     if state.engine is not None:
         card["max_model_len"] = state.max_model_len
-    return {"object": "list", "data": [card]}
+    return card
+
+
+@v1.get("/models")
+async def list_models(request: Request) -> dict:
+    return {"object": "list", "data": [_model_card(get_state(request))]}
+
+
+@v1.get("/models/{model_id:path}")
+async def retrieve_model(model_id: str, request: Request) -> dict:
+    state = get_state(request)
+    if model_id != state.settings.model_name:
+        raise APIError(f"The model `{model_id}` does not exist.", status=404, param="model",
+                       code="model_not_found")
+    return _model_card(state)
 
 
 @v1.post("/chat/completions")

@@ -141,6 +141,9 @@ def test_async_client_runs_requests_concurrently(server, model):
 def test_models_health_and_auth(server, model):
     client = openai.OpenAI(base_url=server.url + "/v1", api_key=API_KEY, max_retries=0)
     assert [m.id for m in client.models.list().data] == [model]
+    assert client.models.retrieve(model).id == model
+    with pytest.raises(openai.NotFoundError):
+        client.models.retrieve("no-such-model")
     assert httpx.get(server.url + "/health").status_code == 200
     bad = openai.OpenAI(base_url=server.url + "/v1", api_key="wrong", max_retries=0)
     with pytest.raises(openai.AuthenticationError) as info:
