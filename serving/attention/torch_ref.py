@@ -1,7 +1,9 @@
 """Plain torch attention over the paged KV cache: the reference (and CPU) backend.
 
 Written for clarity over speed: each sequence gathers its context from its block table and runs
-causal SDPA on it. It is the oracle the GPU kernels are tested against.
+causal SDPA on it; the leading decode rows (one query each) are done as one padded, masked batch
+so a CPU decode step is not a Python loop over sequences. It is the oracle the GPU kernels are
+tested against (tests/serving/test_model_attention.py checks it against brute force).
 """
 
 from __future__ import annotations
@@ -43,8 +45,16 @@ class TorchRefBackend:
         qlens = meta.query_lens_cpu or (meta.query_start_loc[1:] - meta.query_start_loc[:-1]).tolist()
         slens = meta.seq_lens_cpu or meta.seq_lens.tolist()
         out = torch.empty_like(query)
-        start = 0
+        # decode rows come first (one query each): one batched gather + SDPA for all of them
+        num_decode = meta.num_decode_tokens
+        if num_decode > 1:
+            out[:num_decode] = self._decode_batch(query[:num_decode], k_cache, v_cache, meta, slens, scale)
+        else:
+            num_decode = 0
+        start = num_decode
         for i, (qlen, slen) in enumerate(zip(qlens, slens, strict=True)):
+            if i < num_decode:
+                continue
             nblocks = -(-slen // block_size)
             blocks = meta.block_tables[i, :nblocks].long()
             k = k_cache[blocks].reshape(-1, num_kv_heads, head_dim)[:slen]
@@ -63,3 +73,20 @@ class TorchRefBackend:
             out[start : start + qlen] = o.transpose(0, 1)
             start += qlen
         return out
+
+    @staticmethod
+    def _decode_batch(query, k_cache, v_cache, meta: AttentionMetadata, slens: list[int], scale: float):
+        """One query per sequence: gather every context padded to the longest, mask the padding.
+        A kv head's `group` query heads ride in SDPA's query-length slot, so GQA needs no copy."""
+        n, num_heads, head_dim = query.shape
+        block_size, num_kv_heads = k_cache.shape[1:3]
+        group = num_heads // num_kv_heads
+        longest = max(slens[:n])
+        blocks = meta.block_tables[:n, : -(-longest // block_size)].long()
+        k = k_cache[blocks].reshape(n, -1, num_kv_heads, head_dim).transpose(1, 2).to(query.dtype)
+        v = v_cache[blocks].reshape(n, -1, num_kv_heads, head_dim).transpose(1, 2).to(query.dtype)
+        lens = meta.seq_lens[:n].to(query.device)
+        mask = torch.arange(k.shape[2], device=query.device)[None, :] < lens[:, None]  # [n, padded]
+        q = query.reshape(n, num_kv_heads, group, head_dim)
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None, None, :], scale=scale)
+        return o.reshape(n, num_heads, head_dim)

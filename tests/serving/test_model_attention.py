@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
 from serving.attention import get_backend
@@ -13,7 +14,8 @@ from serving.attention.base import AttentionMetadata
 from serving.attention.torch_ref import TorchRefBackend
 
 
-def test_paged_attention_matches_dense_brute_force():
+@pytest.mark.parametrize("num_decode_tokens", [2, 0])  # batched decode fast path, and per-sequence
+def test_paged_attention_matches_dense_brute_force(num_decode_tokens):
     g = torch.Generator().manual_seed(0)
     heads, kv_heads, dim, bs, nblocks = 6, 2, 8, 4, 40
     # (context already cached, new query tokens): two decodes, a fresh prefill, a chunk
@@ -52,7 +54,7 @@ def test_paged_attention_matches_dense_brute_force():
         block_tables=torch.tensor([t + [0] * (width - len(t)) for t in tables], dtype=torch.int32),
         max_query_len=max(qlens),
         max_seq_len=max(slens),
-        num_decode_tokens=2,
+        num_decode_tokens=num_decode_tokens,
     )
     scale = 1 / math.sqrt(dim)
     out = backend.forward(torch.cat(queries), k_cache, v_cache, meta, scale)
