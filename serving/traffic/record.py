@@ -76,7 +76,9 @@ def build_record(
     """The sample record for storage's writer: DESIGN.md's field names and units. Fields outside
     the fixed set (user, metadata, request ids from `extra`) sit at the top level, where
     storage keeps them in the row's `extra` column."""
-    scrub = redact_pii if redact else (lambda text: text)
+    def scrub(text: str) -> str:
+        return _storable(redact_pii(text) if redact else text)
+
     record: dict = {
         "id": str(uuid.uuid4()),
         "timestamp": stats.end_time,
@@ -107,6 +109,17 @@ def build_record(
     for key, value in (extra or {}).items():
         record.setdefault(key, value)
     return record
+
+
+def _storable(text: str) -> str:
+    """PostgreSQL text cannot hold NUL or lone surrogates: replace them rather than lose the row."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\ufffd")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    return text
 
 
 def _finite(value: float | None) -> float | None:

@@ -32,7 +32,8 @@ class SegmentInfo:
 def _clean(value: object) -> str | None:
     if value is None:
         return None
-    text = str(value).strip()
+    # NUL and lone surrogates cannot be stored in PostgreSQL text: replace them
+    text = str(value).replace("\x00", "\ufffd").encode("utf-8", "replace").decode("utf-8").strip()
     return text[:MAX_LEN] or None
 
 

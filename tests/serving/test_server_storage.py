@@ -35,7 +35,8 @@ def _serve(url: str, tmp_path, **overrides):
 def test_sampled_rows_carry_the_request_statistics(migrated_db, tmp_path):
     settings, writer, server = _serve(migrated_db, tmp_path, sample_rate=1.0, redact_pii=True,
                                       model_version="smollm2-test-v1")
-    secret = "Email jane.doe@example.com or call +1 (415) 555-0199 about order 42."
+    # PII to redact, and a NUL that PostgreSQL text cannot hold (stored as U+FFFD, not lost)
+    secret = "Email jane.doe@example.com or call +1 (415) 555-0199 about order 42.\x00"
     t0 = time.time()
     with server:
         client = openai.OpenAI(base_url=server.url + "/v1", api_key=API_KEY, max_retries=0)
@@ -69,6 +70,7 @@ def test_sampled_rows_carry_the_request_statistics(migrated_db, tmp_path):
         assert row.prompt_tokens == chat.usage.prompt_tokens
         assert "jane.doe@example.com" not in row.prompt and "555-0199" not in row.prompt
         assert "[EMAIL]" in row.prompt and "[PHONE]" in row.prompt and "order 42" in row.prompt
+        assert "\x00" not in row.prompt and "\ufffd" in row.prompt
         assert row.extra["user"] == "user-17" and row.extra["metadata"] == {"channel": "web"}
     assert sum(r.completion_tokens for r in chat_rows) == chat.usage.completion_tokens
     assert sorted(r.response for r in chat_rows) == sorted(redact_pii(c.message.content) for c in chat.choices)

@@ -39,6 +39,7 @@ def test_segment_precedence_header_over_metadata_over_user():
     assert segment_from_request({}, user="u-42").tenant == "u-42"
     assert segment_from_request({}, user=None).key() == (None, None)
     assert len(segment_from_request({"x-vigil-segment": "s" * 500}).segment) == 128
+    assert segment_from_request({}, metadata={"segment": "a\x00\ud800"}).segment == "a\ufffd?"
 
 
 def test_stats_from_engine_timestamps():
@@ -102,3 +103,13 @@ def test_logger_writes_one_record_per_choice_off_thread_and_flushes_on_close():
     assert len({r["id"] for r in sink.records}) == 40
     logger.log(FinishedRequest(_output(), segment_from_request({})))  # after close: ignored
     assert logger.counters.seen == 20
+
+
+def test_text_postgresql_cannot_store_is_replaced_not_dropped():
+    out = _output(prompt="a\x00b", text="bad \ud800 surrogate")
+    stats = stats_from_output(out, out.outputs[0], end_time=time.time())
+    record = build_record(stats, segment_from_request({}, metadata={"k": "v\x00"}), SampleDecision(True, 1.0),
+                          model_version=None)
+    assert record["prompt"] == "a\ufffdb" and record["metadata"] == {"k": "v\ufffd"}
+    assert record["response"] == "bad ? surrogate"
+    record["response"].encode("utf-8")
