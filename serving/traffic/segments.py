@@ -29,12 +29,15 @@ class SegmentInfo:
         return (self.tenant, self.segment)
 
 
+def _storable(value: object) -> str:
+    # NUL and lone surrogates cannot be stored in PostgreSQL text: replace them
+    return str(value).replace("\x00", "\ufffd").encode("utf-8", "replace").decode("utf-8")
+
+
 def _clean(value: object) -> str | None:
     if value is None:
         return None
-    # NUL and lone surrogates cannot be stored in PostgreSQL text: replace them
-    text = str(value).replace("\x00", "\ufffd").encode("utf-8", "replace").decode("utf-8").strip()
-    return text[:MAX_LEN] or None
+    return _storable(value).strip()[:MAX_LEN] or None
 
 
 def segment_from_request(
@@ -43,7 +46,7 @@ def segment_from_request(
     metadata: Mapping[str, object] | None = None,
 ) -> SegmentInfo:
     """Resolve tenant/segment/prompt_version; header > metadata > user. Values are cut to 128 chars."""
-    meta = {str(k): str(v) for k, v in (metadata or {}).items()}
+    meta = {_storable(k): _storable(v) for k, v in (metadata or {}).items()}
     lowered = {k.lower(): v for k, v in headers.items()}
 
     def pick(header: str, meta_key: str) -> str | None:
