@@ -71,6 +71,7 @@ def main() -> None:
     ap.add_argument("--emb", type=int, default=50_000)
     ap.add_argument("--base", type=int, default=100_000)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--tenants", type=int, default=0, help="also test per tenant (segments)")
     ap.add_argument("--no-evidently", action="store_true")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -86,6 +87,10 @@ def main() -> None:
     cur = FeatureSet(n=args.rows, numeric=numeric(rng, args.rows, True),
                      embeddings={"prompt_embedding": EmbeddingBlock(
                          emb_rows, embeddings(rng, centres, args.emb, 0.10))})
+    if args.tenants:
+        names = np.array([f"tenant-{i}" for i in range(args.tenants)], dtype=object)
+        ref.keys["tenant"] = names[rng.integers(0, args.tenants, args.base)]
+        cur.keys["tenant"] = names[rng.integers(0, args.tenants, args.rows)]
 
     t = time.perf_counter()
     baseline = build_baseline(ref, seed=0)
@@ -103,11 +108,12 @@ def main() -> None:
           f"(valid={valid}), calibrate {t_cal:.1f} s, MMD reference kernel {t_cache:.2f} s (once)")
 
     t = time.perf_counter()
-    report = run_drift(baseline, cur, segment_by=[], rng_seed=0)
+    report = run_drift(baseline, cur, segment_by=["tenant"] if args.tenants else [], rng_seed=0)
     t_vigil = time.perf_counter() - t
     tests = sorted({r.test for r in report.results})
     print(f"vigil drift job: {args.rows:,} x {len(FEATURES)} numeric + {args.emb:,} x {DIM} "
-          f"embeddings vs {args.base:,}: {t_vigil:.1f} s  ({len(report.results)} results: "
+          f"embeddings vs {args.base:,}, {len(report.segments)} segment(s): {t_vigil:.1f} s  "
+          f"({len(report.results)} results: "
           f"{', '.join(tests)}; alerts: {', '.join(sorted({a.rule for a in report.alerts}))})")
 
     if args.no_evidently:

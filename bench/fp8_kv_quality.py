@@ -21,7 +21,6 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from serving.attention.base import AttentionMetadata  # noqa: E402
 
@@ -134,9 +133,8 @@ def cpu_real(new: int) -> None:
 
 
 def gpu_random(new: int) -> None:
-    from hf_random import hf_random_model, loaded_from_hf
-    from model_shapes import SHAPES
-
+    from bench.hf_random import hf_random_model, loaded_from_hf
+    from bench.model_shapes import SHAPES
     from serving.attention.triton_backend import TritonAttentionBackend
     from serving.kernels.fused_forward import fused_forward
     from serving.model import build_model

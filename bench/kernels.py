@@ -23,11 +23,9 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gpu_timing import copy_bandwidth, time_eager, time_graph  # noqa: E402
-from model_shapes import SHAPES, decode_step_bytes  # noqa: E402
-
+from bench.gpu_timing import copy_bandwidth, time_eager, time_graph  # noqa: E402
+from bench.model_shapes import SHAPES, decode_step_bytes  # noqa: E402
 from serving.attention.base import AttentionMetadata  # noqa: E402
 from serving.attention.torch_ref import TorchRefBackend  # noqa: E402
 from serving.attention.triton_backend import TritonAttentionBackend  # noqa: E402

@@ -14,11 +14,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from hf_random import hf_random_model, loaded_from_hf, make_engine  # noqa: E402
-from model_shapes import SHAPES  # noqa: E402
-
+from bench.hf_random import hf_random_model, loaded_from_hf, make_engine  # noqa: E402
+from bench.model_shapes import SHAPES  # noqa: E402
 from serving.sampling_params import SamplingParams  # noqa: E402
 
 

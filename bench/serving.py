@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import json
 import os
 import shutil
@@ -22,15 +23,19 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
-import torch
-
-# this file is named like the `serving` package: keep its folder off the import path
 _HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.insert(0, str(_HERE.parent))
+if __name__ != "__main__":
+    # Imported as `serving` by a script in bench/ (its folder is sys.path[0]): this file shadows
+    # the real package. Hand the import over to it, so `import serving...` works in every bench.
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+    del sys.modules[__name__]
+    sys.modules[__name__] = importlib.import_module(__name__)
+else:
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+    sys.path.insert(0, str(_HERE.parent))
 
-from bench.model_shapes import SMOLLM2_135M  # noqa: E402
+import httpx  # noqa: E402
+import torch  # noqa: E402
 
 KEY = "vigil-dev-key"
 PROMPTS = [
@@ -43,6 +48,8 @@ PROMPTS = [
 
 def write_model_dir(out: Path, tokenizer_dir: Path) -> None:
     from transformers import AutoConfig, AutoModelForCausalLM
+
+    from bench.model_shapes import SMOLLM2_135M
 
     out.mkdir(parents=True, exist_ok=True)
     shape = dict(SMOLLM2_135M)

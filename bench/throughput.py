@@ -25,11 +25,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from hf_random import hf_random_model, loaded_from_hf, make_engine  # noqa: E402
-from model_shapes import HBM_BYTES_PER_S, SHAPES, decode_step_bytes  # noqa: E402
-
+from bench.hf_random import hf_random_model, loaded_from_hf, make_engine  # noqa: E402
+from bench.model_shapes import HBM_BYTES_PER_S, SHAPES, decode_step_bytes  # noqa: E402
 from serving.sampling_params import SamplingParams  # noqa: E402
 
 

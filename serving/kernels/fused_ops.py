@@ -140,18 +140,18 @@ def _rotary_kernel(
     base = x_ptr + t * x_stride_t + offs_h[:, None] * x_stride_h + offs[None, :]
     x1 = tl.load(base, mask=h_mask[:, None], other=0.0)
     x2 = tl.load(base + HALF, mask=h_mask[:, None], other=0.0)
-    c1 = tl.load(cos_ptr + t * cs_stride + offs)[None, :].to(tl.float32)
-    c2 = tl.load(cos_ptr + t * cs_stride + HALF + offs)[None, :].to(tl.float32)
-    s1 = tl.load(sin_ptr + t * cs_stride + offs)[None, :].to(tl.float32)
-    s2 = tl.load(sin_ptr + t * cs_stride + HALF + offs)[None, :].to(tl.float32)
-    dt = x_ptr.dtype.element_ty
-    # HF: x * cos + rotate_half(x) * sin, rotate_half(x) = [-x2, x1]; each product rounded first
-    a1 = (x1.to(tl.float32) * c1).to(dt).to(tl.float32)
-    b1 = (-x2.to(tl.float32) * s1).to(dt).to(tl.float32)
-    a2 = (x2.to(tl.float32) * c2).to(dt).to(tl.float32)
-    b2 = (x1.to(tl.float32) * s2).to(dt).to(tl.float32)
-    tl.store(base, (a1 + b1).to(dt), mask=h_mask[:, None])
-    tl.store(base + HALF, (a2 + b2).to(dt), mask=h_mask[:, None])
+    c1 = tl.load(cos_ptr + t * cs_stride + offs)[None, :]
+    c2 = tl.load(cos_ptr + t * cs_stride + HALF + offs)[None, :]
+    s1 = tl.load(sin_ptr + t * cs_stride + offs)[None, :]
+    s2 = tl.load(sin_ptr + t * cs_stride + HALF + offs)[None, :]
+    # HF: x * cos + rotate_half(x) * sin, rotate_half(x) = [-x2, x1]: every op in the model dtype,
+    # each rounded (the launch disables FMA contraction, which would skip a rounding)
+    a1 = x1 * c1
+    b1 = -x2 * s1
+    a2 = x2 * c2
+    b2 = x1 * s2
+    tl.store(base, a1 + b1, mask=h_mask[:, None])
+    tl.store(base + HALF, a2 + b2, mask=h_mask[:, None])
 
 
 def rotary_inplace(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -168,6 +168,6 @@ def rotary_inplace(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tor
     if t:
         _rotary_kernel[(t,)](
             x, cos, sin, x.stride(0), x.stride(1), cos.stride(0), h,
-            HALF=d // 2, H_PAD=triton.next_power_of_2(h), num_warps=4,
+            HALF=d // 2, H_PAD=triton.next_power_of_2(h), num_warps=4, enable_fp_fusion=False,
         )
     return x

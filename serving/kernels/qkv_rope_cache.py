@@ -17,19 +17,19 @@ from serving.kernels._compat import require_triton, tl, triton
 
 @triton.jit
 def _norm_rope(x1, x2, w1, w2, c1, s1, c2, s2, eps, HEAD_DIM: tl.constexpr, QK_NORM: tl.constexpr):
+    # every op after the fp32 norm statistics runs in the model dtype, each result rounded as in
+    # torch (the launch disables FMA contraction, which would skip a rounding)
     dt = x1.dtype
     if QK_NORM:
         f1 = x1.to(tl.float32)
         f2 = x2.to(tl.float32)
         var = (tl.sum(f1 * f1, 1) + tl.sum(f2 * f2, 1)) / HEAD_DIM
         r = tl.rsqrt(var + eps)[:, None]
-        x1 = ((f1 * r).to(dt).to(tl.float32) * w1).to(dt)
-        x2 = ((f2 * r).to(dt).to(tl.float32) * w2).to(dt)
-    f1 = x1.to(tl.float32)
-    f2 = x2.to(tl.float32)
-    o1 = (f1 * c1).to(dt).to(tl.float32) + (-f2 * s1).to(dt).to(tl.float32)
-    o2 = (f2 * c2).to(dt).to(tl.float32) + (f1 * s2).to(dt).to(tl.float32)
-    return o1.to(dt), o2.to(dt)
+        x1 = (f1 * r).to(dt) * w1
+        x2 = (f2 * r).to(dt) * w2
+    o1 = x1 * c1 + -x2 * s1
+    o2 = x2 * c2 + x1 * s2
+    return o1, o2
 
 
 @triton.jit
@@ -59,20 +59,20 @@ def _qkv_rope_cache_kernel(
     t = tl.program_id(0).to(tl.int64)
     row = qkv_ptr + t * qkv_stride
     offs = tl.arange(0, HALF)
-    c1 = tl.load(cos_ptr + t * cs_stride + offs).to(tl.float32)[None, :]
-    c2 = tl.load(cos_ptr + t * cs_stride + HALF + offs).to(tl.float32)[None, :]
-    s1 = tl.load(sin_ptr + t * cs_stride + offs).to(tl.float32)[None, :]
-    s2 = tl.load(sin_ptr + t * cs_stride + HALF + offs).to(tl.float32)[None, :]
+    c1 = tl.load(cos_ptr + t * cs_stride + offs)[None, :]
+    c2 = tl.load(cos_ptr + t * cs_stride + HALF + offs)[None, :]
+    s1 = tl.load(sin_ptr + t * cs_stride + offs)[None, :]
+    s2 = tl.load(sin_ptr + t * cs_stride + HALF + offs)[None, :]
     # placeholders when there is no q/k norm (unused then)
     qw1 = c1
     qw2 = c1
     kw1 = c1
     kw2 = c1
     if QK_NORM:
-        qw1 = tl.load(qw_ptr + offs).to(tl.float32)[None, :]
-        qw2 = tl.load(qw_ptr + HALF + offs).to(tl.float32)[None, :]
-        kw1 = tl.load(kw_ptr + offs).to(tl.float32)[None, :]
-        kw2 = tl.load(kw_ptr + HALF + offs).to(tl.float32)[None, :]
+        qw1 = tl.load(qw_ptr + offs)[None, :]
+        qw2 = tl.load(qw_ptr + HALF + offs)[None, :]
+        kw1 = tl.load(kw_ptr + offs)[None, :]
+        kw2 = tl.load(kw_ptr + HALF + offs)[None, :]
 
     # q: heads 0..NUM_Q-1, rotated in place
     qh = tl.arange(0, QH_PAD)
@@ -150,5 +150,6 @@ def qkv_rope_cache(
             HEAD_DIM=head_dim, QK_NORM=qk_norm, FP8=k_cache.dtype == torch.float8_e4m3fn,
             HALF=head_dim // 2,
             num_warps=4,
+            enable_fp_fusion=False,
         )
     return qkv[:, : num_q_heads * head_dim].view(t, num_q_heads, head_dim)

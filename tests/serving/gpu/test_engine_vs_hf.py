@@ -102,7 +102,8 @@ def test_greedy_tokens_match_hf_or_differ_only_at_bf16_ties(name):
                 worst = max(worst, abs(lp - float(hf_lp[i, t, tok])))
     print(f"{name}: max |logprob(engine) - logprob(HF)| over top-5 = {worst:.4f}")
     assert worst < LOGPROB_TOL
-    assert sum(identical) >= len(prompts) // 2
+    # random weights give flat distributions, so bf16 near-ties are common; they stay rare
+    assert flips <= 0.05 * gap.numel()
 
 
 def _alternatives(entry) -> list[tuple[int, float]]:
