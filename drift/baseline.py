@@ -100,7 +100,14 @@ class Baseline:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], features: FeatureSet | pd.DataFrame | None = None) -> Baseline:
+    def from_dict(
+        cls,
+        data: dict[str, Any],
+        features: FeatureSet | pd.DataFrame | None = None,
+        embeddings: dict[str, EmbeddingBlock] | None = None,
+    ) -> Baseline:
+        """Rebuild; `features` (or a frame of the frozen records + `embeddings`) must be in the
+        frozen order — the order of `rows`, i.e. time order — when the dict was made without."""
         if data.get("format") != FORMAT_VERSION:
             raise ValueError(f"baseline format {data.get('format')!r} is not {FORMAT_VERSION}")
         if features is None:
@@ -108,7 +115,7 @@ class Baseline:
                 raise ValueError("baseline dict holds no features: pass the frozen samples")
             features = FeatureSet.from_dict(data["features"])
         elif isinstance(features, pd.DataFrame):
-            features = extract_features(features)
+            features = extract_features(features, embeddings)
         if features.n != data["n"]:
             raise ValueError(f"baseline has {data['n']} samples, {features.n} were given")
         frozen = Frozen(
