@@ -60,6 +60,13 @@ class Sidecar:
             from storage.migrate import upgrade
 
             upgrade(self.settings.database_url)
+        # import the heavy job dependencies now, before the election: loading torch's and
+        # Evidently's extension modules holds the GIL for seconds, which would starve the lease
+        # renewal thread mid-job and make leadership flap between replicas
+        import dashboards.jobs.drift  # noqa: F401  (drift, torch, pandas)
+        import dashboards.report.evidently_part as evidently_part
+
+        evidently_part.preload()
         register_runtime(
             Runtime(self.settings, self.session_factory, self.holder, lambda: self.elector.is_leader)
         )

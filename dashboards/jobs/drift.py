@@ -14,6 +14,7 @@ Windows are aligned to Settings.drift_interval_s (e.g. whole hours); the cursor 
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -26,7 +27,7 @@ from alerts.service import raise_alerts
 from dashboards.baselines import load_baseline_with_frame
 from dashboards.cursors import get_cursor, set_cursor
 from dashboards.jobs.embed import model_name
-from dashboards.report.build import segment_counts, write_run_report
+from dashboards.report.build import evidently_part, segment_counts, write_run_report
 from storage.models import DriftRun
 from storage.repositories.baselines import get_active_baseline
 from storage.repositories.drift_runs import (
@@ -43,6 +44,8 @@ from vigil.config import Settings
 log = logging.getLogger("vigil.sidecar.drift")
 
 CURSOR = "drift"
+FAILURES_CURSOR = "drift:failures"
+MAX_ATTEMPTS = 3  # failures of one window before the job moves on (the run stays `failed`)
 MAX_CATCH_UP = 24  # windows; after a long outage older windows are skipped (logged)
 EVAL_TREND_DAYS = 7
 
@@ -85,8 +88,42 @@ def run_drift_job(settings: Settings, session_factory: sessionmaker[Session], no
     cursor = to_utc(datetime.fromisoformat(raw)) if raw else None
     outcomes = []
     for start, end in due_windows(cursor, now, settings.drift_interval_s):
-        outcomes.append(run_window(settings, session_factory, start, end, now=now, advance_cursor=True))
+        try:
+            outcomes.append(run_window(settings, session_factory, start, end, now=now, advance_cursor=True))
+        except Exception as exc:
+            if not _give_up_after_failure(session_factory, start, end, exc, now):
+                raise  # the window stays due: the next run retries it
+            outcomes.append(WindowOutcome(start, end, None, "failed"))
     return DriftJobResult(outcomes)
+
+
+def _give_up_after_failure(
+    session_factory: sessionmaker[Session], start: datetime, end: datetime, exc: Exception, now: datetime
+) -> bool:
+    """Mark the window's run failed; after MAX_ATTEMPTS failures of one window move the cursor
+    past it (a window that always fails must not block every later hour). True if given up."""
+    error = f"{exc.__class__.__name__}: {exc}"[:500]
+    try:
+        with session_factory() as session:
+            run = session.scalars(
+                select(DriftRun).where(DriftRun.window_start == start, DriftRun.window_end == end)
+            ).first()
+            if run is not None and run.status == "running":
+                finish_drift_run(session, run.id, status="failed", summary={"error": error}, now=now)
+            raw = get_cursor(session, FAILURES_CURSOR)
+            seen = json.loads(raw) if raw else {}
+            attempts = seen.get("attempts", 0) + 1 if seen.get("window_end") == end.isoformat() else 1
+            give_up = attempts >= MAX_ATTEMPTS
+            if give_up:
+                log.error("drift window %s → %s failed %d times (%s); skipping it", start, end, attempts, error)
+                set_cursor(session, CURSOR, to_utc(end).isoformat(), now)
+            value = {"window_end": end.isoformat(), "attempts": 0 if give_up else attempts}
+            set_cursor(session, FAILURES_CURSOR, json.dumps(value), now)
+            session.commit()
+            return give_up
+    except Exception:  # e.g. the database is down: the original error is what matters
+        log.exception("could not record the drift failure")
+        return False
 
 
 def _eval_frame(session: Session, end: datetime) -> pd.DataFrame:
@@ -149,7 +186,9 @@ def run_window(
             sizes = segment_counts(frame, DEFAULT_SEGMENT_BY)
             summary = {"n_current": len(frame), "note": note or "the window holds no samples"}
 
-        # the one transaction that makes the window done
+        evidently = evidently_part(frame, base_frame, max_rows=settings.report_max_rows, seed=run_id)
+
+        # the one transaction that makes the window done (kept short: SQLite has one writer)
         current = session.scalars(
             select(DriftRun).where(DriftRun.id == run_id).with_for_update().execution_options(populate_existing=True)
         ).one()
@@ -165,7 +204,7 @@ def run_window(
             run_id=run_id, window=(start, end), now=now, frame=frame, baseline_row=active,
             baseline_frame=base_frame, results=results, segment_sizes=sizes, alerts=fired,
             report_dir=settings.report_dir, public_url=settings.public_url,
-            max_rows=settings.report_max_rows, note=note,
+            evidently=evidently, note=note,
         )  # fmt: skip
         summary["alerts"] = [{"id": a.id, "rule": a.rule, "segment": a.segment, "severity": a.severity} for a in fired]
         summary["drifted"] = sum(1 for r in results if r["drifted"])

@@ -90,6 +90,29 @@ def eval_trend_rows(baseline_frame: pd.DataFrame, frame: pd.DataFrame) -> list[E
     return rows
 
 
+def evidently_part(
+    frame: pd.DataFrame, baseline_frame: pd.DataFrame | None, *, max_rows: int, seed: int
+) -> tuple[str | None, str | None]:
+    """(Evidently's page, None) or (None, why not). Slow (seconds): the drift job calls it
+    before its final transaction, so no lock is held while it renders."""
+    base_frame = baseline_frame if baseline_frame is not None else pd.DataFrame()
+    if not len(base_frame):
+        return None, "no baseline to compare with"
+    if not len(frame):
+        return None, "the window holds no samples"
+    evals = tuple(sorted({c for c in frame.columns if str(c).startswith("eval_")}
+                         & {c for c in base_frame.columns if str(c).startswith("eval_")}))  # fmt: skip
+    try:
+        return evidently_html(
+            numeric_frame(base_frame.to_dict("records"), evals),
+            numeric_frame(frame.to_dict("records"), evals),
+            max_rows=max_rows, seed=seed,
+        )  # fmt: skip
+    except Exception as exc:  # the report must not be lost to a plotting failure
+        log.exception("Evidently section failed")
+        return None, f"Evidently failed: {exc.__class__.__name__}: {exc}"[:300]
+
+
 def write_run_report(
     *,
     run_id: int,
@@ -103,10 +126,11 @@ def write_run_report(
     alerts: list[Any],
     report_dir: Path,
     public_url: str,
-    max_rows: int,
+    evidently: tuple[str | None, str | None],
     note: str | None = None,
 ) -> Path:
-    """Render the run's report (Evidently + Vigil sections) and write it; returns the path."""
+    """Render the run's report (Vigil's sections on top of `evidently_part`'s page) and write
+    it; returns the path."""
     base_frame = baseline_frame if baseline_frame is not None else pd.DataFrame()
     counts = {label: s.get("n_current", 0) for label, s in segment_sizes.items()}
     counts.setdefault("*", len(frame))
@@ -124,21 +148,7 @@ def write_run_report(
                           f"{public_url.rstrip('/')}/alerts/{a.id}") for a in alerts],
         public_url=public_url, note=note,
     )  # fmt: skip
-    html, why = None, "no baseline to compare with"
-    if len(base_frame) and len(frame):
-        evals = tuple(sorted({c for c in frame.columns if str(c).startswith("eval_")}
-                             & {c for c in base_frame.columns if str(c).startswith("eval_")}))  # fmt: skip
-        try:
-            html, why = evidently_html(
-                numeric_frame(base_frame.to_dict("records"), evals),
-                numeric_frame(frame.to_dict("records"), evals),
-                max_rows=max_rows, seed=run_id,
-            )
-        except Exception as exc:  # the report must not be lost to a plotting failure
-            log.exception("Evidently section failed for run %s", run_id)
-            html, why = None, f"Evidently failed: {exc.__class__.__name__}: {exc}"[:300]
-    elif len(base_frame):
-        why = "the window holds no samples"
+    html, why = evidently
     return write_report(report_dir, run_id, render_report(ctx, html, why))
 
 

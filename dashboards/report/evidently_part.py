@@ -16,6 +16,11 @@ NUMERIC_FEATURES = (
 MIN_ROWS = 5  # below this Evidently's tests say nothing useful
 
 
+def preload() -> None:
+    """Import Evidently (seconds: a big package) ahead of the first report."""
+    import evidently.presets  # noqa: F401
+
+
 def numeric_frame(records: list[dict], extra_columns: tuple[str, ...] = ()) -> pd.DataFrame:
     """Numeric features (and eval_* scores) of sample records as a float frame."""
     columns = list(NUMERIC_FEATURES) + list(extra_columns)

@@ -135,3 +135,30 @@ def test_baseline_cli_life_cycle(cli_env, capsys):
     html = path.read_text()
     assert "Vigil drift report" in html and "Baseline #1" in html and "320 samples" in html
     assert report_command(argparse.Namespace(hours=-1)) == 2
+
+
+def test_a_failing_window_is_retried_then_skipped(migrated_db, make_settings, monkeypatch):
+    import dashboards.jobs.drift as drift_job
+    from dashboards.cursors import get_cursor
+    from storage.models import DriftRun
+
+    settings = make_settings(migrated_db, drift_interval_s=3600)
+    factory = session_factory(migrated_db)
+
+    def broken(*_a, **_k):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(drift_job, "fetch_window", broken)
+    for _ in range(drift_job.MAX_ATTEMPTS - 1):
+        with pytest.raises(RuntimeError, match="disk on fire"):
+            drift_job.run_drift_job(settings, factory, NOW)
+        with factory() as s:
+            run = s.scalars(select(DriftRun)).one()
+            assert run.status == "failed" and "disk on fire" in run.summary["error"]
+            assert get_cursor(s, drift_job.CURSOR) is None  # the window stays due
+    outcome = drift_job.run_drift_job(settings, factory, NOW).windows
+    assert [o.status for o in outcome] == ["failed"]  # third strike: skipped, not blocking
+    with factory() as s:
+        assert get_cursor(s, drift_job.CURSOR) == outcome[0].window_end.isoformat()
+    monkeypatch.undo()
+    assert drift_job.run_drift_job(settings, factory, NOW).windows == []  # nothing left due

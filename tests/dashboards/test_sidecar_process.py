@@ -98,7 +98,8 @@ def test_sigkill_mid_drift_job_then_restart(migrated_db, make_settings, embedder
 
 def test_two_sidecars_run_the_periodic_job_once_per_interval(pg_url, tmp_path):
     interval = 2
-    env = sidecar_env(pg_url, tmp_path / "reports", VIGIL_DRIFT_INTERVAL_S=str(interval), VIGIL_EVAL_SHARE="0")
+    env = sidecar_env(pg_url, tmp_path / "reports", VIGIL_DRIFT_INTERVAL_S=str(interval),
+                      VIGIL_EVAL_SHARE="0", VIGIL_LEADER_LEASE_S="5")  # fmt: skip
     a = SidecarProcess(env, tmp_path / "a.log")
     b = SidecarProcess(env, tmp_path / "b.log")
     factory = session_factory(pg_url)
@@ -115,7 +116,7 @@ def test_two_sidecars_run_the_periodic_job_once_per_interval(pg_url, tmp_path):
         assert len(leaders) == 1, "both replicas ran the drift job"
         leader, standby = leaders[0], (b if leaders[0] is a else a)
         n_before = len(runs())
-        leader.kill()  # the standby takes over once the 2 s lease expires
+        leader.kill()  # the standby takes over once the 5 s lease expires
         wait_for(lambda: len(runs()) >= n_before + 3, 60, "the standby to take over", poll=0.2)
         assert "job drift started" in standby.log()
     finally:
