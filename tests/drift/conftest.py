@@ -1,10 +1,18 @@
 """Drift tests share 2 cores with the rest of the suite: one torch / BLAS / OpenMP thread.
 
-(On a busy 2-core box multi-threaded pools oversubscribe and run ~10x slower.)
+(On a busy 2-core box multi-threaded pools oversubscribe and run ~10x slower.) Module-scoped
+and restored afterwards, so the rest of the suite keeps its own thread settings.
 """
 
+import pytest
 import torch
 from threadpoolctl import threadpool_limits
 
-torch.set_num_threads(1)
-_LIMITS = threadpool_limits(1)  # kept referenced: the limit holds for the session
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    with threadpool_limits(1):
+        yield
+    torch.set_num_threads(before)
