@@ -81,12 +81,21 @@ class ClusterModel:
         return cls(z["centroids"], z["radii"], z["shares"], z["counts"], link, sil, q)
 
 
-def fit_clusters(x: np.ndarray, **kwargs) -> ClusterModel:
+def fit_clusters(
+    x: np.ndarray,
+    *,
+    rng: np.random.Generator,
+    k_max: int = 10,
+    max_fit: int = 10_000,
+    silhouette_points: int = 2000,
+    radius_quantile: float = 0.99,
+) -> ClusterModel:
     """k-means with k in 2..k_max picked by silhouette (subsampled); radii from all of `x`."""
     # one BLAS/OpenMP thread: on a shared 2-core box sklearn's thread pools oversubscribe and
     # run ~10x slower than single-threaded (measured: 2.6 s vs 0.2 s for 9 small fits)
     with threadpool_limits(1):
-        return _fit_clusters(x, **kwargs)
+        return _fit_clusters(x, rng=rng, k_max=k_max, max_fit=max_fit,
+                             silhouette_points=silhouette_points, radius_quantile=radius_quantile)
 
 
 def _fit_clusters(
