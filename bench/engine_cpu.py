@@ -46,6 +46,7 @@ def main() -> None:
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--hf-sequential", action="store_true", help="also time HF one request at a time")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -111,6 +112,16 @@ def main() -> None:
         t, ref = run_hf()
         t_hf = min(t_hf, t)
 
+    t_seq = None
+    if args.hf_sequential:  # what a server without batching does: one generate per request
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            for p in prompts:
+                one = torch.tensor([p])
+                hf.generate(one, attention_mask=torch.ones_like(one), max_new_tokens=n, min_new_tokens=n,
+                            do_sample=False)
+        t_seq = time.perf_counter() - t0
+
     # agreement up to each HF row's first EOS (HF's min_new_tokens bans EOS after that point)
     eos = set(engine.eos_token_ids)
     agree = 0
@@ -124,6 +135,9 @@ def main() -> None:
     print(f"  vigil engine : {total / t_ours:8.1f} tok/s  ({t_ours:.2f} s, {steps} steps, best of {args.repeats})")
     print(f"  HF generate  : {total / t_hf:8.1f} tok/s  ({t_hf:.2f} s, left-padded batch, best of {args.repeats})")
     print(f"  ratio (ours / HF): {t_hf / t_ours:.2f}x")
+    if t_seq is not None:
+        print(f"  HF generate one request at a time: {total / t_seq:8.1f} tok/s "
+              f"(ours / that: {t_seq / t_ours:.2f}x)")
     print(f"  greedy rows agreeing with HF (up to first EOS): {agree}/{len(prompts)}")
 
 
