@@ -13,7 +13,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -33,12 +33,25 @@ class JobSpec:
     name: str
     target: str  # "module:function" taking (settings, session_factory, now)
     interval_setting: str  # the Settings field holding its period in seconds
+    aligned: bool = False  # fire just after each multiple of the interval (window boundaries)
+
+
+ALIGN_EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def trigger_for(spec: JobSpec, seconds: int) -> IntervalTrigger:
+    """Aligned jobs fire a short grace after each window closes (so the hourly report covers
+    10:00-11:00 at ~11:00, not up to an hour later); the grace lets the last samples land."""
+    if not spec.aligned:
+        return IntervalTrigger(seconds=seconds, timezone=UTC)
+    grace = min(60.0, seconds * 0.05)
+    return IntervalTrigger(seconds=seconds, start_date=ALIGN_EPOCH + timedelta(seconds=grace), timezone=UTC)
 
 
 JOBS: tuple[JobSpec, ...] = (
     JobSpec("embed", "dashboards.jobs.embed:run_embed_job", "embed_interval_s"),
     JobSpec("evaluate", "dashboards.jobs.evaluate:run_evaluate_job", "eval_interval_s"),
-    JobSpec("drift", "dashboards.jobs.drift:run_drift_job", "drift_interval_s"),
+    JobSpec("drift", "dashboards.jobs.drift:run_drift_job", "drift_interval_s", aligned=True),
     JobSpec("retention", "dashboards.jobs.retention:run_retention_job", "retention_interval_s"),
     JobSpec(
         "baseline_reminder",
@@ -112,19 +125,21 @@ def ensure_jobs(scheduler: BackgroundScheduler, settings: Settings, *, run_now: 
     now = datetime.now(UTC)
     for spec in JOBS:
         seconds = int(getattr(settings, spec.interval_setting))
+        trigger = trigger_for(spec, seconds)
         job = scheduler.get_job(spec.name)
         same = (
             job is not None
-            and isinstance(job.trigger, IntervalTrigger)
-            and int(job.trigger.interval.total_seconds()) == seconds
             and job.func_ref == "dashboards.scheduler:run_scheduled"
+            and isinstance(job.trigger, IntervalTrigger)
+            and job.trigger.interval == trigger.interval
+            and (not spec.aligned or job.trigger.start_date == trigger.start_date)
         )
         if not same:
             # next_run_time=None would mean "paused" in APScheduler 3: pass it only to run now
             extra = {"next_run_time": now} if run_now else {}
             scheduler.add_job(
                 "dashboards.scheduler:run_scheduled",
-                trigger=IntervalTrigger(seconds=seconds, timezone=UTC),
+                trigger=trigger,
                 args=[spec.name],
                 id=spec.name,
                 name=spec.name,

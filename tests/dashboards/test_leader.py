@@ -82,6 +82,8 @@ def test_schedule_persists_across_restart(migrated_db, make_settings):
         drift = second.get_job("drift")
         assert isinstance(drift.trigger, IntervalTrigger)
         assert drift.trigger.interval == timedelta(seconds=3600)
+        # the drift job fires just after each whole hour (grace 60 s), not an hour after start
+        assert (drift.next_run_time.minute, drift.next_run_time.second) == (1, 0)
         # a changed interval replaces the job; run_now pulls every job to now
         changed = make_settings(migrated_db, drift_interval_s=600)
         ensure_jobs(second, changed, run_now=True)
