@@ -79,3 +79,17 @@ def test_same_seed_same_text_regardless_of_batch(engine, prompts):
     other_seed = SamplingParams(max_tokens=12, temperature=0.9, top_p=0.95, seed=4321)
     differs = run_to_completion(engine, {0: [("d", prompts[1], other_seed)]})["d"].outputs[0]
     assert differs.token_ids != alone.token_ids
+
+
+def test_stop_string_eos_and_text(engine):
+    tok = engine.tokenizer
+    p = tok.encode(tok.apply_chat_template(
+        [{"role": "user", "content": "What is the capital of France?"}], add_generation_prompt=True))
+    natural = run_to_completion(engine, {0: [("eos", p, SamplingParams(max_tokens=32, temperature=0.0))]})
+    c = natural["eos"].outputs[0]
+    assert c.text == "The capital of France is Paris." == tok.decode(c.token_ids)
+    assert (c.finish_reason, c.stop_reason) == ("stop", None) and c.token_ids[-1] in engine.eos_token_ids
+    stopped = run_to_completion(
+        engine, {0: [("s", p, SamplingParams(max_tokens=32, temperature=0.0, stop=["Paris"]))]})
+    s = stopped["s"].outputs[0]
+    assert (s.text, s.finish_reason, s.stop_reason) == ("The capital of France is ", "stop", "Paris")
