@@ -21,6 +21,7 @@ class EngineConfig:
     enable_prefix_caching: bool = True
     enable_chunked_prefill: bool = True
     torch_threads: int | None = None
+    enable_cuda_graphs: bool = True  # GPU only: decode steps replayed from captured graphs
 
     @classmethod
     def from_settings(cls, settings) -> EngineConfig:

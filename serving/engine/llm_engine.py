@@ -59,7 +59,9 @@ class LLMEngine:
             SchedulerConfig(cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.enable_chunked_prefill),
             self.block_manager,
         )
-        self.runner = ModelRunner(model, loaded.config, num_blocks, cfg.block_size, self.device, dtype)
+        self.runner = ModelRunner(
+            model, loaded.config, num_blocks, cfg.block_size, self.device, dtype, cfg.enable_cuda_graphs
+        )
         eos = list(getattr(self.tokenizer, "eos_token_ids", None) or loaded.config.eos_token_ids or [])
         self.eos_token_ids = eos
         self.output = OutputProcessor(self.tokenizer, eos, self.max_model_len)

@@ -42,6 +42,7 @@ class ModelRunner:
         block_size: int,
         device: torch.device,
         kv_dtype: torch.dtype,
+        enable_cuda_graphs: bool = True,
     ):
         self.model = model
         self.config = config
@@ -58,6 +59,7 @@ class ModelRunner:
             from serving.cuda_graphs import GpuForward
 
             self.gpu = GpuForward.for_runner(self)
+            self.gpu.use_graphs = self.gpu.use_graphs and enable_cuda_graphs
 
     @torch.inference_mode()
     def execute(self, out: SchedulerOutput, sample_targets: list[list[Sequence]]) -> list[SampleResult]:
