@@ -90,3 +90,21 @@ def test_prefix_cache_hits_give_the_same_tokens(loaded, prompts, alone):
     assert engine.stats().prefix_cache_hits_total == sum(cached.values())
     for rid, out in {**first, **again}.items():
         assert out.outputs[0].token_ids == alone[rid], rid
+
+
+def test_seeded_n_samples_survive_preemption_and_batching(loaded, prompts):
+    """n=3 seeded samples share prompt blocks (CoW); squeezed into a pool that forces preemption
+    and mixed with other traffic, each sample still draws exactly the same tokens."""
+    from serving.sampling_params import SamplingParams
+
+    params = SamplingParams(n=3, max_tokens=20, temperature=1.0, seed=77)
+    roomy = make_engine(loaded)
+    alone = run_to_completion(roomy, {0: [("n", prompts["p1"], params)]})["n"]
+    tight = make_engine(loaded, num_kv_blocks=24)
+    plan = {0: _requests(prompts, ["p3", "p5"]), 1: [("n", prompts["p1"], params)], 4: _requests(prompts, ["p0"])}
+    mixed = run_to_completion(tight, plan)
+    assert mixed["n"].metrics.num_preemptions > 0  # some of its samples were recomputed
+    assert [c.token_ids for c in mixed["n"].outputs] == [c.token_ids for c in alone.outputs]
+    assert len({tuple(c.token_ids) for c in alone.outputs}) == 3
+    bm = tight.block_manager
+    assert bm.num_free_blocks == bm.num_blocks
