@@ -95,33 +95,34 @@ def run_evaluate_job(
     until = to_utc(now) - timedelta(seconds=SETTLE_S)
     try:
         while not engine_down and judged < MAX_JUDGED_PER_RUN:
-            with session_factory() as session:
-                after = _parse_cursor(get_cursor(session, CURSOR))
+            with session_factory() as session:  # read, then let go: no transaction is held
+                after = _parse_cursor(get_cursor(session, CURSOR))  # open across judge calls
                 batch = _next_batch(session, after, until)
-                if not batch:
-                    break
                 picks = {r.id for r in batch if chosen(r.id, settings.eval_share)}
                 done = _already_judged(session, list(picks))
-                verdicts = []  # (row, judgement): embeddings are computed for all at once
-                last = None  # the last sample fully handled: the cursor moves to it
-                for row in batch:
-                    if row.id in picks and row.id not in done:
-                        if judged >= MAX_JUDGED_PER_RUN:
-                            break
-                        try:
-                            verdict = _judge_one(judge, row)
-                        except EngineUnavailable as exc:
-                            log.warning("judge paused, retrying next run: %s", exc)
-                            engine_down = True
-                            break
-                        n_chosen += 1
-                        if verdict is None:
-                            skipped += 1
-                        else:
-                            verdicts.append((row, verdict))
-                            judged += 1
-                    scanned += 1
-                    last = row
+            if not batch:
+                break
+            verdicts = []  # (row, judgement): embeddings are computed for all at once
+            last = None  # the last sample fully handled: the cursor moves to it
+            for row in batch:
+                if row.id in picks and row.id not in done:
+                    if judged >= MAX_JUDGED_PER_RUN:
+                        break
+                    try:
+                        verdict = _judge_one(judge, row)
+                    except EngineUnavailable as exc:
+                        log.warning("judge paused, retrying next run: %s", exc)
+                        engine_down = True
+                        break
+                    n_chosen += 1
+                    if verdict is None:
+                        skipped += 1
+                    else:
+                        verdicts.append((row, verdict))
+                        judged += 1
+                scanned += 1
+                last = row
+            with session_factory() as session:
                 rows = _score_rows(settings, session, verdicts)
                 if rows:
                     store_eval_scores(session, rows, now=now)
