@@ -19,6 +19,7 @@ class EngineConfig:
     max_num_batched_tokens: int = 2048
     max_model_len: int | None = None  # None: the model's max_position_embeddings (capped by the pool)
     enable_prefix_caching: bool = True
+    kv_cache_dtype: str = "auto"  # "auto": the model dtype | "fp8": e4m3 (GPU kernels; scale 1)
     enable_chunked_prefill: bool = True
     torch_threads: int | None = None
     enable_cuda_graphs: bool = True  # GPU only: decode steps replayed from captured graphs
@@ -35,6 +36,7 @@ class EngineConfig:
             max_num_batched_tokens=settings.max_num_batched_tokens,
             max_model_len=settings.max_model_len,
             enable_prefix_caching=settings.enable_prefix_caching,
+            kv_cache_dtype=settings.kv_cache_dtype,
             torch_threads=settings.torch_threads,
         )
 
@@ -52,3 +54,10 @@ class EngineConfig:
             return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[self.dtype]
         except KeyError:
             raise ValueError(f"unknown dtype {self.dtype!r}") from None
+
+    def resolve_kv_dtype(self, dtype: torch.dtype) -> torch.dtype:
+        if self.kv_cache_dtype == "auto":
+            return dtype
+        if self.kv_cache_dtype == "fp8":
+            return torch.float8_e4m3fn
+        raise ValueError(f"unknown kv_cache_dtype {self.kv_cache_dtype!r} (expected 'auto' or 'fp8')")

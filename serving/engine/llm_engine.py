@@ -39,8 +39,9 @@ class LLMEngine:
         self.device = cfg.resolve_device()
         dtype = cfg.resolve_dtype(self.device)
         model = build_model(loaded.config, loaded.state_dict, self.device, dtype)
+        kv_dtype = cfg.resolve_kv_dtype(dtype)  # fp8: e4m3 KV cache (GPU kernels)
         num_blocks = cfg.num_kv_blocks or (
-            cfg.kv_cache_memory_mb * 2**20 // kv_bytes_per_block(loaded.config, cfg.block_size, dtype)
+            cfg.kv_cache_memory_mb * 2**20 // kv_bytes_per_block(loaded.config, cfg.block_size, kv_dtype)
         )
         if num_blocks < 2:
             raise ValueError(
@@ -60,7 +61,7 @@ class LLMEngine:
             self.block_manager,
         )
         self.runner = ModelRunner(
-            model, loaded.config, num_blocks, cfg.block_size, self.device, dtype, cfg.enable_cuda_graphs
+            model, loaded.config, num_blocks, cfg.block_size, self.device, kv_dtype, cfg.enable_cuda_graphs
         )
         eos = list(getattr(self.tokenizer, "eos_token_ids", None) or loaded.config.eos_token_ids or [])
         self.eos_token_ids = eos
