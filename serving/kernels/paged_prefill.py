@@ -64,6 +64,8 @@ def _prefill_kernel(
         other=0.0,
     )
 
+    if FP8:
+        q = q.to(tl.float16)  # the scales are applied outside the loop
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, D_PAD], tl.float32)
@@ -79,9 +81,9 @@ def _prefill_kernel(
         kv_mask = n_mask[:, None] & d_mask[None, :]
         k = tl.load(k_cache_ptr + kv_off, mask=kv_mask, other=0.0)
         v = tl.load(v_cache_ptr + kv_off, mask=kv_mask, other=0.0)
-        if FP8:  # e4m3 is exact in bf16/fp16; the scales are applied outside the loop
-            k = k.to(q.dtype)
-            v = v.to(q.dtype)
+        if FP8:  # e4m3 -> fp16 is one native conversion (-> bf16 is not): fp16 MMAs
+            k = k.to(tl.float16)
+            v = v.to(tl.float16)
         s = tl.dot(q, tl.trans(k)) * qk_scale
         visible = (pos[None, :] <= q_pos[:, None]) & n_mask[None, :]
         s = tl.where(visible, s, float("-inf"))
