@@ -64,7 +64,8 @@ def bench_shape(name: str, batches: list[int], args, rows: list[dict]) -> None:
     hf = hf_random_model(shape)
     loaded = loaded_from_hf(hf, shape, name)
     kv_tokens = max(batches) * (args.prompt + args.new + 16)
-    engine = make_engine(loaded, max_num_seqs=max(batches), kv_tokens=kv_tokens)
+    engine = make_engine(loaded, max_num_seqs=max(batches), kv_tokens=kv_tokens,
+                         kv_cache_dtype=args.kv_cache_dtype)
     g = torch.Generator().manual_seed(0)
     for batch in batches:
         prompts = torch.randint(0, shape["vocab_size"], (batch, args.prompt), generator=g).tolist()
@@ -76,15 +77,17 @@ def bench_shape(name: str, batches: list[int], args, rows: list[dict]) -> None:
         if not args.no_hf:
             run_hf(hf, prompts[: min(batch, 4)], 4)  # warm-up
             hf_tps = batch * args.hf_new / run_hf(hf, prompts, args.hf_new)
-        step_bytes = decode_step_bytes(shape, batch, args.prompt + args.new / 2)
+        kv_elem = 1 if args.kv_cache_dtype == "fp8" else 2
+        step_bytes = decode_step_bytes(shape, batch, args.prompt + args.new / 2, kv_elem)
         roof = batch * HBM_BYTES_PER_S / step_bytes
-        row = {"shape": name, "batch": batch, "engine_tok_s": ours, "hf_tok_s": hf_tps,
+        row = {"shape": name, "batch": batch, "kv": args.kv_cache_dtype, "engine_tok_s": ours, "hf_tok_s": hf_tps,
                "ratio": ours / hf_tps if hf_tps else None, "roofline_tok_s": roof,
                "roofline_share": ours / roof, "engine_s": t}
         rows.append(row)
         ratio = f"{ours / hf_tps:.1f}x" if hf_tps else "-"
         hf_s = f"{hf_tps:.0f}" if hf_tps else "-"
-        print(f"| {name} | {batch} | {ours:.0f} | {hf_s} | {ratio} | {roof:.0f} | "
+        label = name + (" fp8-kv" if args.kv_cache_dtype == "fp8" else "")
+        print(f"| {label} | {batch} | {ours:.0f} | {hf_s} | {ratio} | {roof:.0f} | "
               f"{100 * ours / roof:.0f}% |", flush=True)
     del engine, hf, loaded
     gc.collect()
@@ -100,6 +103,7 @@ def main() -> None:
     parser.add_argument("--hf-new", type=int, default=64)
     parser.add_argument("--no-hf", action="store_true")
     parser.add_argument("--json", default=None)
+    parser.add_argument("--kv-cache-dtype", default="auto", choices=["auto", "fp8"])
     args = parser.parse_args()
     batches = [int(b) for b in args.batches.split(",")]
     print(f"# {torch.cuda.get_device_name()}; prompt {args.prompt}, new {args.new} (HF {args.hf_new})")
