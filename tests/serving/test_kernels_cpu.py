@@ -1,0 +1,73 @@
+"""The GPU code paths on a machine without CUDA/Triton (what CI runs): everything imports, the
+kernels refuse to run with a clear error, `get_backend` falls back to the torch reference, and
+the host-side policies (split count, graph buckets) behave."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+import torch
+
+from serving.kernels import HAS_TRITON
+
+
+def test_every_gpu_module_imports_without_triton():
+    for name in [
+        "serving.kernels.kv_write", "serving.kernels.paged_decode", "serving.kernels.paged_prefill",
+        "serving.kernels.fused_ops", "serving.kernels.qkv_rope_cache",
+        "serving.kernels.fused_forward", "serving.attention.triton_backend", "serving.cuda_graphs",
+    ]:
+        importlib.import_module(name)
+
+
+@pytest.mark.skipif(HAS_TRITON, reason="checks the no-Triton behaviour")
+def test_kernels_raise_a_clear_error_without_triton():
+    from serving.kernels.fused_ops import silu_and_mul
+    from serving.kernels.kv_write import write_kv
+
+    with pytest.raises(RuntimeError, match="triton"):
+        silu_and_mul(torch.zeros(2, 8))
+    with pytest.raises(RuntimeError, match="triton"):
+        write_kv(torch.zeros(1, 1, 8), torch.zeros(1, 1, 8), torch.zeros(1, 4, 1, 8),
+                 torch.zeros(1, 4, 1, 8), torch.zeros(1, dtype=torch.long))
+
+
+@pytest.mark.skipif(HAS_TRITON and torch.cuda.is_available(), reason="checks the CPU fallback")
+def test_get_backend_cuda_falls_back_to_torch_reference_without_triton():
+    from serving.attention import get_backend
+
+    assert get_backend("cuda").name == "torch_ref"
+    assert get_backend("cpu").name == "torch_ref"
+
+
+def test_split_count_fills_the_gpu_and_never_exceeds_the_tiles():
+    from serving.kernels.paged_decode import choose_num_splits
+
+    assert choose_num_splits(256, 8, 40960) == 1  # 2048 programs already fill 132 SMs
+    assert choose_num_splits(1, 8, 40960) == 64  # 8 programs: split the context up to 64 ways
+    assert choose_num_splits(1, 8, 64) == 1  # one 64-token tile cannot be split
+    assert choose_num_splits(1, 3, 200) == 4  # at most one split per tile (4 tiles)
+    for batch in (1, 3, 16, 64):
+        s = choose_num_splits(batch, 4, 8192)
+        assert s & (s - 1) == 0  # powers of two: few compiled variants
+
+
+def test_graph_buckets_pad_up_and_fall_back_past_the_largest():
+    from serving.cuda_graphs import GpuForward
+
+    gf = GpuForward.__new__(GpuForward)  # the bucket policy alone, no GPU buffers
+    gf.buckets = (1, 2, 4, 8, 16)
+    assert [gf._bucket(n) for n in (1, 3, 5, 16)] == [1, 4, 8, 16]
+    assert gf._bucket(17) is None  # larger decode batches run eagerly
+
+
+def test_backend_requires_triton_or_positive_scales():
+    from serving.attention.triton_backend import TritonAttentionBackend
+
+    if not HAS_TRITON:
+        with pytest.raises(RuntimeError, match="triton"):
+            TritonAttentionBackend()
+    else:
+        with pytest.raises(ValueError, match="scales"):
+            TritonAttentionBackend(k_scale=0.0)
