@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from alerts.service import raise_alerts
 from dashboards.baselines import load_baseline_with_frame
 from dashboards.cursors import get_cursor, set_cursor
-from dashboards.jobs.embed import model_name
+from dashboards.jobs.embed import model_name, run_embed_job
 from dashboards.report.build import evidently_part, segment_counts, write_run_report
 from storage.models import DriftRun
 from storage.repositories.baselines import get_active_baseline
@@ -86,8 +86,11 @@ def run_drift_job(settings: Settings, session_factory: sessionmaker[Session], no
     with session_factory() as session:
         raw = get_cursor(session, CURSOR)
     cursor = to_utc(datetime.fromisoformat(raw)) if raw else None
+    windows = due_windows(cursor, now, settings.drift_interval_s)
+    if windows:  # the window's last samples may still wait for the minutely embed job
+        run_embed_job(settings, session_factory, now)
     outcomes = []
-    for start, end in due_windows(cursor, now, settings.drift_interval_s):
+    for start, end in windows:
         try:
             outcomes.append(run_window(settings, session_factory, start, end, now=now, advance_cursor=True))
         except Exception as exc:

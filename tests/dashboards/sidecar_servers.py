@@ -197,12 +197,18 @@ class SidecarProcess:
             time.sleep(0.1)
         raise RuntimeError(f"sidecar not healthy in {timeout}s:\n{self.log()[-3000:]}")
 
+    def freeze(self) -> None:
+        import signal
+
+        self.proc.send_signal(signal.SIGSTOP)
+
     def kill(self) -> None:
         import signal
 
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(10)
-        self._log.close()
+        if not self._log.closed:
+            self._log.close()
 
     def stop(self, timeout: float = 30.0) -> int:
         import signal
@@ -214,7 +220,8 @@ class SidecarProcess:
             except Exception:
                 self.proc.kill()
                 self.proc.wait(10)
-        self._log.close()
+        if not self._log.closed:
+            self._log.close()
         return self.proc.returncode
 
 

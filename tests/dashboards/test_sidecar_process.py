@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 import re
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
-from sidecar_servers import SidecarProcess, WebhookReceiver, sidecar_env
+import httpx
+from sidecar_servers import API_KEY, SidecarProcess, WebhookReceiver, sidecar_env
 from sidecar_world import prepare
 from sqlalchemy import func, select
+from traffic_gen import traffic
 
 from alerts.signing import IDEMPOTENCY_HEADER, verify
 from storage.db import session_factory
@@ -53,11 +55,12 @@ def test_sigkill_mid_drift_job_then_restart(migrated_db, make_settings, embedder
                     return s.scalars(select(DriftRun).where(DriftRun.status == "running")).first()
 
             run = wait_for(running, 120, "the drift job to claim its window")
+            first.freeze()  # SIGSTOP: pins the process mid-job, so the kill lands mid-job
+            with factory() as s:
+                killed = s.get(DriftRun, run.id)
+                assert killed.status == "running", "the job finished before the freeze: test is moot"
         finally:
             first.kill()  # SIGKILL: no cleanup, the lease stays until it expires
-        with factory() as s:
-            killed = s.get(DriftRun, run.id)
-            assert killed.status == "running", "the job finished before the kill: test is moot"
         mid = counts(factory)
         assert mid == {**before, "drift_runs": 1}  # no alert, no delivery, no sample lost
         assert receiver.received == []
@@ -76,11 +79,18 @@ def test_sigkill_mid_drift_job_then_restart(migrated_db, make_settings, embedder
             wait_for(lambda: len(receiver.received) >= n_alerts, 60, "the webhooks", poll=0.2)
             time.sleep(1.0)  # a duplicate would arrive now
             health = second.wait_healthy()
+            # samples the ingest API acknowledged survive a SIGKILL right after the 200
+            late = traffic(datetime.now(UTC), datetime.now(UTC) + timedelta(seconds=1), 5, seed=99)
+            ack = httpx.post(f"{second.url}/v1/ingest", json={"samples": late},
+                             headers={"Authorization": f"Bearer {API_KEY}"}, timeout=10)  # fmt: skip
+            assert ack.status_code == 200 and ack.json()["inserted"] == 5
         finally:
-            assert second.stop() == 0
+            second.kill()
         assert health["leader"] is True
         after = counts(factory)
-        assert after["samples"] == before["samples"]  # nothing lost (nor invented)
+        assert after["samples"] == before["samples"] + 5  # nothing lost (nor invented)
+        with factory() as s:
+            assert {r["id"] for r in late} <= set(s.scalars(select(Sample.id)))
         assert after["drift_runs"] == 1  # the killed attempt was resumed, not duplicated
         with factory() as s:
             alerts = list(s.scalars(select(Alert)))
@@ -119,6 +129,8 @@ def test_two_sidecars_run_the_periodic_job_once_per_interval(pg_url, tmp_path):
         leader.kill()  # the standby takes over once the 5 s lease expires
         wait_for(lambda: len(runs()) >= n_before + 3, 60, "the standby to take over", poll=0.2)
         assert "job drift started" in standby.log()
+        assert standby.stop() == 0  # SIGTERM: a clean exit (lease released, jobs stopped)
+        assert "sidecar" in standby.log() and "stopped" in standby.log()
     finally:
         for p in (a, b):
             if p.proc.poll() is None:
