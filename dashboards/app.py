@@ -11,6 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import text
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.exceptions import HTTPException
 
@@ -52,6 +53,15 @@ def create_app(
         return JSONResponse(
             status_code=422,
             content={"detail": f"invalid request: {shown}", "errors": errors[:100]},
+        )
+
+    @app.exception_handler(OperationalError)
+    async def _database_down(request: Request, exc: OperationalError) -> JSONResponse:
+        # an outage, not a bug: tell the client to retry (nothing was stored)
+        return JSONResponse(
+            status_code=503,
+            headers={"Retry-After": "5"},
+            content={"detail": "database unavailable; nothing was stored, retry later"},
         )
 
     def require_api_key(creds: HTTPAuthorizationCredentials | None = Depends(_bearer)) -> None:

@@ -43,3 +43,16 @@ def test_alert_pages_show_evidence_and_dead_letters(migrated_db, make_settings, 
         assert httpx.get(f"{app.url}/reports/{run_id}").text == report.read_text()
         assert httpx.get(f"{app.url}/alerts/424242").status_code == 404
         assert f'href="/reports/{run_id}"' in httpx.get(f"{app.url}/reports").text
+
+
+def test_database_outage_is_503_not_500(make_settings):
+    from sidecar_servers import API_KEY, free_port
+
+    down = f"postgresql+psycopg://postgres@127.0.0.1:{free_port()}/test"  # nobody listens there
+    with UvicornThread(create_app(make_settings(down), session_factory(down))) as app:
+        health = httpx.get(f"{app.url}/health")
+        assert health.status_code == 503 and health.json()["database"] is False
+        r = httpx.post(f"{app.url}/v1/ingest", json={"samples": [{"id": "x", "prompt": "p"}]},
+                       headers={"Authorization": f"Bearer {API_KEY}"})  # fmt: skip
+        assert r.status_code == 503 and "retry" in r.json()["detail"]
+        assert r.headers["Retry-After"] == "5"
