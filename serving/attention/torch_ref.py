@@ -82,9 +82,12 @@ class TorchRefBackend:
         block_size, num_kv_heads = k_cache.shape[1:3]
         group = num_heads // num_kv_heads
         longest = max(slens[:n])
-        blocks = meta.block_tables[:n, : -(-longest // block_size)].long()
-        k = k_cache[blocks].reshape(n, -1, num_kv_heads, head_dim).transpose(1, 2).to(query.dtype)
-        v = v_cache[blocks].reshape(n, -1, num_kv_heads, head_dim).transpose(1, 2).to(query.dtype)
+        nb = -(-longest // block_size)
+        blocks = meta.block_tables[:n, :nb].reshape(-1).long()
+        # whole blocks via index_select (one contiguous copy), then [n, kv_heads, tokens, dim] views
+        k = k_cache.index_select(0, blocks).view(n, nb * block_size, num_kv_heads, head_dim)
+        v = v_cache.index_select(0, blocks).view(n, nb * block_size, num_kv_heads, head_dim)
+        k, v = k.transpose(1, 2).to(query.dtype), v.transpose(1, 2).to(query.dtype)
         lens = meta.seq_lens[:n].to(query.device)
         mask = torch.arange(k.shape[2], device=query.device)[None, :] < lens[:, None]  # [n, padded]
         q = query.reshape(n, num_kv_heads, group, head_dim)
