@@ -18,7 +18,8 @@ from datetime import UTC, datetime, timedelta
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
-from sqlalchemy import Engine
+from sqlalchemy import Engine, inspect
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
 from vigil.config import Settings
@@ -109,8 +110,20 @@ def run_scheduled(name: str) -> None:
     log.info("job %s done on %s in %.2fs: %s", name, runtime.holder, took, result)
 
 
+def _create_jobstore_table(store: SQLAlchemyJobStore, engine: Engine) -> None:
+    """Replicas starting together would race on APScheduler's CREATE TABLE (PostgreSQL says
+    "already exists" to the loser and the sidecar would crash): create it here, tolerating
+    exactly that race."""
+    try:
+        store.jobs_t.create(engine, checkfirst=True)
+    except DBAPIError:
+        if not inspect(engine).has_table(JOBSTORE_TABLE):
+            raise
+
+
 def build_scheduler(engine: Engine) -> BackgroundScheduler:
     store = SQLAlchemyJobStore(engine=engine, tablename=JOBSTORE_TABLE)
+    _create_jobstore_table(store, engine)
     return BackgroundScheduler(
         jobstores={"default": store},
         job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
