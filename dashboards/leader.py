@@ -109,8 +109,8 @@ class LeaderElector:
         try:
             with self.session_factory() as session:
                 won = try_acquire(session, self.name, self.holder, self.lease_s)
-        except OperationalError as exc:
-            log.warning("leader lease check failed (%s); standing by", exc.__class__.__name__)
+        except Exception as exc:  # the database is down or odd: never kill the election thread
+            log.warning("leader lease check failed (%s: %s); standing by", exc.__class__.__name__, exc)
             won = False
         if won:
             self._last_renewed = datetime.now(UTC)
