@@ -25,7 +25,10 @@ def report_command(args) -> int:
     upgrade(settings.database_url)
     factory = session_factory(settings.database_url)
     now = datetime.now(UTC)
-    outcome = run_window(settings, factory, now - timedelta(hours=hours), now, now=now, advance_cursor=False)
+    outcome = run_window(
+        settings, factory, now - timedelta(hours=hours), now, now=now,
+        advance_cursor=False, resolve_absent=False,
+    )  # fmt: skip
     if outcome.report_path is None:
         print(f"vigil report: the window was already reported (run {outcome.run_id})", file=sys.stderr)
         return 1

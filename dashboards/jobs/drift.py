@@ -150,8 +150,11 @@ def run_window(
     *,
     now: datetime,
     advance_cursor: bool,
+    resolve_absent: bool = True,
 ) -> WindowOutcome:
-    """Drift for one window [start, end), exactly once (see module doc)."""
+    """Drift for one window [start, end), exactly once (see module doc). `resolve_absent`:
+    open drift alerts this window does not fire are resolved (the scheduled job); an ad-hoc
+    window (`vigil report`) leaves them alone."""
     from drift.job import DEFAULT_SEGMENT_BY, run_drift
 
     with session_factory() as session:
@@ -202,7 +205,11 @@ def run_window(
             test=r["test"], feature=r["feature"] or "*", segment=r["segment"], statistic=r["statistic"],
             p_value=r["p_value"], threshold=r["threshold"], drifted=r["drifted"],
             insufficient=r["insufficient"], detail=r["detail"]) for r in results])  # fmt: skip
-        fired = raise_alerts(session, proposed, run_id=run_id, now=now, settings=settings) if baseline else []
+        fired = (
+            raise_alerts(session, proposed, run_id=run_id, now=now, settings=settings,
+                         resolve_absent=resolve_absent)
+            if baseline else []
+        )  # fmt: skip
         path = write_run_report(
             run_id=run_id, window=(start, end), now=now, frame=frame, baseline_row=active,
             baseline_frame=base_frame, results=results, segment_sizes=sizes, alerts=fired,
