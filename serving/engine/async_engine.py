@@ -146,6 +146,18 @@ class AsyncLLMEngine:
 
     # ---- the loop thread -------------------------------------------------------------------
     def _run(self) -> None:
+        reason = "the engine shut down"
+        try:
+            self._loop()
+        except BaseException:  # a bug in the loop itself: never leave callers waiting forever
+            log.exception("engine loop died")
+            reason = "the engine loop died (see the server log)"
+        finally:
+            self._accepting = False
+            self._fail_all(EngineNotRunningError(reason), drop_queued=True)
+            self._busy = False
+
+    def _loop(self) -> None:
         while not self._stop.is_set():
             self._handle_inbox()
             if self.engine.has_unfinished_requests():
@@ -165,8 +177,6 @@ class AsyncLLMEngine:
                 self._wake.wait(self.idle_poll_s)
                 self._wake.clear()
         self._handle_inbox()
-        self._fail_all(EngineNotRunningError("the engine shut down"))
-        self._busy = False
 
     def _handle_inbox(self) -> None:
         with self._lock:
@@ -176,17 +186,25 @@ class AsyncLLMEngine:
                 _, rid, ids, params, prompt, arrival = cmd
                 try:
                     self.engine.add_request(rid, ids, params, prompt=prompt, arrival_time=arrival)
-                except ValueError as exc:
+                except Exception as exc:  # ValueError (raced validation) or worse: tell the caller
                     self._deliver(rid, exc, True)
             else:
                 out = self.engine.abort(cmd[1])
                 if out is not None:
                     self._deliver(cmd[1], out, True)
 
-    def _fail_all(self, exc: BaseException) -> None:
-        for rid in list(self.engine.requests):
-            self.engine.abort(rid)
-        for rid in list(self._streams):
+    def _fail_all(self, exc: BaseException, drop_queued: bool = False) -> None:
+        """Abort the engine's requests and raise `exc` in their callers; when the loop is ending
+        (`drop_queued`), in every other waiting caller too."""
+        targets = set(self.engine.requests)
+        for rid in targets:
+            with contextlib.suppress(Exception):
+                self.engine.abort(rid)
+        if drop_queued:
+            with self._lock:
+                self._inbox = [cmd for cmd in self._inbox if cmd[0] != "add"]
+                targets |= set(self._streams)
+        for rid in targets:
             self._deliver(rid, exc, True)
 
     def _deliver(self, request_id: str, item, last: bool) -> None:

@@ -172,3 +172,44 @@ def test_drain_timeout_aborts_the_rest(loaded):
 
     drained, outs = run(main())
     assert not drained and outs[-1].outputs[0].finish_reason == "abort"
+
+
+def test_a_failing_step_fails_its_requests_and_the_engine_keeps_serving(loaded, expected):
+    engine = make_engine(loaded)
+    real_step = engine.step
+    calls = {"n": 0}
+
+    def flaky_step():
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise RuntimeError("boom")
+        return real_step()
+
+    engine.step = flaky_step
+
+    async def main():
+        aengine = AsyncLLMEngine(engine)
+        aengine.start()
+        with pytest.raises(RuntimeError, match="boom"):
+            await collect(aengine, "victim", PROMPTS["r1"], greedy(12))
+        outs = await collect(aengine, "r0", PROMPTS["r0"], greedy(12))
+        await aengine.shutdown()
+        return outs
+
+    outs = run(main())
+    assert outs[-1].outputs[0].token_ids == expected["r0"]
+    assert engine.block_manager.num_free_blocks == engine.block_manager.num_blocks
+
+
+def test_shutdown_fails_callers_still_waiting(loaded):
+    async def main():
+        aengine = AsyncLLMEngine(make_engine(loaded))
+        aengine.start()
+        task = asyncio.create_task(collect(aengine, "w", PROMPTS["r2"], greedy(100_000)))
+        while aengine.num_running() == 0:
+            await asyncio.sleep(0.005)
+        await aengine.shutdown()
+        return await task
+
+    outs = run(main())
+    assert outs[-1].outputs[0].finish_reason == "abort"  # shutdown aborts what is in flight
