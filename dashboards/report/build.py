@@ -21,7 +21,7 @@ from dashboards.report.model import (
     segment_rows,
     truncate,
 )
-from dashboards.report.render import render_report, write_report
+from dashboards.report.render import MAX_REPORT_BYTES, render_report, write_report
 from storage.types import to_utc
 
 log = logging.getLogger("vigil.sidecar.report")
@@ -149,7 +149,13 @@ def write_run_report(
         public_url=public_url, note=note,
     )  # fmt: skip
     html, why = evidently
-    return write_report(report_dir, run_id, render_report(ctx, html, why))
+    page = render_report(ctx, html, why)
+    if html is not None and len(page.encode("utf-8")) > MAX_REPORT_BYTES:
+        # many features make Evidently's page grow: keep the bound, keep Vigil's sections
+        size_mb = len(page.encode("utf-8")) / 2**20
+        page = render_report(ctx, None, f"Evidently's page left out: with it the report would be "
+                                        f"{size_mb:.1f} MB, over the {MAX_REPORT_BYTES / 2**20:.1f} MB bound")  # fmt: skip
+    return write_report(report_dir, run_id, page)
 
 
 def segment_counts(frame: pd.DataFrame, keys: tuple[str, ...]) -> dict[str, dict[str, int]]:

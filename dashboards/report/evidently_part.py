@@ -14,6 +14,7 @@ NUMERIC_FEATURES = (
     "mean_logprob", "mean_entropy",
 )  # fmt: skip
 MIN_ROWS = 5  # below this Evidently's tests say nothing useful
+MAX_COLUMNS = 14  # each column adds plots (~0.05 MB): 14 at 5000 rows stay ~4.4 MB, under the bound
 
 
 def preload() -> None:
@@ -53,7 +54,7 @@ def evidently_html(
     reference: pd.DataFrame, current: pd.DataFrame, *, max_rows: int, seed: int = 0
 ) -> tuple[str | None, str | None]:
     """(html, None) or (None, why not): Evidently's page for the usable numeric columns."""
-    columns = usable_columns(reference, current)
+    columns = usable_columns(reference, current)[:MAX_COLUMNS]
     if not columns:
         return None, "no numeric feature has enough values on both sides"
     from evidently import DataDefinition, Dataset, Report
