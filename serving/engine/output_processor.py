@@ -19,9 +19,14 @@ class SeqTextState:
     def __init__(self, tokenizer, stop: list[str], include_stop: bool):
         self.detok = IncrementalDetokenizer(tokenizer)
         self.matcher = StopStringMatcher(stop, include_stop)
+        # a model's embedding table may be padded past the tokenizer's vocabulary (Qwen): such
+        # ids have no text
+        self.vocab_size = tokenizer.vocab_size
 
     def add(self, token_id: int) -> tuple[str, str | None]:
         """Returns (text safe to emit now, the stop string hit or None)."""
+        if token_id >= self.vocab_size:
+            return self.matcher.feed("")
         return self.matcher.feed(self.detok.add(token_id))
 
     def flush(self) -> str:
@@ -71,7 +76,7 @@ class OutputProcessor:
         return True
 
     def _token_text(self, token_id: int) -> str:
-        if self.tokenizer is None:
+        if self.tokenizer is None or token_id >= self.tokenizer.vocab_size:
             return ""
         # one token may be part of a UTF-8 character: escape its bytes rather than guess
         return self.tokenizer.id_to_bytes(token_id).decode("utf-8", errors="backslashreplace")
