@@ -8,6 +8,8 @@ points are the Python wrappers:
 - `serving.kernels.paged_decode.paged_decode(...)`  (one query token per sequence, split-K)
 - `serving.kernels.paged_prefill.paged_prefill(...)`  (varlen/chunked prefill over the paged cache)
 - `serving.kernels.fused_ops.rms_norm / silu_and_mul / rotary_inplace`
+- `serving.kernels.qkv_rope_cache.qkv_rope_cache(...)`  (q/k norm + rotary + KV write, one kernel)
+- `serving.kernels.fused_forward.fused_forward(model, ids, positions, kv_caches, meta, backend)`
 """
 
 from serving.kernels._compat import HAS_TRITON
