@@ -34,4 +34,7 @@ def test_ingest_fuzz_finds_no_5xx(migrated_db, make_settings, mode):
         check()
     assert sum(seen.values()) >= 30
     if mode is GenerationMode.NEGATIVE:  # mutated bodies, headers (auth) and content types
-        assert seen.get(422, 0) > sum(seen.values()) / 2, seen
+        # schemathesis mutates the auth header too (401s); enough bodies must still reach validation
+        rejected = sum(n for code, n in seen.items() if code in (400, 401, 413, 422))
+        assert rejected > sum(seen.values()) / 2, seen
+        assert seen.get(422, 0) >= 10, seen
