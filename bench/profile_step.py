@@ -2,6 +2,13 @@
 busy time per step (CUDA events around the runner's forward), plus torch.profiler's top kernels.
 
     PYTHONPATH=. python3 bench/profile_step.py --shape qwen3-4b --batch 1
+
+`--device cpu`: the engine's per-step HOST cost (the Python that caps GPU throughput), measured on
+a tiny random model so the forward is small: 256 running sequences, step wall time minus the
+model forward, at a short and at a long generated length (O(length) work shows as growth), plus
+cProfile's top functions at the long length.
+
+    .venv/bin/python bench/profile_step.py --device cpu [--batch 256] [--new 480]
 """
 
 from __future__ import annotations
@@ -26,7 +33,14 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--top", type=int, default=14)
+    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    parser.add_argument("--new", type=int, default=480, help="cpu: generated tokens per sequence")
     args = parser.parse_args()
+    if args.device == "cpu":
+        from bench.profile_host import profile_host
+
+        profile_host(batch=256 if args.batch == 1 else args.batch, new=args.new, top=args.top)
+        return
     shape = SHAPES[args.shape]
     hf = hf_random_model(shape)
     loaded = loaded_from_hf(hf, shape, args.shape)

@@ -2,7 +2,52 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from collections.abc import Sequence as SequenceABC
 from dataclasses import dataclass, field
+from typing import Any, overload
+
+
+class ListPrefix(SequenceABC):
+    """A read-only snapshot of the first `stop` items from `start` of an APPEND-ONLY list, made
+    in O(1). Running outputs carry these instead of copies: a step would otherwise copy every
+    sequence's whole token list (O(batch x length) per step). Later appends stay invisible, so
+    an output read on another thread after more steps still shows what it had. Compares equal
+    to a list with the same items; slicing returns a list."""
+
+    __slots__ = ("_items", "_start", "_stop")
+
+    def __init__(self, items: list, start: int = 0, stop: int | None = None):
+        self._items, self._start = items, start
+        self._stop = len(items) if stop is None else stop
+
+    def __len__(self) -> int:
+        return self._stop - self._start
+
+    @overload
+    def __getitem__(self, i: int) -> Any: ...
+    @overload
+    def __getitem__(self, i: slice) -> list: ...
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return self._items[self._start : self._stop][i]
+        n = self._stop - self._start
+        if not -n <= i < n:
+            raise IndexError("ListPrefix index out of range")
+        return self._items[self._start + (i % n)]
+
+    def __iter__(self) -> Iterator:
+        return iter(self._items[self._start : self._stop])
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (list, tuple, ListPrefix)):
+            return len(other) == len(self) and list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # like a list
+
+    def __repr__(self) -> str:
+        return repr(list(self))
 
 
 @dataclass
@@ -18,8 +63,10 @@ class CompletionOutput:
     index: int  # which of the request's n samples
     text: str  # all text so far (stop strings removed)
     delta: str  # text new since the previous RequestOutput for this request
-    token_ids: list[int]
-    logprobs: list[TokenLogprob] | None = None  # all so far, when requested
+    # while running: a ListPrefix snapshot (len/index/slice/iterate/== like a list); a real list
+    # once finished
+    token_ids: list[int] | ListPrefix
+    logprobs: list[TokenLogprob] | ListPrefix | None = None  # all so far, when requested
     finish_reason: str | None = None  # None while running; "stop" | "length" | "abort"
     stop_reason: str | int | None = None  # the stop string or token id that ended it
     # statistics of the sampled distribution over the generated tokens (kept for monitoring)

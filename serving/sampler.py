@@ -141,10 +141,11 @@ def sample(
     def column(values: list[float]) -> torch.Tensor:
         return torch.tensor(values, dtype=torch.float32, device=dev)
 
-    freq = column([p.frequency_penalty for p in params])
-    pres = column([p.presence_penalty for p in params])
     scores = logits
-    if bool((freq != 0).any() or (pres != 0).any()):
+    # decided on the host: no per-step tensors (or device sync) when no row has a penalty
+    if any(p.frequency_penalty or p.presence_penalty for p in params):
+        freq = column([p.frequency_penalty for p in params])
+        pres = column([p.presence_penalty for p in params])
         scores = apply_penalties(logits, output_token_ids, freq, pres)
 
     token_ids = scores.argmax(dim=-1)  # greedy rows keep this
@@ -168,9 +169,12 @@ def sample(
             values_l, indices_l = values.tolist(), indices.tolist()
             for i, k in enumerate(wanted):
                 top[i] = list(zip(indices_l[i][:k], values_l[i][:k], strict=True))
+    # one device->host copy for the three per-row results (float64 holds token ids exactly and
+    # float32 values unchanged)
+    ids_l, lps_l, ents_l = torch.stack([token_ids.double(), chosen.double(), entropies.double()]).tolist()
     return SamplerOutput(
-        token_ids=token_ids.tolist(),
-        logprobs=chosen.tolist(),
-        entropies=entropies.tolist(),
+        token_ids=[int(t) for t in ids_l],
+        logprobs=lps_l,
+        entropies=ents_l,
         top_logprobs=top,
     )

@@ -27,6 +27,9 @@ class Block:
     token_ids: tuple[int, ...] | None = None  # checked on lookup, so a hash collision can't alias
 
 
+_NO_COPIES: list[tuple[int, int]] = []  # shared, never mutated (callers only extend from it)
+
+
 def hash_block(parent_hash: int | None, token_ids: tuple[int, ...]) -> int:
     return hash((parent_hash, token_ids))
 
@@ -98,6 +101,7 @@ class BlockManager:
         for bid in hits:
             self._acquire(bid)
         seq.block_table = list(hits)
+        seq.block_table_synced = 0
         seq.block_hashes = list(hashes)
         seq.num_hashed_blocks = len(hits)
         seq.num_computed_tokens = len(hits) * self.block_size
@@ -128,9 +132,23 @@ class BlockManager:
             new = self._take_free()
             self.blocks[old].ref_count -= 1  # still >= 1: another sequence holds it
             seq.block_table[idx] = new
+            seq.block_table_synced = min(seq.block_table_synced, idx)
             copies.append((old, new))
         self._grow(seq, seq.num_computed_tokens + num_new_tokens)
         return copies
+
+    def try_append(self, seq: Sequence, num_new_tokens: int) -> list[tuple[int, int]] | None:
+        """`can_append` then `append_slot` in one pass (the scheduler's per-sequence decode
+        path): the block copies to do, or None when the pool can't hold the new tokens."""
+        pos, table, bs = seq.num_computed_tokens, seq.block_table, self.block_size
+        idx = pos // bs
+        cow = pos % bs != 0 and idx < len(table) and self.blocks[table[idx]].ref_count > 1
+        missing = -(-(pos + num_new_tokens) // bs) - len(table)
+        if max(0, missing) + cow > len(self.free_queue):
+            return None
+        if not cow and missing <= 0:
+            return _NO_COPIES
+        return self.append_slot(seq, num_new_tokens)
 
     # ---- sharing, caching, freeing ---------------------------------------------------------
     def fork(self, parent: Sequence, child: Sequence) -> None:
@@ -138,6 +156,7 @@ class BlockManager:
         for bid in parent.block_table:
             self.blocks[bid].ref_count += 1
         child.block_table = list(parent.block_table)
+        child.block_table_synced = 0
         child.block_hashes = list(parent.block_hashes)
         child.num_hashed_blocks = parent.num_hashed_blocks
 
@@ -169,6 +188,7 @@ class BlockManager:
                 if block.hash is None:
                     self.free_queue.move_to_end(bid, last=False)
         seq.block_table = []
+        seq.block_table_synced = 0
         seq.block_hashes = []
         seq.num_hashed_blocks = 0
 

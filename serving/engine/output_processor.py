@@ -8,7 +8,7 @@ import time
 from serving.detokenizer import IncrementalDetokenizer
 from serving.engine.request import Request, Sequence
 from serving.engine.runner import SampleResult
-from serving.outputs import CompletionOutput, RequestOutput, TokenLogprob
+from serving.outputs import CompletionOutput, ListPrefix, RequestOutput, TokenLogprob
 from serving.stop import StopStringMatcher
 
 
@@ -52,10 +52,12 @@ class OutputProcessor:
         seq.append_token(tok)
         seq.logprobs.append(r.logprob)
         seq.entropies.append(r.entropy)
+        seq.logprob_sum += r.logprob
+        seq.entropy_sum += r.entropy
         if p.logprobs is not None:
             alts = [(int(t), self._token_text(int(t)), float(v)) for t, v in (r.top_logprobs or [])]
             seq.token_logprobs.append(TokenLogprob(tok, self._token_text(tok), r.logprob, alts[: p.logprobs]))
-        if tok in p.stop_token_ids:
+        if p.stop_token_ids and tok in p.stop_token_ids:
             return self._finish(seq, "stop", tok)
         if tok in self.eos and not p.ignore_eos:
             return self._finish(seq, "stop", None)
@@ -65,7 +67,8 @@ class OutputProcessor:
             seq.text += text
             if hit is not None:
                 return self._finish(seq, "stop", hit)
-        if seq.num_output_tokens >= p.max_tokens or seq.num_tokens >= self.max_model_len:
+        n = len(seq.token_ids)
+        if n - seq.num_prompt_tokens >= p.max_tokens or n >= self.max_model_len:
             return self._finish(seq, "length", None)
         return False
 
@@ -82,30 +85,42 @@ class OutputProcessor:
         return self.tokenizer.id_to_bytes(token_id).decode("utf-8", errors="backslashreplace")
 
     def completion(self, seq: Sequence) -> CompletionOutput:
+        """O(1) per running sequence: token ids and logprob entries are snapshots of the
+        append-only lists (copied once, when the sequence has finished); means come from running
+        sums."""
         delta = seq.text[seq.sent_text_len :]
         seq.sent_text_len = len(seq.text)
         n = len(seq.logprobs)
+        done = seq.finish_reason is not None
+        if done:
+            token_ids = seq.token_ids[seq.num_prompt_tokens :]
+        else:
+            token_ids = ListPrefix(seq.token_ids, seq.num_prompt_tokens)
+        lps = None
+        if seq.request.params.logprobs is not None:
+            lps = list(seq.token_logprobs) if done else ListPrefix(seq.token_logprobs)
         return CompletionOutput(
             index=seq.index,
             text=seq.text,
             delta=delta,
-            token_ids=list(seq.output_token_ids),
-            logprobs=list(seq.token_logprobs) if seq.request.params.logprobs is not None else None,
+            token_ids=token_ids,
+            logprobs=lps,
             finish_reason=seq.finish_reason,
             stop_reason=seq.stop_reason,
-            mean_logprob=sum(seq.logprobs) / n if n else None,
-            mean_entropy=sum(seq.entropies) / n if n else None,
+            mean_logprob=seq.logprob_sum / n if n else None,
+            mean_entropy=seq.entropy_sum / n if n else None,
         )
 
     def request_output(self, req: Request) -> RequestOutput:
         finished = req.is_finished
         if finished and req.metrics.finished_time is None:
             req.metrics.finished_time = time.monotonic()
+        seqs = req.seqs if len(req.seqs) == 1 else sorted(req.seqs, key=lambda s: s.index)
         return RequestOutput(
             request_id=req.request_id,
             prompt=req.prompt,
             prompt_token_ids=req.prompt_token_ids,
-            outputs=[self.completion(s) for s in sorted(req.seqs, key=lambda s: s.index)],
+            outputs=[self.completion(s) for s in seqs],
             finished=finished,
             metrics=req.metrics,
         )

@@ -43,12 +43,20 @@ class Sequence:
     # per generated token: sampled logprob and entropy; the API's logprob entries when asked
     logprobs: list[float] = field(default_factory=list)
     entropies: list[float] = field(default_factory=list)
+    # running sums of the two lists, so per-step outputs report means in O(1) (left-to-right
+    # addition, the order Python's sum() uses: the same floats as summing the lists)
+    logprob_sum: float = 0.0
+    entropy_sum: float = 0.0
     token_logprobs: list[TokenLogprob] = field(default_factory=list)
     finish_reason: str | None = None
     stop_reason: str | int | None = None
     text: str = ""  # detokenized text with stop strings removed
     sent_text_len: int = 0  # how much of `text` earlier outputs carried
     output_state: object = None  # the output processor's per-sequence state (detokenizer, stops)
+    # the runner's int32 mirror of block_table (serving/engine/step_inputs.py); the block manager
+    # lowers `block_table_synced` (leading entries mirrored) whenever it rewrites the table
+    block_table_row: torch.Tensor | None = None
+    block_table_synced: int = 0
 
     @property
     def num_tokens(self) -> int:
@@ -83,7 +91,12 @@ class Request:
 
     @property
     def is_finished(self) -> bool:
-        return self.forked and all(s.is_finished for s in self.seqs)
+        if not self.forked:
+            return False
+        seqs = self.seqs
+        if len(seqs) == 1:  # the common case, without a generator (called per request per step)
+            return seqs[0].status is SeqStatus.FINISHED
+        return all(s.status is SeqStatus.FINISHED for s in seqs)
 
     def make_generator(self, index: int, device: torch.device | str = "cpu") -> torch.Generator | None:
         """Sample `index`'s generator, on the device the sampler's logits live on."""

@@ -29,6 +29,9 @@ def kv_bytes_per_block(config, block_size: int, dtype: torch.dtype) -> int:
     return 2 * config.num_hidden_layers * block_size * config.num_key_value_heads * config.head_dim * elem
 
 
+_NO_TOKENS: list[int] = []  # shared, never mutated
+
+
 def _as_list(x) -> list:
     return x.tolist() if isinstance(x, torch.Tensor) else list(x)
 
@@ -78,12 +81,14 @@ class ModelRunner:
             return []
         logits = self.model.compute_logits(hidden[inputs.logits_rows])
         seqs = inputs.sample_seqs
-        result = sample(
-            logits,
-            [s.request.params for s in seqs],
-            [s.generator for s in seqs],
-            [s.output_token_ids for s in seqs],
-        )
+        params = [s.request.params for s in seqs]
+        # penalties need a row's generated tokens; copy them only for rows that have penalties
+        # (a zero-penalty row's counts are multiplied by 0: [] gives the same scores)
+        history = [
+            s.output_token_ids if (p.frequency_penalty or p.presence_penalty) else _NO_TOKENS
+            for s, p in zip(seqs, params, strict=True)
+        ]
+        result = sample(logits, params, [s.generator for s in seqs], history)
         token_ids = _as_list(result.token_ids)
         logprobs = _as_list(result.logprobs)
         entropies = _as_list(result.entropies)

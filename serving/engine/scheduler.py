@@ -71,14 +71,15 @@ class Scheduler:
             seq = self.running[i]
             num_new = min(seq.num_tokens - seq.num_computed_tokens, budget)
             assert num_new > 0, "a running sequence always has a token to run"
-            while not self.bm.can_append(seq, num_new):
+            while (copies := self.bm.try_append(seq, num_new)) is None:
                 victim = self.running.pop()  # newest first
                 self._preempt(victim)
                 out.preempted.append(victim)
                 if victim is seq:
                     break
             else:
-                out.blocks_to_copy += self.bm.append_slot(seq, num_new)
+                if copies:
+                    out.blocks_to_copy += copies
                 out.scheduled.append(ScheduledSeq(seq, num_new))
                 budget -= num_new
                 i += 1

@@ -1,5 +1,11 @@
 """The runner's typed view of one step: flattened token ids, positions, attention metadata and the
-rows whose logits are sampled. Built from a `SchedulerOutput` on the host, then moved to device."""
+rows whose logits are sampled. Built from a `SchedulerOutput` on the host, then moved to device.
+
+Per-step host cost matters (on the GPU the engine step is host-bound): one Python pass over the
+scheduled sequences gathers scalars; positions and slots are computed as tensors; block tables
+come from each sequence's persistent int32 row (only entries the block manager changed since the
+last step are written), stacked in one call.
+"""
 
 from __future__ import annotations
 
@@ -23,6 +29,31 @@ class StepInputs:
     seq_lens: list[int]
 
 
+def table_capacity(width: int) -> int:
+    """Mirror rows share one power-of-two capacity per step, so they stack in one call."""
+    cap = 16
+    while cap < width:
+        cap *= 2
+    return cap
+
+
+def block_table_row(seq: Sequence, cap: int) -> torch.Tensor:
+    """`seq.block_table` as an int32 [cap] zero-padded mirror row, kept on the sequence: only
+    the entries past `seq.block_table_synced` are written (a decode writes one entry per
+    block_size steps); a row of another capacity is rebuilt."""
+    table, row, synced = seq.block_table, seq.block_table_row, seq.block_table_synced
+    n = len(table)
+    if row is None or row.shape[0] != cap:
+        row, synced = torch.zeros(cap, dtype=torch.int32), 0
+        seq.block_table_row = row
+    elif synced == 0 and n < cap:
+        row[n:].zero_()  # the table was replaced (freed, re-allocated): drop stale entries
+    if synced < n:
+        row[synced:n] = torch.tensor(table[synced:n], dtype=torch.int32)
+    seq.block_table_synced = n
+    return row
+
+
 def build_step_inputs(
     scheduled: list[ScheduledSeq],
     sample_targets: list[list[Sequence]],
@@ -31,43 +62,58 @@ def build_step_inputs(
 ) -> StepInputs:
     """`sample_targets[i]`: the sequences sampled from scheduled[i]'s last row ([] for none).
     Sequences running one token (decodes) are laid out first, as the metadata contract asks."""
-    order = sorted(range(len(scheduled)), key=lambda i: scheduled[i].num_new_tokens != 1)
+    decodes = [i for i, item in enumerate(scheduled) if item.num_new_tokens == 1]
+    num_decode = len(decodes)
+    order = decodes if num_decode == len(scheduled) else (
+        decodes + [i for i, item in enumerate(scheduled) if item.num_new_tokens != 1]
+    )
+    width = max(len(item.seq.block_table) for item in scheduled)
+    cap = table_capacity(width)
     input_ids: list[int] = []
-    positions: list[int] = []
-    slots: list[int] = []
+    starts: list[int] = []
     qlens: list[int] = []
-    slens: list[int] = []
     rows: list[int] = []
     targets: list[Sequence] = []
-    tables: list[list[int]] = []
+    table_rows: list[torch.Tensor] = []
+    num_tokens = 0
     for i in order:
         item = scheduled[i]
-        seq, start = item.seq, item.seq.num_computed_tokens
-        end = start + item.num_new_tokens
-        input_ids += seq.token_ids[start:end]
-        positions += range(start, end)
-        table = seq.block_table
-        slots += [table[p // block_size] * block_size + p % block_size for p in range(start, end)]
-        qlens.append(item.num_new_tokens)
-        slens.append(end)
-        tables.append(table)
+        seq, n = item.seq, item.num_new_tokens
+        start = seq.num_computed_tokens
+        if n == 1:
+            input_ids.append(seq.token_ids[start])
+        else:
+            input_ids += seq.token_ids[start : start + n]
+        starts.append(start)
+        qlens.append(n)
+        num_tokens += n
+        row = seq.block_table_row
+        if row is None or seq.block_table_synced != len(seq.block_table) or row.shape[0] != cap:
+            row = block_table_row(seq, cap)
+        table_rows.append(row)
         for target in sample_targets[i]:
-            rows.append(len(input_ids) - 1)
+            rows.append(num_tokens - 1)
             targets.append(target)
-    width = max(len(t) for t in tables)
-    block_tables = torch.zeros(len(tables), width, dtype=torch.int32)
-    for r, table in enumerate(tables):
-        block_tables[r, : len(table)] = torch.tensor(table, dtype=torch.int32)
-    qsl = [0]
-    for q in qlens:
-        qsl.append(qsl[-1] + q)
-    num_decode = 0
-    while num_decode < len(qlens) and qlens[num_decode] == 1:
-        num_decode += 1
+    slens = [s + q for s, q in zip(starts, qlens, strict=True)]
+    start_t = torch.tensor(starts, dtype=torch.int64)
+    block_tables = torch.stack(table_rows)
+    if cap != width:
+        block_tables = block_tables[:, :width].contiguous()
+    if num_decode == len(order):  # decode only: one token per sequence, at its start position
+        positions = start_t
+        owner = torch.arange(len(order))
+        qsl = torch.arange(len(order) + 1, dtype=torch.int32)
+    else:
+        q = torch.tensor(qlens, dtype=torch.int64)
+        ends = q.cumsum(0)
+        owner = torch.repeat_interleave(torch.arange(len(order)), q)
+        positions = start_t[owner] + torch.arange(num_tokens) - (ends - q)[owner]
+        qsl = torch.cat([torch.zeros(1, dtype=torch.int64), ends]).to(torch.int32)
+    slots = block_tables[owner, positions // block_size].long() * block_size + positions % block_size
     meta = AttentionMetadata(
-        query_start_loc=torch.tensor(qsl, dtype=torch.int32, device=device),
+        query_start_loc=qsl.to(device),
         seq_lens=torch.tensor(slens, dtype=torch.int32, device=device),
-        slot_mapping=torch.tensor(slots, dtype=torch.int64, device=device),
+        slot_mapping=slots.to(device),
         block_tables=block_tables.to(device),
         max_query_len=max(qlens),
         max_seq_len=max(slens),
@@ -77,7 +123,7 @@ def build_step_inputs(
     )
     return StepInputs(
         input_ids=torch.tensor(input_ids, dtype=torch.int64, device=device),
-        positions=torch.tensor(positions, dtype=torch.int64, device=device),
+        positions=positions.to(device),
         meta=meta,
         logits_rows=torch.tensor(rows, dtype=torch.int64, device=device),
         sample_seqs=targets,
