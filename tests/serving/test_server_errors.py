@@ -154,16 +154,22 @@ def test_full_waiting_queue_is_429_and_the_rest_still_finish():
         with ServerThread(create_app(settings, engine=engine, log_traffic=False)) as srv:
             async def burst():
                 async with httpx.AsyncClient(base_url=srv.url, headers=AUTH, timeout=120) as ac:
-                    body = {"model": settings.model_name, "prompt": "Hello", "max_tokens": 8, "temperature": 0}
-                    first = asyncio.create_task(ac.post("/v1/completions", json={**body, "max_tokens": 40}))
-                    await asyncio.sleep(0.5)  # the first is running; the next ones must wait
-                    rest = [asyncio.create_task(ac.post("/v1/completions", json=body)) for _ in range(5)]
-                    return await asyncio.gather(first, *rest)
+                    body = {"model": settings.model_name, "prompt": "Hello", "max_tokens": 8,
+                            "temperature": 0, "ignore_eos": True}  # fmt: skip
+                    long = {**body, "max_tokens": 64, "stream": True}
+                    async with ac.stream("POST", "/v1/completions", json=long) as first:
+                        lines = first.aiter_lines()
+                        while not (await anext(lines)).startswith("data:"):
+                            pass  # the first is running (it streamed a token): the rest must wait
+                        rest = [asyncio.create_task(ac.post("/v1/completions", json=body)) for _ in range(5)]
+                        async for _ in lines:
+                            pass
+                        first_status = first.status_code
+                    return [first_status, *[r.status_code for r in await asyncio.gather(*rest)]], rest
 
-            responses = asyncio.run(burst())
-            codes = [r.status_code for r in responses]
+            codes, rest = asyncio.run(burst())
             assert codes[0] == 200 and 429 in codes and set(codes) <= {200, 429}, codes
-            refused = next(r for r in responses if r.status_code == 429)
+            refused = next(t.result() for t in rest if t.result().status_code == 429)
             assert refused.json()["error"]["code"] == "queue_full" and refused.headers["retry-after"]
             assert codes.count(200) >= 3  # the running one plus the two that could wait
     finally:
