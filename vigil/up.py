@@ -30,7 +30,11 @@ def up_command(args) -> int:
         flush=True,
     )
 
+    stopping = False
+
     def forward(signum, _frame):
+        nonlocal stopping
+        stopping = True
         for child in children:
             if child.poll() is None:
                 child.send_signal(signal.SIGTERM)
@@ -46,4 +50,6 @@ def up_command(args) -> int:
             child.wait(timeout=max(1.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             child.kill()
-    return max(abs(child.returncode or 0) for child in children)
+    # a child that ended on the SIGTERM we forwarded stopped cleanly
+    clean = {0, -signal.SIGTERM} if stopping else {0}
+    return 0 if all(child.returncode in clean for child in children) else 1
