@@ -12,10 +12,9 @@ from sqlalchemy import exists, func, or_, select
 from sqlalchemy.orm import Session
 
 from storage.models import Embedding, Sample
-from storage.records import bytes_to_vector, format_timestamp, vector_to_bytes
+from storage.records import bytes_to_vector, vector_to_bytes
 from storage.repositories._sql import chunked, insert_ignore
-from storage.repositories.samples import window_filter
-from storage.types import to_utc
+from storage.repositories.samples import samples_lacking, window_filter
 
 FIELDS = ("prompt", "response")
 
@@ -54,18 +53,8 @@ def samples_missing_embeddings(
     `since` if given), as dicts {id, timestamp (RFC 3339), prompt, response}. The embed job
     stores both fields at once, so "any row for this model" means "done"."""
     has_any = exists().where(Embedding.sample_id == Sample.id, Embedding.model == model)
-    query = (
-        select(Sample.id, Sample.timestamp, Sample.prompt, Sample.response)
-        .where(~has_any, or_(Sample.prompt.is_not(None), Sample.response.is_not(None)))
-        .order_by(Sample.timestamp, Sample.id)
-        .limit(limit)
-    )
-    if since is not None:
-        query = query.where(Sample.timestamp >= to_utc(since))
-    return [
-        {"id": i, "timestamp": format_timestamp(ts), "prompt": p, "response": r}
-        for i, ts, p, r in session.execute(query)
-    ]
+    has_text = or_(Sample.prompt.is_not(None), Sample.response.is_not(None))
+    return samples_lacking(session, ~has_any, has_text, limit=limit, since=since)
 
 
 def _stack(pairs: list[tuple[str, np.ndarray]]) -> tuple[list[str], np.ndarray]:

@@ -11,10 +11,9 @@ from sqlalchemy import exists, func, select
 from sqlalchemy.orm import Session
 
 from storage.models import EvalScore, Sample
-from storage.records import format_timestamp
 from storage.repositories._sql import insert_ignore, opt_float, to_jsonable
-from storage.repositories.samples import window_filter
-from storage.types import to_utc, utcnow
+from storage.repositories.samples import samples_lacking, window_filter
+from storage.types import utcnow
 
 
 @dataclass
@@ -88,18 +87,7 @@ def samples_missing_eval_scores(
     """Samples with a prompt and no score by evaluator `name`, oldest first (timestamp >=
     `since` if given), as dicts {id, timestamp (RFC 3339), prompt, response}."""
     scored = exists().where(EvalScore.sample_id == Sample.id, EvalScore.name == name)
-    query = (
-        select(Sample.id, Sample.timestamp, Sample.prompt, Sample.response)
-        .where(~scored, Sample.prompt.is_not(None))
-        .order_by(Sample.timestamp, Sample.id)
-        .limit(limit)
-    )
-    if since is not None:
-        query = query.where(Sample.timestamp >= to_utc(since))
-    return [
-        {"id": i, "timestamp": format_timestamp(ts), "prompt": p, "response": r}
-        for i, ts, p, r in session.execute(query)
-    ]
+    return samples_lacking(session, ~scored, Sample.prompt.is_not(None), limit=limit, since=since)
 
 
 def count_eval_scores(session: Session, name: str | None = None) -> int:

@@ -15,6 +15,7 @@ from storage.models import Embedding, EvalScore, Sample
 from storage.records import (
     ParsedSample,
     bytes_to_vector,
+    format_timestamp,
     record_from_row,
     sample_from_record,
     vector_to_bytes,
@@ -50,6 +51,25 @@ def window_filter(
         if value is not None:
             terms.append(column == value)
     return terms
+
+
+def samples_lacking(
+    session: Session, *conditions: ColumnElement[bool], limit: int, since: datetime | None = None
+) -> list[dict[str, Any]]:
+    """Samples matching `conditions` (e.g. "no embedding row yet"), oldest first, as
+    {id, timestamp, prompt, response}: the work queue of the sidecar's incremental jobs."""
+    query = (
+        select(Sample.id, Sample.timestamp, Sample.prompt, Sample.response)
+        .where(*conditions)
+        .order_by(Sample.timestamp, Sample.id)
+        .limit(limit)
+    )
+    if since is not None:
+        query = query.where(Sample.timestamp >= to_utc(since))
+    return [
+        {"id": i, "timestamp": format_timestamp(ts), "prompt": p, "response": r}
+        for i, ts, p, r in session.execute(query)
+    ]
 
 
 def insert_samples(
