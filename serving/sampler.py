@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from serving.sampling_params import SamplingParams
@@ -138,8 +139,9 @@ def sample(
     raw_logprobs = torch.log_softmax(logits, dim=-1)
     entropies = _entropy(raw_logprobs)
 
-    def column(values: list[float]) -> torch.Tensor:
-        return torch.tensor(values, dtype=torch.float32, device=dev)
+    def column(values: list[float], dtype=np.float32) -> torch.Tensor:
+        # via numpy: torch.tensor(list) costs ~0.2 us per element on the host
+        return torch.from_numpy(np.asarray(values, dtype=dtype)).to(dev)
 
     scores = logits
     # decided on the host: no per-step tensors (or device sync) when no row has a penalty
@@ -153,7 +155,7 @@ def sample(
     if rows:
         sub = [params[i] for i in rows]
         x = scores[rows] / column([p.temperature for p in sub])[:, None]
-        x = apply_top_k(x, torch.tensor([p.top_k for p in sub], device=dev))
+        x = apply_top_k(x, column([p.top_k for p in sub], np.int64))
         x = apply_top_p(x, column([p.top_p for p in sub]))
         x = apply_min_p(x, column([p.min_p for p in sub]))
         token_ids[rows] = _draw(x.softmax(dim=-1), [generators[i] for i in rows])

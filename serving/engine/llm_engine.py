@@ -145,10 +145,11 @@ class LLMEngine:
         targets: list[list[Sequence]] = []
         forks: list[tuple[Sequence, list[Sequence]]] = []
         for item in out.scheduled:
-            seq, req = item.seq, item.seq.request
+            seq = item.seq
+            req = seq.request
             if req.metrics.first_scheduled_time is None:
                 req.metrics.first_scheduled_time = now
-            if not item.completes:
+            if seq.num_computed_tokens + item.num_new_tokens != len(seq.token_ids):  # not caught up
                 targets.append([])
             elif not req.forked:  # the prompt is done: sample all n continuations from its logits
                 children = [self._new_seq(req, j) for j in range(1, req.params.n)]
@@ -165,13 +166,15 @@ class LLMEngine:
             parent.request.forked = True
         progressed: dict[str, Request] = {}
         now = time.monotonic()
+        append = self.output.append
+        self._generation_tokens_total += len(results)
         for r in results:
             req = r.seq.request
-            self._generation_tokens_total += 1
-            if req.metrics.first_token_time is None:
-                req.metrics.first_token_time = now
-            req.metrics.last_token_time = now
-            if self.output.append(r):
+            metrics = req.metrics
+            if metrics.first_token_time is None:
+                metrics.first_token_time = now
+            metrics.last_token_time = now
+            if append(r):
                 self.scheduler.finish(r.seq)
             progressed[req.request_id] = req
         outputs = []

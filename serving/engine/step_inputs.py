@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from serving.attention.base import AttentionMetadata
@@ -27,6 +28,11 @@ class StepInputs:
     sample_seqs: list[Sequence]  # who receives each sample (a row repeats for a fork's n samples)
     query_lens: list[int]
     seq_lens: list[int]
+
+
+def _host_tensor(values: list[int], dtype: np.dtype) -> torch.Tensor:
+    # via numpy: torch.tensor(list) costs ~0.2 us per element (~50 us for 256 ints), this ~4 us
+    return torch.from_numpy(np.asarray(values, dtype=dtype))
 
 
 def table_capacity(width: int) -> int:
@@ -95,24 +101,25 @@ def build_step_inputs(
             rows.append(num_tokens - 1)
             targets.append(target)
     slens = [s + q for s, q in zip(starts, qlens, strict=True)]
-    start_t = torch.tensor(starts, dtype=torch.int64)
+    start_t = _host_tensor(starts, np.int64)
     block_tables = torch.stack(table_rows)
     if cap != width:
         block_tables = block_tables[:, :width].contiguous()
     if num_decode == len(order):  # decode only: one token per sequence, at its start position
         positions = start_t
-        owner = torch.arange(len(order))
         qsl = torch.arange(len(order) + 1, dtype=torch.int32)
+        block = block_tables.gather(1, (positions // block_size)[:, None]).squeeze(1)
     else:
-        q = torch.tensor(qlens, dtype=torch.int64)
+        q = _host_tensor(qlens, np.int64)
         ends = q.cumsum(0)
         owner = torch.repeat_interleave(torch.arange(len(order)), q)
         positions = start_t[owner] + torch.arange(num_tokens) - (ends - q)[owner]
         qsl = torch.cat([torch.zeros(1, dtype=torch.int64), ends]).to(torch.int32)
-    slots = block_tables[owner, positions // block_size].long() * block_size + positions % block_size
+        block = block_tables[owner, positions // block_size]
+    slots = block.long() * block_size + positions % block_size
     meta = AttentionMetadata(
         query_start_loc=qsl.to(device),
-        seq_lens=torch.tensor(slens, dtype=torch.int32, device=device),
+        seq_lens=_host_tensor(slens, np.int32).to(device),
         slot_mapping=slots.to(device),
         block_tables=block_tables.to(device),
         max_query_len=max(qlens),
@@ -122,10 +129,10 @@ def build_step_inputs(
         seq_lens_cpu=slens,
     )
     return StepInputs(
-        input_ids=torch.tensor(input_ids, dtype=torch.int64, device=device),
+        input_ids=_host_tensor(input_ids, np.int64).to(device),
         positions=positions.to(device),
         meta=meta,
-        logits_rows=torch.tensor(rows, dtype=torch.int64, device=device),
+        logits_rows=_host_tensor(rows, np.int64).to(device),
         sample_seqs=targets,
         query_lens=qlens,
         seq_lens=slens,
