@@ -14,7 +14,7 @@ from serving.engine.scheduler import SchedulerOutput
 from serving.engine.step_inputs import build_step_inputs
 
 
-@dataclass
+@dataclass(slots=True)
 class SampleResult:
     seq: Sequence
     token_id: int
@@ -93,7 +93,8 @@ class ModelRunner:
         logprobs = _as_list(result.logprobs)
         entropies = _as_list(result.entropies)
         tops = result.top_logprobs if result.top_logprobs is not None else [None] * len(seqs)
+        # the sampler's lists hold Python ints/floats already (tensors: tolist() gives them)
         return [
-            SampleResult(seq, int(t), float(lp), float(h), top)
+            SampleResult(seq, t, lp, h, top)
             for seq, t, lp, h, top in zip(seqs, token_ids, logprobs, entropies, tops, strict=True)
         ]

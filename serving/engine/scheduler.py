@@ -25,7 +25,7 @@ class SchedulerConfig:
     enable_chunked_prefill: bool = True
 
 
-@dataclass
+@dataclass(slots=True)
 class ScheduledSeq:
     seq: Sequence
     num_new_tokens: int  # tokens to run this step, starting at seq.num_computed_tokens
