@@ -90,7 +90,7 @@ async def generate(
     try:
         async for out in _mapped_errors(stream):
             now = time.monotonic()
-            if any(c.token_ids for c in out.outputs):
+            if any(len(c.token_ids) > 0 for c in out.outputs):
                 if last_token_at is not None:
                     state.metrics.observe_token_interval(now - last_token_at)
                 last_token_at = now
