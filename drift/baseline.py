@@ -25,6 +25,7 @@ from drift.mmd import MAX_SAMPLES, MMDReference, prepare_reference
 from drift.psi import psi_edges
 from drift.result import jsonable
 from drift.wasserstein import reference_scale
+from drift.weights import Population, population_sample
 
 DEFAULT_MAX_SAMPLES = 100_000
 MIN_CLUSTER_POINTS = 50
@@ -43,6 +44,7 @@ class Baseline:
     calibration: dict[str, Any] | None = None
     info: dict[str, Any] = field(default_factory=dict)
     _mmd: dict[str, MMDReference] = field(default_factory=dict, repr=False, compare=False)
+    _population: Population | None = field(default=None, repr=False, compare=False)
 
     @property
     def n(self) -> int:
@@ -52,19 +54,33 @@ class Baseline:
     def valid(self) -> bool:
         return self.status == "validated"
 
-    def mmd_reference(self, name: str, max_samples: int = MAX_SAMPLES) -> MMDReference | None:
-        """The frozen MMD reference (seeded subsample + bandwidth + cached kernel), built once."""
-        key = f"{name}:{max_samples}"
+    def population(self) -> Population:
+        """The frozen rows thinned to the population mix by their sample weights (drift.weights),
+        seeded per baseline and built once; the rows as they are when unweighted."""
+        if self._population is None:
+            rng = np.random.default_rng([self.seed, 3])  # its own stream (validation uses 2)
+            self._population = population_sample(self.features, rng)
+        return self._population
+
+    def mmd_reference(self, name: str, max_samples: int = MAX_SAMPLES,
+                      population: bool = False) -> MMDReference | None:
+        """The frozen MMD reference (seeded subsample + bandwidth + cached kernel), built once;
+        `population`: of the weight-thinned rows (`population()`)."""
+        population = population and self.population().applied
+        key = f"{name}:{max_samples}" + (":population" if population else "")
         if key not in self._mmd:
-            block = self.features.embeddings.get(name)
+            fs = self.population().features if population else self.features
+            block = fs.embeddings.get(name)
             if block is None:
                 return None
             rng = np.random.default_rng([self.seed, 1, max_samples])  # deterministic per baseline
             self._mmd[key] = prepare_reference(block.vectors, rng=rng, max_samples=max_samples)
         return self._mmd[key]
 
-    def mmd_references(self, max_samples: int = MAX_SAMPLES) -> dict[str, MMDReference]:
-        refs = {name: self.mmd_reference(name, max_samples) for name in self.features.embeddings}
+    def mmd_references(self, max_samples: int = MAX_SAMPLES,
+                       population: bool = False) -> dict[str, MMDReference]:
+        refs = {name: self.mmd_reference(name, max_samples, population)
+                for name in self.features.embeddings}
         return {k: v for k, v in refs.items() if v is not None}
 
     def threshold(self, test: str, feature: str) -> float:

@@ -4,8 +4,8 @@ Numeric: prompt_chars, response_chars, prompt_tokens, completion_tokens, tools_c
 latency_ms, ttft_ms, tpot_ms, queue_ms, mean_logprob, mean_entropy, and every eval score
 (`eval_score`, `eval_<name>`). Categorical: finish_reason, and `tool` (multi-valued: one value
 per tool named). Embeddings: prompt_embedding / response_embedding, kept as (row indices,
-matrix) blocks because the sidecar embeds only some rows. Missing columns are simply absent;
-missing values are NaN / None.
+matrix) blocks because the sidecar embeds only some rows. `sample_weight` is kept as the row
+weights (drift.weights). Missing columns are simply absent; missing values are NaN / None.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ class FeatureSet:
     embeddings: dict[str, EmbeddingBlock] = field(default_factory=dict)
     keys: dict[str, np.ndarray] = field(default_factory=dict)
     timestamps: np.ndarray | None = None  # epoch seconds
+    weights: np.ndarray | None = None  # sample_weight = 1 / sampling probability (drift.weights)
 
     def take(self, idx: np.ndarray) -> FeatureSet:
         """The rows at `idx` (in that order), embeddings remapped."""
@@ -63,6 +64,7 @@ class FeatureSet:
             embeddings=blocks,
             keys={k: v[idx] for k, v in self.keys.items()},
             timestamps=None if self.timestamps is None else self.timestamps[idx],
+            weights=None if self.weights is None else self.weights[idx],
         )
 
     def categorical_values(self, name: str) -> np.ndarray:
@@ -92,6 +94,7 @@ class FeatureSet:
                            for k, b in self.embeddings.items()},
             "keys": {k: encode_array(v) for k, v in self.keys.items()},
             "timestamps": None if self.timestamps is None else encode_array(self.timestamps),
+            "weights": None if self.weights is None else encode_array(self.weights),
         }
 
     @classmethod
@@ -104,6 +107,7 @@ class FeatureSet:
                         for k, v in data["embeddings"].items()},
             keys={k: decode_array(v) for k, v in data["keys"].items()},
             timestamps=None if data.get("timestamps") is None else decode_array(data["timestamps"]),
+            weights=None if data.get("weights") is None else decode_array(data["weights"]),
         )
 
 
@@ -125,6 +129,18 @@ def _timestamps(col: pd.Series) -> np.ndarray:
         secs = (parsed - pd.Timestamp(0, tz="UTC")).dt.total_seconds().to_numpy(dtype=np.float64)
         nums = np.where(np.isnan(nums), secs, nums)
     return nums
+
+
+def sample_weights(col: pd.Series) -> np.ndarray:
+    """`sample_weight` as floats; a missing value is 1.0 (storage's default), a non-positive or
+    non-finite one is a ValueError naming the row."""
+    w = pd.to_numeric(col, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    w = np.where(col.isna().to_numpy(), 1.0, w)
+    bad = np.flatnonzero(~(np.isfinite(w) & (w > 0)))
+    if bad.size:
+        raise ValueError(f"row {int(bad[0])}: sample_weight must be a finite number > 0, "
+                         f"got {col.iloc[int(bad[0])]!r}")
+    return w
 
 
 def embedding_block(col: pd.Series) -> EmbeddingBlock | None:
@@ -177,6 +193,8 @@ def extract_features(
             fs.keys[key] = frame[key].map(lambda v: None if pd.isna(v) else str(v)).to_numpy(dtype=object)
     if "timestamp" in cols:
         fs.timestamps = _timestamps(frame["timestamp"])
+    if "sample_weight" in cols:
+        fs.weights = sample_weights(frame["sample_weight"])
     for name in EMBEDDING_FIELDS:
         if embeddings and name in embeddings:
             fs.embeddings[name] = embeddings[name]

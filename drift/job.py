@@ -3,8 +3,9 @@
 `run_drift` runs every test on the whole window ("*") and on each segment (tenant, segment,
 prompt version, ...: one label "key=value" per value seen in the window) against the same
 segment of the baseline. Segments smaller than `min_segment_size` on either side get one
-insufficient result instead of tests. Drifted results become proposed alerts through the
-rules table (drift.rules). Pure: frames and arrays in, a DriftReport out.
+insufficient result instead of tests. The whole-window tests see both sides thinned to the
+population mix by `sample_weight` (drift.weights). Drifted results become proposed alerts
+through the rules table (drift.rules). Pure: frames and arrays in, a DriftReport out.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from drift.features import EmbeddingBlock, FeatureSet, extract_features
 from drift.report import DriftReport, ProposedAlert
 from drift.result import ALL, TestResult
 from drift.rules import DEFAULT_RULES, Rule
+from drift.weights import Population, block_rows_to_original, population_sample, weighting_detail
 
 DEFAULT_SEGMENT_BY = ("tenant", "segment", "prompt_version")
 MIN_SEGMENT_SIZE = 50
@@ -59,8 +61,13 @@ def run_drift(
     options: BatteryOptions | None = None,
     min_segment_size: int = MIN_SEGMENT_SIZE,
     max_segments_per_key: int = MAX_SEGMENTS_PER_KEY,
+    weighted: bool = True,
 ) -> DriftReport:
     """Every test on the whole window and per segment; proposed alerts from `rules`.
+
+    `weighted` (default): the whole-window ("*") tests run on both sides thinned to the
+    population mix by `sample_weight` (drift.weights; a no-op when weights are absent or all
+    equal); per-segment tests use the rows as they are (weights within a segment are ~equal).
 
     `eval_frame`, when given, is the trailing 7 days of eval-scored samples used for the eval
     trend (an hourly window holds too few); otherwise the window's own scores are used.
@@ -76,11 +83,23 @@ def run_drift(
     results: list[TestResult] = []
     sizes: dict[str, dict[str, int]] = {ALL: {"n_current": cur.n, "n_reference": ref.n}}
 
-    whole = run_battery(ref, cur, frozen=baseline.frozen, levels=baseline.levels, rng=rng,
-                        mmd_refs=baseline.mmd_references(opt.mmd_max_samples), options=opt)
-    results += [r.with_context(segment=ALL) for r in whole]
+    # the whole window as the population, not the stratified sample (drift.weights); own
+    # seeded streams so `rng` — and so every per-segment result — is untouched by weighting
+    ref_pop = baseline.population() if weighted else Population(ref)
+    cur_pop = _population(cur, [rng_seed, 2], weighted)
+    frozen_all = baseline.frozen
+    if ref_pop.applied:  # cluster-growth shares of the population, as for a segment below
+        frozen_all = replace(frozen_all, clusters={
+            name: model.with_counts(ref_pop.features.embeddings[name].vectors)
+            for name, model in frozen_all.clusters.items() if name in ref_pop.features.embeddings})
+    whole = run_battery(ref_pop.features, cur_pop.features, frozen=frozen_all,
+                        levels=baseline.levels, rng=rng, options=opt,
+                        mmd_refs=baseline.mmd_references(opt.mmd_max_samples, ref_pop.applied))
+    results += [_weighted(r, weighting_detail(ref_pop, cur_pop), cur, cur_pop) for r in whole]
     if ev is not None:
-        results += _eval_results(ref, ev, ALL, opt)
+        ev_pop = _population(ev, [rng_seed, 3], weighted)
+        results += [_weighted(r, weighting_detail(ref_pop, ev_pop), ev, ev_pop)
+                    for r in _eval_results(ref_pop.features, ev_pop.features, ALL, opt)]
     timings = {"whole_s": time.perf_counter() - started}
 
     for key in segment_by:
@@ -114,6 +133,25 @@ def run_drift(
 
 
 _ALL_TESTS = ("psi", "ks", "wasserstein", "chi2", "js", "mmd", "new_cluster", "eval_trend")
+
+
+def _population(fs: FeatureSet, seed: list[int], weighted: bool) -> Population:
+    return population_sample(fs, np.random.default_rng(seed)) if weighted else Population(fs)
+
+
+def _weighted(r: TestResult, wdetail: dict, cur: FeatureSet, cur_pop: Population) -> TestResult:
+    """A "*" result with the weighting recorded, new-cluster representatives mapped back to
+    the window's own embedding rows."""
+    r = r.with_context(segment=ALL)
+    if not wdetail:
+        return r
+    detail = {**r.detail, **wdetail}
+    if r.test == "new_cluster" and cur_pop.applied and detail.get("clusters"):
+        detail["clusters"] = [
+            {**c, "representatives": block_rows_to_original(cur, cur_pop, r.feature,
+                                                            c["representatives"])}
+            for c in detail["clusters"]]
+    return replace(r, detail=detail)
 
 
 def _eval_results(ref: FeatureSet, ev: FeatureSet, label: str, opt: BatteryOptions) -> list[TestResult]:

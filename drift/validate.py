@@ -6,7 +6,8 @@ the first half only, so a persona that appears mid-baseline shows as new); any d
 baseline, with one reason per drifted test. Criteria are stricter on effect size than alerting
 (PSI 0.1, the canonical "minor shift") but stricter on significance too (α = 0.001, KS also
 needs D > 0.05), because with tens of thousands of samples per half a p-value alone flags
-differences too small to matter.
+differences too small to matter. With unequal sample weights the halves are those of the
+weight-thinned rows (drift.weights), so a quiet hour's over-sampled segments are no "drift".
 """
 
 from __future__ import annotations
@@ -57,9 +58,13 @@ def validate_baseline(
     baseline: Baseline, *, options: BatteryOptions | None = None, levels: Levels | None = None
 ) -> ValidationResult:
     """Compare the halves; set baseline.status to validated or rejected and keep the result."""
-    fs = baseline.features
+    pop = baseline.population()  # halves of the population, not of the stratified sample
+    fs = pop.features
     half = fs.n // 2
     notes = []
+    if pop.weighting is not None:
+        notes.append(f"weighted: {pop.weighting.n_kept} of {pop.weighting.n_rows} rows kept by "
+                     f"sample_weight (effective sample size {pop.weighting.ess:.0f})")
     if fs.timestamps is None or not np.isfinite(fs.timestamps).any():
         notes.append("no timestamps: halves split in record order")
     if half < MIN_HALF:
