@@ -81,6 +81,9 @@ class ClusterModel:
         return cls(z["centroids"], z["radii"], z["shares"], z["counts"], link, sil, q)
 
 
+# one BLAS/OpenMP thread: on a shared 2-core box sklearn's thread pools oversubscribe and
+# run ~10x slower than single-threaded (measured: 2.6 s vs 0.2 s for 9 small fits)
+@threadpool_limits.wrap(limits=1)
 def fit_clusters(
     x: np.ndarray,
     *,
@@ -91,38 +94,12 @@ def fit_clusters(
     radius_quantile: float = 0.99,
 ) -> ClusterModel:
     """k-means with k in 2..k_max picked by silhouette (subsampled); radii from all of `x`."""
-    # one BLAS/OpenMP thread: on a shared 2-core box sklearn's thread pools oversubscribe and
-    # run ~10x slower than single-threaded (measured: 2.6 s vs 0.2 s for 9 small fits)
-    with threadpool_limits(1):
-        return _fit_clusters(x, rng=rng, k_max=k_max, max_fit=max_fit,
-                             silhouette_points=silhouette_points, radius_quantile=radius_quantile)
-
-
-def _fit_clusters(
-    x: np.ndarray,
-    *,
-    rng: np.random.Generator,
-    k_max: int = 10,
-    max_fit: int = 10_000,
-    silhouette_points: int = 2000,
-    radius_quantile: float = 0.99,
-) -> ClusterModel:
     x = np.asarray(x, dtype=np.float32)
     if len(x) < 20:
         raise ValueError(f"need at least 20 embeddings to cluster, got {len(x)}")
     fit_x = x[rng.choice(len(x), max_fit, replace=False)] if len(x) > max_fit else x
     seed = int(rng.integers(2**31 - 1))
-    best = None
-    for k in range(2, max(2, min(k_max, len(fit_x) // 10)) + 1):
-        model = (KMeans(k, n_init=3, random_state=seed) if len(fit_x) <= 5000
-                 else MiniBatchKMeans(k, n_init=3, random_state=seed, batch_size=4096))
-        labels = model.fit_predict(fit_x)
-        if len(np.unique(labels)) < 2:
-            continue
-        score = float(silhouette_score(fit_x, labels, sample_size=min(silhouette_points, len(fit_x)),
-                                       random_state=seed))
-        if best is None or score > best[0]:
-            best = (score, model.cluster_centers_.astype(np.float32))
+    best = _best_centroids(fit_x, k_max=k_max, silhouette_points=silhouette_points, seed=seed)
     if best is None:  # all points identical: one cluster
         best = (0.0, x[:1].copy())
     score, centroids = best
@@ -137,6 +114,24 @@ def _fit_clusters(
     model.counts, model.shares = counts, counts / counts.sum()
     model.link_distance = _link_distance(x, labels, model.k, rng)
     return model
+
+
+def _best_centroids(
+    fit_x: np.ndarray, *, k_max: int, silhouette_points: int, seed: int
+) -> tuple[float, np.ndarray] | None:
+    """(silhouette, centroids) of the best k, or None when no k splits the points."""
+    best = None
+    for k in range(2, max(2, min(k_max, len(fit_x) // 10)) + 1):
+        model = (KMeans(k, n_init=3, random_state=seed) if len(fit_x) <= 5000
+                 else MiniBatchKMeans(k, n_init=3, random_state=seed, batch_size=4096))
+        labels = model.fit_predict(fit_x)
+        if len(np.unique(labels)) < 2:
+            continue
+        score = float(silhouette_score(fit_x, labels, sample_size=min(silhouette_points, len(fit_x)),
+                                       random_state=seed))
+        if best is None or score > best[0]:
+            best = (score, model.cluster_centers_.astype(np.float32))
+    return best
 
 
 def _link_distance(x, labels, k, rng, per_cluster: int = 200) -> float:
