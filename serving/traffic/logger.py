@@ -2,7 +2,8 @@
 
 `TrafficLogger.log()` is an O(1) append; a daemon thread does the sampling decision, the
 redaction and the record building, then `writer.submit()` (itself non-blocking). If the hand-off
-queue is full the request is counted as dropped rather than slowing the server down.
+queue is full, the caller builds and submits its own record (backpressure under overload, as the
+writer spills to its journal when its own queue is full) rather than lose it.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ class LoggerCounters:
     seen: int = 0  # finished requests handed over
     sampled: int = 0  # requests the sampler kept
     submitted: int = 0  # records accepted by the writer
-    dropped: int = 0  # records lost: hand-off queue full or writer refused
+    dropped: int = 0  # records lost: record could not be built or the writer refused it
 
 
 _STOP = object()
@@ -67,14 +68,14 @@ class TrafficLogger:
         self._thread.start()
 
     def log(self, item: FinishedRequest) -> None:
-        """Called on the request path: never blocks."""
+        """Called on the request path: an O(1) hand-off unless the logging thread is overloaded."""
         if self.sink is None or self._closed:
             return
         self._count("seen")
         try:
             self._queue.put_nowait(item)
         except queue.Full:
-            self._count("dropped", len(item.output.outputs))
+            self._process(item)
 
     def pending(self) -> int:
         return self._queue.qsize()
@@ -92,11 +93,14 @@ class TrafficLogger:
             item = self._queue.get()
             if item is _STOP:
                 return
-            try:
-                self._handle(item)
-            except Exception:  # a bad record must not kill the logging thread
-                log.exception("could not build a sample record")
-                self._count("dropped")
+            self._process(item)
+
+    def _process(self, item: FinishedRequest) -> None:
+        try:
+            self._handle(item)
+        except Exception:  # a bad record must not kill the logging thread
+            log.exception("could not build a sample record")
+            self._count("dropped")
 
     def _handle(self, item: FinishedRequest) -> None:
         decision = self.sampler.decide(item.segment.key(), item.end_time)

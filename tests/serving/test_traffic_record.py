@@ -3,6 +3,7 @@ own record parser (the writer's contract)."""
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 
@@ -104,6 +105,31 @@ def test_logger_writes_one_record_per_choice_off_thread_and_flushes_on_close():
     logger.log(FinishedRequest(_output(), segment_from_request({})))  # after close: ignored
     assert logger.counters.seen == 20
 
+
+
+class _StalledThreadSink(_ListSink):
+    """Holds the logging thread inside submit() until released; other callers pass through."""
+
+    def __init__(self):
+        super().__init__()
+        self.release = threading.Event()
+
+    def submit(self, record: dict) -> bool:
+        if threading.current_thread().name == "vigil-traffic":
+            self.release.wait(10)
+        return super().submit(record)
+
+
+def test_logger_overflow_builds_records_on_the_caller_instead_of_dropping():
+    sink = _StalledThreadSink()
+    logger = TrafficLogger(TrafficSampler(1.0, 0), sink, model_version="mv", redact=False, max_pending=1)
+    for _ in range(6):  # the thread is stuck on the first, the queue holds one: the rest overflow
+        logger.log(FinishedRequest(_output(), segment_from_request({})))
+    inline = len(sink.records)
+    sink.release.set()
+    assert logger.close(timeout=10)
+    assert inline >= 4  # overflowing requests were recorded by their callers
+    assert len(sink.records) == 6 and logger.counters.dropped == 0 and logger.counters.submitted == 6
 
 def test_text_postgresql_cannot_store_is_replaced_not_dropped():
     out = _output(prompt="a\x00b", text="bad \ud800 surrogate")
