@@ -10,5 +10,4 @@ Entry points:
     drift.registry   TestSpec, register(), get_test(name), tests_for(kind)
     drift.clusters   fit_clusters(), detect_clusters()
     drift.embed      embed_texts(texts) (offline MiniLM, 384-d)
-    drift.check_cli  check_command(args) for `vigil check`
 """

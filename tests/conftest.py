@@ -43,6 +43,9 @@ from sqlalchemy.engine import make_url
 from storage.db import dispose_engines, session_factory
 from storage.migrate import head_revision, upgrade
 
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
 PG_BASE_URL = os.environ.get(
     "VIGIL_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 )
@@ -220,3 +223,37 @@ def pg_url() -> Iterator[str]:
         yield url
     finally:
         _release_migrated_pg(schema, url)
+
+
+# --- sidecar and dashboards: settings with a private report dir, the embedder once per session
+
+@pytest.fixture
+def make_settings(tmp_path):
+    """settings(database_url, **overrides) with a private report dir and a test API key."""
+    from sidecar_servers import API_KEY
+
+    from vigil.config import load_settings
+
+    def build(database_url: str, **overrides):
+        values = {
+            "database_url": database_url,
+            "report_dir": tmp_path / "reports",
+            "journal_dir": tmp_path / "journal",
+            "api_keys": [API_KEY],
+            "public_url": "http://127.0.0.1:8001",
+        }
+        values.update(overrides)
+        return load_settings(**values)
+
+    return build
+
+
+@pytest.fixture(scope="session")
+def embedder():
+    """The MiniLM embedder, loaded once per test session, on one thread (shared 2-core box)."""
+    import torch
+
+    torch.set_num_threads(1)
+    from sidecar.embedder import get_embedder
+
+    return get_embedder()

@@ -13,12 +13,12 @@ import sys
 # subcommand -> "module:function"; each function takes the parsed args and returns an exit code
 COMMANDS = {
     "serve": "serving.server.main:serve_command",
-    "sidecar": "dashboards.main:sidecar_command",
+    "sidecar": "sidecar.main:sidecar_command",
     "up": "vigil.up:up_command",
-    "check": "drift.check_cli:check_command",
-    "db": "storage.migrate:db_command",
-    "baseline": "dashboards.baseline_cli:baseline_command",
-    "report": "dashboards.report_cli:report_command",
+    "check": "vigil.check_cli:check_command",
+    "db": "vigil.db_cli:db_command",
+    "baseline": "vigil.baseline_cli:baseline_command",
+    "report": "vigil.report_cli:report_command",
 }
 
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import httpx
 from sidecar_servers import UvicornThread
 
-from dashboards.app import create_app
+from sidecar.app import create_app
 from storage.db import session_factory
 from storage.models import Alert, Delivery, DriftRun
 

@@ -15,8 +15,8 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.exceptions import HTTPException
 
-from dashboards.ingest_schema import IngestBody, IngestResult
-from dashboards.limits import BodyLimitMiddleware
+from sidecar.ingest_schema import IngestBody, IngestResult
+from sidecar.limits import BodyLimitMiddleware
 from vigil.config import Settings
 
 INGEST_PATH = "/v1/ingest"
@@ -104,7 +104,7 @@ def create_app(
                 f"{len(body.samples)} samples in one request; the limit is "
                 f"{settings.ingest_max_samples} (VIGIL_INGEST_MAX_SAMPLES): split the batch",
             )
-        from dashboards.store import ingest_records
+        from sidecar.store import ingest_records
 
         with session_factory() as session:
             result = ingest_records(session, [s.to_record() for s in body.samples])

@@ -13,7 +13,7 @@ from vigil.config import get_settings
 
 
 def report_command(args) -> int:
-    from dashboards.jobs.drift import run_window
+    from sidecar.jobs.drift import run_window
     from storage.db import session_factory
     from storage.migrate import upgrade
 

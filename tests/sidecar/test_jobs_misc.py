@@ -11,11 +11,11 @@ import pytest
 from sqlalchemy import func, select
 from traffic_gen import traffic
 
-from dashboards.baseline_cli import baseline_command
-from dashboards.jobs.baseline_reminder import RULE, run_baseline_reminder_job
-from dashboards.jobs.embed import run_embed_job
-from dashboards.jobs.retention import run_retention_job
-from dashboards.report_cli import report_command
+from vigil.baseline_cli import baseline_command
+from sidecar.jobs.baseline_reminder import RULE, run_baseline_reminder_job
+from sidecar.jobs.embed import run_embed_job
+from sidecar.jobs.retention import run_retention_job
+from vigil.report_cli import report_command
 from storage.db import session_factory
 from storage.models import Alert, Baseline, BaselineSample, Delivery, Embedding, Sample
 from storage.repositories.baselines import (
@@ -138,8 +138,8 @@ def test_baseline_cli_life_cycle(cli_env, capsys):
 
 
 def test_a_failing_window_is_retried_then_skipped(migrated_db, make_settings, monkeypatch):
-    import dashboards.jobs.drift as drift_job
-    from dashboards.cursors import get_cursor
+    import sidecar.jobs.drift as drift_job
+    from sidecar.cursors import get_cursor
     from storage.models import DriftRun
 
     settings = make_settings(migrated_db, drift_interval_s=3600)

@@ -17,8 +17,8 @@ from sqlalchemy import func, select
 
 from alerts.signing import IDEMPOTENCY_HEADER, verify
 from alerts.worker import DeliveryWorker
-from dashboards.app import create_app
-from dashboards.jobs.drift import run_drift_job
+from sidecar.app import create_app
+from sidecar.jobs.drift import run_drift_job
 from storage.db import session_factory
 from storage.models import Alert, DriftRun, Embedding, EvalScore
 

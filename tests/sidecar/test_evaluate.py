@@ -12,10 +12,10 @@ from sidecar_servers import JudgeEngine, judge_distribution
 from sqlalchemy import func, select
 from traffic_gen import traffic
 
-from dashboards.evals.judge import EngineUnavailable, Judge, judge_messages, score_from_top_logprobs
-from dashboards.evals.refusal import detect_refusal
-from dashboards.evals.relevancy import relevancy
-from dashboards.jobs.evaluate import SETTLE_S, chosen, run_evaluate_job
+from sidecar.evals.judge import EngineUnavailable, Judge, judge_messages, score_from_top_logprobs
+from sidecar.evals.refusal import detect_refusal
+from sidecar.evals.relevancy import relevancy
+from sidecar.jobs.evaluate import SETTLE_S, chosen, run_evaluate_job
 from storage.db import session_factory
 from storage.models import EvalScore
 from storage.repositories.samples import insert_samples

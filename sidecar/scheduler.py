@@ -50,13 +50,13 @@ def trigger_for(spec: JobSpec, seconds: int) -> IntervalTrigger:
 
 
 JOBS: tuple[JobSpec, ...] = (
-    JobSpec("embed", "dashboards.jobs.embed:run_embed_job", "embed_interval_s"),
-    JobSpec("evaluate", "dashboards.jobs.evaluate:run_evaluate_job", "eval_interval_s"),
-    JobSpec("drift", "dashboards.jobs.drift:run_drift_job", "drift_interval_s", aligned=True),
-    JobSpec("retention", "dashboards.jobs.retention:run_retention_job", "retention_interval_s"),
+    JobSpec("embed", "sidecar.jobs.embed:run_embed_job", "embed_interval_s"),
+    JobSpec("evaluate", "sidecar.jobs.evaluate:run_evaluate_job", "eval_interval_s"),
+    JobSpec("drift", "sidecar.jobs.drift:run_drift_job", "drift_interval_s", aligned=True),
+    JobSpec("retention", "sidecar.jobs.retention:run_retention_job", "retention_interval_s"),
     JobSpec(
         "baseline_reminder",
-        "dashboards.jobs.baseline_reminder:run_baseline_reminder_job",
+        "sidecar.jobs.baseline_reminder:run_baseline_reminder_job",
         "retention_interval_s",
     ),
 )
@@ -142,7 +142,7 @@ def ensure_jobs(scheduler: BackgroundScheduler, settings: Settings, *, run_now: 
         job = scheduler.get_job(spec.name)
         same = (
             job is not None
-            and job.func_ref == "dashboards.scheduler:run_scheduled"
+            and job.func_ref == "sidecar.scheduler:run_scheduled"
             and isinstance(job.trigger, IntervalTrigger)
             and job.trigger.interval == trigger.interval
             and (not spec.aligned or job.trigger.start_date == trigger.start_date)
@@ -151,7 +151,7 @@ def ensure_jobs(scheduler: BackgroundScheduler, settings: Settings, *, run_now: 
             # next_run_time=None would mean "paused" in APScheduler 3: pass it only to run now
             extra = {"next_run_time": now} if run_now else {}
             scheduler.add_job(
-                "dashboards.scheduler:run_scheduled",
+                "sidecar.scheduler:run_scheduled",
                 trigger=trigger,
                 args=[spec.name],
                 id=spec.name,

@@ -19,9 +19,9 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from dashboards.app import create_app
-from dashboards.leader import LeaderElector
-from dashboards.scheduler import Runtime, build_scheduler, ensure_jobs, register_runtime
+from sidecar.app import create_app
+from sidecar.leader import LeaderElector
+from sidecar.scheduler import Runtime, build_scheduler, ensure_jobs, register_runtime
 from vigil.config import Settings, get_settings, load_settings
 
 log = logging.getLogger("vigil.sidecar")
@@ -63,7 +63,7 @@ class Sidecar:
         # import the heavy job dependencies now, before the election: loading torch's and
         # Evidently's extension modules holds the GIL for seconds, which would starve the lease
         # renewal thread mid-job and make leadership flap between replicas
-        import dashboards.jobs.drift  # noqa: F401  (drift, torch, pandas)
+        import sidecar.jobs.drift  # noqa: F401  (drift, torch, pandas)
         import dashboards.report.evidently_part as evidently_part
 
         evidently_part.preload()

@@ -7,7 +7,7 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from dashboards.embedder import embedder_name, get_embedder
+from sidecar.embedder import embedder_name, get_embedder
 from storage.repositories.embeddings import (
     EmbeddingRow,
     samples_missing_embeddings,

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 from apscheduler.triggers.interval import IntervalTrigger
 
-from dashboards.leader import SCHEDULER_LOCK, LeaderElector, release, try_acquire
-from dashboards.scheduler import JOBS, build_scheduler, ensure_jobs
+from sidecar.leader import SCHEDULER_LOCK, LeaderElector, release, try_acquire
+from sidecar.scheduler import JOBS, build_scheduler, ensure_jobs
 from storage.db import get_engine, session_factory
 from storage.models import JobLock
 

@@ -14,7 +14,7 @@ from datetime import datetime
 import pandas as pd
 from sqlalchemy.orm import Session, sessionmaker
 
-from dashboards.jobs.embed import model_name, run_embed_job
+from sidecar.jobs.embed import model_name, run_embed_job
 from storage.repositories.baselines import (
     BaselineError,
     add_baseline_samples,

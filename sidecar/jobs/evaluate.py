@@ -18,11 +18,11 @@ import numpy as np
 from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from dashboards.cursors import get_cursor, set_cursor
-from dashboards.embedder import get_embedder
-from dashboards.evals.judge import EngineUnavailable, Judge, JudgeError
-from dashboards.evals.refusal import detect_refusal
-from dashboards.evals.relevancy import relevancy
+from sidecar.cursors import get_cursor, set_cursor
+from sidecar.embedder import get_embedder
+from sidecar.evals.judge import EngineUnavailable, Judge, JudgeError
+from sidecar.evals.refusal import detect_refusal
+from sidecar.evals.relevancy import relevancy
 from storage.models import EvalScore, Sample
 from storage.repositories.embeddings import load_embeddings
 from storage.repositories.eval_scores import EvalScoreRow, store_eval_scores

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
 from sidecar_servers import API_KEY, UvicornThread
 
-from dashboards.app import create_app
+from sidecar.app import create_app
 from storage.db import session_factory
 
 

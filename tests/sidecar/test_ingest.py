@@ -9,7 +9,7 @@ import pytest
 from sidecar_servers import API_KEY, UvicornThread
 from sqlalchemy import func, select
 
-from dashboards.app import create_app
+from sidecar.app import create_app
 from storage.db import session_factory
 from storage.models import EvalScore, Sample
 

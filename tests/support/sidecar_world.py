@@ -9,14 +9,14 @@ from datetime import UTC, datetime, timedelta
 
 from traffic_gen import traffic
 
-from dashboards.baselines import (
+from sidecar.baselines import (
     activate_baseline,
     build_baseline_from_window,
     validate_stored_baseline,
 )
-from dashboards.evals.judge import Judge
-from dashboards.jobs.embed import run_embed_job
-from dashboards.jobs.evaluate import SETTLE_S, run_evaluate_job
+from sidecar.evals.judge import Judge
+from sidecar.jobs.embed import run_embed_job
+from sidecar.jobs.evaluate import SETTLE_S, run_evaluate_job
 from storage.repositories.samples import insert_samples
 
 HOUR = timedelta(hours=1)
