@@ -63,8 +63,8 @@ class Sidecar:
         # import the heavy job dependencies now, before the election: loading torch's and
         # Evidently's extension modules holds the GIL for seconds, which would starve the lease
         # renewal thread mid-job and make leadership flap between replicas
-        import sidecar.jobs.drift  # noqa: F401  (drift, torch, pandas)
         import dashboards.report.evidently_part as evidently_part
+        import sidecar.jobs.drift  # noqa: F401  (drift, torch, pandas)
 
         evidently_part.preload()
         register_runtime(

@@ -24,10 +24,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from alerts.service import raise_alerts
+from dashboards.report.build import evidently_part, segment_counts, write_run_report
 from sidecar.baselines import load_baseline_with_frame
 from sidecar.cursors import get_cursor, set_cursor
 from sidecar.jobs.embed import model_name, run_embed_job
-from dashboards.report.build import evidently_part, segment_counts, write_run_report
 from storage.models import DriftRun
 from storage.repositories.baselines import get_active_baseline
 from storage.repositories.drift_runs import (

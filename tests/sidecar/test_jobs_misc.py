@@ -11,11 +11,9 @@ import pytest
 from sqlalchemy import func, select
 from traffic_gen import traffic
 
-from vigil.baseline_cli import baseline_command
 from sidecar.jobs.baseline_reminder import RULE, run_baseline_reminder_job
 from sidecar.jobs.embed import run_embed_job
 from sidecar.jobs.retention import run_retention_job
-from vigil.report_cli import report_command
 from storage.db import session_factory
 from storage.models import Alert, Baseline, BaselineSample, Delivery, Embedding, Sample
 from storage.repositories.baselines import (
@@ -24,7 +22,9 @@ from storage.repositories.baselines import (
     set_baseline_status,
 )
 from storage.repositories.samples import fetch_window, insert_samples
+from vigil.baseline_cli import baseline_command
 from vigil.config import get_settings
+from vigil.report_cli import report_command
 
 NOW = datetime.now(UTC)
 
