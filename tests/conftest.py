@@ -36,7 +36,6 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
 from sqlalchemy.engine import make_url
 
@@ -61,6 +60,9 @@ def _require_pg() -> None:
     """Fail (or skip with VIGIL_TEST_PG=0) when PostgreSQL is unreachable; checked once."""
     if os.environ.get("VIGIL_TEST_PG") == "0":
         pytest.skip("VIGIL_TEST_PG=0: PostgreSQL tests skipped")
+    # imported here, not at the top: GPU machines run the suite without libpq
+    import psycopg
+
     if "error" not in _pg_status:
         try:
             with psycopg.connect(_libpq_dsn(PG_BASE_URL), connect_timeout=5) as conn:
@@ -77,6 +79,8 @@ def _require_pg() -> None:
 
 
 def _admin(sql: str) -> None:
+    import psycopg
+
     with psycopg.connect(_libpq_dsn(PG_BASE_URL), autocommit=True, connect_timeout=5) as conn:
         conn.execute(sql)
 
@@ -132,6 +136,8 @@ def _acquire_migrated_pg() -> tuple[str, str]:
 
 def _release_migrated_pg(schema: str, url: str) -> None:
     """Empty the schema and pool it; drop it instead if it is no longer at head."""
+    import psycopg
+
     dispose_engines(url)
     try:
         with psycopg.connect(_libpq_dsn(PG_BASE_URL), autocommit=True, connect_timeout=5) as conn:
