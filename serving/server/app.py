@@ -60,7 +60,8 @@ def create_app(
                             model_version=settings.model_version, redact=settings.redact_pii)
     state = ServerState(settings=settings, metrics=None, traffic=traffic,  # type: ignore[arg-type]
                         writer=writer, owns_writer=owns_writer, engine=engine)
-    state.metrics = ServerMetrics(settings.model_name, state.engine_stats, state.sample_counters)
+    state.metrics = ServerMetrics(settings.model_name, state.engine_stats, state.sample_counters,
+                                  max_model_len=settings.max_model_len)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):

@@ -26,6 +26,20 @@ ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.
                10.0, 20.0, 40.0, 80.0)
 LATENCY_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0,
                    60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
+DEFAULT_MAX_MODEL_LEN = 32768
+
+
+def token_buckets(max_value: int) -> tuple[float, ...]:
+    """1, 2, 5, 10, 20, 50, ... up to max_value: vLLM's build_1_2_5_buckets for token counts."""
+    out: list[float] = []
+    exponent = 0
+    while True:
+        for mantissa in (1, 2, 5):
+            value = mantissa * 10**exponent
+            if value > max_value:
+                return tuple(out)
+            out.append(float(value))
+        exponent += 1
 
 
 @dataclass
@@ -61,6 +75,8 @@ class _SnapshotCollector(Collector):
             ("vllm:num_requests_running", "Number of requests in model execution batches.", stats.num_running),
             ("vllm:num_requests_waiting", "Number of requests waiting to be processed.", stats.num_waiting),
             ("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", stats.kv_cache_usage),
+            # the pre-v1 name, still queried by vLLM's published Grafana dashboard
+            ("vllm:gpu_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", stats.kv_cache_usage),
         ]
         for name, doc, value in gauges:
             g = GaugeMetricFamily(name, doc, labels=["model_name"])
@@ -94,6 +110,7 @@ class ServerMetrics:
         model_name: str,
         engine_stats: Callable[[], EngineStats | None] = lambda: None,
         sample_counters: Callable[[], SampleCounters] = SampleCounters,
+        max_model_len: int | None = None,
     ):
         self.model_name = model_name
         self.registry = CollectorRegistry(auto_describe=True)
@@ -119,14 +136,41 @@ class ServerMetrics:
             "vllm:request_time_per_output_token_seconds",
             "Histogram of time_per_output_token_seconds per request.",
             labels, buckets=ITL_BUCKETS, registry=r)
+        # the pre-v1 per-token name (same observations as the inter-token latency)
+        self.tpot_per_token = Histogram(
+            "vllm:time_per_output_token_seconds", "Histogram of time per output token in seconds.",
+            labels, buckets=ITL_BUCKETS, registry=r)
+        self.prefill_time = Histogram(
+            "vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.",
+            labels, buckets=LATENCY_BUCKETS, registry=r)
+        self.decode_time = Histogram(
+            "vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.",
+            labels, buckets=LATENCY_BUCKETS, registry=r)
+        self.inference_time = Histogram(
+            "vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.",
+            labels, buckets=LATENCY_BUCKETS, registry=r)
+        tokens = token_buckets(max_model_len or DEFAULT_MAX_MODEL_LEN)
+        self.prompt_tokens = Histogram(
+            "vllm:request_prompt_tokens", "Number of prefill tokens processed.",
+            labels, buckets=tokens, registry=r)
+        self.generation_tokens = Histogram(
+            "vllm:request_generation_tokens", "Number of generation tokens processed.",
+            labels, buckets=tokens, registry=r)
+        self.max_generation_tokens = Histogram(
+            "vllm:request_max_num_generation_tokens",
+            "Histogram of maximum number of requested generation tokens.",
+            labels, buckets=tokens, registry=r)
         # children exist from the start, as in vLLM, so dashboards see zeros rather than gaps
-        for histogram in (self.ttft, self.itl, self.e2e, self.queue_time, self.tpot):
+        for histogram in (self.ttft, self.itl, self.e2e, self.queue_time, self.tpot, self.tpot_per_token,
+                          self.prefill_time, self.decode_time, self.inference_time, self.prompt_tokens,
+                          self.generation_tokens, self.max_generation_tokens):
             histogram.labels(model_name)
         for reason in ("stop", "length", "abort"):
             self.request_success.labels(model_name, reason)
 
     def observe_token_interval(self, seconds: float) -> None:
         self.itl.labels(self.model_name).observe(max(0.0, seconds))
+        self.tpot_per_token.labels(self.model_name).observe(max(0.0, seconds))
 
     def observe_finished(self, output: RequestOutput) -> None:
         """Record a finished request's latencies and each choice's finish reason."""
@@ -139,7 +183,16 @@ class ServerMetrics:
         end = m.finished_time if m.finished_time is not None else m.last_token_time
         if end is not None:
             self.e2e.labels(name).observe(max(0.0, end - m.arrival_time))
+        if m.first_scheduled_time is not None and m.first_token_time is not None:
+            self.prefill_time.labels(name).observe(max(0.0, m.first_token_time - m.first_scheduled_time))
+        if m.first_token_time is not None and m.last_token_time is not None:
+            self.decode_time.labels(name).observe(max(0.0, m.last_token_time - m.first_token_time))
+        if m.first_scheduled_time is not None and m.last_token_time is not None:
+            self.inference_time.labels(name).observe(max(0.0, m.last_token_time - m.first_scheduled_time))
         n_out = max((len(c.token_ids) for c in output.outputs), default=0)
+        self.prompt_tokens.labels(name).observe(len(output.prompt_token_ids))
+        self.generation_tokens.labels(name).observe(sum(len(c.token_ids) for c in output.outputs))
+        self.max_generation_tokens.labels(name).observe(n_out)
         if n_out > 1 and m.first_token_time is not None and m.last_token_time is not None:
             self.tpot.labels(name).observe(max(0.0, m.last_token_time - m.first_token_time) / (n_out - 1))
         for choice in output.outputs:
