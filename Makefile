@@ -3,7 +3,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint bench clean
+.PHONY: install run test test-setup doctor lint bench clean
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
@@ -23,14 +23,25 @@ install: $(STAMP)
 run: install
 	$(VENV)/bin/vigil up
 
-test: install
+# System prerequisites of the tests first (Chromium, a running PostgreSQL): installed or started
+# when possible, otherwise one line says what is missing, seconds in rather than after the venv
+# install. Standard library only, hence the system python3 (.venv may not exist yet).
+test-setup:
+	python3 -m vigil.doctor --fix
+
+# test-setup before install: make builds prerequisites left to right
+test: test-setup install
 	$(PY) -m pytest -q -ra tests
 
+# what this machine has: Python, torch build, models, PostgreSQL, Chromium, GPU
+doctor:
+	$(if $(wildcard $(PY)),$(PY),python3) -m vigil.doctor
+
 lint: install
-	$(VENV)/bin/ruff check serving drift storage alerts dashboards tests bench
+	$(VENV)/bin/ruff check vigil serving drift storage alerts sidecar dashboards tests bench
 
 bench: install
-	$(PY) bench/ingest.py
+	$(PY) -m bench.bench_ingest
 
 clean:
 	rm -rf $(VENV) var
