@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from fastapi import APIRouter, HTTPException
 from fastapi.responses import FileResponse, HTMLResponse
@@ -18,6 +20,33 @@ from vigil.config import Settings
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 _env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]))
+_URL = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>]+")
+MAX_ERROR_CHARS = 300  # a receiver's reply is shown as a hint, not in full
+
+
+def target_origin(url: str | None) -> str:
+    """scheme://host[:port] only: a webhook URL's path and query are often its secret (Slack)."""
+    if not url:
+        return ""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return "(unparseable URL)"
+    return f"{parts.scheme}://{host}{port}" if parts.scheme and host else "(hidden)"
+
+
+def redact_error(text: str | None) -> str:
+    """An error text with every URL cut to its origin, and cut short."""
+    if not text:
+        return ""
+    text = _URL.sub(lambda m: target_origin(m.group()) + "/…", text)
+    return text if len(text) <= MAX_ERROR_CHARS else text[:MAX_ERROR_CHARS] + "…"
+
+
+_env.filters["origin"] = target_origin
+_env.filters["redact_error"] = redact_error
 
 
 def _window(run: DriftRun) -> str:
@@ -30,8 +59,15 @@ def _run_view(run: DriftRun, drifted: int = 0) -> dict:
             "num_samples": run.num_samples, "drifted": drifted, "has_report": has_report}  # fmt: skip
 
 
-def _page(template: str, **context) -> HTMLResponse:
-    return HTMLResponse(_env.get_template(template).render(fmt=fmt, **context))
+def _page(template: str, status: int = 200, **context) -> HTMLResponse:
+    headers = {"Cache-Control": "no-store", "X-Frame-Options": "DENY",
+               "Content-Security-Policy": "default-src 'self'; style-src 'unsafe-inline'; frame-ancestors 'none'"}
+    return HTMLResponse(_env.get_template(template).render(fmt=fmt, **context), status_code=status,
+                        headers=headers)
+
+
+def login_page(next_path: str, error: str | None, status: int = 200) -> HTMLResponse:
+    return _page("login.html", status=status, title="Log in", next=next_path, error=error)
 
 
 def build_router(settings: Settings, session_factory: sessionmaker[Session]) -> APIRouter:

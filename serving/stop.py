@@ -36,14 +36,49 @@ def find_stop(text: str, stops: Sequence[str], search_from: int = 0) -> StopMatc
     return best
 
 
+def prefix_function(pattern: str) -> list[int]:
+    """KMP failure table: fail[i] = length of the longest proper border of pattern[: i + 1]."""
+    fail = [0] * len(pattern)
+    k = 0
+    for i in range(1, len(pattern)):
+        while k and pattern[i] != pattern[k]:
+            k = fail[k - 1]
+        if pattern[i] == pattern[k]:
+            k += 1
+        fail[i] = k
+    return fail
+
+
+class _PrefixTracker:
+    """The longest prefix of one stop string that is a suffix of the text fed so far, kept up to
+    date in amortised O(1) per character (a KMP automaton), so the hold-back check costs
+    O(len(delta)) per token instead of O(len(stop)^2)."""
+
+    __slots__ = ("stop", "fail", "state")
+
+    def __init__(self, stop: str) -> None:
+        self.stop, self.fail, self.state = stop, prefix_function(stop), 0
+
+    def feed(self, text: str) -> int:
+        stop, fail, k = self.stop, self.fail, self.state
+        for ch in text:
+            if k == len(stop):
+                k = fail[k - 1]
+            while k and ch != stop[k]:
+                k = fail[k - 1]
+            if ch == stop[k]:
+                k += 1
+        self.state = k
+        return k if k < len(stop) else fail[k - 1]
+
+
 def held_suffix_len(text: str, stops: Sequence[str]) -> int:
-    """Length of the longest suffix of `text` that is a proper prefix of some stop string."""
+    """Length of the longest suffix of `text` that is a proper prefix of some stop string.
+    Linear: only the last len(stop) - 1 characters can matter for each stop."""
     longest = 0
     for stop in stops:
-        for n in range(min(len(stop) - 1, len(text)), longest, -1):
-            if text.endswith(stop[:n]):
-                longest = n
-                break
+        if len(stop) > 1:
+            longest = max(longest, _PrefixTracker(stop).feed(text[-(len(stop) - 1):]))
     return longest
 
 
@@ -54,6 +89,7 @@ class StopStringMatcher:
         self.stops = list(stops)
         self.include_stop = include_stop_str_in_output
         self._max_len = max((len(s) for s in self.stops), default=0)
+        self._trackers = [_PrefixTracker(s) for s in self.stops if len(s) > 1]
         self._full = ""  # all text fed so far
         self._emitted = 0  # chars of _full (or of the cut text) already returned
         self.matched: str | None = None  # the stop string that ended the text, once one did
@@ -79,7 +115,8 @@ class StopStringMatcher:
             cut = match.end if self.include_stop else match.start
             self._full = self._full[:cut]
             return self._release(cut), match.stop
-        safe = len(self._full) - held_suffix_len(self._full, self.stops)
+        held = max((t.feed(delta) for t in self._trackers), default=0)
+        safe = len(self._full) - held
         return self._release(safe), None
 
     def flush(self) -> str:

@@ -2,25 +2,26 @@
 
 from __future__ import annotations
 
-import hmac
+import logging
 from collections.abc import Callable
 from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.exceptions import HTTPException
 
 from sidecar.ingest_schema import IngestBody, IngestResult
-from sidecar.limits import BodyLimitMiddleware
+from sidecar.limits import RequestGuard, body_limit
+from sidecar.page_auth import PageAuth
 from vigil.config import Settings
+from vigil.keys import KeyRing, Principal
 
 INGEST_PATH = "/v1/ingest"
-_bearer = HTTPBearer(auto_error=False)
+log = logging.getLogger("vigil.sidecar")
 
 
 def _field_path(loc: tuple[Any, ...]) -> str:
@@ -41,7 +42,12 @@ def create_app(
     app = FastAPI(title="Vigil sidecar", version="0.1.0")
     app.state.settings = settings
     app.state.session_factory = session_factory
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.ingest_max_bytes, prefixes=(INGEST_PATH,))
+    keyring = KeyRing.from_settings(settings)
+    pages = PageAuth(settings, keyring)
+    # the key is checked before the body is read, and every body is bounded while it streams
+    app.add_middleware(RequestGuard, keyring=keyring, protected=("/v1/",),
+                       max_bytes=body_limit(INGEST_PATH, settings.ingest_max_bytes),
+                       body_timeout_s=settings.body_timeout_s)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -64,12 +70,11 @@ def create_app(
             content={"detail": "database unavailable; nothing was stored, retry later"},
         )
 
-    def require_api_key(creds: HTTPAuthorizationCredentials | None = Depends(_bearer)) -> None:
-        if creds is None or creds.scheme.lower() != "bearer":
+    def require_api_key(request: Request) -> Principal:
+        principal = request.scope.get("state", {}).get("principal")
+        if principal is None:  # the guard sets it on every /v1 path; refuse rather than guess
             raise HTTPException(401, "missing API key: send 'Authorization: Bearer <key>'")
-        token = creds.credentials.encode()
-        if not any(hmac.compare_digest(token, key.encode()) for key in settings.api_keys if key):
-            raise HTTPException(401, "invalid API key")
+        return principal
 
     @app.get("/favicon.ico", include_in_schema=False)
     def favicon() -> Response:
@@ -81,11 +86,10 @@ def create_app(
             with session_factory() as session:
                 session.execute(text("SELECT 1"))
             db_ok = True
-        except Exception as exc:  # any driver error means "unhealthy", with the reason
-            db_ok, reason = False, f"{exc.__class__.__name__}: {exc}"[:300]
+        except Exception as exc:  # any driver error means "unhealthy"; the reason goes to the log
+            db_ok = False
+            log.warning("health: database check failed: %s: %s", exc.__class__.__name__, exc)
         body: dict[str, Any] = {"status": "ok" if db_ok else "degraded", "database": db_ok}
-        if not db_ok:
-            body["database_error"] = reason
         body.update(status())
         return JSONResponse(body, status_code=200 if db_ok else 503)
 
@@ -95,7 +99,7 @@ def create_app(
         dependencies=[Depends(require_api_key)],
         responses={401: {"description": "missing or invalid API key"}, 413: {"description": "too large"}},
     )
-    def ingest(body: IngestBody) -> IngestResult:
+    def ingest(body: IngestBody, principal: Principal = Depends(require_api_key)) -> IngestResult:
         """Store samples sent by another engine, in DESIGN's sample record shape. Idempotent on
         `id`: a sample already stored is counted as a duplicate and left untouched."""
         if len(body.samples) > settings.ingest_max_samples:
@@ -106,12 +110,28 @@ def create_app(
             )
         from sidecar.store import ingest_records
 
+        records = [s.to_record() for s in body.samples]
+        if principal.tenant is not None:  # a tenant-bound key writes its own tenant only
+            foreign = sorted({str(r["tenant"]) for r in records if r.get("tenant") not in (None, principal.tenant)})
+            if foreign:
+                raise HTTPException(403, f"this key may only write tenant {principal.tenant!r}; "
+                                         f"the batch names {foreign[:3]}")
+            for record in records:
+                record["tenant"] = principal.tenant
         with session_factory() as session:
-            result = ingest_records(session, [s.to_record() for s in body.samples])
+            result = ingest_records(session, records)
             session.commit()
         return result
 
     from dashboards.pages import build_router
 
-    app.include_router(build_router(settings, session_factory))
+    app.include_router(pages.router())
+    app.include_router(build_router(settings, session_factory), dependencies=[Depends(pages.require_viewer)])
+
+    from dashboards.routes import build_dashboard_router
+    from sidecar.metrics import build_registry, metrics_router
+
+    app.state.metrics_registry = build_registry(settings, session_factory)
+    app.include_router(metrics_router(app.state.metrics_registry), dependencies=[Depends(pages.require_viewer)])
+    app.include_router(build_dashboard_router(settings, session_factory, pages.require_viewer))
     return app

@@ -1,7 +1,8 @@
 """One settings object for the whole system, read from `VIGIL_*` env vars and an optional `.env`.
 
-Validated at start: a bad value stops start-up with a message naming the variable, and outside
-`VIGIL_ENV=development` empty API keys and default secrets are refused.
+Validated at start: a bad value stops start-up with a message naming the variable. Outside
+`VIGIL_ENV=development`, and in development too as soon as a service binds a non-loopback
+address, empty or short API keys, default secrets and manifest placeholders are refused.
 """
 
 from __future__ import annotations
@@ -17,6 +18,12 @@ from sqlalchemy.exc import ArgumentError
 
 DEFAULT_SECRET = "vigil-dev-secret-change-me"
 DEFAULT_DEV_API_KEY = "vigil-dev-key"
+DEFAULT_SECRET_KEY = "vigil-dev-session-key-change-me"
+MIN_KEY_LEN = 16  # API, tenant and admin keys outside development
+MIN_SECRET_LEN = 16
+# manifests ship these as stand-ins; a value still holding one was never filled in
+PLACEHOLDER_MARKERS = ("change-me", "changeme", "change_me", "replace-me", "<secret>")
+LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
 
 
 class ConfigError(ValueError):
@@ -92,6 +99,18 @@ class Settings(BaseSettings):
     delivery_backoff_cap_s: float = Field(3600.0, gt=0)
     delivery_timeout_s: float = Field(10.0, gt=0)  # one webhook POST
     delivery_poll_interval_s: float = Field(5.0, gt=0)
+    delivery_deadline_s: float = Field(30.0, gt=0)  # one webhook call, connect to last byte
+    delivery_max_response_bytes: int = Field(64 * 1024, gt=0)  # read at most this of a reply
+
+    # security
+    tenant_keys: dict[str, str] = Field(default_factory=dict)  # key -> the one tenant it may write
+    admin_keys: list[str] = Field(default_factory=list)  # baseline/alert actions, all pages
+    trusted_proxies: list[str] = Field(default_factory=list)  # IPs/CIDRs: x-vigil-* and forward-auth
+    forward_auth_header: str | None = None  # e.g. X-Forwarded-User, honoured from trusted proxies
+    secret_key: str = DEFAULT_SECRET_KEY  # signs page sessions, keys the hash of `user`
+    session_ttl_s: int = Field(8 * 3600, gt=0)
+    max_request_bytes: int = Field(2 * 1024 * 1024, gt=0)  # any engine request body
+    body_timeout_s: float = Field(30.0, gt=0)  # a request body must arrive within this
 
     @field_validator("database_url")
     @classmethod
@@ -112,24 +131,71 @@ class Settings(BaseSettings):
                 raise ValueError(f"{target!r} is not an http(s) URL")
         return targets
 
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, proxies: list[str]) -> list[str]:
+        import ipaddress
+
+        for proxy in proxies:
+            try:
+                ipaddress.ip_network(proxy, strict=False)
+            except ValueError:
+                raise ValueError(f"{proxy!r} is not an IP address or CIDR network") from None
+        return proxies
+
+    @model_validator(mode="after")
+    def _keys_have_one_role(self) -> Settings:
+        # a key listed twice would carry the wider of its two roles: refuse the ambiguity
+        seen: dict[str, str] = {}
+        for name, values in (("VIGIL_API_KEYS", self.api_keys), ("VIGIL_TENANT_KEYS", self.tenant_keys),
+                             ("VIGIL_ADMIN_KEYS", self.admin_keys)):
+            for key in values:
+                if key in seen and seen[key] != name:
+                    raise ValueError(f"a key appears in both {seen[key]} and {name}")
+                seen[key] = name
+        return self
+
+    @property
+    def binds_publicly(self) -> bool:
+        return self.host not in LOOPBACK_HOSTS or self.sidecar_host not in LOOPBACK_HOSTS
+
     @model_validator(mode="after")
     def _secure_outside_development(self) -> Settings:
-        if self.env == "development":
+        # fail closed: development defaults are only tolerated on loopback addresses
+        if self.env == "development" and not self.binds_publicly:
             return self
+        where = f"VIGIL_ENV={self.env}" if self.env != "development" else "a non-loopback bind address"
         problems = []
-        if not self.api_keys or any(not k.strip() for k in self.api_keys):
+        keys = {"VIGIL_API_KEYS": list(self.api_keys), "VIGIL_TENANT_KEYS": list(self.tenant_keys),
+                "VIGIL_ADMIN_KEYS": list(self.admin_keys)}
+        if not any(keys.values()) or any(not k.strip() for k in self.api_keys):
             problems.append("VIGIL_API_KEYS must hold at least one non-empty key")
-        if DEFAULT_DEV_API_KEY in self.api_keys:
-            problems.append("VIGIL_API_KEYS still holds the development key")
-        if self.webhook_secret in ("", DEFAULT_SECRET) or len(self.webhook_secret) < 16:
-            problems.append("VIGIL_WEBHOOK_SECRET must be set to a secret of at least 16 characters")
+        for name, values in keys.items():
+            if DEFAULT_DEV_API_KEY in values:
+                problems.append(f"{name} still holds the development key")
+            elif any(len(k) < MIN_KEY_LEN for k in values):
+                problems.append(f"{name}: every key needs at least {MIN_KEY_LEN} characters")
+            if any(_placeholder(k) for k in values):
+                problems.append(f"{name} holds a placeholder value")
+        secrets = {"VIGIL_WEBHOOK_SECRET": (self.webhook_secret, DEFAULT_SECRET),
+                   "VIGIL_SECRET_KEY": (self.secret_key, DEFAULT_SECRET_KEY)}
+        for name, (value, default) in secrets.items():
+            if value == default or len(value) < MIN_SECRET_LEN or _placeholder(value):
+                problems.append(f"{name} must be set to a secret of at least {MIN_SECRET_LEN} characters")
+        if _placeholder(self.database_url):
+            problems.append("VIGIL_DATABASE_URL holds a placeholder value")
         if problems:
-            raise ValueError(f"refusing insecure settings in VIGIL_ENV={self.env}: " + "; ".join(problems))
+            raise ValueError(f"refusing insecure settings with {where}: " + "; ".join(problems))
         return self
 
     @property
     def is_sqlite(self) -> bool:
         return make_url(self.database_url).get_backend_name() == "sqlite"
+
+
+def _placeholder(value: str) -> bool:
+    lowered = value.lower()
+    return any(marker in lowered for marker in PLACEHOLDER_MARKERS)
 
 
 def load_settings(**overrides) -> Settings:

@@ -15,13 +15,15 @@ from typing import Any
 from fastapi import FastAPI
 
 from serving.server.drain import DrainController, close_resources
-from serving.server.errors import install_error_handlers
+from serving.server.errors import install_error_handlers, openai_error_json
 from serving.server.metrics import ServerMetrics
 from serving.server.routes import router
 from serving.server.state import Phase, ServerState
 from serving.traffic.logger import TrafficLogger
 from serving.traffic.sampler import TrafficSampler
+from vigil.asgi_guard import RequestGuard
 from vigil.config import Settings
+from vigil.keys import KeyRing
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +84,10 @@ def create_app(
     app.state.vigil = state
     app.state.drain = DrainController(state)
     install_error_handlers(app)
+    # outermost: the key is checked and the body bounded before any route reads a byte
+    app.add_middleware(RequestGuard, keyring=KeyRing.from_settings(settings), protected=("/v1/",),
+                       max_bytes=settings.max_request_bytes, body_timeout_s=settings.body_timeout_s,
+                       render=openai_error_json)
     app.include_router(router)
     return app
 

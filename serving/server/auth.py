@@ -1,26 +1,66 @@
-"""API keys: `Authorization: Bearer <key>` checked against `Settings.api_keys` (no keys: open)."""
+"""Who is calling: the `Principal` the request guard resolved from `Authorization: Bearer <key>`
+(global, tenant-bound or admin key; no keys configured: open), and the segment identity a
+request may claim given that principal and the address it came from."""
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import hmac
+from collections.abc import Mapping
 
 from fastapi import Request
 
 from serving.server.errors import APIError
+from serving.traffic.segments import SegmentInfo, segment_from_request
+from vigil.asgi_guard import ANONYMOUS
+from vigil.config import Settings
+from vigil.keys import KeyRing, Principal, from_trusted_proxy
+
+TRUSTED_HEADER_PREFIX = "x-vigil-"
 
 
-def check_api_key(request: Request, keys: list[str]) -> None:
-    if not keys:
-        return
-    header = request.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
-    token = token.strip()
-    if scheme.lower() == "bearer" and token:
-        presented = token.encode()
-        # compare against every key so timing does not reveal which one nearly matched
-        matches = [hmac.compare_digest(presented, key.encode()) for key in keys]
-        if any(matches):
-            return
-        raise APIError("Incorrect API key provided.", status=401, code="invalid_api_key")
-    raise APIError("You didn't provide an API key. Send it as `Authorization: Bearer <key>`.",
-                   status=401, code="missing_api_key")
+def check_api_key(request: Request, keys: list[str]) -> Principal:
+    """The principal for a request that bypassed the guard (kept for direct callers)."""
+    ring = KeyRing(keys)
+    if ring.empty:
+        return ANONYMOUS
+    principal, problem = ring.from_authorization(request.headers.get("authorization"))
+    if principal is not None:
+        return principal
+    if problem == "missing":
+        raise APIError("You didn't provide an API key. Send it as `Authorization: Bearer <key>`.",
+                       status=401, code="missing_api_key")
+    raise APIError("Incorrect API key provided.", status=401, code="invalid_api_key")
+
+
+def request_principal(request: Request) -> Principal:
+    principal = request.scope.get("state", {}).get("principal")
+    if principal is None:  # the guard always sets it on /v1; refuse rather than guess
+        raise APIError("You didn't provide an API key. Send it as `Authorization: Bearer <key>`.",
+                       status=401, code="missing_api_key")
+    return principal
+
+
+def hash_user(user: str | None, secret: str) -> str | None:
+    """A keyed pseudonym for OpenAI's `user` (often an e-mail): stable per key, not reversible
+    without the secret, so it can label a segment without putting the address in alerts."""
+    if not user:
+        return None
+    key = hmac.new(secret.encode(), b"vigil-user-pseudonym", hashlib.sha256).digest()
+    return "u-" + hmac.new(key, user.encode("utf-8", "replace"), hashlib.sha256).hexdigest()[:16]
+
+
+def request_segment(request: Request, settings: Settings, user: str | None,
+                    metadata: Mapping[str, object] | None) -> SegmentInfo:
+    """Segment identity: `x-vigil-*` headers count only from a trusted proxy; a tenant-bound
+    key always logs under its own tenant, whatever the headers or metadata claim."""
+    client = request.client.host if request.client else None
+    headers = request.headers
+    if not from_trusted_proxy(client, settings.trusted_proxies):
+        headers = {k: v for k, v in headers.items() if not k.lower().startswith(TRUSTED_HEADER_PREFIX)}
+    segment = segment_from_request(headers, hash_user(user, settings.secret_key), metadata)
+    principal = request.scope.get("state", {}).get("principal")
+    if principal is not None and principal.tenant is not None:
+        segment = dataclasses.replace(segment, tenant=principal.tenant)
+    return segment

@@ -3,6 +3,7 @@ the engine's outputs -> OpenAI `chat.completion` objects or `chat.completion.chu
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
@@ -12,6 +13,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
 from serving.outputs import CompletionOutput, RequestOutput, TokenLogprob
+from serving.server.auth import request_segment
 from serving.server.errors import APIError
 from serving.server.generation import (
     ClientDisconnected,
@@ -26,7 +28,6 @@ from serving.server.params import build_params, check_context
 from serving.server.protocol import ChatCompletionRequest
 from serving.server.sse import DONE, SSEResponse, event, safe_logprob
 from serving.server.state import ServerState
-from serving.traffic.segments import segment_from_request
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,11 @@ def render_prompt(state: ServerState, body: ChatCompletionRequest) -> str:
         raise APIError(f"messages: {exc}", param="messages", code="invalid_messages") from None
 
 
+def _prepare(state: ServerState, body: ChatCompletionRequest) -> tuple[str, list[int]]:
+    prompt = render_prompt(state, body)
+    return prompt, encode(state, prompt, "messages")
+
+
 def _logprob_entries(items: list[TokenLogprob]) -> list[dict]:
     def one(token: str, lp: float) -> dict:
         return {"token": token, "logprob": safe_logprob(lp), "bytes": list(token.encode("utf-8", "replace"))}
@@ -66,8 +72,8 @@ def _usage(outputs: list[RequestOutput]) -> dict:
 
 async def chat_completions(request: Request, body: ChatCompletionRequest, state: ServerState) -> Response:
     ensure_accepting(state, body.model)
-    prompt = render_prompt(state, body)
-    token_ids = encode(state, prompt, "messages")
+    # templating and tokenizing a long conversation takes milliseconds: keep it off the loop
+    prompt, token_ids = await asyncio.to_thread(_prepare, state, body)
     check_context(len(token_ids), state.max_model_len, "messages")
     limit_param = "max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens"
     params = build_params(
@@ -79,7 +85,7 @@ async def chat_completions(request: Request, body: ChatCompletionRequest, state:
     validate(state, request_id, token_ids, params, "messages")
     stream = generate(
         state, request_id, token_ids, params, prompt=prompt,
-        segment=segment_from_request(request.headers, body.user, body.metadata), tools=tool_names(body),
+        segment=request_segment(request, state.settings, body.user, body.metadata), tools=tool_names(body),
     )
     created = int(time.time())
     if body.stream:

@@ -3,6 +3,7 @@ Several prompts run as several engine requests; choice index = prompt index * n 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
@@ -12,6 +13,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
 from serving.outputs import CompletionOutput, RequestOutput, TokenLogprob
+from serving.server.auth import request_segment
 from serving.server.errors import APIError
 from serving.server.generation import (
     ClientDisconnected,
@@ -27,7 +29,6 @@ from serving.server.params import DEFAULT_COMPLETION_MAX_TOKENS, build_params, c
 from serving.server.protocol import CompletionRequest
 from serving.server.sse import DONE, SSEResponse, event, safe_logprob
 from serving.server.state import ServerState
-from serving.traffic.segments import segment_from_request
 
 log = logging.getLogger(__name__)
 
@@ -59,10 +60,11 @@ def _prompt(state: ServerState, prompt: str | list[int]) -> tuple[str, list[int]
 async def completions(request: Request, body: CompletionRequest, state: ServerState) -> Response:
     ensure_accepting(state, body.model)
     base_id = f"cmpl-{uuid.uuid4().hex}"
-    segment = segment_from_request(request.headers, body.user, body.metadata)
+    segment = request_segment(request, state.settings, body.user, body.metadata)
     jobs = []
-    for k, raw in enumerate(body.prompts()):
-        text, ids = _prompt(state, raw)
+    # tokenizing is CPU work: off the event loop, all prompts in one hop
+    prepared = await asyncio.to_thread(lambda: [_prompt(state, raw) for raw in body.prompts()])
+    for k, (text, ids) in enumerate(prepared):
         check_context(len(ids), state.max_model_len, "prompt")
         params = build_params(
             body, prompt_len=len(ids), max_model_len=state.max_model_len, max_tokens=body.max_tokens,

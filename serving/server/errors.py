@@ -6,6 +6,7 @@ exception is logged and answered as a 500 in the same shape, never as a bare tra
 
 from __future__ import annotations
 
+import json
 import logging
 from http import HTTPStatus
 
@@ -19,6 +20,8 @@ log = logging.getLogger(__name__)
 _TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
+    403: "permission_error",
+    408: "invalid_request_error",
     404: "not_found_error",
     405: "invalid_request_error",
     413: "invalid_request_error",
@@ -53,6 +56,11 @@ class APIError(Exception):
         return JSONResponse(self.payload(), status_code=self.status, headers=headers)
 
 
+def openai_error_json(status: int, message: str, code: str) -> bytes:
+    """The request guard's refusals (401/413/408) in OpenAI's error shape."""
+    return json.dumps(APIError(message, status=status, code=code).payload()).encode()
+
+
 def _param_from_loc(loc: tuple) -> str | None:
     """("body", "messages", 0, "role") -> "messages.[0].role" (OpenAI's spelling)."""
     parts = [p for p in loc if p != "body"]
@@ -63,7 +71,8 @@ def _param_from_loc(loc: tuple) -> str | None:
     return ".".join(f"[{p}]" if isinstance(p, int) else str(p) for p in parts)
 
 
-_UNION_TAGS = {"str", "int", "float", "bool", "list", "dict", "none", "function-after", "TextPart"}
+_UNION_TAGS = {"str", "int", "float", "bool", "list", "dict", "none", "function-after", "TextPart",
+               "constrained-str"}
 
 
 def validation_error(exc: RequestValidationError) -> APIError:

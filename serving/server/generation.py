@@ -15,6 +15,7 @@ from fastapi import Request
 
 from serving.outputs import RequestOutput
 from serving.sampling_params import SamplingParams, SamplingParamsError
+from serving.server.coalesce import latest_only
 from serving.server.errors import APIError
 from serving.server.state import Phase, ServerState
 from serving.traffic.logger import FinishedRequest
@@ -34,8 +35,9 @@ def ensure_accepting(state: ServerState, model: str) -> None:
         raise APIError("the server is shutting down; retry on another replica", status=503,
                        code="server_draining")
     if state.phase is not Phase.READY or state.engine is None:
-        detail = f" ({state.load_error})" if state.load_error else ""
-        raise APIError(f"the model is not loaded yet{detail}", status=503, code="model_loading")
+        failed = state.phase is Phase.FAILED  # the reason is in the server log, not for clients
+        raise APIError("the model could not be loaded" if failed else "the model is not loaded yet",
+                       status=503, code="model_loading")
     if model != state.settings.model_name:
         raise APIError(f"The model `{model}` does not exist. This server serves "
                        f"`{state.settings.model_name}`.", param="model", code="model_not_found")
@@ -84,7 +86,9 @@ async def generate(
 ) -> AsyncIterator[RequestOutput]:
     """Stream one engine request; on finish (or abort) record metrics and hand it to the sampler."""
     state.inflight.add(request_id)
-    stream = state.engine.generate(request_id, token_ids, params, prompt=prompt)
+    # the engine's stream drained as fast as it produces, newest output kept: a stalled
+    # client holds one output, not every step's
+    stream = latest_only(state.engine.generate(request_id, token_ids, params, prompt=prompt))
     last: RequestOutput | None = None
     last_token_at: float | None = None
     try:

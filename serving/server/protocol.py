@@ -9,6 +9,19 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 MAX_N = 16  # choices per request; bounds the work one request can put on the engine
+# caps on what one request may carry: each bounds parsing, templating or per-token work
+MAX_MESSAGES = 512
+MAX_CONTENT_CHARS = 512 * 1024  # one message's text (the byte limit bounds the total)
+MAX_PARTS = 256  # content parts in one message
+MAX_TOOLS = 64
+MAX_TOOL_CALLS = 64
+MAX_STOP_STRINGS = 16
+MAX_STOP_CHARS = 256  # checked against the tail of the text on every generated token
+MAX_NAME_CHARS = 256
+
+Text = Annotated[str, Field(max_length=MAX_CONTENT_CHARS)]
+Name = Annotated[str, Field(max_length=MAX_NAME_CHARS)]
+StopString = Annotated[str, Field(max_length=MAX_STOP_CHARS)]
 
 
 class _Body(BaseModel):
@@ -22,12 +35,12 @@ class StreamOptions(_Body):
 
 class TextPart(_Body):
     type: Literal["text"]
-    text: str
+    text: Text
 
 
 class FunctionDef(_Body):
     name: Annotated[str, Field(min_length=1, max_length=64)]
-    description: str | None = None
+    description: Text | None = None
     parameters: dict | None = None
 
 
@@ -37,22 +50,22 @@ class Tool(_Body):
 
 
 class ToolCallFunction(_Body):
-    name: str
-    arguments: str = ""
+    name: Name
+    arguments: Text = ""
 
 
 class ToolCall(_Body):
-    id: str = ""
+    id: Name = ""
     type: Literal["function"] = "function"
     function: ToolCallFunction
 
 
 class ChatMessage(_Body):
     role: Literal["system", "developer", "user", "assistant", "tool"]
-    content: str | list[TextPart] | None = None
-    name: str | None = None
-    tool_calls: list[ToolCall] | None = None
-    tool_call_id: str | None = None
+    content: Text | Annotated[list[TextPart], Field(max_length=MAX_PARTS)] | None = None
+    name: Name | None = None
+    tool_calls: Annotated[list[ToolCall], Field(max_length=MAX_TOOL_CALLS)] | None = None
+    tool_call_id: Name | None = None
 
     @model_validator(mode="after")
     def _content_present(self) -> ChatMessage:
@@ -79,7 +92,7 @@ class SamplingFields(_Body):
     frequency_penalty: Annotated[float | None, Field(ge=-2.0, le=2.0)] = None
     presence_penalty: Annotated[float | None, Field(ge=-2.0, le=2.0)] = None
     seed: Annotated[int | None, Field(ge=INT64_MIN, le=INT64_MAX)] = None
-    stop: str | Annotated[list[str], Field(max_length=16)] | None = None
+    stop: StopString | Annotated[list[StopString], Field(max_length=MAX_STOP_STRINGS)] | None = None
     stream: bool = False
     stream_options: StreamOptions | None = None
     ignore_eos: bool = False  # vLLM's extension: keep generating past the end-of-sequence token
@@ -93,11 +106,11 @@ class SamplingFields(_Body):
 
 
 class ChatCompletionRequest(SamplingFields):
-    messages: Annotated[list[ChatMessage], Field(min_length=1)]
+    messages: Annotated[list[ChatMessage], Field(min_length=1, max_length=MAX_MESSAGES)]
     max_completion_tokens: Annotated[int | None, Field(ge=1)] = None
     logprobs: bool = False
     top_logprobs: Annotated[int | None, Field(ge=0, le=20)] = None
-    tools: list[Tool] | None = None
+    tools: Annotated[list[Tool], Field(max_length=MAX_TOOLS)] | None = None
     tool_choice: str | dict | None = None
 
     @model_validator(mode="after")
@@ -110,17 +123,17 @@ class ChatCompletionRequest(SamplingFields):
         return self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens
 
 
-TokenIds = Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)]
+TokenIds = Annotated[list[Annotated[int, Field(ge=0, le=2**31 - 1)]], Field(min_length=1)]
 
 
 class CompletionRequest(SamplingFields):
     # a string, a list of strings, a list of token ids, or a list of token-id lists
-    prompt: str | Annotated[list[str], Field(min_length=1, max_length=16)] | TokenIds | Annotated[
+    prompt: Text | Annotated[list[Text], Field(min_length=1, max_length=16)] | TokenIds | Annotated[
         list[TokenIds], Field(min_length=1, max_length=16)
     ]
     logprobs: Annotated[int | None, Field(ge=0, le=5)] = None
     echo: bool = False
-    suffix: str | None = None
+    suffix: Text | None = None
 
     @model_validator(mode="after")
     def _unsupported(self) -> CompletionRequest:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 
-from serving.server.auth import check_api_key
+from serving.server.auth import request_principal
 from serving.server.chat import chat_completions
 from serving.server.completions import completions
 from serving.server.errors import APIError
@@ -25,7 +25,7 @@ def get_state(request: Request) -> ServerState:
 
 
 def require_api_key(request: Request) -> None:
-    check_api_key(request, get_state(request).settings.api_keys)
+    request_principal(request)  # the guard middleware checked the key before the body was read
 
 
 router = APIRouter()
@@ -37,10 +37,8 @@ async def health(request: Request) -> Response:
     state = get_state(request)
     if state.phase is Phase.READY:
         return JSONResponse({"status": "ok"})
-    body = {"status": state.phase.value}
-    if state.load_error:
-        body["error"] = state.load_error
-    return JSONResponse(body, status_code=503)
+    # the load error stays in the server log: it can name paths and internals
+    return JSONResponse({"status": state.phase.value}, status_code=503)
 
 
 @router.get("/metrics")

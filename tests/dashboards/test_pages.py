@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import httpx
-from sidecar_servers import UvicornThread
+from sidecar_servers import API_KEY, UvicornThread
 
 from sidecar.app import create_app
 from storage.db import session_factory
@@ -34,15 +34,17 @@ def test_alert_pages_show_evidence_and_dead_letters(migrated_db, make_settings, 
                        next_attempt_at=now, last_error="connection refused", created_at=now))  # fmt: skip
         s.commit()
         alert_id, run_id = alert.id, run.id
-    with UvicornThread(create_app(make_settings(migrated_db), factory)) as app:
-        listing = httpx.get(f"{app.url}/alerts").text
+    with UvicornThread(create_app(make_settings(migrated_db), factory)) as app, \
+            httpx.Client(headers={"Authorization": f"Bearer {API_KEY}"}) as client:  # pages need a key
+        listing = client.get(f"{app.url}/alerts").text
         assert "prompt_embedding_mmd" in listing and "connection refused" in listing
+        assert "127.0.0.1:9/hook" not in listing and "http://127.0.0.1:9" in listing  # origin only
         assert "mmd &lt;b&gt;drift&lt;/b&gt;" in listing  # escaped, never raw HTML from data
-        page = httpx.get(f"{app.url}/alerts/{alert_id}").text
+        page = client.get(f"{app.url}/alerts/{alert_id}").text
         assert "p_value" in page and "0.001" in page and f'href="/reports/{run_id}"' in page and "dead" in page
-        assert httpx.get(f"{app.url}/reports/{run_id}").text == report.read_text()
-        assert httpx.get(f"{app.url}/alerts/424242").status_code == 404
-        assert f'href="/reports/{run_id}"' in httpx.get(f"{app.url}/reports").text
+        assert client.get(f"{app.url}/reports/{run_id}").text == report.read_text()
+        assert client.get(f"{app.url}/alerts/424242").status_code == 404
+        assert f'href="/reports/{run_id}"' in client.get(f"{app.url}/reports").text
 
 
 def test_database_outage_is_503_not_500(make_settings):

@@ -1,0 +1,132 @@
+"""Who may read the sidecar's pages (reports, alerts): they show webhook targets, receivers'
+replies and prompt/response excerpts, so every one of them needs a caller.
+
+Accepted, in order: `Authorization: Bearer <key>` (API use); the `vigil_session` cookie a browser
+gets from `POST /login` (signed, HttpOnly, SameSite=Strict, Secure behind https, expiring); a
+user name in `forward_auth_header` when the request comes from a trusted proxy. Tenant-bound keys
+are refused (403): the pages show every tenant's alerts. A browser without credentials is sent
+to the login page, an API client gets a 401.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import time
+from urllib.parse import parse_qs, quote
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from starlette.exceptions import HTTPException
+
+from vigil.asgi_guard import ANONYMOUS
+from vigil.config import Settings
+from vigil.keys import KeyRing, Principal, from_trusted_proxy
+
+COOKIE = "vigil_session"
+
+
+def _session_key(secret: str) -> bytes:
+    return hmac.new(secret.encode(), b"vigil-page-session", hashlib.sha256).digest()
+
+
+def sign_session(principal: Principal, secret: str, ttl_s: int, now: float | None = None) -> str:
+    expires = int((now if now is not None else time.time()) + ttl_s)
+    payload = base64.urlsafe_b64encode(f"{principal.key_id}|{expires}".encode()).decode().rstrip("=")
+    sig = hmac.new(_session_key(secret), payload.encode(), hashlib.sha256).hexdigest()
+    return f"{payload}.{sig}"
+
+
+def verify_session(token: str, secret: str, keyring: KeyRing, now: float | None = None) -> Principal | None:
+    """The principal of a valid, unexpired session whose key is still configured (removing a
+    key ends its sessions)."""
+    payload, _, sig = token.partition(".")
+    want = hmac.new(_session_key(secret), payload.encode(), hashlib.sha256).hexdigest()
+    if not sig or not hmac.compare_digest(sig, want):
+        return None
+    try:
+        key_id, expires = base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)).decode().split("|")
+        if int(expires) < (now if now is not None else time.time()):
+            return None
+    except ValueError:
+        return None
+    principal = keyring.by_id(key_id)
+    return principal and Principal(principal.key_id, principal.tenant, principal.admin, via="session")
+
+
+def safe_next(target: str | None) -> str:
+    """Only a path on this site: never an open redirect to another host."""
+    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
+        return "/reports"
+    return target
+
+
+class PageAuth:
+    def __init__(self, settings: Settings, keyring: KeyRing) -> None:
+        self.settings = settings
+        self.keyring = keyring
+
+    def principal(self, request: Request) -> Principal | None:
+        header = request.headers.get("authorization")
+        if header:
+            principal, _ = self.keyring.from_authorization(header)
+            if principal is None:
+                raise HTTPException(401, "invalid API key", headers={"WWW-Authenticate": "Bearer"})
+            return principal
+        token = request.cookies.get(COOKIE)
+        if token:
+            principal = verify_session(token, self.settings.secret_key, self.keyring)
+            if principal is not None:
+                return principal
+        name = self.settings.forward_auth_header
+        if name and request.headers.get(name):
+            client = request.client.host if request.client else None
+            if from_trusted_proxy(client, self.settings.trusted_proxies):
+                return Principal("proxy:" + request.headers[name][:128], via="proxy")
+        return ANONYMOUS if self.keyring.empty else None
+
+    def require_viewer(self, request: Request) -> Principal:
+        principal = self.principal(request)
+        if principal is None:
+            if "text/html" in request.headers.get("accept", ""):
+                target = quote(request.url.path, safe="/")
+                raise HTTPException(303, "log in first", headers={"Location": f"/login?next={target}"})
+            raise HTTPException(401, "missing API key: send 'Authorization: Bearer <key>' or log in",
+                                headers={"WWW-Authenticate": "Bearer"})
+        if not principal.can_view_all:
+            raise HTTPException(403, "a tenant-bound key cannot read pages that show every tenant")
+        return principal
+
+    def router(self) -> APIRouter:
+        from dashboards.pages import login_page
+
+        router = APIRouter(include_in_schema=False)
+        secure = self.settings.public_url.startswith("https://")
+
+        @router.get("/login", response_class=HTMLResponse)
+        def login_form(next: str | None = None) -> HTMLResponse:
+            return login_page(safe_next(next), error=None)
+
+        @router.post("/login", response_class=HTMLResponse)
+        async def login(request: Request) -> Response:
+            form = parse_qs((await request.body()).decode("utf-8", "replace"), max_num_fields=4)
+            key = (form.get("key") or [""])[0].strip()
+            target = safe_next((form.get("next") or [None])[0])
+            principal = self.keyring.lookup(key) if key else None
+            if principal is None or not principal.can_view_all:
+                return login_page(target, error="That key is not accepted here.", status=401)
+            response = RedirectResponse(target, status_code=303)
+            response.set_cookie(COOKIE, sign_session(principal, self.settings.secret_key,
+                                                     self.settings.session_ttl_s),
+                                max_age=self.settings.session_ttl_s, httponly=True, samesite="strict",
+                                secure=secure, path="/")
+            return response
+
+        @router.post("/logout")
+        def logout() -> Response:
+            response = RedirectResponse("/login", status_code=303)
+            response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict", secure=secure)
+            return response
+
+        return router
