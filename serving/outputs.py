@@ -99,6 +99,9 @@ class RequestOutput:
     outputs: list[CompletionOutput]
     finished: bool
     metrics: RequestMetrics
+    # when asked (SamplingParams.prompt_logprobs): one entry per prompt token, the first None
+    # (nothing precedes it); filled once the prompt has been computed
+    prompt_logprobs: list[TokenLogprob | None] | None = None
 
 
 @dataclass

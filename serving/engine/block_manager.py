@@ -61,8 +61,9 @@ class BlockManager:
 
     def lookup(self, seq: Sequence) -> tuple[list[int], list[int]]:
         """Cached block ids (and their hashes) for the sequence's leading full blocks. At most
-        `num_tokens - 1` tokens are served from the cache: the last one must run to give logits."""
-        if not self.enable_prefix_caching:
+        `num_tokens - 1` tokens are served from the cache: the last one must run to give logits.
+        A request asking for prompt logprobs gets no hits: every prompt position must run."""
+        if not self.enable_prefix_caching or seq.request.params.prompt_logprobs is not None:
             return [], []
         ids: list[int] = []
         hashes: list[int] = []

@@ -123,4 +123,17 @@ class OutputProcessor:
             outputs=[self.completion(s) for s in seqs],
             finished=finished,
             metrics=req.metrics,
+            prompt_logprobs=self._prompt_logprobs(req) if finished else None,
         )
+
+    def _prompt_logprobs(self, req: Request) -> list[TokenLogprob | None] | None:
+        k = req.params.prompt_logprobs
+        # built once, on the final output; None when not asked or the prompt never finished
+        if k is None or len(req.prompt_logprob_rows) < len(req.prompt_token_ids) - 1:
+            return None
+        first: list[TokenLogprob | None] = [None]
+        return first + [
+            TokenLogprob(tok, self._token_text(tok), lp,
+                         [(int(t), self._token_text(int(t)), float(v)) for t, v in top[:k]])
+            for tok, lp, top in req.prompt_logprob_rows
+        ]

@@ -88,6 +88,9 @@ class Request:
     seqs: list[Sequence] = field(default_factory=list)
     forked: bool = False  # True once the n samples exist (n == 1: from the start)
     emitted_final: bool = False
+    # with params.prompt_logprobs: entry i scores prompt token i + 1 given tokens 0..i, as
+    # (token id, logprob, [(alternative id, logprob), ...]); filled by the runner during prefill
+    prompt_logprob_rows: list[tuple[int, float, list[tuple[int, float]]]] = field(default_factory=list)
 
     @property
     def is_finished(self) -> bool:

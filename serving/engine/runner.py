@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from serving.attention import get_backend
+from serving.engine.prompt_logprobs import record_prompt_logprobs, wants_prompt_logprobs
 from serving.engine.request import Sequence
 from serving.engine.scheduler import SchedulerOutput
 from serving.engine.step_inputs import build_step_inputs
@@ -77,6 +78,8 @@ class ModelRunner:
             hidden = self.gpu.forward(inputs.input_ids, inputs.positions, inputs.meta)
         else:
             hidden = self.model(inputs.input_ids, inputs.positions, self.kv_caches, inputs.meta, self.backend)
+        if wants_prompt_logprobs(out.scheduled):
+            record_prompt_logprobs(self.model, hidden, out.scheduled)
         if not inputs.sample_seqs:
             return []
         logits = self.model.compute_logits(hidden[inputs.logits_rows])

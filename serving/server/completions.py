@@ -70,6 +70,8 @@ async def completions(request: Request, body: CompletionRequest, state: ServerSt
             body, prompt_len=len(ids), max_model_len=state.max_model_len, max_tokens=body.max_tokens,
             default_max_tokens=DEFAULT_COMPLETION_MAX_TOKENS, logprobs=body.logprobs,
         )
+        if body.echo:  # legacy echo: the prompt's own logprobs come back too (first one null)
+            params.prompt_logprobs = body.logprobs
         request_id = f"{base_id}-{k}"
         validate(state, request_id, ids, params, "prompt")
         jobs.append((request_id, ids, params, text))
@@ -86,7 +88,8 @@ async def completions(request: Request, body: CompletionRequest, state: ServerSt
     except ClientDisconnected:
         return Response(status_code=499)
     choices = [
-        _choice(k * n + c.index, c, c.text, c.logprobs, 0, body.logprobs)
+        _echoed(state, k * n + c.index, c, out, body.logprobs) if body.echo
+        else _choice(k * n + c.index, c, c.text, c.logprobs, 0, body.logprobs)
         for k, out in enumerate(finals) for c in sorted(out.outputs, key=lambda c: c.index)
     ]
     return JSONResponse({
@@ -102,6 +105,28 @@ def _choice(index: int, c: CompletionOutput, text: str, lps: list[TokenLogprob] 
         "logprobs": _logprobs(lps or [], offset) if logprobs is not None else None,
         "finish_reason": c.finish_reason,
     }
+
+
+def _echoed(state: ServerState, index: int, c: CompletionOutput, out: RequestOutput,
+            logprobs: int | None) -> dict:
+    """`echo`: the prompt's text before the completion's; with `logprobs`, the prompt tokens'
+    entries first (the first token's logprob and alternatives null: nothing precedes it)."""
+    prompt = out.prompt or ""
+    choice = _choice(index, c, prompt + c.text, c.logprobs, len(prompt), logprobs)
+    if logprobs is None:
+        return choice
+    scored = out.prompt_logprobs or []
+    first = out.prompt_token_ids[0]
+    head = state.tokenizer.id_to_bytes(first).decode("utf-8", errors="backslashreplace")
+    tail = _logprobs([t for t in scored[1:] if t is not None], len(head))
+    generated = choice["logprobs"]
+    choice["logprobs"] = {
+        "tokens": [head, *tail["tokens"], *generated["tokens"]],
+        "token_logprobs": [None, *tail["token_logprobs"], *generated["token_logprobs"]],
+        "top_logprobs": [None, *tail["top_logprobs"], *generated["top_logprobs"]],
+        "text_offset": [0, *tail["text_offset"], *generated["text_offset"]],
+    }
+    return choice
 
 
 def _usage(outputs: list[RequestOutput]) -> dict:

@@ -137,8 +137,8 @@ class CompletionRequest(SamplingFields):
 
     @model_validator(mode="after")
     def _unsupported(self) -> CompletionRequest:
-        if self.echo:
-            raise ValueError("echo is not supported")
+        if self.echo and self.stream:
+            raise ValueError("echo is not supported with stream")
         if self.suffix:
             raise ValueError("suffix is not supported")
         return self

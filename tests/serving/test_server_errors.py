@@ -66,7 +66,7 @@ CASES = [
     ("negative token id", "completions", lambda m: {"model": m, "prompt": [5, -3]}, "prompt", None),
     ("empty prompt", "completions", lambda m: {"model": m, "prompt": ""}, "prompt", "empty_prompt"),
     ("empty token list", "completions", lambda m: {"model": m, "prompt": []}, "prompt", None),
-    ("echo unsupported", "completions", lambda m: {"model": m, "prompt": "x", "echo": True}, None, None),
+    ("echo with stream unsupported", "completions", lambda m: {"model": m, "prompt": "x", "echo": True, "stream": True}, None, None),
     ("logprobs too many", "completions", lambda m: {"model": m, "prompt": "x", "logprobs": 9}, "logprobs", None),
     ("metadata not strings", "chat", lambda m: _chat(m, metadata={"a": {"b": 1}}), "metadata.a", None),
 ]
