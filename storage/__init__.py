@@ -4,8 +4,8 @@ Modules (import what you need; this file imports nothing so `import storage` sta
     storage.db            make_engine / get_engine / session_factory / session_scope / dispose_engines
     storage.migrate       upgrade(url) — Alembic migrations (storage/migrations); `vigil db ...`
     storage.models        the tables; storage.types UTCDateTime, utcnow, to_utc
-    storage.records       the sample record <-> row mapping: sample_from_record, record_from_row,
-                          parse_timestamp, format_timestamp, vector_to_bytes, bytes_to_vector
+    storage.records       the sample record <-> row mapping (validated by vigil.sample_record):
+                          sample_from_record, record_from_row, format_timestamp, vector_to_bytes
     storage.repositories  query functions (take a Session, never commit)
     storage.writer        SampleWriter: non-blocking batched writes with a spill journal
     storage.journal       the writer's fsync'd JSON-lines journal

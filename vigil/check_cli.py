@@ -18,12 +18,27 @@ import pandas as pd
 
 from drift.baseline import build_baseline
 from drift.calibrate import calibrate_baseline
+from drift.errors import InputError
 from drift.job import run_drift
-from drift.records import EMBEDDING_FIELDS, InputError, read_jsonl
 from drift.report import DriftReport
+from vigil.sample_record import EMBEDDING_FIELDS
+from vigil.sample_record.jsonl import RecordFileError, read_records
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_DRIFT = 0, 2, 3
 TEXT_FOR = {"prompt_embedding": "prompt", "response_embedding": "response"}
+
+
+def read_samples(path: str) -> pd.DataFrame:
+    """A frame of the file's records, validated by the one record schema (`vigil.sample_record`):
+    timestamps as epoch seconds, unknown fields and eval scores as columns, `_line` per row."""
+    rows = []
+    for line, record in read_records(path):
+        row = record.model_dump(exclude_none=True, exclude={"embedding_model"})
+        if record.timestamp is not None:
+            row["timestamp"] = record.timestamp.timestamp()
+        row["_line"] = line
+        rows.append(row)
+    return pd.DataFrame.from_records(rows)
 
 
 def _complete(frames: list[pd.DataFrame], field: str) -> bool:
@@ -75,7 +90,7 @@ def _check_dimensions(named: dict[str, pd.DataFrame]) -> None:
                 elif len(vec) != seen[2]:
                     raise InputError(f"{path}:{line}: {field} has {len(vec)} values, "
                                      f"{seen[0]}:{seen[1]} has {seen[2]}")
-                break  # read_jsonl already checked the rest of this file against its first
+                break  # read_records already checked the rest of this file against its first
 
 
 def _check_segment_fields(named: dict[str, pd.DataFrame], fields: list[str]) -> None:
@@ -86,7 +101,7 @@ def _check_segment_fields(named: dict[str, pd.DataFrame], fields: list[str]) -> 
 
 def run_check(reference: str, current: str, *, segment_by: list[str], seed: int,
               embed=None) -> tuple[DriftReport, dict[str, Any]]:
-    ref, cur = read_jsonl(reference), read_jsonl(current)
+    ref, cur = read_samples(reference), read_samples(current)
     named = {reference: ref, current: cur}
     _check_segment_fields(named, segment_by)
     notes = fill_embeddings(named, embed)
@@ -124,7 +139,7 @@ def check_command(args: argparse.Namespace) -> int:
     try:
         report, info = run_check(args.reference, args.current, segment_by=list(args.segment_by or []),
                                  seed=int(args.seed))
-    except InputError as exc:
+    except (InputError, RecordFileError) as exc:
         print(f"vigil check: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     for note in info["notes"]:

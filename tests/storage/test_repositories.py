@@ -113,7 +113,7 @@ def test_record_embeddings_and_window_with_embeddings(migrated_db):
     with session_scope(migrated_db) as s:
         insert_samples(s, recs)
     with session_scope(migrated_db) as s:
-        window = fetch_window(s, T0, T0 + timedelta(hours=1), embedding_model="provided")
+        window = fetch_window(s, T0, T0 + timedelta(hours=1), embedding_model="client:unknown")
         assert window[0]["prompt_embedding"].tolist() == [0.25, -0.5, 1.0]
         assert "prompt_embedding" not in window[1]
 

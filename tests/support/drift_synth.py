@@ -31,7 +31,7 @@ def make_samples(n: int, seed: int, *, drift: str | None = None, t0: float = 1.7
     completion_tokens = rng.poisson(120, n) + 1
     ttft = rng.lognormal(np.log(80), 0.25, n)
     tpot = rng.lognormal(np.log(20), 0.2, n)
-    logprob = rng.normal(-0.6, 0.15, n)
+    logprob = np.minimum(rng.normal(-0.6, 0.15, n), 0.0)  # a mean log-probability is <= 0
     entropy = rng.gamma(4.0, 0.3, n)
     evals = np.clip(rng.normal(0.8, 0.08, n), 0, 1)
     p_emb = _mixture(rng, n, [0.4, 0.3, 0.3], _CENTRES[:3])

@@ -77,11 +77,11 @@ def test_tiny_window_is_insufficient_not_drift(tmp_path):
 
 @pytest.mark.parametrize("content,needle", [
     ('{"prompt": "hi"}\nnot json\n', ":2: not valid JSON"),
-    ('{"prompt": "hi"}\n{"prompt": "x", "latency_ms": "fast"}\n', ":2: latency_ms: expected a finite number"),
-    ('[1, 2]\n', ":1: expected a JSON object"),
+    ('{"prompt": "hi"}\n{"prompt": "x", "latency_ms": "fast"}\n', ":2: latency_ms: Input should be a valid number"),
+    ('[1, 2]\n', ":1: record: a sample record is a JSON object"),
     ('{"prompt": "a", "prompt_embedding": [1, 2]}\n{"prompt": "b", "prompt_embedding": [1]}\n',
      ":2: prompt_embedding has 1 values, line 1 had 2"),
-    ('{"response": "no prompt"}\n', ":1: record has none of prompt"),
+    ('{"response": "no prompt"}\n', ":1: record: a sample needs 'prompt' or 'prompt_tokens'"),
     ('{"prompt": "a", "timestamp": "yesterday"}\n', ":1: timestamp: 'yesterday' is not an RFC 3339"),
     ("\n\n", ": no records"),
 ])
