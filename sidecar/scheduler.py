@@ -22,6 +22,7 @@ from sqlalchemy import Engine, inspect
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
+from sidecar import job_stats
 from vigil.config import Settings
 
 log = logging.getLogger("vigil.sidecar.scheduler")
@@ -54,6 +55,7 @@ JOBS: tuple[JobSpec, ...] = (
     JobSpec("evaluate", "sidecar.jobs.evaluate:run_evaluate_job", "eval_interval_s"),
     JobSpec("drift", "sidecar.jobs.drift:run_drift_job", "drift_interval_s", aligned=True),
     JobSpec("retention", "sidecar.jobs.retention:run_retention_job", "retention_interval_s"),
+    JobSpec("sequential", "sidecar.jobs.sequential:run_sequential_job", "sequential_interval_s"),
     JobSpec(
         "baseline_reminder",
         "sidecar.jobs.baseline_reminder:run_baseline_reminder_job",
@@ -105,9 +107,18 @@ def run_scheduled(name: str) -> None:
             result = resolve(spec.target)(runtime.settings, runtime.session_factory, started)
         except Exception:
             log.exception("job %s failed on %s; it runs again at its next interval", name, runtime.holder)
+            _tally(name, started, ok=False)
             return
-        took = (datetime.now(UTC) - started).total_seconds()
+        took = _tally(name, started, ok=True)
     log.info("job %s done on %s in %.2fs: %s", name, runtime.holder, took, result)
+
+
+def _tally(name: str, started: datetime, *, ok: bool) -> float:
+    """Count the run for /metrics; returns its duration in seconds."""
+    finished = datetime.now(UTC)
+    took = (finished - started).total_seconds()
+    job_stats.record_run(name, ok=ok, seconds=took, finished_unix=finished.timestamp())
+    return took
 
 
 def _create_jobstore_table(store: SQLAlchemyJobStore, engine: Engine) -> None:

@@ -1,0 +1,91 @@
+"""`GET /api/v1/series`: the dashboard's chart data as JSON (documented in dashboards/README.md).
+
+Parameters are validated before any query runs: a bad one is a 422 naming it, never a 500.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Query
+from fastapi.responses import JSONResponse
+from sqlalchemy.orm import Session, sessionmaker
+
+from dashboards.charts import (
+    BUCKETS,
+    RANGES,
+    bucket_edges,
+    drift_charts,
+    eval_chart,
+    traffic_charts,
+)
+from storage.repositories.baselines import get_active_baseline, get_baseline
+from storage.repositories.series import eval_rows, results_for_runs, runs_between, traffic_rows
+
+LABEL = r"^[^\x00-\x1f]{1,128}$"  # a test, feature, segment or tenant name: printable, bounded
+
+
+class Kind(StrEnum):
+    drift = "drift"
+    eval = "eval"
+    traffic = "traffic"
+
+
+class Range(StrEnum):
+    day = "24h"
+    week = "7d"
+    month = "30d"
+
+
+def series_payload(
+    session: Session, *, kind: str, range_: str, now: datetime, test: str | None = None,
+    feature: str | None = None, segment: str | None = None, tenant: str | None = None,
+    baseline_id: int | None = None,
+) -> dict:
+    """The charts for one kind over one range ending at `now`."""
+    start = now - RANGES[range_]
+    if baseline_id is None:
+        active = get_active_baseline(session)
+        baseline_id = active.id if active is not None else None
+    elif get_baseline(session, baseline_id) is None:
+        raise HTTPException(404, f"no baseline {baseline_id}")
+    runs = runs_between(session, start, now, baseline_id=baseline_id)
+    body: dict = {"kind": kind, "range": range_, "start": start.timestamp(), "end": now.timestamp(),
+                  "baseline_id": baseline_id}
+    if kind == "drift":
+        results = results_for_runs(session, [r.run_id for r in runs], test=test, feature=feature, segment=segment)
+        body["charts"] = drift_charts(runs, results)
+        return body
+    bucket_s = BUCKETS[range_]
+    edges = bucket_edges(start, now, bucket_s)
+    if kind == "eval":
+        body["charts"] = [eval_chart(eval_rows(session, start, now), edges, bucket_s, runs)]
+    else:
+        rows = traffic_rows(session, start, now, tenant=tenant, segment=segment)
+        body["charts"] = traffic_charts(rows, edges, bucket_s, runs)
+    body["bucket_s"] = bucket_s
+    return body
+
+
+def build_api_router(session_factory: sessionmaker[Session]) -> APIRouter:
+    router = APIRouter(prefix="/api/v1")
+
+    @router.get("/series")
+    def series(
+        kind: Kind,
+        range: Annotated[Range, Query(description="24h, 7d or 30d, ending now")] = Range.day,
+        test: Annotated[str | None, Query(pattern=LABEL)] = None,
+        feature: Annotated[str | None, Query(pattern=LABEL)] = None,
+        segment: Annotated[str | None, Query(pattern=LABEL)] = None,
+        tenant: Annotated[str | None, Query(pattern=LABEL)] = None,
+        baseline: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
+    ) -> JSONResponse:
+        with session_factory() as session:
+            body = series_payload(session, kind=kind.value, range_=range.value, now=datetime.now(UTC),
+                                  test=test, feature=feature, segment=segment, tenant=tenant,
+                                  baseline_id=baseline)
+        return JSONResponse(body, headers={"Cache-Control": "no-store"})
+
+    return router

@@ -1,0 +1,186 @@
+"""Chart data for the dashboard: query rows in, uPlot-ready JSON out (aligned x and y arrays).
+
+Every chart is {"id", "title", "unit", "x": [unix seconds], "series": [{"label", "values"}],
+"runs": [run id or None per x]} — `runs` is what a click on a point opens. Drift charts also
+carry "threshold" (one value per x) and "direction".
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+import numpy as np
+
+from storage.repositories.series import ResultPoint, RunPoint
+
+RANGES = {"24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta(days=30)}
+BUCKETS = {"24h": 3600, "7d": 3600, "30d": 6 * 3600}  # at most 168 points per chart
+MAX_DRIFT_CHARTS = 24
+MAX_SEGMENTS_PER_CHART = 8
+P_FLOOR = 1e-300
+
+
+def direction_of(test: str) -> str:
+    """How a test's threshold reads: "statistic" (drift above) or "p_value" (drift at or below)."""
+    from drift.registry import get_test
+
+    try:
+        return get_test(test).direction
+    except KeyError:
+        return "statistic"
+
+
+def drift_score(point: ResultPoint, direction: str) -> float | None:
+    """Higher is worse on every chart: the statistic, or -log10(p) for p-value tests."""
+    if direction == "p_value":
+        return None if point.p_value is None else -math.log10(max(point.p_value, P_FLOOR))
+    return point.statistic
+
+
+def score_threshold(threshold: float | None, direction: str) -> float | None:
+    if threshold is None:
+        return None
+    if direction == "p_value":
+        return -math.log10(max(threshold, P_FLOOR)) if threshold > 0 else None
+    return threshold
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def drift_charts(runs: Sequence[RunPoint], results: Sequence[ResultPoint],
+                 max_charts: int = MAX_DRIFT_CHARTS) -> list[dict]:
+    """One chart per (test, feature): a line per segment and the calibrated threshold, ordered
+    worst first (highest score / threshold anywhere in the range)."""
+    when = {r.run_id: r.window_end.timestamp() for r in runs}
+    groups: dict[tuple[str, str], dict[str, dict[int, ResultPoint]]] = defaultdict(lambda: defaultdict(dict))
+    for point in results:
+        if point.run_id in when:
+            groups[(point.test, point.feature)][point.segment][point.run_id] = point
+    charts = []
+    for (test, feature), by_segment in groups.items():
+        direction = direction_of(test)
+        run_ids = sorted({rid for seg in by_segment.values() for rid in seg}, key=lambda rid: when[rid])
+        worst_by_segment: dict[str, float] = {}
+        for segment, points in by_segment.items():
+            ratios = []
+            for p in points.values():
+                score, limit = drift_score(p, direction), score_threshold(p.threshold, direction)
+                if score is not None and limit:
+                    ratios.append(score / limit)
+            worst_by_segment[segment] = max(ratios, default=0.0)
+        # "*" (all traffic) first, then the segments that moved most
+        segments = sorted(by_segment, key=lambda s: (s != "*", -worst_by_segment[s], s))[:MAX_SEGMENTS_PER_CHART]
+        series = [{"label": segment if segment != "*" else "all",
+                   "values": [_finite(drift_score(by_segment[segment][rid], direction))
+                              if rid in by_segment[segment] else None for rid in run_ids]}
+                  for segment in segments]
+        threshold = []
+        for rid in run_ids:
+            holder = next((by_segment[s][rid] for s in segments if rid in by_segment[s]), None)
+            threshold.append(_finite(score_threshold(holder.threshold, direction)) if holder else None)
+        drifted = any(p.drifted for seg in by_segment.values() for p in seg.values())
+        charts.append({
+            "id": f"{test}:{feature}", "title": f"{test} · {feature}", "direction": direction,
+            "unit": "-log10 p" if direction == "p_value" else "statistic",
+            "x": [when[rid] for rid in run_ids], "runs": run_ids, "series": series,
+            "threshold": threshold, "drifted": drifted,
+            "worst": round(max(worst_by_segment.values(), default=0.0), 6),
+        })
+    charts.sort(key=lambda c: (not c["drifted"], -c["worst"], c["id"]))
+    return charts[:max_charts]
+
+
+def bucket_edges(start: datetime, end: datetime, bucket_s: int) -> np.ndarray:
+    """Bucket starts (unix seconds) aligned to multiples of bucket_s, covering [start, end)."""
+    first = math.floor(start.timestamp() / bucket_s) * bucket_s
+    return np.arange(first, end.timestamp(), bucket_s, dtype=np.float64)
+
+
+def _bucket_index(times: np.ndarray, edges: np.ndarray, bucket_s: int) -> np.ndarray:
+    if not len(edges):
+        return np.zeros(len(times), dtype=np.int64)
+    return np.floor((times - edges[0]) / bucket_s).astype(np.int64)
+
+
+def run_for_buckets(edges: np.ndarray, runs: Sequence[RunPoint]) -> list[int | None]:
+    """For each bucket start, the run whose window contains it (the latest such), else None."""
+    out: list[int | None] = []
+    ordered = sorted(runs, key=lambda r: r.window_end)
+    for t in edges:
+        match = None
+        for r in ordered:
+            if r.window_start.timestamp() <= t < r.window_end.timestamp():
+                match = r.run_id
+        out.append(match)
+    return out
+
+
+def eval_chart(rows: Sequence[tuple[datetime, str, float]], edges: np.ndarray, bucket_s: int,
+               runs: Sequence[RunPoint]) -> dict:
+    """Mean score per evaluator per bucket."""
+    by_name: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for ts, name, score in rows:
+        by_name[name].append((ts.timestamp(), score))
+    series = []
+    for name in sorted(by_name):
+        data = np.array(by_name[name], dtype=np.float64)
+        idx = _bucket_index(data[:, 0], edges, bucket_s)
+        keep = (idx >= 0) & (idx < len(edges))
+        sums = np.bincount(idx[keep], weights=data[keep, 1], minlength=len(edges))
+        counts = np.bincount(idx[keep], minlength=len(edges))
+        values = [float(s / c) if c else None for s, c in zip(sums, counts, strict=True)]
+        series.append({"label": name, "values": values})
+    return {"id": "eval", "title": "Eval score (mean per bucket)", "unit": "score",
+            "x": edges.tolist(), "runs": run_for_buckets(edges, runs), "series": series}
+
+
+def traffic_charts(rows: Sequence[tuple[datetime, float | None, float | None, float | None, float]],
+                   edges: np.ndarray, bucket_s: int, runs: Sequence[RunPoint]) -> list[dict]:
+    """Logged samples per bucket (and the weighted estimate), and p50/p95 of TTFT, TPOT and
+    end-to-end latency per bucket."""
+    links = run_for_buckets(edges, runs)
+    n = len(edges)
+    if rows:
+        times = np.array([r[0].timestamp() for r in rows], dtype=np.float64)
+        idx = _bucket_index(times, edges, bucket_s)
+    else:
+        idx = np.zeros(0, dtype=np.int64)
+    keep = (idx >= 0) & (idx < n)
+    weights = np.array([r[4] for r in rows], dtype=np.float64) if rows else np.zeros(0)
+    counts = np.bincount(idx[keep], minlength=n)
+    weighted = np.bincount(idx[keep], weights=weights[keep], minlength=n)
+    volume = {"id": "traffic", "title": "Traffic (logged samples per bucket)", "unit": "samples",
+              "x": edges.tolist(), "runs": links,
+              "series": [{"label": "logged", "values": counts.astype(float).tolist()},
+                         {"label": "weighted", "values": weighted.round(3).tolist()}]}
+    charts = [volume]
+    for column, key, title in ((1, "ttft", "Time to first token (ms)"), (2, "tpot", "Time per output token (ms)"),
+                               (3, "latency", "End-to-end latency (ms)")):
+        values = np.array([np.nan if r[column] is None else r[column] for r in rows], dtype=np.float64)
+        p50, p95 = bucket_percentiles(idx, values, n, (50.0, 95.0))
+        charts.append({"id": key, "title": title, "unit": "ms", "x": edges.tolist(), "runs": links,
+                       "series": [{"label": "p50", "values": p50}, {"label": "p95", "values": p95}]})
+    return charts
+
+
+def bucket_percentiles(idx: np.ndarray, values: np.ndarray, n: int,
+                       qs: Sequence[float]) -> list[list[float | None]]:
+    """Per bucket 0..n-1, the given percentiles (linear interpolation) of the finite values."""
+    out: list[list[float | None]] = [[None] * n for _ in qs]
+    ok = np.isfinite(values) & (idx >= 0) & (idx < n)
+    if not ok.any():
+        return out
+    order = np.lexsort((values[ok], idx[ok]))
+    sorted_idx, sorted_values = idx[ok][order], values[ok][order]
+    bounds = np.searchsorted(sorted_idx, np.arange(n + 1))
+    for b in range(n):
+        chunk = sorted_values[bounds[b]:bounds[b + 1]]
+        if len(chunk):
+            for j, q in enumerate(np.percentile(chunk, qs)):
+                out[j][b] = round(float(q), 3)
+    return out

@@ -1,0 +1,56 @@
+"""`/`: what moved, since when, for whom — the latest run's drifted results, open alerts by
+severity and the active baseline as tables (no JavaScript needed), and the chart sections that
+load their series from `/api/v1/series`."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from dashboards.charts import direction_of, drift_score, score_threshold
+from storage.models import Alert
+from storage.repositories.baselines import get_active_baseline
+from storage.repositories.series import latest_done_run, results_for_runs
+from storage.types import to_utc
+
+SEVERITIES = ("critical", "high", "moderate", "review")
+MAX_ROWS = 25
+
+
+def moved_rows(session: Session, run_id: int) -> list[dict]:
+    """The drifted results of a run, worst first (score over threshold)."""
+    rows = []
+    for r in results_for_runs(session, [run_id]):
+        if not r.drifted:
+            continue
+        direction = direction_of(r.test)
+        score, limit = drift_score(r, direction), score_threshold(r.threshold, direction)
+        rows.append({"test": r.test, "feature": r.feature, "segment": r.segment, "statistic": r.statistic,
+                     "p_value": r.p_value, "threshold": r.threshold, "direction": direction,
+                     "ratio": (score / limit) if score is not None and limit else None})
+    rows.sort(key=lambda row: -(row["ratio"] or 0.0))
+    return rows[:MAX_ROWS]
+
+
+def overview_context(session: Session, range_: str, now: datetime) -> dict:
+    active = get_active_baseline(session)
+    latest = latest_done_run(session)
+    open_alerts = list(session.scalars(
+        select(Alert).where(Alert.status == "open").order_by(Alert.last_seen.desc()).limit(200)))
+    by_severity = {s: 0 for s in SEVERITIES}
+    for a in open_alerts:
+        by_severity[a.severity] = by_severity.get(a.severity, 0) + 1
+    baseline = None
+    if active is not None:
+        baseline = {"id": active.id, "name": active.name, "num_samples": active.num_samples,
+                    "window": f"{to_utc(active.window_start):%Y-%m-%d %H:%M} → {to_utc(active.window_end):%Y-%m-%d %H:%M}",
+                    "age_s": (now - to_utc(active.activated_at or active.created_at)).total_seconds()}
+    run = None
+    if latest is not None:
+        run = {"id": latest.run_id, "num_samples": latest.num_samples,
+               "window": f"{latest.window_start:%Y-%m-%d %H:%M} → {latest.window_end:%H:%M} UTC",
+               "age_s": (now - latest.window_end).total_seconds(), "moved": moved_rows(session, latest.run_id)}
+    return {"baseline": baseline, "run": run, "by_severity": by_severity, "open_alerts": open_alerts[:MAX_ROWS],
+            "range": range_}

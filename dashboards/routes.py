@@ -1,0 +1,47 @@
+"""The dashboard's routes in one router: the overview (`/`), chart data (`/api/v1/...`) and
+the static files. `viewer` is the sidecar's auth dependency; every route here sits behind it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, HTTPException, Query
+from fastapi.responses import FileResponse, HTMLResponse
+from sqlalchemy.orm import Session, sessionmaker
+
+from dashboards.api import Range, build_api_router
+from dashboards.overview import overview_context
+from dashboards.templating import STATIC, page
+from vigil.config import Settings
+
+STATIC_TYPES = {".js": "text/javascript", ".css": "text/css", ".txt": "text/plain"}
+
+
+def static_file(path: str) -> FileResponse:
+    """A file under dashboards/static, never outside it."""
+    target = (STATIC / path).resolve()
+    if STATIC not in target.parents or not target.is_file() or target.suffix not in STATIC_TYPES:
+        raise HTTPException(404, "no such static file")
+    return FileResponse(target, media_type=STATIC_TYPES[target.suffix],
+                        headers={"Cache-Control": "max-age=3600", "X-Content-Type-Options": "nosniff"})
+
+
+def build_dashboard_router(
+    settings: Settings, session_factory: sessionmaker[Session], viewer: Callable[..., object]
+) -> APIRouter:
+    router = APIRouter(dependencies=[Depends(viewer)])
+    router.include_router(build_api_router(session_factory))
+
+    @router.get("/static/{path:path}", include_in_schema=False)
+    def static(path: str) -> FileResponse:
+        return static_file(path)
+
+    @router.get("/", response_class=HTMLResponse)
+    def overview(range: Annotated[Range, Query()] = Range.day) -> HTMLResponse:
+        with session_factory() as session:
+            context = overview_context(session, range.value, datetime.now(UTC))
+        return page("overview.html", title="Vigil overview", ranges=[r.value for r in Range], **context)
+
+    return router
