@@ -2,7 +2,7 @@
 embeddings against a 100,000-sample baseline — every test and the cluster checks — and, in the
 same run, Evidently's DataDriftPreset on the same numeric data. Prints times and the ratio.
 
-    .venv/bin/python bench/drift.py [--rows 1000000] [--emb 50000] [--base 100000] [--no-evidently]
+    .venv/bin/python -m bench.bench_drift [--rows 1000000] [--emb 50000] [--base 100000] [--no-evidently]
 
 Threads: torch and BLAS/OpenMP pools are held to --threads (default 1): on a shared 2-core box
 that is the stable setting; Evidently runs in the same process under the same limits.
@@ -11,25 +11,19 @@ that is the stable setting; Evidently runs in the same process under the same li
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
-# this file is bench/drift.py: drop bench/ from the path so `import drift` finds the package
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.insert(0, str(_HERE.parent))
+import numpy as np
+import pandas as pd
+import torch
+from threadpoolctl import threadpool_limits
 
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import torch  # noqa: E402
-from threadpoolctl import threadpool_limits  # noqa: E402
-
-from drift.baseline import build_baseline  # noqa: E402
-from drift.calibrate import calibrate_baseline  # noqa: E402
-from drift.features import EmbeddingBlock, FeatureSet  # noqa: E402
-from drift.job import run_drift  # noqa: E402
-from drift.validate import validate_baseline  # noqa: E402
+from bench.results_table import Table, write_results
+from drift.baseline import build_baseline
+from drift.calibrate import calibrate_baseline
+from drift.features import EmbeddingBlock, FeatureSet
+from drift.job import run_drift
+from drift.validate import validate_baseline
 
 FEATURES = ("prompt_chars", "prompt_tokens", "completion_tokens", "response_chars", "tools_count",
             "latency_ms", "ttft_ms", "tpot_ms", "mean_logprob", "mean_entropy")
@@ -106,6 +100,12 @@ def main() -> None:
     t_cache = time.perf_counter() - t
     print(f"baseline {args.base:,} rows: build+clusters {t_build:.1f} s, validate {t_validate:.1f} s "
           f"(valid={valid}), calibrate {t_cal:.1f} s, MMD reference kernel {t_cache:.2f} s (once)")
+    table = Table(f"{args.rows:,} x {len(FEATURES)} numeric + {args.emb:,} x {DIM} embeddings vs a "
+                  f"{args.base:,}-sample baseline, {args.threads} thread(s)", ["step", "seconds", "detail"])
+    table.add("baseline build + clusters", f"{t_build:.1f}", f"{args.base:,} rows")
+    table.add("baseline validate", f"{t_validate:.1f}", f"valid={valid}")
+    table.add("baseline calibrate", f"{t_cal:.1f}", "")
+    table.add("MMD reference kernel", f"{t_cache:.2f}", "once per baseline")
 
     t = time.perf_counter()
     report = run_drift(baseline, cur, segment_by=["tenant"] if args.tenants else [], rng_seed=0)
@@ -115,8 +115,10 @@ def main() -> None:
           f"embeddings vs {args.base:,}, {len(report.segments)} segment(s): {t_vigil:.1f} s  "
           f"({len(report.results)} results: "
           f"{', '.join(tests)}; alerts: {', '.join(sorted({a.rule for a in report.alerts}))})")
+    table.add("vigil drift job", f"{t_vigil:.1f}", f"{len(report.segments)} segment(s), {len(report.results)} results")
 
     if args.no_evidently:
+        write_results("drift", [table])
         return
     from evidently import DataDefinition, Dataset, Report
     from evidently.presets import DataDriftPreset
@@ -136,6 +138,10 @@ def main() -> None:
           f"{t_ev:.1f} s  (drifted columns: {counts[0] if counts else '?'}; vigil PSI: {ours})")
     print(f"ratio evidently / vigil (vigil also ran MMD + clusters on the embeddings): "
           f"{t_ev / t_vigil:.2f}x")
+    table.add("Evidently DataDriftPreset (numeric only)", f"{t_ev:.1f}",
+              f"drifted columns: {counts[0] if counts else '?'}")
+    write_results("drift", [table], [f"Evidently / vigil time: {t_ev / t_vigil:.2f}x "
+                                     "(vigil also ran MMD and clusters on the embeddings)"])
 
 
 if __name__ == "__main__":

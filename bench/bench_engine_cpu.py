@@ -1,28 +1,26 @@
 """Our engine's generation throughput vs HF transformers `generate`, same prompts, same batch,
 same model (SmolLM2-135M-Instruct from the shipped GGUF, float32, CPU), measured in one process.
 
-    .venv/bin/python bench/engine_cpu.py [--batch 8] [--new-tokens 64] [--threads 2]
+    .venv/bin/python -m bench.bench_engine_cpu [--batch 8] [--new-tokens 64] [--threads 2]
 
 Both sides generate exactly `new-tokens` greedy tokens per prompt (ours: ignore_eos; HF:
-min_new_tokens), so the token counts are equal; prefill is included in both timings; the two alternate, best of --repeats each. Prints the
-tok/s of each and the ratio, and checks the greedy tokens agree.
+min_new_tokens), so the token counts are equal; prefill is included in both timings; the two
+alternate, best of --repeats each. Prints the tok/s of each and the ratio, and checks the greedy
+tokens agree.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
-from pathlib import Path
 
-# the repo root first: bench/ holds a serving.py that would shadow the `serving` package
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import torch
+
+from bench.results_table import Table, write_results
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-
-import torch  # noqa: E402
 
 QUESTIONS = [
     "What is the capital of France?",
@@ -139,6 +137,14 @@ def main() -> None:
         print(f"  HF generate one request at a time: {total / t_seq:8.1f} tok/s "
               f"(ours / that: {t_seq / t_ours:.2f}x)")
     print(f"  greedy rows agreeing with HF (up to first EOS): {agree}/{len(prompts)}")
+    table = Table(f"SmolLM2-135M-Instruct (GGUF Q4_1 -> float32), CPU, {args.threads} threads, batch "
+                  f"{len(prompts)}, {n} new tokens each, best of {args.repeats}", ["generator", "tok/s", "seconds"])
+    table.add("vigil engine", f"{total / t_ours:.1f}", f"{t_ours:.2f}")
+    table.add("HF generate, left-padded batch", f"{total / t_hf:.1f}", f"{t_hf:.2f}")
+    if t_seq is not None:
+        table.add("HF generate, one request at a time", f"{total / t_seq:.1f}", f"{t_seq:.2f}")
+    write_results("engine_cpu", [table], [f"vigil / HF batch: {t_hf / t_ours:.2f}x",
+                                          f"greedy rows agreeing with HF up to the first EOS: {agree}/{len(prompts)}"])
 
 
 if __name__ == "__main__":

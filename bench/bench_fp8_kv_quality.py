@@ -9,20 +9,21 @@ Two settings: `--device cpu` runs the real SmolLM2-135M-Instruct weights (the GG
 torch reference attention, float32 compute); `--device cuda` runs random-weight models of the real
 configs through the GPU path (fused kernels + Triton attention). Scales are 1.0 (values stored
 as-is; e4m3 spans +-448).
+
+    python -m bench.bench_fp8_kv_quality [--device cpu|cuda] [--new 256]
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-import sys
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.results_table import Table, write_results
+from serving.attention.base import AttentionMetadata
 
-from serving.attention.base import AttentionMetadata  # noqa: E402
+COLUMNS = ["model", "first divergence (step)", "greedy agreement", "NLL bf16", "NLL fp8", "diff", "text tokens"]
 
 FIXED_TEXT = (
     "The history of the lighthouse begins in the ancient world, where fires burning on hilltops "
@@ -111,7 +112,7 @@ def compare(model, forward, device, prompt: list[int], text: list[int], new: int
     }
 
 
-def cpu_real(new: int) -> None:
+def cpu_real(new: int, table: Table) -> None:
     from serving.attention.torch_ref import TorchRefBackend
     from serving.loader import default_model_path, load_model_files
     from serving.model import build_model
@@ -129,10 +130,10 @@ def cpu_real(new: int) -> None:
         return model(ids, pos, caches, meta, backend)
 
     r = compare(model, forward, "cpu", prompt, text, new)
-    print(f"| SmolLM2-135M-Instruct (real weights, CPU, torch_ref) | {_row(r)}")
+    print(table.add("SmolLM2-135M-Instruct (real weights, CPU, torch_ref)", *_cells(r)), flush=True)
 
 
-def gpu_random(new: int) -> None:
+def gpu_random(new: int, table: Table) -> None:
     from bench.hf_random import hf_random_model, loaded_from_hf
     from bench.model_shapes import SHAPES
     from serving.attention.triton_backend import TritonAttentionBackend
@@ -154,12 +155,12 @@ def gpu_random(new: int) -> None:
             return fused_forward(model, ids, pos, caches, meta, backend)
 
         r = compare(model, forward, "cuda", prompt, text, new)
-        print(f"| {name} (random weights, GPU, Triton) | {_row(r)}")
+        print(table.add(f"{name} (random weights, GPU, Triton)", *_cells(r)), flush=True)
 
 
-def _row(r: dict) -> str:
-    return (f"{r['first_divergence']} | {100 * r['agreement_overall']:.1f}% | {r['nll_bf16']:.4f} | "
-            f"{r['nll_fp8']:.4f} | {r['nll_diff']:+.4f} | {r['text_tokens']} |")
+def _cells(r: dict) -> list[str]:
+    return [str(r["first_divergence"]), f"{100 * r['agreement_overall']:.1f}%", f"{r['nll_bf16']:.4f}",
+            f"{r['nll_fp8']:.4f}", f"{r['nll_diff']:+.4f}", str(r["text_tokens"])]
 
 
 def main() -> None:
@@ -167,13 +168,13 @@ def main() -> None:
     parser.add_argument("--device", default="cuda", choices=["cpu", "cuda"])
     parser.add_argument("--new", type=int, default=256)
     args = parser.parse_args()
-    print(f"## FP8 vs bf16 KV cache, {args.new} greedy tokens + NLL of a fixed text")
-    print("| model | first divergence (step) | greedy agreement | NLL bf16 | NLL fp8 | diff | text tokens |")
-    print("|---|---|---|---|---|---|---|")
+    table = Table(f"FP8 vs bf16 KV cache, {args.new} greedy tokens + NLL of a fixed text", COLUMNS)
+    print(f"## {table.title}\n{table.header()}")
     if args.device == "cpu":
-        cpu_real(args.new)
+        cpu_real(args.new, table)
     else:
-        gpu_random(args.new)
+        gpu_random(args.new, table)
+    write_results("fp8_kv_quality", [table])
 
 
 if __name__ == "__main__":

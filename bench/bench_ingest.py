@@ -1,6 +1,6 @@
 """Ingest throughput: batched writes vs one commit per row, on SQLite and PostgreSQL.
 
-    .venv/bin/python bench/ingest.py [--rows 20000] [--single-rows 2000] [--pg-url URL] [--no-pg]
+    .venv/bin/python -m bench.bench_ingest [--rows 20000] [--single-rows 2000] [--pg-url URL] [--no-pg]
 
 Three paths per backend, measured in the same run on the same schema:
   writer   SampleWriter.submit() from the caller, background batches (the engine's real path)
@@ -22,12 +22,11 @@ from pathlib import Path
 import psycopg
 from sqlalchemy.engine import make_url
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from storage.db import dispose_engines, session_scope  # noqa: E402
-from storage.migrate import upgrade  # noqa: E402
-from storage.repositories import count_samples, insert_samples  # noqa: E402
-from storage.writer import SampleWriter  # noqa: E402
+from bench.results_table import Table, write_results
+from storage.db import dispose_engines, session_scope
+from storage.migrate import upgrade
+from storage.repositories import count_samples, insert_samples
+from storage.writer import SampleWriter
 
 SQLITE_TARGET = 5000.0
 T0 = datetime(2026, 11, 29, tzinfo=UTC)
@@ -125,6 +124,12 @@ def main() -> int:
     ok = results["sqlite"]["writer"] >= SQLITE_TARGET
     verdict = "meets" if ok else "MISSES"
     print(f"SQLite batched writer {results['sqlite']['writer']:,.0f} rows/s {verdict} the {SQLITE_TARGET:,.0f} rows/s target")
+    table = Table(f"{args.rows:,} rows batched, {args.single_rows:,} rows one commit per row",
+                  ["backend", "writer rows/s", "bulk rows/s", "single rows/s", "writer/single", "bulk/single"])
+    for backend, r in results.items():
+        table.add(backend, f"{r['writer']:,.0f}", f"{r['bulk']:,.0f}", f"{r['single']:,.0f}",
+                  f"{r['writer'] / r['single']:.1f}x", f"{r['bulk'] / r['single']:.1f}x")
+    write_results("ingest", [table], [f"SQLite batched writer {verdict.lower()} the {SQLITE_TARGET:,.0f} rows/s target"])
     return 0 if ok else 1
 
 

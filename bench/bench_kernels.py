@@ -8,29 +8,26 @@
 - one decode step of random-weight SmolLM2-135M and Qwen3-4B shapes: eager model forward,
   graphed model forward, graphed fused forward.
 
-Run on the device: `PYTHONPATH=. python3 bench/kernels.py [--quick]`.
+Run on the device: `python -m bench.bench_kernels [--quick] [--only decode,prefill,fused,step]`.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-import sys
 import traceback
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench.gpu_timing import copy_bandwidth, time_eager, time_graph  # noqa: E402
-from bench.model_shapes import SHAPES, decode_step_bytes  # noqa: E402
-from serving.attention.base import AttentionMetadata  # noqa: E402
-from serving.attention.torch_ref import TorchRefBackend  # noqa: E402
-from serving.attention.triton_backend import TritonAttentionBackend  # noqa: E402
-from serving.kernels.fused_ops import rms_norm, rotary_inplace, silu_and_mul  # noqa: E402
-from serving.kernels.paged_prefill import paged_prefill  # noqa: E402
+from bench.gpu_timing import copy_bandwidth, time_eager, time_graph
+from bench.model_shapes import SHAPES, decode_step_bytes
+from bench.results_table import Table, write_results
+from serving.attention.base import AttentionMetadata
+from serving.attention.torch_ref import TorchRefBackend
+from serving.attention.triton_backend import TritonAttentionBackend
+from serving.kernels.fused_ops import rms_norm, rotary_inplace, silu_and_mul
+from serving.kernels.paged_prefill import paged_prefill
 
 
 def paged_case(batch, ctx, qlen, hq, hk, d, bs=16, dtype=torch.bfloat16, seed=0):
@@ -52,10 +49,10 @@ def paged_case(batch, ctx, qlen, hq, hk, d, bs=16, dtype=torch.bfloat16, seed=0)
     return q, kc, vc, meta
 
 
-def bench_decode(bw: float, quick: bool) -> None:
-    print("\n## paged decode attention (bf16 unless noted); peer = torch_ref backend")
-    print("| shape (Hq/Hk/D) | batch | ctx | triton us | TB/s | % copy bw | torch_ref us | speedup |")
-    print("|---|---|---|---|---|---|---|---|")
+def bench_decode(bw: float, quick: bool) -> Table:
+    table = Table("paged decode attention (bf16 unless noted); peer = torch_ref backend",
+                  ["shape (Hq/Hk/D)", "batch", "ctx", "triton us", "TB/s", "% copy bw", "torch_ref us", "speedup"])
+    print(f"\n## {table.title}\n{table.header()}")
     tri, ref = TritonAttentionBackend(), TorchRefBackend()
     cases = [(1, 640), (1, 8192), (1, 32768), (16, 640), (64, 640), (64, 4096), (256, 640)]
     if quick:
@@ -69,23 +66,22 @@ def bench_decode(bw: float, quick: bool) -> None:
                 scale = d**-0.5
                 t = time_graph(lambda q=q, kc=kc, vc=vc, m=meta, s=scale: tri.forward(q, kc, vc, m, s))
                 nbytes = batch * ctx * hk * d * 2 * kc.element_size()
-                peer = ""
+                peer_us, speedup = None, None
                 if not fp8 and batch * ctx <= 64 * 4096:
                     tr = time_eager(
                         lambda q=q, kc=kc, vc=vc, m=meta, s=scale: ref.forward(q, kc, vc, m, s), 3
                     )
-                    peer = f"{tr * 1e6:.0f} | {tr / t:.1f}x"
-                else:
-                    peer = "- | -"
+                    peer_us, speedup = f"{tr * 1e6:.0f}", f"{tr / t:.1f}x"
                 name = f"{label} {hq}/{hk}/{d}" + (" fp8" if fp8 else "")
-                print(f"| {name} | {batch} | {ctx} | {t * 1e6:.1f} | {nbytes / t / 1e12:.2f} | "
-                      f"{100 * nbytes / t / bw:.0f}% | {peer} |")
+                print(table.add(name, batch, ctx, f"{t * 1e6:.1f}", f"{nbytes / t / 1e12:.2f}",
+                                f"{100 * nbytes / t / bw:.0f}%", peer_us, speedup), flush=True)
+    return table
 
 
-def bench_prefill() -> None:
-    print("\n## paged prefill attention (qwen3-4b heads 32/8/128); peer = dense SDPA (flash)")
-    print("| batch x prompt | triton ms | TFLOP/s | SDPA ms | triton/SDPA time |")
-    print("|---|---|---|---|---|")
+def bench_prefill() -> Table:
+    table = Table("paged prefill attention (qwen3-4b heads 32/8/128); peer = dense SDPA (flash)",
+                  ["batch x prompt", "triton ms", "TFLOP/s", "SDPA ms", "triton/SDPA time"])
+    print(f"\n## {table.title}\n{table.header()}")
     hq, hk, d = 32, 8, 128
     for batch, plen in [(16, 128), (4, 2048), (1, 8192)]:
         q, kc, vc, meta = paged_case(batch, plen, plen, hq, hk, d)
@@ -102,15 +98,17 @@ def bench_prefill() -> None:
         vd = torch.randn_like(kd)
         ts = time_graph(lambda qd=qd, kd=kd, vd=vd: F.scaled_dot_product_attention(
             qd, kd, vd, is_causal=True, enable_gqa=True), inner=3)
-        print(f"| {batch} x {plen} | {t * 1e3:.3f} | {flops / t / 1e12:.0f} | {ts * 1e3:.3f} | {t / ts:.2f} |")
+        print(table.add(f"{batch} x {plen}", f"{t * 1e3:.3f}", f"{flops / t / 1e12:.0f}", f"{ts * 1e3:.3f}",
+                        f"{t / ts:.2f}"), flush=True)
+    return table
 
 
-def bench_fused_ops() -> None:
+def bench_fused_ops() -> Table:
     from serving.model.layers import RMSNorm
 
-    print("\n## fused elementwise ops vs eager torch (both in CUDA graphs), qwen3-4b dims")
-    print("| op | tokens | eager us | fused us | speedup |")
-    print("|---|---|---|---|---|")
+    table = Table("fused elementwise ops vs eager torch (both in CUDA graphs), qwen3-4b dims",
+                  ["op", "tokens", "eager us", "fused us", "speedup"])
+    print(f"\n## {table.title}\n{table.header()}")
     h, inter, hq, hk, d = 2560, 9728, 32, 8, 128
     norm = RMSNorm(h, 1e-6).cuda().bfloat16()
     qn = RMSNorm(d, 1e-6).cuda().bfloat16()
@@ -118,7 +116,8 @@ def bench_fused_ops() -> None:
         ops = _fused_op_pairs(t, h, inter, hq, hk, d, norm, qn)
         for name, (eager, fused) in ops.items():
             te, tf = time_graph(eager, inner=36), time_graph(fused, inner=36)
-            print(f"| {name} | {t} | {te * 1e6:.1f} | {tf * 1e6:.1f} | {te / tf:.1f}x |")
+            print(table.add(name, t, f"{te * 1e6:.1f}", f"{tf * 1e6:.1f}", f"{te / tf:.1f}x"), flush=True)
+    return table
 
 
 def _fused_op_pairs(t, h, inter, hq, hk, d, norm, qn):
@@ -190,7 +189,7 @@ def decode_meta(batch: int, ctx: int, bs: int, per: int) -> AttentionMetadata:
 
 
 @torch.inference_mode()
-def bench_model_shape(shape: str, batches: tuple[int, ...], ctx: int = 640, bs: int = 16) -> None:
+def bench_model_shape(table: Table, shape: str, batches: tuple[int, ...], ctx: int = 640, bs: int = 16) -> None:
     model, cfg = random_model(shape)
     per = ctx // bs + 1
     nb = max(batches) * per + 1
@@ -207,19 +206,22 @@ def bench_model_shape(shape: str, batches: tuple[int, ...], ctx: int = 640, bs: 
             step = _step_fn(mode, model, caches, backend, ids, pos, meta, per)
             times.append(time_eager(step, repeats=20, warmup=3))
         roof = decode_step_bytes(SHAPES[shape], batch, ctx) / 4.8e12
-        print(f"| {shape} | {batch} | {times[0] * 1e3:.3f} | {times[1] * 1e3:.3f} | "
-              f"{times[2] * 1e3:.3f} | {batch / times[2]:.0f} | {100 * roof / times[2]:.0f}% |")
+        print(table.add(shape, batch, f"{times[0] * 1e3:.3f}", f"{times[1] * 1e3:.3f}",
+                        f"{times[2] * 1e3:.3f}", f"{batch / times[2]:.0f}", f"{100 * roof / times[2]:.0f}%"),
+              flush=True)
 
 
-def bench_model_step(quick: bool) -> None:
-    print("\n## one decode step, random weights, ctx 640 (incl. lm_head + argmax)")
-    print("| shape | batch | eager model ms | graphed model ms | graphed fused ms | fused tok/s | % roofline |")
-    print("|---|---|---|---|---|---|---|")
-    bench_model_shape("smollm2-135m", (1, 64, 256))
+def bench_model_step(quick: bool) -> Table:
+    table = Table("one decode step, random weights, ctx 640 (incl. lm_head + argmax)",
+                  ["shape", "batch", "eager model ms", "graphed model ms", "graphed fused ms", "fused tok/s",
+                   "% HBM roofline"])
+    print(f"\n## {table.title}\n{table.header()}")
+    bench_model_shape(table, "smollm2-135m", (1, 64, 256))
     torch.cuda.empty_cache()
     if not quick:
-        bench_model_shape("qwen3-4b", (1, 64))
+        bench_model_shape(table, "qwen3-4b", (1, 64))
         torch.cuda.empty_cache()
+    return table
 
 
 def main() -> None:
@@ -236,11 +238,13 @@ def main() -> None:
         "fused": bench_fused_ops,
         "step": lambda: bench_model_step(args.quick),
     }
+    tables = []
     for part in args.only.split(","):
         try:  # one broken section must not hide the others' numbers
-            sections[part]()
+            tables.append(sections[part]())
         except Exception:  # noqa: BLE001
             traceback.print_exc()
+    write_results("kernels", tables, [f"measured copy bandwidth: {bw / 1e12:.2f} TB/s (read + write)"])
 
 
 if __name__ == "__main__":

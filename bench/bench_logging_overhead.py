@@ -14,8 +14,8 @@ the GIL time inside it) is all that logging can take away from the engine. Exit 
 that share is <= 2 %, every record reached SQLite, and the wall-clock overhead is <= 2 % or
 the machine is too noisy to resolve 2 %.
 
-    .venv/bin/python bench/logging_overhead.py [--rounds 20] [--requests 8] [--max-tokens 12]
-                                              [--threads 1] [--redact]
+    .venv/bin/python -m bench.bench_logging_overhead [--rounds 20] [--requests 8] [--max-tokens 12]
+                                                     [--threads 1] [--redact]
 """
 
 from __future__ import annotations
@@ -31,10 +31,34 @@ import threading
 import time
 from pathlib import Path
 
+from bench.results_table import Table, write_results
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "serving")]
+
+
+def make_settings(**overrides):
+    """Engine settings for the bench: a small KV pool, one torch thread, no sampling unless asked."""
+    from vigil.config import load_settings
+
+    base = dict(env="development", api_keys=["bench-key"], max_model_len=512, kv_cache_memory_mb=64,
+                torch_threads=1, sample_rate=0.0, segment_min_per_hour=0)
+    base.update(overrides)
+    return load_settings(**base)
+
+
+def new_engine(**overrides):
+    """A started AsyncLLMEngine over the default SmolLM2 weights."""
+    import torch
+
+    from serving.engine import AsyncLLMEngine, EngineConfig, LLMEngine
+    from serving.loader import load_model_files
+
+    settings = make_settings(**overrides)
+    torch.set_num_threads(settings.torch_threads)
+    engine = AsyncLLMEngine(LLMEngine(EngineConfig.from_settings(settings), loaded=load_model_files()))
+    engine.start()
+    return engine
 
 
 def thread_cpu(names: tuple[str, ...]) -> float:
@@ -73,7 +97,6 @@ def main() -> int:
     args = ap.parse_args()
 
     from sqlalchemy import func, select
-    from test_server_support import make_settings, new_engine
 
     from serving.server.app import create_app
     from storage.db import session_scope
@@ -138,6 +161,15 @@ def main() -> int:
           f"-> {cpu_share:.2f}% extra CPU")
     print(f"rows in SQLite: {rows} (expected {expected}); writer written={writer.written} "
           f"journaled={writer.journaled} rejected={writer.rejected} dropped={writer.dropped}")
+    table = Table(f"{args.rounds} rounds x {args.requests} requests x {args.max_tokens} tokens, "
+                  f"{args.threads} torch thread(s), redaction {'on' if args.redact else 'off'}",
+                  ["measure", "value"])
+    table.add("sampling off, median tok/s", f"{med_off:.1f}")
+    table.add("sampling 100%, median tok/s", f"{med_on:.1f}")
+    table.add("throughput overhead (median of paired rounds)", f"{(1 - ratio) * 100:+.2f}% +- {stderr * 100:.2f}%")
+    table.add("logging threads CPU / engine loop CPU", f"{cpu_share:.2f}%")
+    table.add("rows in SQLite / expected", f"{rows} / {expected}")
+    write_results("logging_overhead", [table])
     resolved = stderr * 100 <= 2.0
     ok_wall = (1 - ratio) * 100 <= 2.0 or not resolved
     return 0 if cpu_share <= 2.0 and ok_wall and rows == expected else 1

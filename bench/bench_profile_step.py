@@ -1,30 +1,27 @@
 """Where a decode step's time goes in the engine on the GPU: wall time per engine step vs GPU
 busy time per step (CUDA events around the runner's forward), plus torch.profiler's top kernels.
 
-    PYTHONPATH=. python3 bench/profile_step.py --shape qwen3-4b --batch 1
+    python -m bench.bench_profile_step --shape qwen3-4b --batch 1
 
 `--device cpu`: the engine's per-step HOST cost (the Python that caps GPU throughput), measured on
 a tiny random model so the forward is small: 256 running sequences, step wall time minus the
 model forward, at a short and at a long generated length (O(length) work shows as growth), plus
 cProfile's top functions at the long length.
 
-    .venv/bin/python bench/profile_step.py --device cpu [--batch 256] [--new 480]
+    .venv/bin/python -m bench.bench_profile_step --device cpu [--batch 256] [--new 480]
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench.hf_random import hf_random_model, loaded_from_hf, make_engine  # noqa: E402
-from bench.model_shapes import SHAPES  # noqa: E402
-from serving.sampling_params import SamplingParams  # noqa: E402
+from bench.hf_random import hf_random_model, loaded_from_hf, make_engine
+from bench.model_shapes import SHAPES
+from bench.results_table import Table, write_results
+from serving.sampling_params import SamplingParams
 
 
 def main() -> None:
@@ -39,7 +36,8 @@ def main() -> None:
     if args.device == "cpu":
         from bench.profile_host import profile_host
 
-        profile_host(batch=256 if args.batch == 1 else args.batch, new=args.new, top=args.top)
+        table = profile_host(batch=256 if args.batch == 1 else args.batch, new=args.new, top=args.top)
+        write_results("profile_step", [table])
         return
     shape = SHAPES[args.shape]
     hf = hf_random_model(shape)
@@ -75,14 +73,18 @@ def main() -> None:
           f"model forward (graph replay + input copies) {fwd * 1e3:.3f} ms on the GPU "
           f"-> {100 * (1 - fwd / wall):.0f}% of the step is outside the forward "
           f"(scheduler, step inputs, lm_head, sampler, outputs); {args.batch / wall:.0f} tok/s")
+    table = Table(f"GPU decode step after warm-up, {args.steps} steps, context 128 + ~40",
+                  ["shape", "batch", "engine step ms (wall)", "forward ms (GPU)", "outside the forward", "tok/s"])
+    table.add(args.shape, args.batch, f"{wall * 1e3:.3f}", f"{fwd * 1e3:.3f}", f"{100 * (1 - fwd / wall):.0f}%",
+              f"{args.batch / wall:.0f}")
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(10):
             engine.step()
         torch.cuda.synchronize()
-    table = prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=args.top)
-    print(table)
+    print(prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=args.top))
+    write_results("profile_step", [table])
 
 
 if __name__ == "__main__":

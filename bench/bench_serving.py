@@ -6,14 +6,13 @@ SmolLM2 tokenizer files from `--tokenizer-dir`), starts `vigil serve` on it as a
 TTFT p50/p95, inter-token latency p50/p95 (gaps between streamed chunks), output tok/s. The peer
 in the same run is a single client: the ratio shows what continuous batching buys.
 
-    PYTHONPATH=. python3 bench/serving.py --tokenizer-dir DIR [--clients 1,32] [--max-tokens 128]
+    python -m bench.bench_serving --tokenizer-dir DIR [--clients 1,32] [--max-tokens 128]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
 import json
 import os
 import shutil
@@ -23,19 +22,10 @@ import sys
 import time
 from pathlib import Path
 
-_HERE = Path(__file__).resolve().parent
-if __name__ != "__main__":
-    # Imported as `serving` by a script in bench/ (its folder is sys.path[0]): this file shadows
-    # the real package. Hand the import over to it, so `import serving...` works in every bench.
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-    del sys.modules[__name__]
-    sys.modules[__name__] = importlib.import_module(__name__)
-else:
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-    sys.path.insert(0, str(_HERE.parent))
+import httpx
+import torch
 
-import httpx  # noqa: E402
-import torch  # noqa: E402
+from bench.results_table import Table, write_results
 
 KEY = "vigil-dev-key"
 PROMPTS = [
@@ -160,15 +150,18 @@ def main() -> None:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             proc.kill()
-    print(f"## vigil serve on GPU (random SmolLM2-135M shape), {args.max_tokens} tokens/request")
-    print("| clients | TTFT p50 ms | TTFT p95 ms | ITL p50 ms | ITL p95 ms | output tok/s | vs 1 client |")
-    print("|---|---|---|---|---|---|---|")
-    single = rows[0]["output_tok_s"]
+    table = Table(f"vigil serve on {args.device} (random SmolLM2-135M shape, SmolLM2 tokenizer), streaming "
+                  f"/v1/completions, greedy, EOS ignored, {args.max_tokens} tokens per request",
+                  ["clients", "TTFT p50 ms", "TTFT p95 ms", "ITL p50 ms", "ITL p95 ms", "output tok/s",
+                   f"vs {rows[0]['clients']} client(s)"])
+    print(f"## {table.title}\n{table.header()}")
+    first = rows[0]["output_tok_s"]
     for r in rows:
-        print(f"| {r['clients']} | {r['ttft_p50_ms']:.1f} | {r['ttft_p95_ms']:.1f} | "
-              f"{r['itl_p50_ms']:.2f} | {r['itl_p95_ms']:.2f} | {r['output_tok_s']:.0f} | "
-              f"{r['output_tok_s'] / single:.1f}x |")
+        print(table.add(r["clients"], f"{r['ttft_p50_ms']:.1f}", f"{r['ttft_p95_ms']:.1f}",
+                        f"{r['itl_p50_ms']:.2f}", f"{r['itl_p95_ms']:.2f}", f"{r['output_tok_s']:.0f}",
+                        f"{r['output_tok_s'] / first:.1f}x"))
     print(json.dumps(rows))
+    write_results("serving", [table])
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ HF `generate` runs `--hf-new` tokens (default 64, not 512, to fit the device bud
 per-token cost barely depends on the context at these lengths. The engine runs without a
 tokenizer (no detokenization), like HF's token-id generate.
 
-    PYTHONPATH=. python3 bench/throughput.py [--shapes ...] [--batches 1,16,64,256] [--json F]
+    python -m bench.bench_throughput [--shapes ...] [--batches 1,16,64,256] [--json F]
 """
 
 from __future__ import annotations
@@ -18,17 +18,17 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import sys
 import time
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.hf_random import hf_random_model, loaded_from_hf, make_engine
+from bench.model_shapes import HBM_BYTES_PER_S, SHAPES, decode_step_bytes
+from bench.results_table import Table, write_results
+from serving.sampling_params import SamplingParams
 
-from bench.hf_random import hf_random_model, loaded_from_hf, make_engine  # noqa: E402
-from bench.model_shapes import HBM_BYTES_PER_S, SHAPES, decode_step_bytes  # noqa: E402
-from serving.sampling_params import SamplingParams  # noqa: E402
+COLUMNS = ["shape", "batch", "engine tok/s", "HF tok/s", "engine/HF", "roofline tok/s", "% roofline"]
 
 
 def run_engine(engine, prompts: list[list[int]], new_tokens: int) -> tuple[float, int]:
@@ -59,7 +59,7 @@ def run_hf(model, prompts: list[list[int]], new_tokens: int) -> float:
     return time.perf_counter() - t0
 
 
-def bench_shape(name: str, batches: list[int], args, rows: list[dict]) -> None:
+def bench_shape(name: str, batches: list[int], args, rows: list[dict], table: Table) -> None:
     shape = SHAPES[name]
     hf = hf_random_model(shape)
     loaded = loaded_from_hf(hf, shape, name)
@@ -87,8 +87,8 @@ def bench_shape(name: str, batches: list[int], args, rows: list[dict]) -> None:
         ratio = f"{ours / hf_tps:.1f}x" if hf_tps else "-"
         hf_s = f"{hf_tps:.0f}" if hf_tps else "-"
         label = name + (" fp8-kv" if args.kv_cache_dtype == "fp8" else "")
-        print(f"| {label} | {batch} | {ours:.0f} | {hf_s} | {ratio} | {roof:.0f} | "
-              f"{100 * ours / roof:.0f}% |", flush=True)
+        print(table.add(label, batch, f"{ours:.0f}", hf_s, ratio, f"{roof:.0f}", f"{100 * ours / roof:.0f}%"),
+              flush=True)
     del engine, hf, loaded
     gc.collect()
     torch.cuda.empty_cache()
@@ -106,14 +106,16 @@ def main() -> None:
     parser.add_argument("--kv-cache-dtype", default="auto", choices=["auto", "fp8"])
     args = parser.parse_args()
     batches = [int(b) for b in args.batches.split(",")]
-    print(f"# {torch.cuda.get_device_name()}; prompt {args.prompt}, new {args.new} (HF {args.hf_new})")
-    print("| shape | batch | engine tok/s | HF tok/s | engine/HF | roofline tok/s | % roofline |")
-    print("|---|---|---|---|---|---|---|")
+    title = f"prompt {args.prompt} + {args.new} new tokens (HF generate: {args.hf_new} new), KV {args.kv_cache_dtype}"
+    table = Table(title, COLUMNS)
+    print(f"# {torch.cuda.get_device_name()}; {title}")
+    print(table.header())
     rows: list[dict] = []
     for name in args.shapes.split(","):
-        bench_shape(name, batches, args, rows)
+        bench_shape(name, batches, args, rows, table)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
+    write_results("throughput", [table])
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The engine's per-step host cost on the CPU (`bench/profile_step.py --device cpu`).
+"""The engine's per-step host cost on the CPU (`python -m bench.bench_profile_step --device cpu`).
 
 A tiny random Llama (2 layers, hidden 64, vocab 1024) keeps the model forward small, so what is
 left of a step is the engine's own Python: scheduler, step-input tensors, sampler bookkeeping,
@@ -17,6 +17,7 @@ import time
 import torch
 
 from bench.hf_random import hf_random_model, loaded_from_hf, make_engine
+from bench.results_table import Table
 from serving.sampling_params import SamplingParams
 
 TINY = {
@@ -38,7 +39,7 @@ def _window(engine, steps: int, fwd: list[float]) -> tuple[float, float]:
     return wall, sum(fwd) / steps
 
 
-def profile_host(batch: int = 256, new: int = 480, prompt: int = 32, top: int = 14) -> None:
+def profile_host(batch: int = 256, new: int = 480, prompt: int = 32, top: int = 14) -> Table:
     torch.set_num_threads(1)
     hf = hf_random_model(TINY, device="cpu")
     loaded = loaded_from_hf(hf, TINY, "tiny-llama")
@@ -64,7 +65,10 @@ def profile_host(batch: int = 256, new: int = 480, prompt: int = 32, top: int = 
     prof.enable()
     late_prof = _window(engine, 20, fwd)
     prof.disable()
+    table = Table(f"CPU host cost per engine step, tiny random model, batch {batch}",
+                  ["window", "step ms", "forward ms", "host (step - forward) ms"])
     for name, (wall, f) in (("early (~30 generated)", early), (f"late (~{new - 50} generated)", late)):
+        table.add(name, f"{wall * 1e3:.2f}", f"{f * 1e3:.2f}", f"{(wall - f) * 1e3:.2f}")
         print(f"{name}: step {wall * 1e3:.2f} ms, forward {f * 1e3:.2f} ms, "
               f"host (step - forward) {(wall - f) * 1e3:.2f} ms  [batch {batch}]")
     print(f"late, under cProfile: step {late_prof[0] * 1e3:.2f} ms")
@@ -73,3 +77,4 @@ def profile_host(batch: int = 256, new: int = 480, prompt: int = 32, top: int = 
     stats.sort_stats("tottime").print_stats(top)
     stats.sort_stats("cumulative").print_stats(r"serving/(engine|sampler|outputs)", top)
     print(buf.getvalue())
+    return table
