@@ -4,7 +4,9 @@
 Numeric features get PSI, KS and normalised Wasserstein (KS p-values Benjamini–Hochberg
 adjusted across the features of this pair), eval scores also the eval trend; categoricals get
 chi-square and Jensen–Shannon; embeddings get MMD and, with a cluster model, the new-cluster
-and cluster-growth checks. Results carry the feature name; the caller sets the segment.
+and cluster-growth checks; prompt embeddings also the cluster-mix test, and responses the
+prompt-conditioned MMD (drift.prompt_response). Results carry the feature name; the caller
+sets the segment.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from drift.eval_trend import eval_trend_test
 from drift.features import FeatureSet
 from drift.mmd import MMDReference
 from drift.multitest import benjamini_hochberg
+from drift.prompt_response import conditional_results, prompt_mix_results
 from drift.registry import get_test
 from drift.result import TestResult
 
@@ -144,6 +147,8 @@ def run_battery(
             for res in cluster_results(frozen.clusters[name], y, rng=rng,
                                        min_samples=opt.cluster_min_samples, **opt.cluster_kwargs):
                 out.append(res.with_context(feature=name))
+    out += prompt_mix_results(ref, cur, levels=levels, rng=rng, options=opt)
+    out += conditional_results(ref, cur, frozen=frozen, levels=levels, rng=rng, options=opt)
     return out
 
 

@@ -21,7 +21,8 @@ Kind = Literal["numeric", "categorical", "embedding"]
 Direction = Literal["statistic", "p_value"]
 TestFunc = Callable[..., TestResult]
 
-_BUILTIN_MODULES = ("drift.psi", "drift.ks", "drift.wasserstein", "drift.categorical", "drift.mmd")
+_BUILTIN_MODULES = ("drift.psi", "drift.ks", "drift.wasserstein", "drift.categorical", "drift.mmd",
+                    "drift.cluster_proportions", "drift.conditional")
 
 
 @dataclass(frozen=True)

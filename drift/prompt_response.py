@@ -1,0 +1,106 @@
+"""The battery's prompt-mix and prompt-conditioned response tests for one pair of feature sets.
+
+Prompt side: `cluster_mix` on the prompt embeddings (drift.cluster_proportions). Response
+side, with prompts held to the same clusters: `conditional_mmd` (drift.conditional) on the
+response embeddings and on "response_stats", the token statistics one row per sample
+(mean logprob, mean entropy, log completion tokens, log response length; each standardised
+by the reference's mean and sd). Strata are the frozen baseline prompt clusters; rows without
+a prompt embedding take no part in the conditional tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from drift.features import FeatureSet
+from drift.registry import get_test
+from drift.result import TestResult
+
+if TYPE_CHECKING:
+    from drift.battery import BatteryOptions, Frozen, Levels
+
+PROMPT = "prompt_embedding"
+RESPONSE = "response_embedding"
+RESPONSE_STATS = "response_stats"
+STAT_COLUMNS = ("mean_logprob", "mean_entropy", "completion_tokens", "response_chars")
+LOG_COLUMNS = frozenset({"completion_tokens", "response_chars"})
+
+
+def response_stat_matrices(ref: FeatureSet, cur: FeatureSet) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """(reference, window) matrices of the standardised token statistics both sides carry."""
+    cols, ref_cols, cur_cols = [], [], []
+    for name in STAT_COLUMNS:
+        if name not in ref.numeric or name not in cur.numeric:
+            continue
+        r, c = ref.numeric[name].astype(np.float64), cur.numeric[name].astype(np.float64)
+        if name in LOG_COLUMNS:
+            r, c = np.log1p(np.maximum(r, 0.0)), np.log1p(np.maximum(c, 0.0))
+        finite = r[np.isfinite(r)]
+        if finite.size < 2 or finite.std() == 0:
+            continue
+        mu, sd = finite.mean(), finite.std()
+        cols.append(name)
+        ref_cols.append((r - mu) / sd)
+        cur_cols.append((c - mu) / sd)
+    if not cols:
+        return np.empty((ref.n, 0)), np.empty((cur.n, 0)), []
+    return np.column_stack(ref_cols), np.column_stack(cur_cols), cols
+
+
+def prompt_strata(fs: FeatureSet, frozen: Frozen) -> tuple[np.ndarray, np.ndarray] | None:
+    """(rows, stratum per row): the nearest frozen prompt cluster of each embedded prompt."""
+    model = frozen.clusters.get(PROMPT)
+    block = fs.embeddings.get(PROMPT)
+    if model is None or block is None or not len(block.rows):
+        return None
+    labels, _ = model.assign(block.vectors)
+    return block.rows, labels
+
+
+def _on_rows(values: np.ndarray, rows: np.ndarray, strata: tuple[np.ndarray, np.ndarray]):
+    """The rows of `values` (indexed by `rows`) that have a prompt stratum, with that stratum."""
+    s_rows, s_labels = strata
+    _, in_values, in_strata = np.intersect1d(rows, s_rows, return_indices=True)
+    return values[in_values], s_labels[in_strata]
+
+
+def prompt_mix_results(ref: FeatureSet, cur: FeatureSet, *, levels: Levels, rng: np.random.Generator,
+                       options: BatteryOptions) -> list[TestResult]:
+    if not options.wants("cluster_mix") or PROMPT not in ref.embeddings or PROMPT not in cur.embeddings:
+        return []
+    res = get_test("cluster_mix").run(
+        ref.embeddings[PROMPT].vectors, cur.embeddings[PROMPT].vectors,
+        threshold=levels.threshold("cluster_mix", PROMPT), rng=rng,
+        min_samples=levels.need("cluster_mix"), effect_floor=levels.floor("cluster_mix", PROMPT))
+    return [res.with_context(feature=PROMPT)]
+
+
+def conditional_results(ref: FeatureSet, cur: FeatureSet, *, frozen: Frozen, levels: Levels,
+                        rng: np.random.Generator, options: BatteryOptions) -> list[TestResult]:
+    if not options.wants("conditional_mmd"):
+        return []
+    ref_strata, cur_strata = prompt_strata(ref, frozen), prompt_strata(cur, frozen)
+    if ref_strata is None or cur_strata is None:
+        return []
+    pairs: list[tuple[str, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+    if RESPONSE in ref.embeddings and RESPONSE in cur.embeddings:
+        rb, cb = ref.embeddings[RESPONSE], cur.embeddings[RESPONSE]
+        pairs.append((RESPONSE, rb.vectors, rb.rows, cb.vectors, cb.rows))
+    ref_stats, cur_stats, cols = response_stat_matrices(ref, cur)
+    if cols:
+        pairs.append((RESPONSE_STATS, ref_stats, np.arange(ref.n), cur_stats, np.arange(cur.n)))
+    spec, out = get_test("conditional_mmd"), []
+    for name, rv, rrows, cv, crows in pairs:
+        x, sx = _on_rows(rv, rrows, ref_strata)
+        y, sy = _on_rows(cv, crows, cur_strata)
+        res = spec.run(x, y, threshold=levels.threshold("conditional_mmd", name), rng=rng,
+                       ref_strata=sx, cur_strata=sy, n_permutations=options.mmd_permutations,
+                       min_samples=levels.need("conditional_mmd"),
+                       effect_floor=levels.floor("conditional_mmd", name))
+        if name == RESPONSE_STATS and not res.insufficient:
+            res = replace(res, detail={**res.detail, "columns": cols})
+        out.append(res.with_context(feature=name))
+    return out
