@@ -73,7 +73,8 @@ def _require_pg() -> None:
     if _pg_status["error"]:
         pytest.fail(
             f"PostgreSQL unreachable at {PG_BASE_URL} ({_pg_status['error']}); start it "
-            "(see .ci/run) or set VIGIL_TEST_PG=0 to skip the PostgreSQL parameters",
+            "(`make test-setup` starts an installed local cluster) or set VIGIL_TEST_PG=0 to skip "
+            "the PostgreSQL parameters",
             pytrace=False,
         )
 
