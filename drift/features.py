@@ -1,4 +1,4 @@
-"""Features from logged sample records (DESIGN's sample fields), one aligned row per sample.
+"""Features from logged sample records (the sample record's fields), one aligned row per sample.
 
 Numeric: prompt_chars, response_chars, prompt_tokens, completion_tokens, tools_count,
 latency_ms, ttft_ms, tpot_ms, queue_ms, mean_logprob, mean_entropy, and every eval score

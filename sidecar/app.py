@@ -100,8 +100,8 @@ def create_app(
         responses={401: {"description": "missing or invalid API key"}, 413: {"description": "too large"}},
     )
     def ingest(body: IngestBody, principal: Principal = Depends(require_api_key)) -> IngestResult:
-        """Store samples sent by another engine, in DESIGN's sample record shape. Idempotent on
-        `id`: a sample already stored is counted as a duplicate and left untouched."""
+        """Store samples sent by another engine, in the one record schema (`vigil.sample_record`).
+        Idempotent on `id`: a sample already stored is counted as a duplicate and left untouched."""
         if len(body.samples) > settings.ingest_max_samples:
             raise HTTPException(
                 413,
@@ -110,16 +110,16 @@ def create_app(
             )
         from sidecar.store import ingest_records
 
-        records = [s.to_record() for s in body.samples]
+        samples = body.samples
         if principal.tenant is not None:  # a tenant-bound key writes its own tenant only
-            foreign = sorted({str(r["tenant"]) for r in records if r.get("tenant") not in (None, principal.tenant)})
+            foreign = sorted({str(s.tenant) for s in samples if s.tenant not in (None, principal.tenant)})
             if foreign:
                 raise HTTPException(403, f"this key may only write tenant {principal.tenant!r}; "
                                          f"the batch names {foreign[:3]}")
-            for record in records:
-                record["tenant"] = principal.tenant
+            for sample in samples:
+                sample.tenant = principal.tenant
         with session_factory() as session:
-            result = ingest_records(session, records)
+            result = ingest_records(session, samples, max_future_skew_s=settings.max_future_skew_s)
             session.commit()
         return result
 

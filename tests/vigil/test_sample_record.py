@@ -174,3 +174,13 @@ def test_json_schema_export_names_every_field():
     assert schema["additionalProperties"] is True
     assert schema["properties"]["sample_weight"]["maximum"] == MAX_SAMPLE_WEIGHT
     assert {"type": "string", "format": "date-time"} in schema["properties"]["timestamp"]["anyOf"][0]["anyOf"]
+
+
+def test_sampling_rates_below_the_weight_cap_are_a_config_error():
+    from vigil.config import ConfigError, load_settings
+
+    assert load_settings(sample_rate=0.0).sample_rate == 0.0
+    assert load_settings(sample_rate=limits.MIN_SAMPLE_RATE).sample_rate == limits.MIN_SAMPLE_RATE
+    with pytest.raises(ConfigError, match="VIGIL_SAMPLE_RATE"):
+        load_settings(sample_rate=limits.MIN_SAMPLE_RATE / 2)
+    assert load_settings().max_future_skew_s == limits.DEFAULT_MAX_FUTURE_SKEW_S

@@ -8,7 +8,7 @@ import re
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema
+from pydantic import BeforeValidator, Field, WithJsonSchema
 
 from vigil.sample_record import limits
 
@@ -78,9 +78,13 @@ def _real(lo: float | None = None, hi: float | None = None, **bounds: float) -> 
     return Annotated[float, Field(strict=True, allow_inf_nan=False, ge=lo, le=hi, **bounds)]
 
 
+def _storable_if_text(value: Any) -> Any:
+    return storable_text(value) if isinstance(value, str) else value
+
+
 def _text(max_chars: int, min_chars: int = 0, **kw: Any) -> Any:
     field = Field(strict=True, min_length=min_chars, max_length=max_chars, **kw)
-    return Annotated[str, field, AfterValidator(storable_text)]
+    return Annotated[str, field, BeforeValidator(_storable_if_text)]
 
 
 Text = _text(limits.MAX_TEXT_CHARS)
