@@ -1,4 +1,4 @@
-"""SQLAlchemy 2.0 tables. One sample record shape everywhere (DESIGN.md); the schema itself is
+"""SQLAlchemy 2.0 tables. One sample record shape everywhere (docs/architecture.md); the schema itself is
 built by the Alembic migrations in `storage/migrations`, never by `create_all` outside them."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 `TrafficLogger` takes finished requests off the request path (an O(1) hand-off), decides with
 `TrafficSampler` (base rate + per-segment hourly minimum, weight = 1/probability), optionally
-redacts PII, builds the DESIGN sample record and submits it to storage's writer.
+redacts PII, builds the sample record and submits it to storage's writer.
 """
 
 from serving.traffic.logger import FinishedRequest, TrafficLogger

@@ -1,4 +1,4 @@
-"""Per-request statistics and the sample record (DESIGN.md's one shape) built from them."""
+"""Per-request statistics and the sample record (docs/architecture.md) built from them."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def build_record(
     redact: bool = False,
     extra: dict | None = None,
 ) -> dict:
-    """The sample record for storage's writer: DESIGN.md's field names and units. Fields outside
+    """The sample record for storage's writer: its field names and units. Fields outside
     the fixed set (user, metadata, request ids from `extra`) sit at the top level, where
     storage keeps them in the row's `extra` column."""
     def scrub(text: str) -> str:

@@ -79,7 +79,7 @@ def insert_samples(
     source: str = "engine",
     now: datetime | None = None,
 ) -> int:
-    """Insert records (dicts in the DESIGN shape, or already parsed) with their eval scores and
+    """Insert records (dicts in the sample record shape, or already parsed) with their eval scores and
     embeddings; idempotent on `id` (ON CONFLICT DO NOTHING on both backends; a repeated id in
     one call keeps the first). Returns how many samples were new (exact unless another session
     inserts the same id concurrently). Raises RecordError on a bad

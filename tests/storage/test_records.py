@@ -1,4 +1,4 @@
-"""The record <-> row mapping: normalisation of the DESIGN record and clear errors."""
+"""The record <-> row mapping: normalisation of the sample record and clear errors."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Synthetic logged samples (DESIGN's record fields) with optional drift of one kind.
+"""Synthetic logged samples (the sample record's fields) with optional drift of one kind.
 
 Embeddings are precomputed synthetic vectors (a mixture of clusters) so tests stay fast; one
 test elsewhere uses the real MiniLM model.

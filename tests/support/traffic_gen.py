@@ -1,5 +1,5 @@
 """Recorded-looking traffic for the sidecar tests: a baseline mix of topics, and a drifted hour
-where a new topic (tax law) arrives, answered off-topic. Seeded; DESIGN's sample records."""
+where a new topic (tax law) arrives, answered off-topic. Seeded; records in the sample record shape."""
 
 from __future__ import annotations
 
