@@ -40,6 +40,7 @@ from storage.repositories.series import (
 from vigil.config import Settings
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+DELIVERY_STATUSES = ("pending", "delivered", "dead")
 MAX_EXPORTED_RESULTS = 5000  # label sets per scrape: tests x features x segments of one run
 log = logging.getLogger("vigil.sidecar.metrics")
 
@@ -134,9 +135,12 @@ class SidecarCollector(Collector):
         for (severity, kind), n in sorted(alerts.items()):
             open_alerts.add_metric([severity, kind], float(n))
         deliveries = GaugeMetricFamily("vigil_deliveries", "Webhook outbox rows by status (pending, delivered, dead).",
-                                       labels=["status", "format"])
-        for (status, fmt), n in sorted(outbox.items()):
-            deliveries.add_metric([status, fmt], float(n))
+                                       labels=["status"])
+        by_status = {status: 0 for status in DELIVERY_STATUSES}
+        for (status, _fmt), n in outbox.items():
+            by_status[status] = by_status.get(status, 0) + n
+        for status, n in sorted(by_status.items()):  # zeros too: rules compare, not test presence
+            deliveries.add_metric([status], float(n))
         backlog = GaugeMetricFamily("vigil_backlog_samples", "Samples waiting for a job (capped).", labels=["job"])
         backlog.add_metric(["embed"], float(embed))
         backlog.add_metric(["evaluate"], float(evaluate))

@@ -8,7 +8,8 @@ from datetime import timedelta
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from seed_history import seed_history
 from sidecar_servers import API_KEY
 
