@@ -168,6 +168,27 @@ class Alert(Base):
     last_seen: Mapped[datetime] = mapped_column(UTCDateTime())
     last_notified: Mapped[datetime | None] = mapped_column(UTCDateTime())
     occurrences: Mapped[int] = mapped_column(Integer, default=1)
+    # lifecycle (alerts.lifecycle): an acknowledged or snoozed alert is not re-notified while
+    # it stays at `silenced_severity`; each action is also a row in alert_actions
+    acknowledged_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    acknowledged_by: Mapped[str | None] = mapped_column(String(128))
+    snoozed_until: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    silenced_severity: Mapped[str | None] = mapped_column(String(16))
+
+
+class AlertAction(Base):
+    """Who did what to an alert, and when: acknowledge, snooze, resolve (with a note)."""
+
+    __tablename__ = "alert_actions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    alert_id: Mapped[int] = mapped_column(ForeignKey("alerts.id", ondelete="CASCADE"), index=True)
+    action: Mapped[str] = mapped_column(String(16))  # acknowledge | snooze | resolve
+    actor: Mapped[str] = mapped_column(String(128))
+    at: Mapped[datetime] = mapped_column(UTCDateTime())
+    severity: Mapped[str] = mapped_column(String(16))  # the alert's severity when it was done
+    until: Mapped[datetime | None] = mapped_column(UTCDateTime())  # snooze end
+    note: Mapped[str | None] = mapped_column(Text)
 
 
 class Delivery(Base):
