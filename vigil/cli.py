@@ -20,6 +20,7 @@ COMMANDS = {
     "baseline": "vigil.baseline_cli:baseline_command",
     "report": "vigil.report_cli:report_command",
     "doctor": "vigil.doctor:doctor_command",
+    "schema": "vigil.schema_cli:schema_command",
 }
 
 
@@ -62,6 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     doctor = sub.add_parser("doctor", help="print what this machine has (Python, torch, models, PostgreSQL, Chromium, GPU)")
     doctor.add_argument("--fix", action="store_true",
                         help="install/start what the tests need, or say in one line what is missing")
+
+    sub.add_parser("schema", help="print the sample record's JSON Schema (what ingest and check accept)")
     return parser
 
 

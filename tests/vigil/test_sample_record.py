@@ -184,3 +184,17 @@ def test_sampling_rates_below_the_weight_cap_are_a_config_error():
     with pytest.raises(ConfigError, match="VIGIL_SAMPLE_RATE"):
         load_settings(sample_rate=limits.MIN_SAMPLE_RATE / 2)
     assert load_settings().max_future_skew_s == limits.DEFAULT_MAX_FUTURE_SKEW_S
+
+
+def test_vigil_schema_prints_the_json_schema(capsys):
+    import json
+
+    from vigil.cli import main
+
+    assert main(["schema"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed.pop("$schema").startswith("https://json-schema.org/")
+    assert printed == json.loads(json.dumps(SampleRecord.model_json_schema()))
+    assert printed["properties"]["prompt_tokens"]["anyOf"][0] == {
+        "type": "integer", "minimum": 0, "maximum": limits.MAX_TOKENS}
+    assert "sample_weight" in printed["description"]  # the rules travel with the schema

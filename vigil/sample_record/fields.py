@@ -92,17 +92,18 @@ Key = _text(limits.MAX_KEY_CHARS, 1)
 FinishReason = _text(limits.MAX_FINISH_REASON_CHARS, 1)
 ModelName = _text(limits.MAX_MODEL_NAME_CHARS + len(limits.CLIENT_MODEL_PREFIX), 1)
 SampleId = _text(limits.MAX_ID_CHARS, 1, pattern=limits.ID_PATTERN)
-Count = Annotated[int, BeforeValidator(_integral), Field(strict=True, ge=0, le=limits.MAX_TOKENS)]
+# constraints before the BeforeValidator, so that the JSON Schema states them
+Count = Annotated[int, Field(strict=True, ge=0, le=limits.MAX_TOKENS), BeforeValidator(_integral)]
 Millis = _real(0.0, limits.MAX_MS)
 LogProb = _real(-limits.MAX_LOGPROB_MAGNITUDE, 0.0)
 Entropy = _real(0.0, limits.MAX_LOGPROB_MAGNITUDE)
 Score = _real(-limits.MAX_EVAL_MAGNITUDE, limits.MAX_EVAL_MAGNITUDE)
 Weight = _real(hi=limits.MAX_SAMPLE_WEIGHT, gt=0.0)
-Tools = Annotated[list[Key], BeforeValidator(_plain_list), Field(max_length=limits.MAX_TOOLS)]
+Tools = Annotated[list[Key], Field(max_length=limits.MAX_TOOLS), BeforeValidator(_plain_list)]
 Vector = Annotated[
     list[_real(-limits.FLOAT32_MAX, limits.FLOAT32_MAX)],
-    BeforeValidator(_plain_list),
     Field(min_length=1, max_length=limits.MAX_EMBEDDING_DIM),
+    BeforeValidator(_plain_list),
 ]
 Timestamp = Annotated[
     datetime,

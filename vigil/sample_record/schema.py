@@ -63,10 +63,16 @@ def client_model_name(name: str | None) -> str:
     return name if name.startswith(limits.CLIENT_MODEL_PREFIX) else limits.CLIENT_MODEL_PREFIX + name
 
 
+def _describe_rules(schema: dict[str, Any]) -> None:
+    schema["description"] = __doc__  # the exported JSON Schema carries the rules above
+
+
 class SampleRecord(BaseModel):
     """One logged request (see the module doc for the rules)."""
 
-    model_config = ConfigDict(extra="allow", protected_namespaces=())
+    model_config = ConfigDict(
+        extra="allow", protected_namespaces=(), json_schema_extra=_describe_rules
+    )
 
     id: SampleId | None = None
     timestamp: Timestamp | None = None
