@@ -9,7 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from drift.cluster_proportions import cluster_mix_test, homogeneity_chi2, partition_for, pool_small_cells
+from drift.cluster_proportions import (
+    cluster_mix_test,
+    homogeneity_chi2,
+    partition_for,
+    pool_small_cells,
+)
 from drift.registry import get_test
 
 DIM = 32
