@@ -23,6 +23,7 @@ from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
 from alerts.dedupe import dedupe_key, plan_firing
+from alerts.lifecycle import silenced
 from alerts.payloads import build_payload
 from alerts.proposal import SEVERITY_RANK, Proposal, coerce_proposal
 from alerts.rules import RuleSet, Target, load_rules
@@ -93,7 +94,7 @@ def raise_alerts(
         if run_id is not None:
             alert.run_id = run_id
         session.flush()  # the id goes into payload links
-        if plan.notify:
+        if plan.notify and not silenced(existing, decision.severity, now):  # acknowledged/snoozed
             alert.last_notified = now
             enqueue_notification(
                 session, alert, decision.targets, event="trigger", now=now, settings=settings
