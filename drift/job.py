@@ -17,6 +17,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
+from drift.attribution import attribute_alerts
 from drift.baseline import Baseline
 from drift.battery import BatteryOptions, Frozen, run_battery
 from drift.eval_trend import eval_trend_test
@@ -123,7 +124,8 @@ def run_drift(
             if ev is not None:
                 results += _eval_results(seg_ref, ev.take(segment_rows(ev, key, value)), label, opt)
     timings["total_s"] = time.perf_counter() - started
-    alerts = propose_alerts(results, DEFAULT_RULES if rules is None else rules)
+    alerts = attribute_alerts(propose_alerts(results, DEFAULT_RULES if rules is None else rules),
+                              results)
     reasons = list((baseline.validation or {}).get("reasons", []))
     if baseline.status == "candidate":
         reasons.append("baseline has not been validated")
@@ -132,7 +134,8 @@ def run_drift(
                        n_current=cur.n, seed=rng_seed, timings=timings)
 
 
-_ALL_TESTS = ("psi", "ks", "wasserstein", "chi2", "js", "mmd", "new_cluster", "eval_trend")
+_ALL_TESTS = ("psi", "ks", "wasserstein", "chi2", "js", "mmd", "new_cluster", "eval_trend",
+              "cluster_mix", "conditional_mmd")
 
 
 def _population(fs: FeatureSet, seed: list[int], weighted: bool) -> Population:

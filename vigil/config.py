@@ -90,6 +90,11 @@ class Settings(BaseSettings):
     max_future_skew_s: float = Field(DEFAULT_MAX_FUTURE_SKEW_S, ge=0)  # ingest: later is refused
     leader_lease_s: float = Field(30.0, gt=0)  # scheduler leadership lease (job_locks)
     report_max_rows: int = Field(5000, gt=0)  # rows per side in the Evidently report sample
+    # online CUSUM on per-sample token statistics (drift.sequential): expected samples between
+    # false alarms, the mean shift (in baseline sd) it is tuned for, and how often it reads
+    sequential_arl0: int = Field(5000, ge=10)
+    sequential_shift_sd: float = Field(0.5, gt=0)
+    sequential_interval_s: int = Field(60, gt=0)
 
     # alerts
     webhook_targets: list[str] = Field(default_factory=list)
