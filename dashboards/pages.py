@@ -1,9 +1,8 @@
 """Read-only pages: `/reports` (drift runs), `/reports/{run_id}` (the HTML report),
-`/alerts` (alerts and dead-letter deliveries), `/alerts/{id}` (evidence and results)."""
+`/alerts` (alerts and dead-letter deliveries); `/alerts/{id}` is in dashboards/alert_routes.py."""
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -104,28 +103,5 @@ def build_router(settings: Settings, session_factory: sessionmaker[Session]) -> 
                 select(Delivery).where(Delivery.status == "dead").order_by(Delivery.id.desc()).limit(500)
             ))  # fmt: skip
         return _page("alerts.html", title="Alerts", alerts=rows, dead=dead)
-
-    @router.get("/alerts/{alert_id}", response_class=HTMLResponse)
-    def alert(alert_id: int) -> HTMLResponse:
-        with session_factory() as session:
-            row = session.get(Alert, alert_id)
-            if row is None:
-                raise HTTPException(404, f"no alert {alert_id}")
-            run = session.get(DriftRun, row.run_id) if row.run_id is not None else None
-            results = []
-            if run is not None:
-                query = select(DriftResult).where(DriftResult.run_id == run.id)
-                if row.segment != "*":
-                    query = query.where(DriftResult.segment == row.segment)
-                results = list(session.scalars(query.order_by(DriftResult.test, DriftResult.feature)))
-            deliveries = list(session.scalars(
-                select(Delivery).where(Delivery.alert_id == alert_id).order_by(Delivery.id)
-            ))  # fmt: skip
-        evidence = json.dumps(row.evidence or {}, indent=2, sort_keys=True, default=str)
-        return _page(
-            "alert.html", title=f"Alert {row.id}: {row.rule} ({row.severity})", alert=row,
-            run=_run_view(run) if run else None, results=results, deliveries=deliveries,
-            evidence=evidence,
-        )  # fmt: skip
 
     return router

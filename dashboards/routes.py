@@ -11,6 +11,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query
 from fastapi.responses import FileResponse, HTMLResponse
 from sqlalchemy.orm import Session, sessionmaker
 
+from dashboards.alert_routes import build_alert_router
 from dashboards.api import Range, build_api_router
 from dashboards.overview import overview_context
 from dashboards.templating import STATIC, page
@@ -33,6 +34,7 @@ def build_dashboard_router(
 ) -> APIRouter:
     router = APIRouter(dependencies=[Depends(viewer)])
     router.include_router(build_api_router(session_factory))
+    router.include_router(build_alert_router(settings, session_factory, viewer))
 
     @router.get("/static/{path:path}", include_in_schema=False)
     def static(path: str) -> FileResponse:

@@ -28,7 +28,13 @@ def ago(seconds: float | None) -> str:
     return f"{max(seconds, 0):.0f} s"
 
 
-_env.filters["ago"] = ago
+def _register_filters() -> None:
+    from dashboards.pages import redact_error, target_origin
+
+    _env.filters.update(ago=ago, origin=target_origin, redact_error=redact_error)
+
+
+_register_filters()
 
 
 def page(template: str, status: int = 200, **context) -> HTMLResponse:
