@@ -1,0 +1,81 @@
+"""A model-free engine for the security tests: it tokenizes by characters, answers with a
+fixed text, and feeds each request's outputs through an asyncio.Queue from a producer task,
+the way AsyncLLMEngine's loop thread does, so a stalled reader shows up as a growing queue."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+from serving.outputs import CompletionOutput, EngineStats, RequestMetrics, RequestOutput
+
+API_KEY = "sec-test-key-0123456789"
+TENANT_KEY = "sec-tenant-key-0123456789"
+ADMIN_KEY = "sec-admin-key-0123456789"
+MODEL = "fake-model"
+
+
+class CharTokenizer:
+    """Token id = code point; records the threads it ran on."""
+
+    vocab_size = 0x110000
+
+    def __init__(self) -> None:
+        self.threads: list[str] = []
+
+    def apply_chat_template(self, messages, add_generation_prompt=True, tools=None) -> str:
+        self.threads.append(threading.current_thread().name)
+        return "".join(f"<|{m['role']}|>{m.get('content') or ''}\n" for m in messages) + "<|assistant|>"
+
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        self.threads.append(threading.current_thread().name)
+        return [ord(c) for c in text]
+
+    def decode(self, ids, skip_special_tokens: bool = True) -> str:
+        return "".join(chr(i) for i in ids)
+
+
+class FakeEngine:
+    def __init__(self, steps: int = 3, piece: str = "ok ", max_model_len: int = 1 << 20,
+                 step_delay_s: float = 0.0) -> None:
+        self.tokenizer = CharTokenizer()
+        self.max_model_len = max_model_len
+        self.steps, self.piece, self.step_delay_s = steps, piece, step_delay_s
+        self.queues: dict[str, asyncio.Queue] = {}
+        self.max_queued = 0
+        self.aborted: list[str] = []
+
+    def num_waiting(self) -> int:
+        return 0
+
+    def stats(self) -> EngineStats:
+        return EngineStats()
+
+    def abort(self, request_id: str) -> None:
+        self.aborted.append(request_id)
+
+    async def _produce(self, request_id: str, ids: list[int], prompt: str | None, queue: asyncio.Queue) -> None:
+        text = ""
+        metrics = RequestMetrics(arrival_time=time.monotonic())
+        for step in range(self.steps):
+            text += self.piece  # a new string each step, as the engine's seq.text += piece
+            last = step == self.steps - 1
+            choice = CompletionOutput(index=0, text=text, delta=self.piece, token_ids=[1] * (step + 1),
+                                      finish_reason="length" if last else None)
+            queue.put_nowait(RequestOutput(request_id, prompt, ids, [choice], last, metrics))
+            self.max_queued = max(self.max_queued, queue.qsize())
+            await asyncio.sleep(self.step_delay_s)
+
+    async def generate(self, request_id, prompt_token_ids, params, prompt=None):
+        queue: asyncio.Queue = asyncio.Queue()
+        self.queues[request_id] = queue
+        producer = asyncio.create_task(self._produce(request_id, list(prompt_token_ids), prompt, queue))
+        try:
+            while True:
+                out = await queue.get()
+                yield out
+                if out.finished:
+                    return
+        finally:
+            producer.cancel()

@@ -1,0 +1,79 @@
+"""Keys bound to tenants: a tenant key writes only its tenant (ingest: 403 for another tenant,
+its tenant filled in otherwise; engine traffic logged under it). `x-vigil-*` headers count only
+from trusted proxies, and `user` is stored as a keyed pseudonym."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+from sec_fakes import API_KEY, TENANT_KEY
+from sqlalchemy import select
+from starlette.requests import Request
+
+from serving.server.auth import hash_user, request_segment
+from sidecar.app import create_app
+from storage.db import session_factory
+from storage.models import Sample
+from vigil.config import load_settings
+from vigil.keys import Principal
+
+
+def _ingest(app, key: str, samples: list[dict]) -> httpx.Response:
+    async def go():
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://s") as c:
+            return await c.post("/v1/ingest", json={"samples": samples}, headers={"authorization": f"Bearer {key}"})
+
+    return asyncio.run(go())
+
+
+def test_tenant_key_writes_only_its_tenant(migrated_db, make_settings):
+    """Was: any key could write samples for any tenant (and so raise or mask its alerts)."""
+    factory = session_factory(migrated_db)
+    app = create_app(make_settings(migrated_db, api_keys=[API_KEY], tenant_keys={TENANT_KEY: "acme"}), factory)
+    foreign = _ingest(app, TENANT_KEY, [{"id": "a1", "prompt": "p", "tenant": "acme"},
+                                        {"id": "a2", "prompt": "p", "tenant": "globex"}])
+    assert foreign.status_code == 403 and "globex" in foreign.json()["detail"]
+    own = _ingest(app, TENANT_KEY, [{"id": "b1", "prompt": "p", "tenant": "acme"}, {"id": "b2", "prompt": "p"}])
+    assert own.status_code == 200, own.text
+    assert _ingest(app, API_KEY, [{"id": "c1", "prompt": "p", "tenant": "globex"}]).status_code == 200
+    with factory() as s:
+        tenants = dict(s.execute(select(Sample.id, Sample.tenant)).all())
+    assert tenants == {"b1": "acme", "b2": "acme", "c1": "globex"}
+
+
+def _request(headers: dict[str, str], peer: str, principal: Principal | None) -> Request:
+    scope = {"type": "http", "method": "POST", "path": "/v1/chat/completions", "query_string": b"",
+             "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+             "client": (peer, 1234), "state": {"principal": principal} if principal else {}}
+    return Request(scope)
+
+
+SETTINGS = dict(trusted_proxies=["10.0.0.0/8"], secret_key="sec-test-secret-key-0123456789")
+
+
+def test_segment_headers_count_only_from_trusted_proxies():
+    settings = load_settings(**SETTINGS)
+    headers = {"x-vigil-tenant": "globex", "x-vigil-segment": "vip"}
+    untrusted = request_segment(_request(headers, "203.0.113.7", Principal("k")), settings, None, None)
+    assert untrusted.tenant is None and untrusted.segment is None
+    trusted = request_segment(_request(headers, "10.9.8.7", Principal("k")), settings, None, None)
+    assert (trusted.tenant, trusted.segment) == ("globex", "vip")
+
+
+def test_tenant_key_traffic_is_logged_under_its_tenant():
+    settings = load_settings(**SETTINGS)
+    bound = Principal("k", tenant="acme")
+    for peer in ("10.0.0.1", "203.0.113.7"):
+        seg = request_segment(_request({"x-vigil-tenant": "globex"}, peer, bound), settings, None,
+                              {"tenant": "initech"})
+        assert seg.tenant == "acme"
+
+
+@pytest.mark.parametrize("user", ["alice@example.com", "bob", "x" * 256])
+def test_user_is_stored_as_a_keyed_pseudonym(user):
+    settings = load_settings(**SETTINGS)
+    seg = request_segment(_request({}, "203.0.113.7", Principal("k")), settings, user, None)
+    assert seg.user == hash_user(user, settings.secret_key) and user not in (seg.user, seg.tenant)
+    assert "@" not in seg.user and seg.user != hash_user(user, "another-secret-0123456789")
