@@ -7,7 +7,10 @@ of a process that dies (SIGKILL included), so its segments are replayed by the n
 
 A line is acknowledged only after its whole batch is written and fsync'd; a crash mid-write
 leaves at most a torn last line without its newline, which replay skips (it was never
-acknowledged). A complete line that does not parse (disk damage) is copied to
+acknowledged). A write that fails (disk full, I/O error) is cut back off the file and the
+segment closed, so the next batch starts clean in a new segment and never shares a line with
+the failed one. A segment is created under a hidden temporary name and renamed only once it is
+locked: another process's replay can never see, take and delete it before its first write. A complete line that does not parse (disk damage) is copied to
 `corrupt-<time>.txt` for a person to look at, never silently dropped.
 """
 
@@ -30,6 +33,7 @@ import numpy as np
 from storage.records import format_timestamp
 
 MAX_SEGMENT_LINES = 50_000
+TMP_PREFIX = ".tmp-"  # not matched by the segment glob: invisible to replay until renamed
 
 
 def _json_default(value: Any) -> Any:
@@ -48,6 +52,12 @@ def encode(records: list[dict[str, Any]]) -> bytes:
     )
 
 
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
 def _fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -63,50 +73,99 @@ class Journal:
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
-        self._fh = None
+        self._fd: int | None = None  # unbuffered: a failed write leaves nothing behind to flush
         self._path: Path | None = None
         self._lines = 0
+        self._size = 0  # bytes acknowledged in the current segment
         self._seq = itertools.count()
+        self._remove_stale_temporaries()
         self._pending: set[Path] = set(self._scan())  # leftovers from earlier runs
         self.torn = 0  # torn last lines skipped (crash mid-write, never acknowledged)
         self.corrupt = 0  # complete but unparseable lines, copied aside
+        self.failed_writes = 0  # appends cut back after an OSError (the caller counts the records)
 
     def _scan(self) -> list[Path]:
         # segments only: names start with the creation time (dead-letter.jsonl etc. do not)
         return sorted(p for p in self.dir.glob("[0-9]*.jsonl") if p != self._path)
 
+    def _remove_stale_temporaries(self) -> None:
+        """A crash between create and rename leaves an empty temporary: drop those no live
+        process holds (they never received a record)."""
+        for path in self.dir.glob(TMP_PREFIX + "*"):
+            with contextlib.suppress(OSError):
+                fd = os.open(path, os.O_RDONLY)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    path.unlink(missing_ok=True)
+                except BlockingIOError:
+                    pass
+                finally:
+                    os.close(fd)
+
+    def _open_segment(self) -> None:
+        name = f"{time.time_ns():020d}-{os.getpid()}-{next(self._seq):06d}.jsonl"
+        tmp, final = self.dir / (TMP_PREFIX + name), self.dir / name
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            os.rename(tmp, final)  # visible to replay only now, already locked
+            _fsync_dir(self.dir)  # the new file's name must survive a crash too
+        except OSError:
+            os.close(fd)
+            tmp.unlink(missing_ok=True)
+            final.unlink(missing_ok=True)
+            raise
+        self._fd, self._path, self._lines, self._size = fd, final, 0, 0
+
     def append(self, records: list[dict[str, Any]]) -> None:
         """Write records as JSON lines and fsync; returns only once they are durable.
-        Raises OSError (disk full, unwritable dir) or TypeError (not JSON-serialisable)."""
+        Raises OSError (disk full, unwritable dir) or TypeError (not JSON-serialisable); after
+        an OSError nothing of the batch remains in the journal."""
         if not records:
             return
         data = encode(records)
         with self._lock:
-            if self._fh is None:
-                name = f"{time.time_ns():020d}-{os.getpid()}-{next(self._seq):06d}.jsonl"
-                self._path = self.dir / name
-                self._fh = open(self._path, "ab")  # noqa: SIM115 - held open across calls
-                fcntl.flock(self._fh.fileno(), fcntl.LOCK_EX)
-                self._lines = 0
-                _fsync_dir(self.dir)  # the new file's name must survive a crash too
-            self._fh.write(data)
-            self._fh.flush()
-            os.fsync(self._fh.fileno())
+            if self._fd is None:
+                self._open_segment()
+            try:
+                _write_all(self._fd, data)
+                os.fsync(self._fd)
+            except OSError:
+                self.failed_writes += 1
+                self._abandon_segment()
+                raise
+            self._size += len(data)
             self._lines += len(records)
             if self._lines >= MAX_SEGMENT_LINES:
                 self.rotate()
 
+    def _abandon_segment(self) -> None:
+        """Cut the failed write off (back to the last acknowledged byte) and close the segment,
+        so whatever happened to its tail, the next batch starts in a fresh file."""
+        fd, path = self._fd, self._path
+        try:
+            os.ftruncate(fd, self._size)
+            os.fsync(fd)
+        except OSError:
+            pass  # still closed below: a torn tail stays the last line, which replay skips
+        os.close(fd)  # releases the flock
+        if self._lines:
+            self._pending.add(path)
+        else:
+            path.unlink(missing_ok=True)
+        self._fd, self._path, self._lines, self._size = None, None, 0, 0
+
     def rotate(self) -> None:
         """Close the current segment (it becomes replayable); the next append starts a new one."""
         with self._lock:
-            if self._fh is None:
+            if self._fd is None:
                 return
-            self._fh.close()  # releases the flock
+            os.close(self._fd)  # releases the flock
             if self._lines:
                 self._pending.add(self._path)
             else:
                 self._path.unlink(missing_ok=True)
-            self._fh, self._path, self._lines = None, None, 0
+            self._fd, self._path, self._lines, self._size = None, None, 0, 0
 
     def has_pending(self) -> bool:
         """Whether this journal knows of records not yet replayed (its own or leftovers)."""
