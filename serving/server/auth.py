@@ -15,6 +15,7 @@ from serving.server.errors import APIError
 from serving.traffic.segments import SegmentInfo, segment_from_request
 from vigil.asgi_guard import ANONYMOUS
 from vigil.config import Settings
+from vigil.internal import INTERNAL_HEADER
 from vigil.keys import KeyRing, Principal, from_trusted_proxy
 
 TRUSTED_HEADER_PREFIX = "x-vigil-"
@@ -58,7 +59,9 @@ def request_segment(request: Request, settings: Settings, user: str | None,
     client = request.client.host if request.client else None
     headers = request.headers
     if not from_trusted_proxy(client, settings.trusted_proxies):
-        headers = {k: v for k, v in headers.items() if not k.lower().startswith(TRUSTED_HEADER_PREFIX)}
+        # the internal marker is not a segment claim: any key may send it for now (vigil.internal)
+        headers = {k: v for k, v in headers.items()
+                   if not k.lower().startswith(TRUSTED_HEADER_PREFIX) or k.lower() == INTERNAL_HEADER.lower()}
     segment = segment_from_request(headers, hash_user(user, settings.secret_key), metadata)
     principal = request.scope.get("state", {}).get("principal")
     if principal is not None and principal.tenant is not None:

@@ -41,6 +41,7 @@ class LoggerCounters:
     sampled: int = 0  # requests the sampler kept
     submitted: int = 0  # records accepted by the writer
     dropped: int = 0  # records lost: record could not be built or the writer refused it
+    internal: int = 0  # requests marked X-Vigil-Internal: not logged
 
 
 _STOP = object()
@@ -70,6 +71,9 @@ class TrafficLogger:
     def log(self, item: FinishedRequest) -> None:
         """Called on the request path: an O(1) hand-off unless the logging thread is overloaded."""
         if self.sink is None or self._closed:
+            return
+        if item.segment.internal is not None:  # Vigil's own traffic (judge, canaries): skipped
+            self._count("internal")
             return
         self._count("seen")
         try:

@@ -10,6 +10,7 @@ from serving.outputs import CompletionOutput, RequestOutput
 from serving.traffic.redact import redact_pii
 from serving.traffic.sampler import SampleDecision
 from serving.traffic.segments import SegmentInfo
+from vigil.sample_record import limits
 
 
 @dataclass
@@ -73,9 +74,10 @@ def build_record(
     redact: bool = False,
     extra: dict | None = None,
 ) -> dict:
-    """The sample record for storage's writer: its field names and units. Fields outside
-    the fixed set (user, metadata, request ids from `extra`) sit at the top level, where
-    storage keeps them in the row's `extra` column."""
+    """The sample record for storage's writer, valid under the one record schema
+    (`vigil.sample_record`): text made storable and cut to its caps, statistics clamped to
+    their ranges (NaN/inf become null). Fields outside the fixed set (user, metadata, request
+    ids from `extra`) sit at the top level, where storage keeps them in the row's `extra`."""
     def scrub(text: str) -> str:
         return _storable(redact_pii(text) if redact else text)
 
@@ -85,20 +87,21 @@ def build_record(
         "tenant": segment.tenant,
         "segment": segment.segment,
         "prompt_version": segment.prompt_version,
-        "model_version": model_version,
-        "prompt": scrub(stats.prompt),
-        "response": scrub(stats.response),
+        "model_version": _label(model_version, limits.MAX_KEY_CHARS),
+        "prompt": scrub(stats.prompt)[: limits.MAX_TEXT_CHARS],
+        "response": scrub(stats.response)[: limits.MAX_TEXT_CHARS],
         "prompt_tokens": stats.prompt_tokens,
         "completion_tokens": stats.completion_tokens,
-        "finish_reason": stats.finish_reason,
-        "ttft_ms": _finite(stats.ttft_ms),
-        "tpot_ms": _finite(stats.tpot_ms),
-        "latency_ms": _finite(stats.latency_ms),
-        "queue_ms": _finite(stats.queue_ms),
-        "mean_logprob": _finite(stats.mean_logprob),
-        "mean_entropy": _finite(stats.mean_entropy),
-        "tools": stats.tools,
-        "sample_weight": decision.weight,
+        "finish_reason": _label(stats.finish_reason, limits.MAX_FINISH_REASON_CHARS),
+        "ttft_ms": _within(stats.ttft_ms, 0.0, limits.MAX_MS),
+        "tpot_ms": _within(stats.tpot_ms, 0.0, limits.MAX_MS),
+        "latency_ms": _within(stats.latency_ms, 0.0, limits.MAX_MS),
+        "queue_ms": _within(stats.queue_ms, 0.0, limits.MAX_MS),
+        # rounding can leave a mean log-probability a hair above 0
+        "mean_logprob": _within(stats.mean_logprob, -limits.MAX_LOGPROB_MAGNITUDE, 0.0),
+        "mean_entropy": _within(stats.mean_entropy, 0.0, limits.MAX_LOGPROB_MAGNITUDE),
+        "tools": _tool_names(stats.tools),
+        "sample_weight": min(decision.weight, limits.MAX_SAMPLE_WEIGHT),
     }
     if segment.user:
         record["user"] = scrub(segment.user)
@@ -122,6 +125,18 @@ def _storable(text: str) -> str:
     return text
 
 
-def _finite(value: float | None) -> float | None:
-    """Storage refuses NaN/inf; an undefined statistic is stored as NULL."""
-    return value if value is not None and math.isfinite(value) else None
+def _within(value: float | None, lo: float, hi: float) -> float | None:
+    """Storage refuses NaN/inf; an undefined statistic is stored as NULL, others clamped."""
+    if value is None or not math.isfinite(value):
+        return None
+    return min(max(float(value), lo), hi)
+
+
+def _label(value: str | None, max_chars: int) -> str | None:
+    """A short label column: storable, cut to its column, empty means absent."""
+    return (_storable(value)[:max_chars] or None) if value is not None else None
+
+
+def _tool_names(tools: list[str]) -> list[str]:
+    names = (_label(t, limits.MAX_KEY_CHARS) for t in tools)
+    return [n for n in names if n][: limits.MAX_TOOLS]

@@ -1,13 +1,16 @@
 """Segment identity of a request: who sent it and under which prompt version.
 
 Sources, strongest first: the `x-vigil-*` headers (set by a gateway the operator controls),
-then the request body's `metadata` object, then (tenant only) the OpenAI `user` field.
+then the request body's `metadata` object, then (tenant only) the OpenAI `user` field. The
+`X-Vigil-Internal` header (vigil.internal) marks Vigil's own requests, which are not logged.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from vigil.internal import INTERNAL_HEADER, MAX_REASON_CHARS
 
 MAX_LEN = 128  # the samples table's String(128) columns
 
@@ -23,6 +26,7 @@ class SegmentInfo:
     prompt_version: str | None = None
     user: str | None = None
     metadata: Mapping[str, str] = field(default_factory=dict)  # the body's metadata, as sent
+    internal: str | None = None  # the X-Vigil-Internal reason: never logged as traffic
 
     def key(self) -> tuple[str | None, str | None]:
         """The stratum the per-segment quota is kept for."""
@@ -58,4 +62,13 @@ def segment_from_request(
         prompt_version=pick(HEADER_PROMPT_VERSION, "prompt_version"),
         user=_clean(user),
         metadata=meta,
+        # any key may mark a request internal for now; see vigil.internal
+        internal=_internal_reason(lowered.get(INTERNAL_HEADER.lower())),
     )
+
+
+def _internal_reason(value: str | None) -> str | None:
+    """The header's reason; a header present but empty still marks the request internal."""
+    if value is None:
+        return None
+    return _storable(value).strip()[:MAX_REASON_CHARS] or "unspecified"

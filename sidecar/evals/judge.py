@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import httpx
 
+from vigil.internal import INTERNAL_HEADER
+
 RUBRIC = (
     "You are grading an AI assistant's answer.\n"
     "Rate how helpful, correct and on-topic the ANSWER is for the QUESTION on a scale of 1 to 5:\n"
@@ -72,7 +74,10 @@ class Judge:
     def __init__(
         self, engine_url: str, model: str, *, api_key: str | None = None, timeout_s: float = 60.0
     ) -> None:
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        # the judge's own calls must not be sampled as traffic and then judged themselves
+        headers = {INTERNAL_HEADER: "judge"}
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
         self.model = model
         self.client = httpx.Client(base_url=engine_url.rstrip("/"), headers=headers, timeout=timeout_s)
 
