@@ -95,6 +95,10 @@ class Settings(BaseSettings):
     sequential_arl0: int = Field(5000, ge=10)
     sequential_shift_sd: float = Field(0.5, gt=0)
     sequential_interval_s: int = Field(60, gt=0)
+    # engine canaries (sidecar/canary): fixed probes run through the engine's API every interval
+    canary_enabled: bool = True
+    canary_interval_s: int = Field(900, gt=0)
+    canary_probes_path: Path | None = None  # None: the probe set shipped in sidecar/canary
 
     # alerts
     webhook_targets: list[str] = Field(default_factory=list)
