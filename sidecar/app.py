@@ -132,6 +132,12 @@ def create_app(
     from sidecar.metrics import build_registry, metrics_router
 
     app.state.metrics_registry = build_registry(settings, session_factory)
+    from sidecar.canary.metrics import CanaryCollector
+
+    app.state.metrics_registry.register(CanaryCollector(session_factory))
     app.include_router(metrics_router(app.state.metrics_registry), dependencies=[Depends(pages.require_viewer)])
-    app.include_router(build_dashboard_router(settings, session_factory, pages.require_viewer))
+    from sidecar.baseline_ops import baseline_ops
+
+    app.include_router(build_dashboard_router(settings, session_factory, pages.require_viewer,
+                                              baseline_ops(settings, session_factory)))
     return app

@@ -56,7 +56,7 @@ JOBS: tuple[JobSpec, ...] = (
     JobSpec("drift", "sidecar.jobs.drift:run_drift_job", "drift_interval_s", aligned=True),
     JobSpec("retention", "sidecar.jobs.retention:run_retention_job", "retention_interval_s"),
     JobSpec("sequential", "sidecar.jobs.sequential:run_sequential_job", "sequential_interval_s"),
-    JobSpec("sequential", "sidecar.jobs.sequential:run_sequential_job", "sequential_interval_s"),
+    JobSpec("canary", "sidecar.canary.job:run_canary_job", "canary_interval_s"),
     JobSpec(
         "baseline_reminder",
         "sidecar.jobs.baseline_reminder:run_baseline_reminder_job",

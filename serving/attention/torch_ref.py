@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from serving.attention.base import AttentionMetadata
+from serving.attention.fault import faulted_scale
 
 
 class TorchRefBackend:
@@ -39,6 +40,7 @@ class TorchRefBackend:
         meta: AttentionMetadata,
         scale: float,
     ) -> torch.Tensor:
+        scale = faulted_scale(scale, k_cache)  # test-only switch; a no-op unless set
         num_heads = query.shape[1]
         block_size, num_kv_heads, head_dim = k_cache.shape[1:]
         group = num_heads // num_kv_heads

@@ -13,6 +13,7 @@ import torch
 
 from serving.attention import register_backend
 from serving.attention.base import AttentionMetadata
+from serving.attention.fault import faulted_scale
 from serving.kernels import HAS_TRITON
 from serving.kernels.kv_write import write_kv
 from serving.kernels.paged_decode import paged_decode
@@ -61,6 +62,7 @@ class TritonAttentionBackend:
         meta: AttentionMetadata,
         scale: float,
     ) -> torch.Tensor:
+        scale = faulted_scale(scale, k_cache)  # test-only switch; a no-op unless set
         out = torch.empty(query.shape, dtype=query.dtype, device=query.device)
         num_seqs = meta.num_seqs
         nd = _leading_decodes(meta)

@@ -24,7 +24,7 @@ from serving.server.generation import (
     unless_disconnected,
     validate,
 )
-from serving.server.params import build_params, check_context
+from serving.server.params import add_token_ids, build_params, check_context
 from serving.server.protocol import ChatCompletionRequest
 from serving.server.sse import DONE, SSEResponse, event, safe_logprob
 from serving.server.state import ServerState
@@ -95,7 +95,10 @@ async def chat_completions(request: Request, body: ChatCompletionRequest, state:
         (final,) = await unless_disconnected(request, collect_final([stream]))
     except ClientDisconnected:
         return Response(status_code=499)
-    return JSONResponse(_completion(final, request_id, created, body.model, body.logprobs))
+    payload = _completion(final, request_id, created, body.model, body.logprobs)
+    if body.return_token_ids:
+        add_token_ids(payload["choices"], [final] * len(payload["choices"]))
+    return JSONResponse(payload)
 
 
 def _completion(out: RequestOutput, request_id: str, created: int, model: str, logprobs: bool) -> dict:

@@ -25,7 +25,12 @@ from serving.server.generation import (
     unless_disconnected,
     validate,
 )
-from serving.server.params import DEFAULT_COMPLETION_MAX_TOKENS, build_params, check_context
+from serving.server.params import (
+    DEFAULT_COMPLETION_MAX_TOKENS,
+    add_token_ids,
+    build_params,
+    check_context,
+)
 from serving.server.protocol import CompletionRequest
 from serving.server.sse import DONE, SSEResponse, event, safe_logprob
 from serving.server.state import ServerState
@@ -92,6 +97,8 @@ async def completions(request: Request, body: CompletionRequest, state: ServerSt
         else _choice(k * n + c.index, c, c.text, c.logprobs, 0, body.logprobs)
         for k, out in enumerate(finals) for c in sorted(out.outputs, key=lambda c: c.index)
     ]
+    if body.return_token_ids:
+        add_token_ids(choices, [finals[choice["index"] // n] for choice in choices])
     return JSONResponse({
         "id": base_id, "object": "text_completion", "created": created, "model": body.model,
         "choices": choices, "usage": _usage(finals), "system_fingerprint": None,

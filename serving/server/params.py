@@ -61,3 +61,11 @@ def build_params(
     except SamplingParamsError as exc:
         raise APIError(str(exc), param=exc.param, code="invalid_value") from None
     return params
+
+
+def add_token_ids(choices: list[dict], outputs: list) -> None:
+    """`return_token_ids`: each choice gets its prompt's and its own generated token ids."""
+    for choice, out in zip(choices, outputs, strict=True):
+        generated = next(c for c in out.outputs if c.index == choice["index"] % len(out.outputs))
+        choice["prompt_token_ids"] = list(out.prompt_token_ids)
+        choice["token_ids"] = list(generated.token_ids)

@@ -96,6 +96,8 @@ class SamplingFields(_Body):
     stream: bool = False
     stream_options: StreamOptions | None = None
     ignore_eos: bool = False  # vLLM's extension: keep generating past the end-of-sequence token
+    # vLLM's extension: non-streamed choices also carry `prompt_token_ids` and `token_ids`
+    return_token_ids: bool = False
     user: Annotated[str | None, Field(max_length=256)] = None
     metadata: Annotated[dict[str, str] | None, Field(max_length=16)] = None
 

@@ -51,7 +51,25 @@ def _model_card(state: ServerState) -> dict:
             "owned_by": "vigil", "root": state.settings.model_version}
     if state.engine is not None:
         card["max_model_len"] = state.max_model_len
+        card["engine"] = _engine_identity(state.engine)
     return card
+
+
+def _engine_identity(engine) -> dict:
+    """What serves the model (the canaries record it: a numerics change names its stack)."""
+    import importlib.metadata
+
+    import torch
+
+    inner = getattr(engine, "engine", engine)
+    runner = getattr(inner, "runner", None)
+    try:
+        version = importlib.metadata.version("vigil")
+    except importlib.metadata.PackageNotFoundError:
+        version = "unknown"
+    return {"vigil": version, "torch": torch.__version__, "device": str(getattr(inner, "device", "?")),
+            "attention": getattr(getattr(runner, "backend", None), "name", "?"),
+            "dtype": str(next(inner.runner.model.parameters()).dtype) if runner is not None else "?"}
 
 
 @v1.get("/models")

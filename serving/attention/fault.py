@@ -1,0 +1,45 @@
+"""A test-only numeric fault: one layer's attention scale multiplied by a factor.
+
+Off unless a test turns it on (`set_scale_fault`) or the engine process starts with
+`VIGIL_TEST_ATTENTION_SCALE_FAULT="<layer>:<factor>"`. It stands in for a silent numerics change
+of the serving stack (a kernel, driver or quantisation upgrade) so the engine canaries can be
+shown to catch one. When off it costs one global read per attention call.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+ENV_VAR = "VIGIL_TEST_ATTENTION_SCALE_FAULT"
+
+
+def _parse(value: str | None) -> tuple[int, float] | None:
+    if not value:
+        return None
+    layer, factor = value.split(":")
+    return int(layer), float(factor)
+
+
+_fault: tuple[int, float] | None = _parse(os.environ.get(ENV_VAR))
+
+
+def set_scale_fault(layer: int | None, factor: float = 1.0) -> None:
+    """Multiply layer `layer`'s attention scale by `factor`; `layer=None` turns the fault off."""
+    global _fault
+    _fault = None if layer is None else (int(layer), float(factor))
+
+
+def layer_of(k_cache: torch.Tensor) -> int:
+    """The layer a K (or V) cache view belongs to. The runner's cache is one tensor
+    [layers, 2, blocks, block_size, kv_heads, head_dim] and each layer gets views [i, 0] / [i, 1],
+    so a view's storage offset divided by one layer's K+V size is its layer index."""
+    return k_cache.storage_offset() // (2 * k_cache.numel())
+
+
+def faulted_scale(scale: float, k_cache: torch.Tensor) -> float:
+    fault = _fault
+    if fault is None or layer_of(k_cache) != fault[0]:
+        return scale
+    return scale * fault[1]
