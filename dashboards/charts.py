@@ -159,8 +159,8 @@ def traffic_charts(rows: Sequence[tuple[datetime, float | None, float | None, fl
               "series": [{"label": "logged", "values": counts.astype(float).tolist()},
                          {"label": "weighted", "values": weighted.round(3).tolist()}]}
     charts = [volume]
-    for column, key, title in ((1, "ttft", "Time to first token (ms)"), (2, "tpot", "Time per output token (ms)"),
-                               (3, "latency", "End-to-end latency (ms)")):
+    for column, key, title in ((1, "ttft", "Time to first token"), (2, "tpot", "Time per output token"),
+                               (3, "latency", "End-to-end latency")):
         values = np.array([np.nan if r[column] is None else r[column] for r in rows], dtype=np.float64)
         p50, p95 = bucket_percentiles(idx, values, n, (50.0, 95.0))
         charts.append({"id": key, "title": title, "unit": "ms", "x": edges.tolist(), "runs": links,

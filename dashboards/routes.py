@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from dashboards.alert_routes import build_alert_router
 from dashboards.api import Range, build_api_router
+from dashboards.baselines_page import BaselineOps, build_baselines_router
 from dashboards.overview import overview_context
 from dashboards.templating import STATIC, page
 from vigil.config import Settings
@@ -30,9 +31,11 @@ def static_file(path: str) -> FileResponse:
 
 
 def build_dashboard_router(
-    settings: Settings, session_factory: sessionmaker[Session], viewer: Callable[..., object]
+    settings: Settings, session_factory: sessionmaker[Session], viewer: Callable[..., object],
+    baseline_ops: BaselineOps | None = None,
 ) -> APIRouter:
     router = APIRouter(dependencies=[Depends(viewer)])
+    router.include_router(build_baselines_router(session_factory, viewer, baseline_ops))
     router.include_router(build_api_router(session_factory))
     router.include_router(build_alert_router(settings, session_factory, viewer))
 

@@ -40,7 +40,7 @@
         window.location.href = "/reports/" + run;
       }
     });
-    box.dataset.series = String(series.length - 1);
+    box.dataset.seriesCount = String(series.length - 1);
   }
 
   function load(container) {

@@ -1,0 +1,109 @@
+"""`/baselines`: each baseline's window, size, status and validation verdict, thresholds and
+age; build, validate and activate from the page (admin key). The operations themselves are the
+sidecar's (`sidecar.baselines`), handed in as `BaselineOps` so this package does not import it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import parse_qs, quote
+
+from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from sqlalchemy.orm import Session, sessionmaker
+
+from dashboards.templating import page
+from storage.repositories.baselines import list_baselines
+from storage.types import to_utc
+
+MAX_FORM = 4096
+
+
+@dataclass(frozen=True)
+class BaselineOps:
+    """build(start, end, now) -> id; validate(id, now) -> (valid, reasons); activate(id, now)."""
+
+    build: Callable[[datetime, datetime, datetime], int]
+    validate: Callable[[int, datetime], tuple[bool, list[str]]]
+    activate: Callable[[int, datetime], None]
+
+
+def _thresholds(spec: dict | None) -> list[tuple[str, str, float]]:
+    out = []
+    for test, by_feature in sorted(((spec or {}).get("thresholds") or {}).items()):
+        if isinstance(by_feature, dict):
+            out += [(test, feature, value) for feature, value in sorted(by_feature.items())
+                    if isinstance(value, int | float)]
+    return out
+
+
+def baseline_rows(session: Session, now: datetime) -> list[dict[str, Any]]:
+    rows = []
+    for b in list_baselines(session)[:200]:
+        validation = b.validation or {}
+        reasons = validation.get("reasons") or []
+        rows.append({"id": b.id, "name": b.name, "status": b.status, "num_samples": b.num_samples,
+                     "window": f"{to_utc(b.window_start):%Y-%m-%d %H:%M} → {to_utc(b.window_end):%Y-%m-%d %H:%M}",
+                     "age_s": (now - to_utc(b.created_at)).total_seconds(),
+                     "verdict": ("valid" if validation.get("valid") else "rejected") if validation else "not validated",
+                     "reasons": [str(r) for r in reasons][:5], "thresholds": _thresholds(b.spec)})
+    return rows
+
+
+def _parse_time(value: str, field: str) -> datetime:
+    try:
+        parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise HTTPException(422, f"{field}: not an ISO 8601 time") from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def build_baselines_router(session_factory: sessionmaker[Session], viewer: Callable[..., Any],
+                           ops: BaselineOps | None) -> APIRouter:
+    router = APIRouter()
+
+    def admin(principal: Any = Depends(viewer)) -> Any:
+        if not getattr(principal, "admin", False):
+            raise HTTPException(403, "baseline actions need an admin key (VIGIL_ADMIN_KEYS)")
+        return principal
+
+    @router.get("/baselines", response_class=HTMLResponse)
+    def baselines(message: str | None = None) -> HTMLResponse:
+        with session_factory() as session:
+            rows = baseline_rows(session, datetime.now(UTC))
+        return page("baselines.html", title="Baselines", baselines=rows, actions=ops is not None,
+                    message=(message or "")[:300])
+
+    @router.post("/baselines/{action}")
+    async def act(action: str, request: Request, _: Any = Depends(admin)) -> Response:
+        if ops is None:
+            raise HTTPException(503, "baseline actions are not available in this process")
+        raw = await request.body()
+        if len(raw) > MAX_FORM:
+            raise HTTPException(413, "form too large")
+        form = {k: v[0] for k, v in parse_qs(raw.decode("utf-8", "replace"), max_num_fields=4).items()}
+        now = datetime.now(UTC)
+        try:
+            if action == "build":
+                start, end = _parse_time(form.get("start", ""), "start"), _parse_time(form.get("end", ""), "end")
+                message = f"built baseline {ops.build(start, end, now)} (candidate)"
+            elif action in ("validate", "activate"):
+                try:
+                    baseline_id = int(form.get("id", ""))
+                except ValueError:
+                    raise HTTPException(422, "id: a baseline id") from None
+                if action == "validate":
+                    valid, reasons = ops.validate(baseline_id, now)
+                    message = f"baseline {baseline_id}: " + ("valid" if valid else "rejected: " + "; ".join(reasons))
+                else:
+                    ops.activate(baseline_id, now)
+                    message = f"baseline {baseline_id} is active"
+            else:
+                raise HTTPException(404, f"unknown action {action!r}")
+        except (ValueError, LookupError) as exc:  # BaselineError is a ValueError: a refusal, shown
+            message = f"{action} refused: {exc}"
+        return RedirectResponse("/baselines?message=" + quote(message[:300]), status_code=303)
+
+    return router
