@@ -23,6 +23,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
 from sidecar import job_stats
+from sidecar.leader import SCHEDULER_LOCK, lease_fence
 from vigil.config import Settings
 
 log = logging.getLogger("vigil.sidecar.scheduler")
@@ -105,7 +106,8 @@ def run_scheduled(name: str) -> None:
         started = datetime.now(UTC)
         log.info("job %s started on %s", name, runtime.holder)
         try:
-            result = resolve(spec.target)(runtime.settings, runtime.session_factory, started)
+            with lease_fence(SCHEDULER_LOCK, runtime.holder):  # every commit re-checks the lease
+                result = resolve(spec.target)(runtime.settings, runtime.session_factory, started)
         except Exception:
             log.exception("job %s failed on %s; it runs again at its next interval", name, runtime.holder)
             _tally(name, started, ok=False)
