@@ -7,6 +7,7 @@ from datetime import datetime
 
 from sqlalchemy import (
     JSON,
+    CheckConstraint,
     Float,
     ForeignKey,
     Index,
@@ -56,6 +57,13 @@ class Sample(Base):
     __table_args__ = (
         Index("ix_samples_segment_ts", "segment", "timestamp"),
         Index("ix_samples_tenant_ts", "tenant", "timestamp"),
+        # the record schema's hard bounds (vigil.sample_record.limits); on SQLite migration 0003
+        # makes them triggers (adding a CHECK there means a table rebuild)
+        CheckConstraint("sample_weight > 0 AND sample_weight <= 1000000.0",
+                        name="ck_samples_sample_weight_range"),
+        CheckConstraint("(prompt_tokens IS NULL OR prompt_tokens >= 0) "
+                        "AND (completion_tokens IS NULL OR completion_tokens >= 0)",
+                        name="ck_samples_token_counts"),
     )
 
 
@@ -69,7 +77,10 @@ class Embedding(Base):
     dim: Mapped[int] = mapped_column(Integer)
     vector: Mapped[bytes] = mapped_column(LargeBinary)  # float32, little-endian, `dim` values
 
-    __table_args__ = (UniqueConstraint("sample_id", "field", "model", name="uq_embedding"),)
+    __table_args__ = (
+        UniqueConstraint("sample_id", "field", "model", name="uq_embedding"),
+        Index("ix_embeddings_model_dim", "model", "dim"),  # one model's vectors; its dimension
+    )
 
 
 class EvalScore(Base):

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from storage.models import Embedding, Sample
 from storage.records import bytes_to_vector, vector_to_bytes
 from storage.repositories._sql import chunked, insert_ignore
+from storage.repositories.client_embeddings import is_client_model
 from storage.repositories.samples import samples_lacking, window_filter
 
 FIELDS = ("prompt", "response")
@@ -32,11 +33,14 @@ class EmbeddingRow:
 def store_embeddings(session: Session, rows: Iterable[EmbeddingRow]) -> int:
     """Store vectors as little-endian float32 bytes with their dim and model name; idempotent on
     (sample_id, field, model): an existing vector is kept. Returns how many rows were new.
-    Raises ValueError on a bad field or a non-1-D/non-finite vector. Does not commit."""
+    Raises ValueError on a bad field, a non-1-D/non-finite vector or a `client:` model name
+    (those hold only vectors that came inside records). Does not commit."""
     values = []
     for row in rows:
         if row.field not in FIELDS:
             raise ValueError(f"field must be one of {FIELDS}, got {row.field!r}")
+        if is_client_model(row.model):
+            raise ValueError(f"model {row.model!r}: client: names are reserved for record vectors")
         data, dim = vector_to_bytes(row.vector)
         values.append(
             {"sample_id": row.sample_id, "field": row.field, "model": row.model,

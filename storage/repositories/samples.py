@@ -21,6 +21,7 @@ from storage.records import (
     vector_to_bytes,
 )
 from storage.repositories._sql import chunked, insert_ignore
+from storage.repositories.client_embeddings import check_client_dimensions
 from storage.types import to_utc, utcnow
 
 SEGMENT_KEYS = ("segment", "tenant", "prompt_version", "model_version")
@@ -82,14 +83,15 @@ def insert_samples(
     """Insert records (dicts in the sample record shape, or already parsed) with their eval scores and
     embeddings; idempotent on `id` (ON CONFLICT DO NOTHING on both backends; a repeated id in
     one call keeps the first). Returns how many samples were new (exact unless another session
-    inserts the same id concurrently). Raises RecordError on a bad
-    dict (nothing is inserted then). Does not commit."""
+    inserts the same id concurrently). Raises RecordError on a bad dict or a vector whose
+    dimension differs from its `client:` model's (nothing is inserted then). Does not commit."""
     parsed: dict[str, ParsedSample] = {}
     for record in records:
         item = record if isinstance(record, ParsedSample) else sample_from_record(record, source=source)
         parsed.setdefault(item.id, item)
     if not parsed:
         return 0
+    check_client_dimensions(session, parsed.values())
     ingested_at = now or utcnow()
     # which ids exist already: one indexed SELECT per chunk. (INSERT ... RETURNING would say it
     # too, but psycopg re-parses the huge multi-row statement client-side: 4x slower on PG.)
