@@ -19,6 +19,7 @@ COMMANDS = {
     "db": "vigil.db_cli:db_command",
     "baseline": "vigil.baseline_cli:baseline_command",
     "report": "vigil.report_cli:report_command",
+    "canary": "vigil.canary_cli:canary_command",
     "doctor": "vigil.doctor:doctor_command",
     "schema": "vigil.schema_cli:schema_command",
 }
@@ -59,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     report = sub.add_parser("report", help="run the drift job once and write the HTML report")
     report.add_argument("--hours", type=float, default=1.0, help="window length ending now")
+
+    canary = sub.add_parser("canary", help="engine canaries: calibrate a baseline, or run one comparison")
+    canary.add_argument("action", choices=["baseline", "run"])
 
     doctor = sub.add_parser("doctor", help="print what this machine has (Python, torch, models, PostgreSQL, Chromium, GPU)")
     doctor.add_argument("--fix", action="store_true",

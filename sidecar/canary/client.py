@@ -26,12 +26,13 @@ class ProbeFailed(RuntimeError):
 
 class CanaryClient:
     def __init__(self, engine_url: str, model: str, *, api_key: str | None, seed: int,
-                 timeout_s: float = 300.0) -> None:
+                 timeout_s: float = 300.0, transport: httpx.BaseTransport | None = None) -> None:
         headers = {INTERNAL_HEADER: INTERNAL_VALUE}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
         self.model, self.seed = model, seed
-        self.http = httpx.Client(base_url=engine_url.rstrip("/"), headers=headers, timeout=timeout_s)
+        self.http = httpx.Client(base_url=engine_url.rstrip("/"), headers=headers, timeout=timeout_s,
+                                 transport=transport)
 
     def close(self) -> None:
         self.http.close()

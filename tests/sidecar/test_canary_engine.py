@@ -223,3 +223,29 @@ def test_healthy_engine_raises_nothing_over_20_runs_alone_and_under_load(
     with factory() as s:
         assert s.scalars(select(Alert)).all() == []
         assert len(s.scalars(select(CanaryRun).where(CanaryRun.status == "ok")).all()) == 20
+
+
+def test_cli_baseline_then_run_and_exit_codes(engine_server, tmp_path, probes_file, monkeypatch, capsys):
+    from vigil.cli import main
+    from vigil.config import get_settings
+
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    for name, value in {"VIGIL_DATABASE_URL": url, "VIGIL_ENGINE_URL": engine_server.url,
+                        "VIGIL_API_KEYS": json.dumps([API_KEY]),
+                        "VIGIL_CANARY_PROBES_PATH": str(probes_file)}.items():
+        monkeypatch.setenv(name, value)
+    get_settings.cache_clear()
+    try:
+        assert main(["canary", "run"]) == 1  # nothing to compare with yet
+        assert "no canary baseline" in capsys.readouterr().err
+        assert main(["canary", "baseline"]) == 0
+        shown = json.loads(capsys.readouterr().out)
+        assert set(shown["tolerances"]) == {"chat-short", "tokens-past-block", "reference"}
+        assert shown["noise"]["reference"]["batch_runs"] == 2
+        assert main(["canary", "run"]) == 0
+        assert json.loads(capsys.readouterr().out)["status"] == "ok"
+        set_scale_fault(5, 1.05)
+        assert main(["canary", "run"]) == 3
+        assert json.loads(capsys.readouterr().out)["status"] == "mismatch"
+    finally:
+        get_settings.cache_clear()
