@@ -66,6 +66,9 @@ class Settings(BaseSettings):
     api_keys: list[str] = Field(default_factory=lambda: [DEFAULT_DEV_API_KEY])
     drain_grace_s: float = Field(30.0, ge=0)
     torch_threads: int | None = Field(None, gt=0)
+    # "separate": the engine core (scheduler, KV cache, model) runs in its own process and talks
+    # to the API server over ZeroMQ; "inprocess": a thread of the API server (tests, debugging)
+    engine_process: Literal["separate", "inprocess"] = "inprocess"
 
     # sampling of traffic into storage
     sample_rate: float = Field(0.10, ge=0.0, le=1.0)

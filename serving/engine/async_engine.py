@@ -1,9 +1,13 @@
 """`AsyncLLMEngine`: the engine loop in its own thread, streams to asyncio callers.
 
 The event loop never runs model code: `generate()` validates, posts the request to the loop
-thread's inbox and awaits an asyncio.Queue the loop thread feeds through
-`call_soon_threadsafe`. If the caller stops iterating (client gone, task cancelled) the request
-is aborted and its KV blocks freed.
+thread's inbox and awaits an `OutputSlot` the loop thread feeds through `call_soon_threadsafe`
+(one call per event loop per step). A slot holds one output: a reader that falls behind gets
+the newest, with the deltas it missed folded in. If the caller stops iterating (client gone,
+task cancelled) the request is aborted and its KV blocks freed.
+
+This is the in-process engine (`VIGIL_ENGINE_PROCESS=inprocess`); `core_client.EngineCoreClient`
+runs the same engine in its own process.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from serving.engine.llm_engine import LLMEngine
+from serving.engine.output_slot import OutputSlot
 from serving.outputs import EngineStats, RequestOutput
 from serving.sampling_params import SamplingParams
 
@@ -31,10 +36,12 @@ class EngineNotRunningError(RuntimeError):
 @dataclass
 class _Stream:
     loop: asyncio.AbstractEventLoop
-    queue: asyncio.Queue
+    slot: OutputSlot
 
 
 class AsyncLLMEngine:
+    coalesces_outputs = True  # a slow reader gets the newest output, never a queue
+
     def __init__(self, engine: LLMEngine, idle_poll_s: float = 0.05):
         self.engine = engine
         self.idle_poll_s = idle_poll_s
@@ -105,14 +112,14 @@ class AsyncLLMEngine:
             if request_id in self._streams:
                 raise ValueError(f"request id {request_id!r} is already in use")
             self.engine.validate_request(request_id, prompt_token_ids, params)
-            stream = _Stream(asyncio.get_running_loop(), asyncio.Queue())
+            stream = _Stream(asyncio.get_running_loop(), OutputSlot())
             self._streams[request_id] = stream
             self._inbox.append(("add", request_id, list(prompt_token_ids), params, prompt, time.monotonic()))
         self._wake.set()
         finished = False
         try:
             while True:
-                item = await stream.queue.get()
+                item = await stream.slot.get()
                 if isinstance(item, BaseException):
                     finished = True
                     raise item
@@ -168,8 +175,7 @@ class AsyncLLMEngine:
                     log.exception("engine step failed; aborting the requests in flight")
                     self._fail_all(exc)
                     outputs = []
-                for out in outputs:
-                    self._deliver(out.request_id, out, out.finished)
+                self._deliver_step(outputs)
                 self._stats = self.engine.stats()
             else:
                 self._busy = False
@@ -213,4 +219,22 @@ class AsyncLLMEngine:
         if stream is not None:
             # RuntimeError: the caller's event loop is closed, nobody is listening
             with contextlib.suppress(RuntimeError):
-                stream.loop.call_soon_threadsafe(stream.queue.put_nowait, item)
+                stream.loop.call_soon_threadsafe(stream.slot.put, item)
+
+    def _deliver_step(self, outputs: list[RequestOutput]) -> None:
+        """A step's outputs, handed to each event loop in one call."""
+        per_loop: dict[asyncio.AbstractEventLoop, list] = {}
+        with self._lock:
+            for out in outputs:
+                rid = out.request_id
+                stream = self._streams.pop(rid, None) if out.finished else self._streams.get(rid)
+                if stream is not None:
+                    per_loop.setdefault(stream.loop, []).append((stream.slot, out))
+        for loop, items in per_loop.items():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(put_all, items)
+
+
+def put_all(items: list[tuple[OutputSlot, RequestOutput | BaseException]]) -> None:
+    for slot, item in items:
+        slot.put(item)

@@ -29,10 +29,28 @@ log = logging.getLogger(__name__)
 
 
 def load_engine(settings: Settings) -> Any:
-    """Build the paged-KV engine and its asyncio front (blocking: call off the event loop)."""
-    from serving.engine import AsyncLLMEngine, LLMEngine
+    """Build and start the paged-KV engine and its asyncio front (blocking: call off the event
+    loop): its own process (`engine_process="separate"`) or a thread of this one."""
+    from serving.engine import AsyncLLMEngine, EngineConfig, LLMEngine
 
-    return AsyncLLMEngine(LLMEngine.from_settings(settings))
+    if settings.engine_process == "separate":
+        from serving.engine.core_client import EngineCoreClient
+
+        engine = EngineCoreClient(EngineConfig.from_settings(settings))
+    else:
+        engine = AsyncLLMEngine(LLMEngine.from_settings(settings))
+    engine.start()
+    return engine
+
+
+def follow_engine_health(state: ServerState, up: bool) -> None:
+    """The engine core died (/health 503, new requests 503) or is back after a restart."""
+    if not up and state.phase is Phase.READY:
+        state.phase = Phase.RECOVERING
+        log.error("engine core down: /health answers 503 until it is back")
+    elif up and state.phase is Phase.RECOVERING:
+        state.phase = Phase.READY
+        log.warning("engine core back: serving again")
 
 
 def open_writer(settings: Settings) -> Any:
@@ -65,18 +83,25 @@ def create_app(
     state.metrics = ServerMetrics(settings.model_name, state.engine_stats, state.sample_counters,
                                   max_model_len=settings.max_model_len)
 
+    def on_engine_health(up: bool) -> None:
+        follow_engine_health(state, up)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         loader = None
         if state.engine is None:
-            loader = asyncio.create_task(_load(state))
+            loader = asyncio.create_task(_load(state, on_engine_health))
         else:
             state.phase = Phase.READY
+            _listen(state.engine, on_engine_health)
         try:
             yield
         finally:
             if loader is not None and not loader.done():
                 loader.cancel()
+            remove = getattr(state.engine, "remove_health_listener", None)
+            if remove is not None:
+                remove(on_engine_health)
             await close_resources(state)
 
     app = FastAPI(title="Vigil", version="0.1.0", lifespan=lifespan,
@@ -92,10 +117,16 @@ def create_app(
     return app
 
 
-async def _load(state: ServerState) -> None:
+def _listen(engine: Any, listener) -> None:
+    add = getattr(engine, "add_health_listener", None)  # only a separate engine core has one
+    if add is not None:
+        add(listener)
+
+
+async def _load(state: ServerState, on_engine_health) -> None:
     try:
         engine = await asyncio.to_thread(load_engine, state.settings)
-        engine.start()
+        _listen(engine, on_engine_health)
     except Exception as exc:
         log.exception("could not load the model")
         state.phase, state.load_error = Phase.FAILED, f"{type(exc).__name__}: {exc}"

@@ -34,6 +34,8 @@ def ensure_accepting(state: ServerState, model: str) -> None:
     if state.phase is Phase.DRAINING or state.phase is Phase.STOPPED:
         raise APIError("the server is shutting down; retry on another replica", status=503,
                        code="server_draining")
+    if state.phase is Phase.RECOVERING:
+        raise APIError("the engine is restarting; retry shortly", status=503, code="engine_restarting")
     if state.phase is not Phase.READY or state.engine is None:
         failed = state.phase is Phase.FAILED  # the reason is in the server log, not for clients
         raise APIError("the model could not be loaded" if failed else "the model is not loaded yet",
@@ -86,9 +88,11 @@ async def generate(
 ) -> AsyncIterator[RequestOutput]:
     """Stream one engine request; on finish (or abort) record metrics and hand it to the sampler."""
     state.inflight.add(request_id)
-    # the engine's stream drained as fast as it produces, newest output kept: a stalled
-    # client holds one output, not every step's
-    stream = latest_only(state.engine.generate(request_id, token_ids, params, prompt=prompt))
+    # a stalled client holds one output, not every step's: Vigil's engines coalesce at the
+    # source; any other engine's stream is drained here at its own speed, newest output kept
+    stream = state.engine.generate(request_id, token_ids, params, prompt=prompt)
+    if not getattr(state.engine, "coalesces_outputs", False):
+        stream = latest_only(stream)
     last: RequestOutput | None = None
     last_token_at: float | None = None
     try:
@@ -114,14 +118,18 @@ async def generate(
 
 
 async def _mapped_errors(stream: AsyncIterator[RequestOutput]) -> AsyncIterator[RequestOutput]:
-    """The engine's refusals as API errors: a bad request is a 400, a stopped engine a 503."""
+    """The engine's refusals as API errors: a bad request is a 400, a stopped engine a 503, an
+    engine core that died under the request a 500."""
     from serving.engine.async_engine import EngineNotRunningError
+    from serving.engine.core_client import EngineDeadError
 
     try:
         async for out in stream:
             yield out
     except EngineNotRunningError as exc:
         raise APIError(str(exc), status=503, code="engine_not_running") from None
+    except EngineDeadError as exc:
+        raise APIError(str(exc), status=500, code="engine_dead") from None
     except ValueError as exc:
         raise APIError(str(exc)) from None
 

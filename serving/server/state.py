@@ -16,6 +16,7 @@ from vigil.config import Settings
 class Phase(enum.Enum):
     LOADING = "loading"  # the model is being loaded: /health 503, /v1 503
     READY = "ready"
+    RECOVERING = "recovering"  # the engine-core process died and is being restarted: 503
     DRAINING = "draining"  # SIGTERM seen: in-flight requests finish, new ones get 503
     STOPPED = "stopped"
     FAILED = "failed"  # the model could not be loaded

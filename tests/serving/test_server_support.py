@@ -35,7 +35,8 @@ def make_settings(**overrides):
 
 
 def new_engine(**overrides):
-    """A started AsyncLLMEngine over the session's SmolLM2 weights (loaded once)."""
+    """A started engine over SmolLM2: AsyncLLMEngine over the session's weights (loaded once),
+    or, with VIGIL_ENGINE_PROCESS=separate, an engine-core process behind EngineCoreClient."""
     global _loaded
     import torch
 
@@ -43,9 +44,16 @@ def new_engine(**overrides):
     from serving.loader import load_model_files
 
     torch.set_num_threads(1)  # other engineers' tests share the 2 cores
+    settings = make_settings(**overrides)
+    config = EngineConfig.from_settings(settings)
+    if settings.engine_process == "separate":
+        from serving.engine.core_client import EngineCoreClient
+
+        engine = EngineCoreClient(config)
+        engine.start()
+        return engine
     if _loaded is None:
         _loaded = load_model_files()
-    config = EngineConfig.from_settings(make_settings(**overrides))
     engine = AsyncLLMEngine(LLMEngine(config, loaded=_loaded))
     engine.start()
     return engine

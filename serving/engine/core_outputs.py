@@ -1,0 +1,58 @@
+"""The engine-core process's output side: token ids only, no text.
+
+`TokenDeltaProcessor` stands in for the engine's OutputProcessor with no tokenizer, so finish
+conditions that need no text (EOS, stop token ids, max_tokens, context length) are decided
+here, and per request it builds a `RequestDelta` of what was sampled since the last one.
+Detokenization and stop strings happen in the API process (`serving/engine/frontend_outputs.py`).
+"""
+
+from __future__ import annotations
+
+import time
+
+from serving.engine.messages import RequestDelta, SeqDelta
+from serving.engine.output_processor import OutputProcessor
+from serving.engine.request import Request, Sequence
+
+
+class TokenDeltaProcessor(OutputProcessor):
+    def __init__(self, eos_token_ids: list[int], max_model_len: int):
+        super().__init__(None, eos_token_ids, max_model_len)
+        self._sent: dict[int, int] = {}  # seq_id -> generated tokens already sent
+
+    def request_output(self, req: Request) -> RequestDelta:  # type: ignore[override]
+        """Called by LLMEngine.step() for every request that advanced, and by abort()."""
+        finished = req.is_finished
+        m = req.metrics
+        if finished and m.finished_time is None:
+            m.finished_time = time.monotonic()
+        seqs = req.seqs if len(req.seqs) == 1 else sorted(req.seqs, key=lambda s: s.index)
+        delta = RequestDelta(
+            request_id=req.request_id, seqs=[self._seq_delta(s) for s in seqs], finished=finished,
+            first_scheduled_time=m.first_scheduled_time, first_token_time=m.first_token_time,
+            last_token_time=m.last_token_time, finished_time=m.finished_time,
+            num_preemptions=m.num_preemptions, num_cached_prompt_tokens=m.num_cached_prompt_tokens,
+        )
+        if finished:
+            k = req.params.prompt_logprobs
+            if k is not None and len(req.prompt_logprob_rows) >= len(req.prompt_token_ids) - 1:
+                delta.prompt_logprobs = [(int(t), float(lp), [(int(a), float(b)) for a, b in top[:k]])
+                                         for t, lp, top in req.prompt_logprob_rows]
+            for s in req.seqs:
+                self._sent.pop(s.seq_id, None)
+        return delta
+
+    def _seq_delta(self, seq: Sequence) -> SeqDelta:
+        start = self._sent.get(seq.seq_id, 0)
+        end = len(seq.logprobs)
+        self._sent[seq.seq_id] = end
+        base = seq.num_prompt_tokens
+        top = None
+        if seq.request.params.logprobs is not None:
+            top = [[(t, lp) for t, _, lp in entry.top] for entry in seq.token_logprobs[start:end]]
+        stop = seq.stop_reason if isinstance(seq.stop_reason, int) else None
+        return SeqDelta(
+            index=seq.index, token_ids=seq.token_ids[base + start : base + end],
+            logprobs=seq.logprobs[start:end], entropies=seq.entropies[start:end], top=top,
+            finish_reason=seq.finish_reason, stop_reason=stop,
+        )
