@@ -75,7 +75,7 @@ def deliver_due(
     now = to_utc(now) if now is not None else utcnow()
     rng = rng or random.Random()
     # the lease must outlast the sends of the whole batch, or another worker re-sends them
-    lease = timedelta(seconds=limit * settings.delivery_timeout_s * 1.5 + 60)
+    lease = timedelta(seconds=limit * (settings.delivery_deadline_s + settings.delivery_timeout_s) + 60)
     claimed = _claim(session_factory, now=now, lease_until=now + lease, limit=limit)
     stats = DeliveryStats(claimed=len(claimed))
     started = time.monotonic()
@@ -136,6 +136,30 @@ def _claim(session_factory, *, now: datetime, lease_until: datetime, limit: int)
     return sorted((_Claimed(*row) for row in rows), key=lambda c: c.id)
 
 
+class DeadlineExceeded(httpx.TimeoutException):
+    """The whole call (connect to last byte read) ran past `delivery_deadline_s`."""
+
+
+def _post_bounded(
+    client: httpx.Client, url: str, body: bytes, headers: dict[str, str], settings: Settings
+) -> tuple[httpx.Response, str]:
+    """POST and read at most `delivery_max_response_bytes` of the reply within
+    `delivery_deadline_s` in total: a receiver that drips or floods its answer cannot hold the
+    worker (each single read is still bounded by `delivery_timeout_s`)."""
+    started = time.monotonic()
+    deadline = settings.delivery_deadline_s
+    timeout = min(settings.delivery_timeout_s, deadline)
+    with client.stream("POST", url, content=body, headers=headers, timeout=timeout) as response:
+        kept = bytearray()
+        for chunk in response.iter_raw():
+            if time.monotonic() - started > deadline:
+                raise DeadlineExceeded(f"no complete reply within {deadline:g} s")
+            kept += chunk[: settings.delivery_max_response_bytes - len(kept)]
+            if len(kept) >= settings.delivery_max_response_bytes:
+                break  # enough to report; the rest is never read
+    return response, kept.decode("utf-8", "replace")
+
+
 def _send(
     client: httpx.Client, row: _Claimed, *, now: datetime, settings: Settings, rng: random.Random
 ) -> tuple[str, str | None, float]:
@@ -151,9 +175,7 @@ def _send(
         rng=rng,
     )
     try:
-        response = client.post(
-            row.target, content=body, headers=headers, timeout=settings.delivery_timeout_s
-        )
+        response, reply = _post_bounded(client, row.target, body, headers, settings)
     except httpx.HTTPError as exc:  # refused, reset, timed out, DNS, bad URL, ...
         error = f"{type(exc).__name__}: {exc}"
     except Exception as exc:  # never let one bad row stop the worker
@@ -162,7 +184,7 @@ def _send(
     else:
         if response.is_success:
             return "delivered", None, 0.0
-        error = f"HTTP {response.status_code}: {response.text[:200]}"
+        error = f"HTTP {response.status_code}: {reply[:200]}"
         if 400 <= response.status_code < 500 and response.status_code not in RETRYABLE_4XX:
             return "dead", f"permanent client error, not retried: {error}"[:ERROR_MAX_CHARS], 0.0
         wanted = retry_after_s(response.headers.get("Retry-After"))

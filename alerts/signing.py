@@ -2,8 +2,13 @@
 
 Every delivery carries
     X-Vigil-Timestamp: 1764414000                 (unix seconds when this attempt was signed)
-    X-Vigil-Signature: v1=<hex hmac-sha256>       (comma-separated when several secrets sign)
+    X-Vigil-Signature: v1=<hex>,v2=<hex>          (v2 also covers the Idempotency-Key)
     Idempotency-Key:   vigil-...                  (the same on every retry of one notification)
+
+v1 = HMAC-SHA256 over "{timestamp}.{body}"; v2 = HMAC-SHA256 over "{timestamp}.{key}.{body}"
+with key = the Idempotency-Key. `verify` requires v2 by default: with v1 alone, someone who
+captured a request could resend it under a fresh Idempotency-Key and slip past the receiver's
+dedupe within the tolerance window.
 
 A receiver verifies like this (Python; any language with HMAC-SHA256 works the same way):
 
@@ -31,6 +36,7 @@ TIMESTAMP_HEADER = "X-Vigil-Timestamp"
 SIGNATURE_HEADER = "X-Vigil-Signature"
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 SCHEME = "v1"
+KEYED_SCHEME = "v2"
 DEFAULT_TOLERANCE_S = 300
 
 
@@ -44,13 +50,19 @@ def sign(body: bytes, secret: str, timestamp: int) -> str:
     return f"{SCHEME}={mac.hexdigest()}"
 
 
+def sign_keyed(body: bytes, secret: str, timestamp: int, idempotency_key: str) -> str:
+    """`v2=<hex>`: the signature that binds the Idempotency-Key to the body and timestamp."""
+    signed = f"{int(timestamp)}.{idempotency_key}.".encode() + body
+    return f"{KEYED_SCHEME}={hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()}"
+
+
 def signed_headers(
     body: bytes, secret: str, timestamp: int, idempotency_key: str
 ) -> dict[str, str]:
     return {
         "Content-Type": "application/json",
         TIMESTAMP_HEADER: str(int(timestamp)),
-        SIGNATURE_HEADER: sign(body, secret, timestamp),
+        SIGNATURE_HEADER: f"{sign(body, secret, timestamp)},{sign_keyed(body, secret, timestamp, idempotency_key)}",
         IDEMPOTENCY_HEADER: idempotency_key,
         "User-Agent": "vigil-alerts/1",
     }
@@ -71,12 +83,14 @@ def verify(
     tolerance_s: float = DEFAULT_TOLERANCE_S,
     *,
     now: float | None = None,
+    require_key_signature: bool = True,
 ) -> int:
     """Check a delivery's signature and freshness; return its timestamp or raise SignatureError.
 
     `secret` may be several secrets (rotation): any one valid signature is enough.
     `now` is unix seconds (default: the wall clock); timestamps more than `tolerance_s` away from
-    it, in either direction, are rejected as replays (or clock skew).
+    it, in either direction, are rejected as replays (or clock skew). A v2 signature (covering
+    the Idempotency-Key) is required unless `require_key_signature=False` (v1-only senders).
     """
     raw_ts = _header(headers, TIMESTAMP_HEADER)
     raw_sig = _header(headers, SIGNATURE_HEADER)
@@ -95,11 +109,26 @@ def verify(
             f"{tolerance_s:g} s window (stale or replayed request)"
         )
     secrets = [secret] if isinstance(secret, str) else list(secret)
-    offered = [part.strip() for part in raw_sig.split(",") if part.strip().startswith(f"{SCHEME}=")]
-    if not offered:
+    parts = [part.strip() for part in raw_sig.split(",")]
+    keyed = [p for p in parts if p.startswith(f"{KEYED_SCHEME}=")]
+    plain = [p for p in parts if p.startswith(f"{SCHEME}=")]
+    if keyed:
+        key = _header(headers, IDEMPOTENCY_HEADER)
+        if key is None:
+            raise SignatureError(f"missing {IDEMPOTENCY_HEADER} header (signed by {KEYED_SCHEME})")
+        for candidate in secrets:
+            expected = sign_keyed(body, candidate, timestamp, key)
+            if any(hmac.compare_digest(expected, sig) for sig in keyed):
+                return timestamp
+        raise SignatureError("signature mismatch: the body, timestamp, Idempotency-Key or secret differs")
+    if require_key_signature:
+        raise SignatureError(
+            f"{SIGNATURE_HEADER} has no {KEYED_SCHEME}= signature (the Idempotency-Key is unsigned)"
+        )
+    if not plain:
         raise SignatureError(f"{SIGNATURE_HEADER} has no {SCHEME}= signature")
     for candidate in secrets:
         expected = sign(body, candidate, timestamp)
-        if any(hmac.compare_digest(expected, sig) for sig in offered):
+        if any(hmac.compare_digest(expected, sig) for sig in plain):
             return timestamp
     raise SignatureError("signature mismatch: the body, timestamp or secret differs")

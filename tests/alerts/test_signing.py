@@ -20,7 +20,8 @@ def test_signature_is_hmac_sha256_of_timestamp_dot_body():
     assert sign(BODY, SECRET, TS) == "v1=" + expected
     headers = signed_headers(BODY, SECRET, TS, "vigil-a7-trigger-1-abc")
     assert headers["X-Vigil-Timestamp"] == "1764417600"
-    assert headers["X-Vigil-Signature"] == "v1=" + expected
+    keyed = hmac.new(SECRET.encode(), b"1764417600.vigil-a7-trigger-1-abc." + BODY, hashlib.sha256).hexdigest()
+    assert headers["X-Vigil-Signature"] == f"v1={expected},v2={keyed}"
     assert headers["Idempotency-Key"] == "vigil-a7-trigger-1-abc"
 
 
@@ -36,8 +37,9 @@ def test_verify_accepts_authentic_request_with_any_header_case():
     [
         (lambda b, h: (b.replace(b"high", b"low"), h), "signature mismatch"),
         (lambda b, h: (b, {**h, "X-Vigil-Timestamp": str(TS + 1)}), "signature mismatch"),
-        (lambda b, h: (b, {**h, "X-Vigil-Signature": "v1=" + "0" * 64}), "signature mismatch"),
-        (lambda b, h: (b, {**h, "X-Vigil-Signature": "sha1=abc"}), "no v1= signature"),
+        (lambda b, h: (b, {**h, "X-Vigil-Signature": "v2=" + "0" * 64}), "signature mismatch"),
+        (lambda b, h: (b, {**h, "X-Vigil-Signature": "sha1=abc"}), "no v2= signature"),
+        (lambda b, h: (b, {**h, "Idempotency-Key": "k-fresh"}), "signature mismatch"),
         (
             lambda b, h: (b, {k: v for k, v in h.items() if k != "X-Vigil-Signature"}),
             "missing X-Vigil-Signature",
