@@ -2,6 +2,7 @@
 
 The sidecar calls:
     raise_alerts(session, proposed, run_id=, now=, settings=)   # in the drift job's transaction
+    raise_condition(session, rule_id, segment, evidence, healthy=, now=, settings=)  # monitors
     DeliveryWorker(session_factory, settings=).start() / .stop()  # sends the outbox
     list_alerts / get_alert / deliveries_for_alert / resolve_alert   # pages and API
     list_dead_letters / retry_dead / outbox_counts                  # dead-letter view
@@ -14,7 +15,6 @@ from alerts.delivery import (
     outbox_counts,
     retry_dead,
 )
-from alerts.evaluate import evaluate_results
 from alerts.payloads import alert_document, alert_url, build_payload, encode_body, report_url
 from alerts.proposal import KINDS, SEVERITIES, Proposal, ProposalError, coerce_proposal
 from alerts.rules import RulesError, RuleSet, Target, load_rules, parse_rules
@@ -24,6 +24,7 @@ from alerts.service import (
     get_alert,
     list_alerts,
     raise_alerts,
+    raise_condition,
     resolve_alert,
 )
 from alerts.signing import SignatureError, sign, signed_headers, verify
@@ -48,7 +49,6 @@ __all__ = [
     "deliver_due",
     "deliveries_for_alert",
     "encode_body",
-    "evaluate_results",
     "get_alert",
     "list_alerts",
     "list_dead_letters",
@@ -56,6 +56,7 @@ __all__ = [
     "outbox_counts",
     "parse_rules",
     "raise_alerts",
+    "raise_condition",
     "report_url",
     "resolve_alert",
     "retry_dead",

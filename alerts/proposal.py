@@ -2,7 +2,8 @@
 
 The drift job hands over `ProposedAlert(severity, rule, kind, segment, summary, evidence)`
 objects; `alerts` does not import `drift` (arrows point one way), so anything with those
-attributes — or a dict with those keys — is accepted and normalised into `Proposal`.
+attributes — or a dict with those keys — is accepted and normalised into `Proposal`. Severities
+and kinds are those of the one rules table, `vigil.alert_table`.
 """
 
 from __future__ import annotations
@@ -11,10 +12,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-SEVERITIES = ("review", "moderate", "high", "critical")
-# escalation order: a re-fired alert whose severity rises is notified at once (no cooldown)
-SEVERITY_RANK = {name: rank for rank, name in enumerate(SEVERITIES)}
-KINDS = ("prompt", "model", "eval", "persona", "operational")
+from vigil.alert_table import KINDS, SEVERITIES, SEVERITY_RANK
+
+__all__ = ["ALL_SEGMENTS", "KINDS", "SEVERITIES", "SEVERITY_RANK", "Proposal", "ProposalError",
+           "coerce_proposal"]
+
 ALL_SEGMENTS = "*"
 
 

@@ -2,7 +2,6 @@
 
 File format (every key optional; unknown keys are errors so a typo never passes silently):
 
-    defaults: true            # keep the built-in tiers for raw drift results (issue 6)
     targets:                  # name -> webhook; VIGIL_WEBHOOK_TARGETS form the group "default"
       pager: {url: "https://events.pagerduty.com/v2/enqueue", format: pagerduty,
               routing_key_env: PD_ROUTING_KEY}      # or routing_key: "..."
@@ -20,23 +19,25 @@ File format (every key optional; unknown keys are errors so a typo never passes 
       - match: {rule: "new_cluster*", segment: "tenant=internal"}
         enabled: false        # muted
 
-`match` keys: `rule` (the proposed alert's rule name), `test`, `feature` (a drift result's, or
-the proposal's evidence), `kind`, `segment`. A rule with `test`/`feature` also turns raw drift
-results into proposals (`evaluate_results`).
+`match` keys: `rule` (the proposed alert's rule name, see `vigil.alert_table`), `test`,
+`feature` (a drift result's, or the proposal's evidence), `kind`, `segment`. A rule edits alerts
+the table's rules propose; it never creates alerts of its own.
+
+Anything wrong with the file, from unreadable bytes to a bad value deep inside, is a `RulesError`
+naming the file and the entry at fault.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import reprlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from alerts.proposal import KINDS, SEVERITIES
 from alerts.ruleset import (
     DEFAULT_GROUP,
-    DEFAULT_RULES,
     MATCH_KEYS,
     Decision,
     Match,
@@ -45,6 +46,7 @@ from alerts.ruleset import (
     RuleSet,
     Target,
 )
+from vigil.alert_table import KINDS, SEVERITIES
 from vigil.config import Settings
 
 __all__ = [
@@ -61,7 +63,10 @@ __all__ = [
 FORMATS = ("generic", "slack", "pagerduty")
 RULE_KEYS = {"name", "match", "severity", "kind", "routes", "cooldown_s", "enabled"}
 TARGET_KEYS = {"url", "format", "routing_key", "routing_key_env"}
-TOP_KEYS = {"defaults", "targets", "routes", "rules"}
+TOP_KEYS = {"targets", "routes", "rules"}
+# values quoted in error messages: YAML aliases can nest one list a billion times over
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxdict, _SHORT.maxstring = 3, 4, 4, 60
 
 
 def load_rules(settings: Settings) -> RuleSet:
@@ -74,19 +79,31 @@ def load_rules(settings: Settings) -> RuleSet:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise RulesError(f"alert rules file {path}: cannot read it ({exc.strerror})") from None
-    if path.suffix.lower() == ".json":
-        try:
-            data = json.loads(text)
-        except ValueError as exc:
-            raise RulesError(f"alert rules file {path}: not valid JSON ({exc})") from None
-    else:  # YAML is a superset of JSON: any other suffix is read as YAML
-        import yaml
-
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:  # carries the line and column
-            raise RulesError(f"alert rules file {path}: not valid YAML ({exc})") from None
+    except UnicodeDecodeError as exc:
+        raise RulesError(
+            f"alert rules file {path}: not UTF-8 text ({exc.reason} at byte {exc.start})"
+        ) from None
+    try:
+        data = _decode(text, json_only=path.suffix.lower() == ".json")
+    except ValueError as exc:  # the decoders' errors carry the line and column
+        raise RulesError(f"alert rules file {path}: {exc}") from None
+    except RecursionError:  # both decoders recurse per nesting level
+        raise RulesError(f"alert rules file {path}: nested too deeply") from None
     return parse_rules(data if data is not None else {}, settings, source=str(path))
+
+
+def _decode(text: str, *, json_only: bool) -> Any:
+    if json_only:
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise ValueError(f"not valid JSON ({exc})") from None
+    import yaml  # YAML is a superset of JSON: any other suffix is read as YAML
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ValueError(f"not valid YAML ({exc})") from None
 
 
 def parse_rules(data: Any, settings: Settings, *, source: str = "<rules>") -> RuleSet:
@@ -131,11 +148,6 @@ def parse_rules(data: Any, settings: Settings, *, source: str = "<rules>") -> Ru
     if not isinstance(raw_rules, list):
         raise fail("rules", "expected a list of rules")
     rules = [_parse_rule(i, spec, known, fail) for i, spec in enumerate(raw_rules)]
-    use_defaults = data.get("defaults", True)
-    if not isinstance(use_defaults, bool):
-        raise fail("defaults", f"expected true or false, got {use_defaults!r}")
-    if use_defaults:
-        rules.extend(DEFAULT_RULES)
     return RuleSet(tuple(rules), targets, routes, groups)
 
 
@@ -146,16 +158,20 @@ def _parse_target(name: str, spec: Any, fail) -> Target:
     _no_unknown(spec, TARGET_KEYS, where, fail)
     url = spec.get("url")
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-        raise fail(f"{where}.url", f"{url!r} is not an http(s) URL")
+        raise fail(f"{where}.url", f"{_show(url)} is not an http(s) URL")
     fmt = spec.get("format", "generic")
     if fmt not in FORMATS:
-        raise fail(f"{where}.format", f"{fmt!r} is not one of {', '.join(FORMATS)}")
+        raise fail(f"{where}.format", f"{_show(fmt)} is not one of {', '.join(FORMATS)}")
     key = spec.get("routing_key")
+    if key is not None and not isinstance(key, str):
+        raise fail(f"{where}.routing_key", f"expected a string, got {_show(key)}")
     env = spec.get("routing_key_env")
     if env is not None:
-        key = os.environ.get(str(env))
+        if not isinstance(env, str):
+            raise fail(f"{where}.routing_key_env", f"expected a variable name, got {_show(env)}")
+        key = os.environ.get(env)
         if not key:
-            raise fail(f"{where}.routing_key_env", f"environment variable {env} is not set")
+            raise fail(f"{where}.routing_key_env", f"environment variable {env[:80]} is not set")
     if fmt == "pagerduty" and not key:
         raise fail(where, "a pagerduty target needs `routing_key` or `routing_key_env`")
     return Target(name, url, fmt, key)
@@ -166,9 +182,11 @@ def _parse_rule(index: int, spec: Any, known: set[str], fail) -> Rule:
     if not isinstance(spec, Mapping):
         raise fail(where, "expected a mapping with `match`")
     _no_unknown(spec, RULE_KEYS, where, fail)
-    name = str(spec.get("name") or f"rule_{index}")
-    if len(name) > 64:
-        raise fail(f"{where}.name", "longer than 64 characters")
+    name = spec.get("name") or f"rule_{index}"
+    if not isinstance(name, str) or len(name) > 64:
+        raise fail(
+            f"{where}.name", f"expected a string of at most 64 characters, got {_show(name)}"
+        )
     raw_match = spec.get("match")
     if not isinstance(raw_match, Mapping) or not raw_match:
         raise fail(f"{where}.match", f"expected a non-empty mapping of {', '.join(MATCH_KEYS)}")
@@ -185,10 +203,10 @@ def _parse_rule(index: int, spec: Any, known: set[str], fail) -> Rule:
         patterns[key] = tuple(values)
     severity = spec.get("severity")
     if severity is not None and severity not in SEVERITIES:
-        raise fail(f"{where}.severity", f"{severity!r} is not one of {', '.join(SEVERITIES)}")
+        raise fail(f"{where}.severity", f"{_show(severity)} is not one of {', '.join(SEVERITIES)}")
     kind = spec.get("kind")
     if kind is not None and kind not in KINDS:
-        raise fail(f"{where}.kind", f"{kind!r} is not one of {', '.join(KINDS)}")
+        raise fail(f"{where}.kind", f"{_show(kind)} is not one of {', '.join(KINDS)}")
     routes = spec.get("routes")
     if routes is not None:
         routes = _names(routes, known, f"{where}.routes", fail)
@@ -197,11 +215,11 @@ def _parse_rule(index: int, spec: Any, known: set[str], fail) -> Rule:
         isinstance(cooldown, bool) or not isinstance(cooldown, int) or cooldown < 0
     ):
         raise fail(
-            f"{where}.cooldown_s", f"expected a whole number of seconds >= 0, got {cooldown!r}"
+            f"{where}.cooldown_s", f"expected a whole number of seconds >= 0, got {_show(cooldown)}"
         )
     enabled = spec.get("enabled", True)
     if not isinstance(enabled, bool):
-        raise fail(f"{where}.enabled", f"expected true or false, got {enabled!r}")
+        raise fail(f"{where}.enabled", f"expected true or false, got {_show(enabled)}")
     return Rule(name, Match(**patterns), severity, kind, routes, cooldown, enabled)
 
 
@@ -224,3 +242,7 @@ def _no_unknown(spec: Mapping, allowed: set[str], where: str, fail) -> None:
         raise fail(
             where, f"unknown key(s) {', '.join(extra)}; allowed: {', '.join(sorted(allowed))}"
         )
+
+
+def _show(value: Any) -> str:
+    return _SHORT.repr(value)

@@ -1,5 +1,9 @@
-"""Rule, target and routing dataclasses, the built-in default rules, and `RuleSet`, which decides
-severity, kind, targets and cooldown for one proposal. Read from a file by `alerts.rules`."""
+"""Rule, target and routing dataclasses and `RuleSet`, which decides severity, kind, targets and
+cooldown for one proposal. Read from a file by `alerts.rules`.
+
+These are an operator's edits over proposals. The built-in tiers are not here: every proposal
+already carries its rule's severity and kind from the one rules table (`vigil.alert_table`).
+"""
 
 from __future__ import annotations
 
@@ -47,10 +51,6 @@ class Match:
                 return False
         return True
 
-    @property
-    def reads_results(self) -> bool:
-        return self.test is not None or self.feature is not None
-
 
 @dataclass(frozen=True)
 class Rule:
@@ -61,7 +61,6 @@ class Rule:
     routes: tuple[str, ...] | None = None
     cooldown_s: int | None = None
     enabled: bool = True
-    builtin: bool = False  # a default tier: evaluates raw results, never edits a proposal
 
 
 @dataclass(frozen=True)
@@ -73,43 +72,6 @@ class Decision:
     targets: tuple[Target, ...]
     cooldown_s: int
     rule: Rule | None
-
-
-# issue 6's default tiers, for raw drift results (`evaluate_results`), named as the drift job
-# names them (drift/rules.py) so both produce the same dedupe keys. They never edit the drift
-# job's proposals: those are already tiered by the same defaults
-TOKEN_FEATURES = (
-    "prompt_chars",
-    "prompt_tokens",
-    "completion_tokens",
-    "response_chars",
-    "tools_count",
-)
-DEFAULT_RULES: tuple[Rule, ...] = (
-    Rule(
-        "token_psi",
-        Match(test=("psi",), feature=TOKEN_FEATURES),
-        "moderate",
-        "prompt",
-        builtin=True,
-    ),
-    Rule(
-        "prompt_embedding_mmd",
-        Match(test=("mmd",), feature=("prompt_embedding",)),
-        "high",
-        "prompt",
-        builtin=True,
-    ),
-    Rule(
-        "response_embedding_mmd",
-        Match(test=("mmd",), feature=("response_embedding",)),
-        "high",
-        "model",
-        builtin=True,
-    ),
-    Rule("eval_drop", Match(test=("eval_trend",)), "critical", "eval", builtin=True),
-    Rule("new_cluster", Match(test=("new_cluster",)), "review", "persona", builtin=True),
-)
 
 
 def match_values(
@@ -129,21 +91,14 @@ def match_values(
 
 @dataclass
 class RuleSet:
-    rules: tuple[Rule, ...] = DEFAULT_RULES
+    rules: tuple[Rule, ...] = ()
     targets: dict[str, Target] = field(default_factory=dict)
     routes: dict[str, tuple[str, ...]] = field(default_factory=dict)
     groups: dict[str, tuple[str, ...]] = field(default_factory=dict)  # "default" -> env targets
 
     def rule_for(self, candidates: list[dict[str, Any]]) -> Rule | None:
-        """The first configured (non built-in) rule matching any of `match_values(...)`."""
-        return next(
-            (
-                r
-                for r in self.rules
-                if not r.builtin and any(r.match.matches(v) for v in candidates)
-            ),
-            None,
-        )
+        """The first configured rule matching any of `match_values(...)`."""
+        return next((r for r in self.rules if any(r.match.matches(v) for v in candidates)), None)
 
     def targets_for(self, severity: str, rule: Rule | None = None) -> tuple[Target, ...]:
         names = rule.routes if rule is not None and rule.routes is not None else None

@@ -5,17 +5,18 @@ the same transaction as whatever else the caller does (the drift run's results):
 it commits, or none — a crash can neither lose a notification nor send one for an alert that
 was rolled back (the transactional outbox). The delivery worker sends them after the commit.
 
-Resolution (my choice, documented): with `resolve_absent=True` (default), an open alert of a
-drift kind (prompt, model, eval, persona) whose rule + segment did not fire in this call is
+Resolution follows the one rules table (`vigil.alert_table`): with `resolve_absent=True`
+(default), an open alert of a drift rule whose rule + segment did not fire in this call is
 resolved at once, and its targets get a "resolve" notification (PagerDuty closes the incident).
-Operational alerts (e.g. the baseline refresh reminder) are only resolved by their own job or
-by hand (`resolve_alert`). A rule muted in the rules file counts as not firing.
+Condition rules (the monitor's own health, engine canaries, the baseline reminder) are raised
+and resolved through `raise_condition` by the code that watches them, or by hand
+(`resolve_alert`). A rule muted in the rules file counts as not firing.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -25,14 +26,13 @@ from sqlalchemy.orm import Session
 from alerts.dedupe import dedupe_key, plan_firing
 from alerts.lifecycle import silenced
 from alerts.payloads import build_payload
-from alerts.proposal import SEVERITY_RANK, Proposal, coerce_proposal
+from alerts.proposal import ALL_SEGMENTS, SEVERITY_RANK, Proposal, coerce_proposal
 from alerts.rules import RuleSet, Target, load_rules
 from alerts.ruleset import Decision, match_values
 from storage.models import Alert, Delivery
 from storage.types import to_utc
+from vigil.alert_table import DRIFT_RULE_NAMES, condition_rule
 from vigil.config import Settings
-
-DRIFT_KINDS = ("prompt", "model", "eval", "persona")
 
 
 def raise_alerts(
@@ -44,12 +44,13 @@ def raise_alerts(
     settings: Settings,
     rules: RuleSet | None = None,
     resolve_absent: bool = True,
-    resolve_kinds: Collection[str] = DRIFT_KINDS,
+    resolve_rules: Collection[str] = DRIFT_RULE_NAMES,
 ) -> list[Alert]:
     """Record the proposals as alerts and enqueue their notifications; return the fired alerts.
 
     `proposed`: ProposedAlert-like objects or dicts (severity, rule, kind, segment, summary,
     evidence). All are validated before anything is written (ProposalError names the bad one).
+    With `resolve_absent`, open alerts of `resolve_rules` that did not fire are resolved.
     The caller commits.
     """
     now = to_utc(now)
@@ -108,13 +109,54 @@ def raise_alerts(
     if resolve_absent:
         firing = {a.dedupe_key for a in fired}
         stale = session.scalars(
-            select(Alert).where(Alert.status == "open", Alert.kind.in_(list(resolve_kinds)))
+            select(Alert).where(Alert.status == "open", Alert.rule.in_(sorted(resolve_rules)))
         ).all()
         for alert in stale:
             if alert.dedupe_key not in firing:
                 _resolve(session, alert, now=now, settings=settings, rules=rules)
     session.flush()
     return fired
+
+
+def raise_condition(
+    session: Session,
+    rule_id: str,
+    segment: str = ALL_SEGMENTS,
+    evidence: Mapping[str, Any] | None = None,
+    *,
+    healthy: bool,
+    now: datetime,
+    settings: Settings,
+    summary: str | None = None,
+    rules: RuleSet | None = None,
+) -> Alert | None:
+    """Report the state of one condition rule (`vigil.alert_table`) for one segment.
+
+    Unhealthy: raise its alert through the same tiered path as drift alerts (rules file, dedupe,
+    cooldown, outbox). Healthy: resolve its open alert, if any, with a resolve notification.
+    Returns the alert raised or resolved; None when healthy with nothing open, or when the rules
+    file mutes it. KeyError for a name that is not a condition rule. The caller commits.
+    """
+    rule = condition_rule(rule_id)
+    if not healthy:
+        proposal = {"severity": rule.severity, "rule": rule.name, "kind": rule.kind,
+                    "segment": segment, "summary": summary or f"{rule.description} [{segment}]",
+                    "evidence": dict(evidence or {})}  # fmt: skip
+        fired = raise_alerts(session, [proposal], run_id=None, now=now, settings=settings,
+                             rules=rules, resolve_absent=False)  # fmt: skip
+        return fired[0] if fired else None
+    key = dedupe_key(rule.name, segment)
+    _lock_key(session, key)
+    open_alerts = session.scalars(
+        select(Alert).where(Alert.dedupe_key == key, Alert.status == "open").order_by(Alert.id)
+    ).all()
+    if not open_alerts:
+        return None
+    rules = rules if rules is not None else load_rules(settings)
+    for alert in open_alerts:
+        _resolve(session, alert, now=to_utc(now), settings=settings, rules=rules)
+    session.flush()
+    return open_alerts[-1]
 
 
 def resolve_alert(

@@ -1,67 +1,25 @@
-"""The default alert rules, as data: which drifted result proposes which alert.
+"""The drift job's view of the alert rules table: its drift rules, and overrides from config data.
 
-A rule matches results by test name and feature patterns (fnmatch); all drifted results of one
-rule in one segment become one proposed alert. `alerts/` can load overrides from a config file
-and pass them to `rules_from_dicts` / `merge_rules`: same name replaces a default, and
+The table itself (rules, severities, kinds) is `vigil.alert_table`, shared with `alerts/`; this
+module only picks the rules that read drift results. `rules_from_dicts` / `merge_rules` build a
+custom rule list for `run_drift(rules=...)`: same name replaces a default, and
 `"enabled": false` switches one off.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
-from fnmatch import fnmatch
 from typing import Any
 
-from drift.result import TestResult
+from vigil.alert_table import DRIFT_RULES, Rule
 
-SEVERITIES = ("review", "moderate", "high", "critical")
-KINDS = ("prompt", "model", "eval", "persona", "operational")
-TOKEN_FEATURES = ("prompt_chars", "prompt_tokens", "completion_tokens", "response_chars",
-                  "tools_count")
-LATENCY_FEATURES = ("latency_ms", "ttft_ms", "tpot_ms", "queue_ms")
+DEFAULT_RULES: tuple[Rule, ...] = DRIFT_RULES
 
-
-@dataclass(frozen=True)
-class Rule:
-    name: str
-    test: str
-    features: tuple[str, ...]
-    severity: str
-    kind: str
-    description: str = ""
-    enabled: bool = True
-
-    def matches(self, result: TestResult) -> bool:
-        return (self.enabled and result.test == self.test
-                and any(fnmatch(result.feature, pattern) for pattern in self.features))
-
-
-DEFAULT_RULES: tuple[Rule, ...] = (
-    Rule("token_psi", "psi", TOKEN_FEATURES, "moderate", "prompt",
-         "PSI above threshold on prompt/completion size features"),
-    Rule("prompt_embedding_mmd", "mmd", ("prompt_embedding",), "high", "prompt",
-         "MMD significant on prompt embeddings: what users ask has changed"),
-    Rule("response_embedding_mmd", "mmd", ("response_embedding",), "high", "model",
-         "MMD significant on response embeddings: what the model answers has changed"),
-    Rule("output_stats_psi", "psi", ("mean_logprob", "mean_entropy"), "moderate", "model",
-         "PSI above threshold on the model's token confidence"),
-    Rule("finish_reason_js", "js", ("finish_reason",), "moderate", "model",
-         "finish reasons shifted (e.g. more length cut-offs)"),
-    Rule("tools_js", "js", ("tool",), "moderate", "prompt", "the tools requests name shifted"),
-    Rule("eval_drop", "eval_trend", ("eval_*",), "critical", "eval",
-         "7-day eval score mean dropped > 5 % (significant)"),
-    Rule("new_cluster", "new_cluster", ("*",), "review", "persona",
-         "a new group of embeddings (≥ 10 % of the window) outside every baseline cluster"),
-    Rule("cluster_growth", "cluster_growth", ("*",), "review", "persona",
-         "a small baseline cluster grew significantly"),
-    Rule("latency_psi", "psi", LATENCY_FEATURES, "moderate", "operational",
-         "PSI above threshold on latency, TTFT, TPOT or queue time"),
-)
+__all__ = ["DEFAULT_RULES", "Rule", "merge_rules", "rules_from_dicts"]
 
 
 def rules_from_dicts(items: Iterable[dict[str, Any]]) -> list[Rule]:
-    """Rules from config data; ValueError names the rule and the field at fault."""
+    """Drift rules from config data; ValueError names the rule and the field at fault."""
     out = []
     for i, item in enumerate(items):
         where = f"rule #{i} ({item.get('name', '?')})" if isinstance(item, dict) else f"rule #{i}"
@@ -70,15 +28,15 @@ def rules_from_dicts(items: Iterable[dict[str, Any]]) -> list[Rule]:
         for key in ("name", "test", "severity", "kind"):
             if not isinstance(item.get(key), str) or not item[key]:
                 raise ValueError(f"{where}: '{key}' must be a non-empty string")
-        if item["severity"] not in SEVERITIES:
-            raise ValueError(f"{where}: severity {item['severity']!r} is not one of {SEVERITIES}")
-        if item["kind"] not in KINDS:
-            raise ValueError(f"{where}: kind {item['kind']!r} is not one of {KINDS}")
         features = item.get("features", ["*"])
         if isinstance(features, str) or not all(isinstance(f, str) for f in features):
             raise ValueError(f"{where}: 'features' must be a list of strings")
-        out.append(Rule(item["name"], item["test"], tuple(features), item["severity"], item["kind"],
-                        str(item.get("description", "")), bool(item.get("enabled", True))))
+        try:  # the table's Rule checks severity and kind against the one list of each
+            out.append(Rule(item["name"], item["test"], tuple(features), item["severity"],
+                            item["kind"], str(item.get("description", "")),
+                            bool(item.get("enabled", True))))
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
     return out
 
 

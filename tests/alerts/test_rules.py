@@ -7,7 +7,6 @@ from types import SimpleNamespace
 
 import pytest
 
-from alerts.evaluate import evaluate_results
 from alerts.proposal import ProposalError, coerce_proposal
 from alerts.rules import RulesError, load_rules, parse_rules
 from vigil.config import load_settings
@@ -81,21 +80,17 @@ def test_yaml_rules_route_by_severity_and_override(settings):
     )
 
 
-def test_json_file_and_defaults_without_file(tmp_path):
+def test_json_file_and_no_file(tmp_path):
     path = tmp_path / "rules.json"
-    path.write_text(json.dumps({"routes": {"review": []}, "defaults": False}))
+    path.write_text(json.dumps({"routes": {"review": []}}))
     rules = load_rules(
         load_settings(webhook_targets=["http://127.0.0.1:9/a"], alert_rules_path=path)
     )
     assert rules.rules == () and rules.targets_for("review") == ()
     assert [t.name for t in rules.targets_for("high")] == ["default-1"]
+    # without a file nothing rewrites a proposal: the table's tier it carries holds
     builtin = load_rules(load_settings(alert_rules_path=None))
-    assert {r.name for r in builtin.rules} >= {
-        "token_psi",
-        "response_embedding_mmd",
-        "eval_drop",
-    }
-    # built-in tiers never rewrite a proposal the drift job already tiered
+    assert builtin.rules == ()
     d = builtin.decide(
         prop(severity="high", evidence={"test": "psi", "feature": "prompt_tokens"}), 10
     )
@@ -105,7 +100,8 @@ def test_json_file_and_defaults_without_file(tmp_path):
 @pytest.mark.parametrize(
     "data, message",
     [
-        ({"rule": []}, r"top level: unknown key\(s\) rule; allowed: defaults, routes"),
+        ({"rule": []}, r"top level: unknown key\(s\) rule; allowed: routes, rules, targets"),
+        ({"defaults": True}, r"top level: unknown key\(s\) defaults"),
         (
             {"rules": [{"match": {"test": "psi"}, "severty": "high"}]},
             r"rules\[0\]: unknown key\(s\) severty",
@@ -207,72 +203,3 @@ def test_proposal_objects_and_numpy_evidence_are_accepted():
     p = coerce_proposal(obj)
     assert p.segment == "*" and p.evidence == {"stat": 0.5, "hist": [0, 1, 2], "bad": None}
     json.dumps(p.evidence)
-
-
-def test_evaluate_results_tiers_raw_drift_rows_with_the_default_rules():
-    rules = load_rules(load_settings())
-    rows = [
-        dict(
-            test="psi",
-            feature="prompt_tokens",
-            segment="*",
-            statistic=0.31,
-            p_value=None,
-            threshold=0.25,
-            drifted=True,
-        ),
-        dict(
-            test="psi",
-            feature="prompt_chars",
-            segment="*",
-            statistic=0.28,
-            p_value=None,
-            threshold=0.25,
-            drifted=True,
-        ),
-        dict(
-            test="mmd",
-            feature="response_embedding",
-            segment="tenant=a",
-            statistic=0.02,
-            p_value=0.001,
-            threshold=0.05,
-            drifted=True,
-        ),
-        dict(
-            test="mmd",
-            feature="prompt_embedding",
-            segment="*",
-            statistic=0.0,
-            p_value=0.6,
-            threshold=0.05,
-            drifted=False,
-        ),
-        dict(
-            test="eval_trend",
-            feature="eval_judge",
-            segment="*",
-            statistic=-0.08,
-            p_value=0.01,
-            threshold=0.05,
-            drifted=True,
-            insufficient=True,
-        ),
-        dict(
-            test="ks",
-            feature="latency_ms",
-            segment="*",
-            statistic=0.3,
-            p_value=0.0001,
-            threshold=0.05,
-            drifted=True,
-        ),
-    ]
-    proposals = {(p.rule, p.segment): p for p in evaluate_results(rows, rules)}
-    # ks has no default tier, insufficient data never alerts, undrifted rows never alert
-    assert set(proposals) == {("token_psi", "*"), ("response_embedding_mmd", "tenant=a")}
-    psi = proposals[("token_psi", "*")]
-    assert (psi.severity, psi.kind, psi.evidence["num_results"]) == ("moderate", "prompt", 2)
-    assert "psi(prompt_chars) = 0.28 > 0.25" in psi.summary
-    mmd = proposals[("response_embedding_mmd", "tenant=a")]
-    assert (mmd.severity, mmd.kind) == ("high", "model")

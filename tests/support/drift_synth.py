@@ -12,9 +12,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+# one synthetic drift (make_samples(drift=...)) per kind the drift rules detect
+from vigil.alert_table import DRIFT_KINDS as DRIFT_KINDS
+
 DIM = 16
 WORDS = ["alpha", "beta", "gamma", "delta", "omega", "sigma", "kappa", "lambda", "theta", "zeta"]
-DRIFT_KINDS = ("prompt", "model", "eval", "persona", "operational")
 _CENTRES = np.random.default_rng(424242).normal(size=(5, DIM)) * 3.0  # fixed across draws
 _NEW = np.random.default_rng(777).normal(size=DIM) * 3.0
 
