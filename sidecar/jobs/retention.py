@@ -1,24 +1,54 @@
-"""Retention job (daily): delete samples older than Settings.retention_days.
+"""Retention job (daily): everything that holds prompts, responses or alert context expires
+after Settings.retention_days.
 
-Their embeddings and eval scores go with them (ON DELETE CASCADE); baselines keep their frozen
-copies in `baseline_samples`, which does not reference `samples`.
+- samples older than the cutoff (their embeddings and eval scores go with them, ON DELETE
+  CASCADE);
+- the frozen samples of baselines that were retired or rejected before the cutoff (an active,
+  validated or candidate baseline keeps its copy: it may still be used);
+- HTML drift reports in `report_dir` last written before the cutoff (the pages then say the run
+  has no report);
+- the writer's dead-letter files and corrupt-line copies in `journal_dir` last written before
+  the cutoff (spill segments are never touched: they are pending data).
 """
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from storage.models import Baseline, BaselineSample
 from storage.repositories.samples import delete_samples_older_than
 from vigil.config import Settings
+
+SPENT_BASELINES = ("retired", "rejected")
+REPORT_GLOB = "*.html"
+JOURNAL_SIDE_FILES = ("dead-letter*.jsonl", "corrupt-*.txt")
 
 
 @dataclass(frozen=True)
 class RetentionResult:
     cutoff: datetime
-    deleted: int
+    deleted: int  # samples
+    baseline_samples: int = 0
+    files: int = 0  # reports, dead-letter and corrupt-line files
+
+
+def _remove_older(directory: Path, patterns: tuple[str, ...], cutoff_ts: float) -> int:
+    removed = 0
+    if not directory.is_dir():
+        return 0
+    for pattern in patterns:
+        for path in directory.glob(pattern):
+            with contextlib.suppress(FileNotFoundError):
+                if path.is_file() and path.stat().st_mtime < cutoff_ts:
+                    path.unlink()
+                    removed += 1
+    return removed
 
 
 def run_retention_job(
@@ -27,5 +57,9 @@ def run_retention_job(
     cutoff = now - timedelta(days=settings.retention_days)
     with session_factory() as session:
         deleted = delete_samples_older_than(session, cutoff)
+        spent = select(Baseline.id).where(Baseline.status.in_(SPENT_BASELINES), Baseline.created_at < cutoff)
+        frozen = session.execute(delete(BaselineSample).where(BaselineSample.baseline_id.in_(spent))).rowcount
         session.commit()
-    return RetentionResult(cutoff=cutoff, deleted=deleted)
+    files = _remove_older(Path(settings.report_dir), (REPORT_GLOB,), cutoff.timestamp())
+    files += _remove_older(Path(settings.journal_dir), JOURNAL_SIDE_FILES, cutoff.timestamp())
+    return RetentionResult(cutoff=cutoff, deleted=deleted, baseline_samples=int(frozen or 0), files=files)
