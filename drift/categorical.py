@@ -1,8 +1,11 @@
-"""Chi-square and Jensen–Shannon tests for categorical features (finish reason, tool names).
+"""Chi-square and Jensen–Shannon tests for categorical features (finish reason, tool names),
+and the new-value check for categoricals and segment keys (tenant, model_version, ...).
 
 Levels are frozen with the baseline (`category_levels`): rare reference levels (< MIN_SHARE)
 and levels never seen in the reference fold into OTHER, missing values into MISSING, so the
 contingency table keeps usable expected counts and a brand-new level still shows as a shift.
+The shift alone does not say *what* is new; `new_values_test` does: each value the reference
+never had, with its share of the window ("new model_version m2: 100 % of the window").
 """
 
 from __future__ import annotations
@@ -22,6 +25,9 @@ MISSING = "__missing__"
 MIN_SHARE = 0.01
 MAX_LEVELS = 50
 NOISE_QUANTILE = 0.999
+NEW_VALUE_MIN_SHARE = 0.05  # a new value below this share of the window is noted, not drift
+NEW_VALUE_MIN_COUNT = 10  # ... and so is one seen in fewer rows (a single stray request)
+MAX_LISTED_VALUES = 20
 
 
 def _clean(values: np.ndarray) -> np.ndarray:
@@ -113,6 +119,57 @@ def js_test(
         drifted=bool(value > applied),
         detail={"levels": int(rc.size), "noise_floor": noise,
                 "n_reference": n_ref, "n_current": n_cur},
+    )
+
+
+def _present(values: np.ndarray) -> np.ndarray:
+    """The non-missing values as strings (None/NaN dropped)."""
+    cleaned = _clean(values)
+    return cleaned[cleaned != MISSING]
+
+
+def new_values_test(
+    reference: np.ndarray,
+    current: np.ndarray,
+    *,
+    weights: np.ndarray | None = None,
+    min_share: float = NEW_VALUE_MIN_SHARE,
+    min_count: int = NEW_VALUE_MIN_COUNT,
+) -> TestResult:
+    """Values of the window that the reference never had, by share of the window.
+
+    statistic = the window's share (by `weights`, one per current row, when given) of rows with
+    a new value; drifted when one new value holds >= `min_share` in >= `min_count` rows. The
+    detail lists the new values (largest first; `big` marks those that drift) and the
+    reference's common values the window lacks (`vanished`: chi2/js judge that shift, this only names it)."""
+    cur_all = _clean(current)
+    n_cur = int(cur_all.size)
+    if n_cur == 0:
+        return insufficient("new_category", min_share, len(reference), 0, 1)
+    w = np.ones(n_cur) if weights is None else np.asarray(weights, dtype=np.float64)
+    total = float(w.sum()) or 1.0
+    ref_present = _present(reference)
+    seen = set(np.unique(ref_present).tolist())
+    values, inverse = np.unique(cur_all, return_inverse=True)
+    counts = np.bincount(inverse, minlength=values.size)
+    shares = np.bincount(inverse, weights=w, minlength=values.size) / total
+    new = [i for i in np.argsort(-shares, kind="stable")
+           if values[i] != MISSING and values[i] not in seen]
+    listed = [{"value": str(values[i]), "count": int(counts[i]), "share": float(shares[i]),
+               "big": bool(shares[i] >= min_share and counts[i] >= min_count)}
+              for i in new[:MAX_LISTED_VALUES]]
+    big = [v for v in listed if v["big"]]
+    common = category_levels(ref_present) if ref_present.size else []
+    vanished = [v for v in common if v not in set(values.tolist())]
+    return TestResult(
+        test="new_category",
+        statistic=float(sum(shares[i] for i in new)),
+        p_value=None,
+        threshold=min_share,
+        drifted=bool(big),
+        detail={"new": listed, "n_new_values": len(new), "vanished": vanished[:MAX_LISTED_VALUES],
+                "min_count": min_count, "n_reference": int(ref_present.size), "n_current": n_cur,
+                "weighted": weights is not None},
     )
 
 

@@ -6,6 +6,11 @@ latency_ms, ttft_ms, tpot_ms, queue_ms, mean_logprob, mean_entropy, and every ev
 per tool named). Embeddings: prompt_embedding / response_embedding, kept as (row indices,
 matrix) blocks because the sidecar embeds only some rows. `sample_weight` is kept as the row
 weights (drift.weights). Missing columns are simply absent; missing values are NaN / None.
+
+Bad input is an InputError naming the row and field (mixed vector dimensions, a non-positive
+weight). What can be read is read: an empty vector or one holding NaN/inf counts as "not
+embedded", numbers that do not parse are missing, and text is made UTF-8-safe (lone surrogates
+become U+FFFD) so labels built from it can be printed and stored.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ import numpy as np
 import pandas as pd
 
 from drift.codec import decode_array, encode_array
+from drift.errors import InputError
+from drift.formatting import clean_text
 
 RAW_NUMERIC = ("prompt_tokens", "completion_tokens", "latency_ms", "ttft_ms", "tpot_ms",
                "queue_ms", "mean_logprob", "mean_entropy")
@@ -120,6 +127,16 @@ def _lengths(col: pd.Series) -> np.ndarray:
                        dtype=np.float64, count=len(col))
 
 
+def _labels(col: pd.Series) -> np.ndarray:
+    """Category / segment values as UTF-8-safe strings, None where missing."""
+    return col.map(lambda v: None if _is_missing(v) else clean_text(v)).to_numpy(dtype=object)
+
+
+def _is_missing(value: object) -> bool:
+    return (value is None or value is pd.NA or value is pd.NaT
+            or (isinstance(value, float) and np.isnan(value)))
+
+
 def _timestamps(col: pd.Series) -> np.ndarray:
     """Epoch seconds from numbers or RFC 3339 strings (NaN where unparseable)."""
     nums = pd.to_numeric(col, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
@@ -133,30 +150,44 @@ def _timestamps(col: pd.Series) -> np.ndarray:
 
 def sample_weights(col: pd.Series) -> np.ndarray:
     """`sample_weight` as floats; a missing value is 1.0 (storage's default), a non-positive or
-    non-finite one is a ValueError naming the row."""
+    non-finite one is an InputError naming the row."""
     w = pd.to_numeric(col, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
     w = np.where(col.isna().to_numpy(), 1.0, w)
     bad = np.flatnonzero(~(np.isfinite(w) & (w > 0)))
     if bad.size:
-        raise ValueError(f"row {int(bad[0])}: sample_weight must be a finite number > 0, "
+        raise InputError(f"row {int(bad[0])}: sample_weight must be a finite number > 0, "
                          f"got {col.iloc[int(bad[0])]!r}")
     return w
 
 
+def _vector(value: object, row: int, name: object) -> np.ndarray | None:
+    """A row's embedding as float32, None when it has none (missing, empty, NaN/inf inside)."""
+    if value is None or isinstance(value, str | bytes) or np.ndim(value) == 0:
+        if value is None or (isinstance(value, float) and np.isnan(value)):
+            return None
+        raise InputError(f"row {row}: {name} is not a list of numbers ({type(value).__name__})")
+    try:
+        with np.errstate(over="ignore"):  # a huge value becomes inf: then it has no vector
+            vec = np.asarray(value, dtype=np.float32).ravel()
+    except (TypeError, ValueError):
+        raise InputError(f"row {row}: {name} is not a list of numbers") from None
+    return vec if vec.size and np.isfinite(vec).all() else None
+
+
 def embedding_block(col: pd.Series) -> EmbeddingBlock | None:
-    """Rows whose value is a vector; ValueError names the first row whose length differs."""
+    """Rows whose value is a usable vector; InputError names the first row whose length differs."""
     rows, vecs = [], []
     for i, v in enumerate(col):
-        if v is None or (isinstance(v, float) and np.isnan(v)):
-            continue
-        rows.append(i)
-        vecs.append(np.asarray(v, dtype=np.float32).ravel())
+        vec = _vector(v, i, col.name)
+        if vec is not None:
+            rows.append(i)
+            vecs.append(vec)
     if not rows:
         return None
     dim = vecs[0].size
     for i, v in zip(rows, vecs, strict=True):
         if v.size != dim:
-            raise ValueError(f"row {i}: {col.name} has {v.size} values, expected {dim}")
+            raise InputError(f"row {i}: {col.name} has {v.size} values, row {rows[0]} has {dim}")
     return EmbeddingBlock(np.asarray(rows, dtype=np.int64), np.vstack(vecs))
 
 
@@ -174,7 +205,7 @@ def extract_features(
         if name in cols:
             fs.numeric[name] = _numeric(frame[name])
     if "tools" in cols:
-        tools = frame["tools"].map(lambda v: tuple(str(t) for t in v) if isinstance(v, (list, tuple, np.ndarray)) else ())
+        tools = frame["tools"].map(lambda v: tuple(clean_text(t) for t in v) if isinstance(v, (list, tuple, np.ndarray)) else ())
         fs.numeric["tools_count"] = tools.map(len).to_numpy(dtype=np.float64)
         # element-wise: np.asarray turns equal-length tuples (e.g. all empty) into a 2-D array
         tool_rows = np.empty(len(tools), dtype=object)
@@ -183,14 +214,12 @@ def extract_features(
         fs.categorical["tool"] = tool_rows
     for name in cols:
         if name == "eval_score" or (isinstance(name, str) and name.startswith("eval_")):
-            fs.numeric[name] = _numeric(frame[name])
+            fs.numeric[clean_text(name)] = _numeric(frame[name])
     if "finish_reason" in cols:
-        fs.categorical["finish_reason"] = frame["finish_reason"].map(
-            lambda v: None if v is None or (isinstance(v, float) and np.isnan(v)) else str(v)
-        ).to_numpy(dtype=object)
+        fs.categorical["finish_reason"] = _labels(frame["finish_reason"])
     for key in SEGMENT_KEYS:
         if key in cols:
-            fs.keys[key] = frame[key].map(lambda v: None if pd.isna(v) else str(v)).to_numpy(dtype=object)
+            fs.keys[key] = _labels(frame[key])
     if "timestamp" in cols:
         fs.timestamps = _timestamps(frame["timestamp"])
     if "sample_weight" in cols:

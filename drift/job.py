@@ -20,8 +20,11 @@ import pandas as pd
 from drift.attribution import attribute_alerts
 from drift.baseline import Baseline
 from drift.battery import BatteryOptions, Frozen, run_battery
+from drift.categorical import new_values_test
+from drift.errors import InputError
 from drift.eval_trend import eval_trend_test
-from drift.features import EmbeddingBlock, FeatureSet, extract_features
+from drift.features import MULTI_VALUED, EmbeddingBlock, FeatureSet, extract_features
+from drift.formatting import clean_text, fmt_num
 from drift.report import DriftReport, ProposedAlert
 from drift.result import ALL, TestResult
 from drift.rules import DEFAULT_RULES, Rule
@@ -81,6 +84,7 @@ def run_drift(
         opt = replace(opt, tests=tuple(t for t in (opt.tests or _ALL_TESTS) if t != "eval_trend"))
     rng = np.random.default_rng(rng_seed)
     ref = baseline.features
+    check_dimensions(ref, cur)
     results: list[TestResult] = []
     sizes: dict[str, dict[str, int]] = {ALL: {"n_current": cur.n, "n_reference": ref.n}}
 
@@ -101,6 +105,8 @@ def run_drift(
         ev_pop = _population(ev, [rng_seed, 3], weighted)
         results += [_weighted(r, weighting_detail(ref_pop, ev_pop), ev, ev_pop)
                     for r in _eval_results(ref_pop.features, ev_pop.features, ALL, opt)]
+    if opt.wants("new_category"):
+        results += new_category_results(ref, cur)
     timings = {"whole_s": time.perf_counter() - started}
 
     for key in segment_by:
@@ -124,6 +130,7 @@ def run_drift(
             if ev is not None:
                 results += _eval_results(seg_ref, ev.take(segment_rows(ev, key, value)), label, opt)
     timings["total_s"] = time.perf_counter() - started
+    results = [_finite_or_not_drifted(r) for r in results]
     alerts = attribute_alerts(propose_alerts(results, DEFAULT_RULES if rules is None else rules),
                               results)
     reasons = list((baseline.validation or {}).get("reasons", []))
@@ -135,7 +142,38 @@ def run_drift(
 
 
 _ALL_TESTS = ("psi", "ks", "wasserstein", "chi2", "js", "mmd", "new_cluster", "eval_trend",
-              "cluster_mix", "conditional_mmd")
+              "new_category", "cluster_mix", "conditional_mmd")
+
+
+def new_category_results(ref: FeatureSet, cur: FeatureSet) -> list[TestResult]:
+    """New values of every segment key and categorical feature the reference also has, on the
+    whole window (shares by sample weight; per item for multi-valued features)."""
+    out = []
+    for name in [k for k in cur.keys if k in ref.keys]:
+        out.append(new_values_test(ref.keys[name], cur.keys[name], weights=cur.weights)
+                   .with_context(feature=name, segment=ALL))
+    for name in [k for k in cur.categorical if k in ref.categorical]:
+        weights = None if name in MULTI_VALUED else cur.weights
+        out.append(new_values_test(ref.categorical_values(name), cur.categorical_values(name),
+                                   weights=weights).with_context(feature=name, segment=ALL))
+    return out
+
+
+def check_dimensions(ref: FeatureSet, cur: FeatureSet) -> None:
+    """Window and baseline vectors of one field must have one dimension (else nothing compares)."""
+    for name, block in cur.embeddings.items():
+        other = ref.embeddings.get(name)
+        if other is not None and block.dim != other.dim:
+            raise InputError(f"{name}: the window's vectors have {block.dim} values, the "
+                             f"baseline's have {other.dim} (embedded by another model?)")
+
+
+def _finite_or_not_drifted(r: TestResult) -> TestResult:
+    """A drifted result needs a number to stand on: one whose statistic came out NaN/inf
+    (overflowing input) is kept, marked, and never raises an alert."""
+    if not r.drifted or (r.statistic is not None and np.isfinite(r.statistic)):
+        return r
+    return replace(r, drifted=False, detail={**r.detail, "not_drifted": "statistic is not finite"})
 
 
 def _population(fs: FeatureSet, seed: list[int], weighted: bool) -> Population:
@@ -165,14 +203,23 @@ def _eval_results(ref: FeatureSet, ev: FeatureSet, label: str, opt: BatteryOptio
             for name in ref.eval_names() if name in ev.numeric]
 
 
-def _fmt(r: TestResult) -> str:
-    if r.test in ("mmd", "ks", "chi2"):
-        return f"{r.feature} (p={r.p_value:.3g}, stat={r.statistic:.3g})"
+def describe_hit(r: TestResult) -> str:
+    """One phrase for a drifted result in an alert summary. Every number goes through fmt_num:
+    any field may be None, NaN or inf (cluster growth has no threshold) and must still print."""
+    feature = clean_text(r.feature or ALL)
+    if r.test == "new_category":
+        big = [v for v in r.detail.get("new") or [] if isinstance(v, dict) and v.get("big")]
+        return ", ".join(f"new {feature} {clean_text(v.get('value'))}: "
+                         f"{fmt_num(v.get('share'), '.0%')} of the window" for v in big[:5]) or feature
     if r.test == "eval_trend":
-        return f"{r.feature} (-{r.statistic:.1%}, p={r.p_value:.3g})"
+        return f"{feature} (-{fmt_num(r.statistic, '.1%')}, p={fmt_num(r.p_value)})"
     if r.test == "new_cluster":
-        return f"{r.feature} (new group {r.statistic:.0%} of window)"
-    return f"{r.feature} ({r.statistic:.3g} > {r.threshold:.3g})"
+        return f"{feature} (new group {fmt_num(r.statistic, '.0%')} of window)"
+    if r.test == "cluster_growth":
+        return f"{feature} (a small cluster grew {fmt_num(r.statistic)}x, p={fmt_num(r.p_value)})"
+    if r.test in ("mmd", "ks", "chi2"):
+        return f"{feature} (p={fmt_num(r.p_value)}, stat={fmt_num(r.statistic)})"
+    return f"{feature} ({fmt_num(r.statistic)} > {fmt_num(r.threshold)})"
 
 
 def propose_alerts(results: Sequence[TestResult], rules: Sequence[Rule]) -> list[ProposedAlert]:
@@ -184,8 +231,8 @@ def propose_alerts(results: Sequence[TestResult], rules: Sequence[Rule]) -> list
             if r.drifted and not r.insufficient and rule.matches(r):
                 by_segment.setdefault(r.segment, []).append(r)
         for segment, hits in by_segment.items():
-            where = "whole window" if segment == ALL else segment
-            summary = f"{rule.test} drift on {', '.join(_fmt(h) for h in hits)} [{where}]"
+            where = "whole window" if segment == ALL else clean_text(segment)
+            summary = f"{rule.test} drift on {', '.join(describe_hit(h) for h in hits)} [{where}]"
             evidence = {"rule": rule.description, "results": [h.to_dict() for h in hits]}
             alerts.append(ProposedAlert(rule.severity, rule.name, rule.kind, segment, summary, evidence))
     return alerts

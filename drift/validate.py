@@ -19,6 +19,7 @@ import numpy as np
 
 from drift.baseline import MIN_CLUSTER_POINTS, Baseline, freeze
 from drift.battery import BatteryOptions, Levels, run_battery
+from drift.formatting import fmt_num
 from drift.result import TestResult
 
 MIN_HALF = 50
@@ -46,12 +47,13 @@ class ValidationResult:
 
 def describe(r: TestResult) -> str:
     """One human line for a drifted result."""
+    stat, thr, p = fmt_num(r.statistic), fmt_num(r.threshold), fmt_num(r.p_value)
     if r.test == "new_cluster":
-        return (f"new_cluster on {r.feature}: a group of {r.statistic:.0%} of the second half "
-                "lies outside every first-half cluster")
+        return (f"new_cluster on {r.feature}: a group of {fmt_num(r.statistic, '.0%')} of the "
+                "second half lies outside every first-half cluster")
     if r.p_value is not None and r.test not in ("psi", "wasserstein", "js"):
-        return f"{r.test} on {r.feature}: p = {r.p_value:.3g} ≤ {r.threshold:.3g} (statistic {r.statistic:.3g})"
-    return f"{r.test} on {r.feature}: {r.statistic:.3g} > {r.threshold:.3g}"
+        return f"{r.test} on {r.feature}: p = {p} ≤ {thr} (statistic {stat})"
+    return f"{r.test} on {r.feature}: {stat} > {thr}"
 
 
 def validate_baseline(

@@ -22,6 +22,7 @@ from dashboards.report.model import (
     truncate,
 )
 from dashboards.report.render import MAX_REPORT_BYTES, render_report, write_report
+from drift.formatting import clean_text
 from storage.types import to_utc
 
 log = logging.getLogger("vigil.sidecar.report")
@@ -34,7 +35,7 @@ def _rows_of_segment(frame: pd.DataFrame, label: str) -> np.ndarray:
     key, _, value = label.partition("=")
     if key not in frame.columns:
         return np.empty(0, dtype=np.int64)
-    return np.flatnonzero(frame[key].astype(object).map(lambda v: None if pd.isna(v) else str(v)) == value)
+    return np.flatnonzero(frame[key].astype(object).map(lambda v: None if pd.isna(v) else clean_text(v)) == value)
 
 
 def _example(row: pd.Series, field: str) -> str:
@@ -60,14 +61,22 @@ def cluster_views(results: list[dict[str, Any]], frame: pd.DataFrame) -> list[Cl
             embedded = [i for i in seg_rows if isinstance(frame[field].iloc[i], np.ndarray | list)]
         else:
             embedded = []
-        for k, c in enumerate(r["detail"].get("clusters", [])):
+        for k, c in enumerate((r.get("detail") or {}).get("clusters") or []):
             examples = []
-            for rep in c.get("representatives", [])[:MAX_EXAMPLES]:
-                if 0 <= rep < len(embedded):
+            for rep in (c.get("representatives") or [])[:MAX_EXAMPLES]:
+                if isinstance(rep, int) and 0 <= rep < len(embedded):
                     examples.append(_example(frame.iloc[embedded[rep]], field))
-            views.append(ClusterView(f"{field} group {k + 1}", r["segment"], int(c.get("size", 0)),
+            views.append(ClusterView(f"{field} group {k + 1}", r["segment"], int(c.get("size") or 0),
                                      c.get("share"), examples))  # fmt: skip
     return views
+
+
+def _hours(ts: pd.Series) -> pd.Series:
+    """The hour of each timestamp (RFC 3339 text or epoch seconds); NaT where unreadable."""
+    numbers = pd.to_numeric(ts, errors="coerce")
+    parsed = pd.to_datetime(ts.where(numbers.isna()), utc=True, format="ISO8601", errors="coerce")
+    epoch = pd.to_datetime(numbers.where(numbers.abs() < 1e11), unit="s", utc=True, errors="coerce")
+    return parsed.fillna(epoch).dt.floor("h")
 
 
 def eval_trend_rows(baseline_frame: pd.DataFrame, frame: pd.DataFrame) -> list[EvalTrendRow]:
@@ -76,7 +85,7 @@ def eval_trend_rows(baseline_frame: pd.DataFrame, frame: pd.DataFrame) -> list[E
     for name in names:
         cur = pd.to_numeric(frame[name], errors="coerce")
         ref = pd.to_numeric(baseline_frame[name], errors="coerce") if name in baseline_frame else None
-        hours = pd.to_datetime(frame["timestamp"], utc=True, format="ISO8601").dt.floor("h")
+        hours = _hours(frame["timestamp"]) if "timestamp" in frame else pd.Series(pd.NaT, index=frame.index)
         hourly = [
             (h.strftime("%m-%d %H:00"), float(g.mean()), int(g.count()))
             for h, g in cur.groupby(hours) if g.count()

@@ -13,6 +13,7 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from dashboards.report.model import ReportContext
+from drift.formatting import MISSING, clean_text, fmt_num
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 MAX_REPORT_BYTES = 5 * 1024 * 1024
@@ -21,11 +22,9 @@ _env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoesc
 
 
 def fmt(value) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
+    """A cell: numbers to 4 significant digits, "–" for None/NaN (drift.formatting's rules)."""
+    text = fmt_num(value, ".4g")
+    return "–" if text == MISSING else text
 
 
 def render_report(ctx: ReportContext, evidently_html: str | None, evidently_error: str | None) -> str:
@@ -51,7 +50,7 @@ def report_path(report_dir: Path, run_id: int) -> Path:
 
 def write_report(report_dir: Path, run_id: int, html: str) -> Path:
     """Write atomically (temp file + rename): a crash never leaves half a report behind."""
-    data = html.encode("utf-8")
+    data = clean_text(html).encode("utf-8")  # lone surrogates from logged text become U+FFFD
     if len(data) > MAX_REPORT_BYTES:
         raise ValueError(f"report {run_id} is {len(data)} bytes, over the {MAX_REPORT_BYTES} byte bound")
     path = report_path(report_dir, run_id)
