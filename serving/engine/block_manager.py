@@ -44,6 +44,9 @@ class BlockManager:
         self.blocks = [Block(i) for i in range(num_blocks)]
         self.free_queue: OrderedDict[int, None] = OrderedDict((i, None) for i in range(num_blocks))
         self.cached: dict[int, int] = {}  # hash -> block id
+        # bumped whenever a lookup's answer could change (a block registered or evicted), so a
+        # caller may keep a lookup while this stays the same (the scheduler's waiting head)
+        self.cache_version = 0
         self.prefix_queries = 0  # prompt tokens looked up
         self.prefix_hits = 0  # of which found in the cache
 
@@ -87,18 +90,23 @@ class BlockManager:
         return len(self.lookup(seq)[0]) * self.block_size
 
     # ---- admission: can_allocate / allocate ------------------------------------------------
-    def can_allocate(self, seq: Sequence, num_new_tokens: int) -> bool:
-        """Room for the prefix-cache hits plus `num_new_tokens` tokens after them?"""
-        hits, _ = self.lookup(seq)
+    def can_allocate(self, seq: Sequence, num_new_tokens: int, hits: list[int] | None = None) -> bool:
+        """Room for the prefix-cache hits plus `num_new_tokens` tokens after them? `hits`: the
+        block ids of a `lookup(seq)` still valid (same `cache_version`), to skip doing it again."""
+        if hits is None:
+            hits, _ = self.lookup(seq)
         needed = self.blocks_for(len(hits) * self.block_size + num_new_tokens) - len(hits)
         reclaimed = sum(1 for bid in hits if self.blocks[bid].ref_count == 0)  # leave the free queue
         return needed + reclaimed <= len(self.free_queue)
 
-    def allocate(self, seq: Sequence, num_new_tokens: int) -> int:
+    def allocate(
+        self, seq: Sequence, num_new_tokens: int, hit: tuple[list[int], list[int]] | None = None
+    ) -> int:
         """Give a new (or resumed) sequence its cached prefix blocks and blocks for
-        `num_new_tokens` more; sets `num_computed_tokens` to the cached length and returns it."""
+        `num_new_tokens` more; sets `num_computed_tokens` to the cached length and returns it.
+        `hit`: a `lookup(seq)` still valid (same `cache_version`), to skip doing it again."""
         assert not seq.block_table, "allocate() is for sequences without blocks"
-        hits, hashes = self.lookup(seq)
+        hits, hashes = hit if hit is not None else self.lookup(seq)
         for bid in hits:
             self._acquire(bid)
         seq.block_table = list(hits)
@@ -141,10 +149,8 @@ class BlockManager:
     def try_append(self, seq: Sequence, num_new_tokens: int) -> list[tuple[int, int]] | None:
         """`can_append` then `append_slot` in one pass (the scheduler's per-sequence decode
         path): the block copies to do, or None when the pool can't hold the new tokens."""
-        pos, table, bs = seq.num_computed_tokens, seq.block_table, self.block_size
-        idx = pos // bs
-        cow = pos % bs != 0 and idx < len(table) and self.blocks[table[idx]].ref_count > 1
-        missing = -(-(pos + num_new_tokens) // bs) - len(table)
+        cow = self._needs_cow(seq)
+        missing = self.blocks_for(seq.num_computed_tokens + num_new_tokens) - len(seq.block_table)
         if max(0, missing) + cow > len(self.free_queue):
             return None
         if not cow and missing <= 0:
@@ -174,6 +180,7 @@ class BlockManager:
             if h not in self.cached and block.hash is None:
                 self.cached[h] = block.block_id
                 block.hash, block.parent_hash, block.token_ids = h, parent, tokens
+                self.cache_version += 1
             # else: the same content is cached in another block already; this one stays private
             seq.block_hashes.append(h)
             seq.num_hashed_blocks += 1
@@ -209,6 +216,7 @@ class BlockManager:
             if self.cached.get(block.hash) == bid:
                 del self.cached[block.hash]
             block.hash = block.parent_hash = block.token_ids = None
+            self.cache_version += 1
         block.ref_count = 1
         return bid
 

@@ -1,44 +1,46 @@
-"""`EngineConfig`: what the engine needs, built from `vigil.config.Settings` or by hand in tests."""
+"""`EngineConfig`: what the engine needs, built from `vigil.config.Settings` or by hand in tests.
+
+The defaults live in one place, the settings (`VIGIL_*`, validated there): every field named like
+a setting takes that setting's default, and `from_settings` copies every such field. The settings
+are the source rather than this dataclass because `vigil.config` is the leaf every package
+imports; it must not pull in torch through the engine.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any
 
 import torch
+
+from vigil.config import Settings
+
+
+def _setting(name: str) -> Any:
+    return Settings.model_fields[name].default
 
 
 @dataclass
 class EngineConfig:
-    model_path: str | None = None  # None: the default SmolLM2 GGUF
-    device: str = "auto"  # "auto" | "cpu" | "cuda"
-    dtype: str = "auto"  # "auto" (float32 on CPU, bfloat16 on GPU) | "float32" | "bfloat16" | "float16"
-    block_size: int = 16
-    kv_cache_memory_mb: int = 512
+    model_path: str | None = _setting("model_path")  # None: the default SmolLM2 GGUF
+    device: str = _setting("device")  # "auto" | "cpu" | "cuda"
+    dtype: str = _setting("dtype")  # "auto" (float32 on CPU, bfloat16 on GPU) | "float32" | ...
+    block_size: int = _setting("block_size")
+    kv_cache_memory_mb: int = _setting("kv_cache_memory_mb")
     num_kv_blocks: int | None = None  # overrides the memory budget (tests use tiny pools)
-    max_num_seqs: int = 64
-    max_num_batched_tokens: int = 2048
-    max_model_len: int | None = None  # None: the model's max_position_embeddings (capped by the pool)
-    enable_prefix_caching: bool = True
-    kv_cache_dtype: str = "auto"  # "auto": the model dtype | "fp8": e4m3 (GPU kernels; scale 1)
-    enable_chunked_prefill: bool = True
-    torch_threads: int | None = None
-    enable_cuda_graphs: bool = True  # GPU only: decode steps replayed from captured graphs
+    max_num_seqs: int = _setting("max_num_seqs")
+    max_num_batched_tokens: int = _setting("max_num_batched_tokens")
+    max_model_len: int | None = _setting("max_model_len")  # None: the model's (capped by the pool)
+    enable_prefix_caching: bool = _setting("enable_prefix_caching")
+    kv_cache_dtype: str = _setting("kv_cache_dtype")  # "auto": the model dtype | "fp8": e4m3
+    enable_chunked_prefill: bool = _setting("enable_chunked_prefill")
+    torch_threads: int | None = _setting("torch_threads")
+    enable_cuda_graphs: bool = _setting("enable_cuda_graphs")  # GPU only
 
     @classmethod
-    def from_settings(cls, settings) -> EngineConfig:
-        return cls(
-            model_path=settings.model_path,
-            device=settings.device,
-            dtype=settings.dtype,
-            block_size=settings.block_size,
-            kv_cache_memory_mb=settings.kv_cache_memory_mb,
-            max_num_seqs=settings.max_num_seqs,
-            max_num_batched_tokens=settings.max_num_batched_tokens,
-            max_model_len=settings.max_model_len,
-            enable_prefix_caching=settings.enable_prefix_caching,
-            kv_cache_dtype=settings.kv_cache_dtype,
-            torch_threads=settings.torch_threads,
-        )
+    def from_settings(cls, settings: Settings) -> EngineConfig:
+        return cls(**{f.name: getattr(settings, f.name) for f in fields(cls)
+                      if f.name in Settings.model_fields})  # fmt: skip
 
     def resolve_device(self) -> torch.device:
         if self.device == "auto":

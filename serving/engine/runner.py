@@ -46,7 +46,7 @@ class ModelRunner:
         block_size: int,
         device: torch.device,
         kv_dtype: torch.dtype,
-        enable_cuda_graphs: bool = True,
+        enable_cuda_graphs: bool,
     ):
         self.model = model
         self.config = config

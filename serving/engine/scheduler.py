@@ -7,6 +7,10 @@ Running sequences are served first, oldest first; when the KV pool can't hold a 
 next tokens, the newest running sequences are preempted (blocks freed, recomputed later: their
 tokens are kept, so they resume and finish). Waiting sequences are admitted (FIFO, preempted ones
 first) while the budget, `max_num_seqs` and the pool allow, never in a step that preempted.
+With chunked prefill off, a prompt is admitted only when all of it fits this step's budget.
+
+The head of the waiting queue has its prefix-cache lookup done once and kept while the block
+manager's cache is unchanged (`cache_version`): a head blocked for many steps costs no lookups.
 """
 
 from __future__ import annotations
@@ -19,10 +23,10 @@ from serving.engine.request import SeqStatus, Sequence
 
 
 @dataclass
-class SchedulerConfig:
-    max_num_seqs: int = 64
-    max_num_batched_tokens: int = 2048
-    enable_chunked_prefill: bool = True
+class SchedulerConfig:  # no defaults here: the engine's come from the settings (EngineConfig)
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    enable_chunked_prefill: bool
 
 
 @dataclass(slots=True)
@@ -34,6 +38,18 @@ class ScheduledSeq:
     def completes(self) -> bool:
         """After this step the sequence is caught up, so its last row must be sampled."""
         return self.seq.num_computed_tokens + self.num_new_tokens == self.seq.num_tokens
+
+
+@dataclass(slots=True)
+class HeadLookup:
+    """A prefix-cache lookup for one waiting sequence, valid while the sequence's length and the
+    block manager's `cache_version` are those it was made at."""
+
+    seq: Sequence
+    num_tokens: int
+    cache_version: int
+    hits: list[int]
+    hashes: list[int]
 
 
 @dataclass
@@ -55,6 +71,7 @@ class Scheduler:
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.num_preemptions_total = 0
+        self._head: HeadLookup | None = None
 
     def add(self, seq: Sequence) -> None:
         seq.status = SeqStatus.WAITING
@@ -95,14 +112,16 @@ class Scheduler:
             width = 1 if seq.request.forked else seq.request.params.n
             if self.running and len(self.running) + width > self.config.max_num_seqs:
                 break
-            num_new = seq.num_tokens - self.bm.num_cached_tokens(seq)
+            head = self._lookup(seq)
+            num_new = seq.num_tokens - len(head.hits) * self.bm.block_size
             if num_new > budget and not self.config.enable_chunked_prefill:
                 break
             num_new = min(num_new, budget)
-            if not self.bm.can_allocate(seq, num_new):
+            if not self.bm.can_allocate(seq, num_new, head.hits):
                 break
             self.waiting.popleft()
-            cached = self.bm.allocate(seq, num_new)
+            self._head = None
+            cached = self.bm.allocate(seq, num_new, (head.hits, head.hashes))
             if seq.num_output_tokens == 0:
                 seq.request.metrics.num_cached_prompt_tokens = cached
             seq.status = SeqStatus.RUNNING
@@ -110,6 +129,15 @@ class Scheduler:
             out.scheduled.append(ScheduledSeq(seq, num_new))
             budget -= num_new
         return budget
+
+    def _lookup(self, seq: Sequence) -> HeadLookup:
+        """`seq`'s prefix-cache hits: the kept lookup when still valid, else a fresh one."""
+        head, version = self._head, self.bm.cache_version
+        if (head is None or head.seq is not seq or head.num_tokens != seq.num_tokens
+                or head.cache_version != version):
+            hits, hashes = self.bm.lookup(seq)
+            head = self._head = HeadLookup(seq, seq.num_tokens, version, hits, hashes)
+        return head
 
     def _preempt(self, seq: Sequence) -> None:
         self.bm.free(seq)
@@ -138,5 +166,7 @@ class Scheduler:
             self.running.remove(seq)
         elif seq.status is SeqStatus.WAITING:
             self.waiting.remove(seq)
+            if self._head is not None and self._head.seq is seq:
+                self._head = None
         self.bm.free(seq)
         seq.status = SeqStatus.FINISHED
