@@ -11,6 +11,7 @@ import time
 from serving.server.state import Phase, ServerState
 
 log = logging.getLogger(__name__)
+ABORT_SETTLE_S = 5.0  # after aborting at the end of the grace: how long streams may take to end
 
 
 class DrainController:
@@ -37,7 +38,12 @@ class DrainController:
             log.warning("drain grace over: aborting %d request(s)", len(state.inflight))
             for request_id in list(state.inflight):
                 state.engine.abort(request_id)
-            await asyncio.sleep(0.2)  # let their streams send the final (abort) chunks
+            # let their streams send the final (abort) chunks and log them: the abort reaches
+            # the engine between steps (in another process, over a socket), so wait for the
+            # streams themselves, bounded
+            settle = time.monotonic() + ABORT_SETTLE_S
+            while state.inflight and time.monotonic() < settle:
+                await asyncio.sleep(0.02)
         await close_resources(state)
         self.finished.set()
         if state.request_exit is not None:

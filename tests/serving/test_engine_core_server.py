@@ -1,0 +1,71 @@
+"""A real server over a separate engine core: killing the core process makes /health fail and
+ends in-flight requests with a 5xx (in-band for a stream) instead of hanging; the supervisor
+restarts the core and the server answers again."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import threading
+
+import httpx
+import pytest
+from core_fixtures import tiny_config, tiny_model_dir
+from test_server_support import API_KEY, ServerThread, make_settings, wait_for
+
+from serving.engine.core_client import EngineCoreClient
+from serving.server.app import create_app
+
+AUTH = {"Authorization": f"Bearer {API_KEY}"}
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory):
+    engine = EngineCoreClient(tiny_config(tiny_model_dir(tmp_path_factory.mktemp("core-srv"))))
+    engine.start()
+    yield engine
+    asyncio.run(engine.shutdown())
+
+
+def test_killed_core_fails_requests_with_5xx_health_503_then_recovers(client):
+    settings = make_settings()
+    body = {"model": settings.model_name, "prompt": "abc", "max_tokens": 450, "ignore_eos": True,
+            "temperature": 0}
+    results: dict[str, object] = {}
+
+    with ServerThread(create_app(settings, engine=client, log_traffic=False)) as srv:
+        def stream() -> None:
+            with httpx.stream("POST", srv.url + "/v1/completions", json={**body, "stream": True},
+                              headers=AUTH, timeout=60) as r:
+                results["stream_status"] = r.status_code
+                results["lines"] = [line for line in r.iter_lines() if line]
+
+        def plain() -> None:
+            r = httpx.post(srv.url + "/v1/completions", json=body, headers=AUTH, timeout=60)
+            results["plain"] = (r.status_code, r.json())
+
+        threads = [threading.Thread(target=stream), threading.Thread(target=plain)]
+        for t in threads:
+            t.start()
+        assert wait_for(lambda: client.stats().num_running == 2, timeout=30)
+        old_pid = client.core_pid
+        os.kill(old_pid, signal.SIGKILL)
+        assert wait_for(lambda: httpx.get(srv.url + "/health").status_code == 503, timeout=10)
+        for t in threads:
+            t.join(30)
+            assert not t.is_alive(), "a request hung after the engine core died"
+
+        status, payload = results["plain"]
+        assert status == 500 and payload["error"]["code"] == "engine_dead", payload
+        assert results["stream_status"] == 200
+        lines = results["lines"]
+        assert lines[-1] == "data: [DONE]"
+        error = json.loads(lines[-2][len("data: "):])["error"]  # in-band: the headers were sent
+        assert "engine core process died" in error["message"] and error["type"] != "invalid_request_error"
+
+        assert wait_for(lambda: httpx.get(srv.url + "/health").status_code == 200, timeout=120)
+        assert client.core_pid != old_pid
+        r = httpx.post(srv.url + "/v1/completions", json={**body, "max_tokens": 5}, headers=AUTH, timeout=60)
+        assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 5
