@@ -7,6 +7,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from vigil.sample_record import SampleRecord
 
+SampleIn = SampleRecord  # one sample of the body: the record schema itself, no ingest variant
+
 
 class IngestBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
