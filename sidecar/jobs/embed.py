@@ -7,7 +7,9 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from sidecar.backlog import report_backlog
 from sidecar.embedder import embedder_name, get_embedder
+from storage.repositories.backlog import oldest_unembedded
 from storage.repositories.embeddings import (
     EmbeddingRow,
     samples_missing_embeddings,
@@ -47,6 +49,10 @@ def run_embed_job(
             samples += len(batch)
         if len(batch) < BATCH:
             break
+    with session_factory() as session:  # still behind after this run? (the monitor's health)
+        report_backlog(session, settings, "embed", oldest_unembedded(session, model_name(settings)),
+                       settings.embed_interval_s, now)
+        session.commit()
     return EmbedResult(samples=samples, vectors=vectors)
 
 

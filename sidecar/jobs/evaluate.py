@@ -18,12 +18,14 @@ import numpy as np
 from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from sidecar.backlog import report_backlog
 from sidecar.cursors import get_cursor, set_cursor
 from sidecar.embedder import get_embedder
 from sidecar.evals.judge import EngineUnavailable, Judge, JudgeError
 from sidecar.evals.refusal import detect_refusal
 from sidecar.evals.relevancy import relevancy
 from storage.models import EvalScore, Sample
+from storage.repositories.backlog import oldest_unvisited
 from storage.repositories.embeddings import load_embeddings
 from storage.repositories.eval_scores import EvalScoreRow, store_eval_scores
 from storage.types import to_utc
@@ -134,6 +136,11 @@ def run_evaluate_job(
     finally:
         if own_judge:
             judge.close()
+    with session_factory() as session:  # still behind after this run? (the monitor's health)
+        after = _parse_cursor(get_cursor(session, CURSOR))
+        report_backlog(session, settings, "evaluate", oldest_unvisited(session, after),
+                       settings.eval_interval_s, now)
+        session.commit()
     return EvaluateResult(scanned, n_chosen, judged, skipped, engine_down)
 
 

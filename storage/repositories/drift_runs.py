@@ -14,7 +14,8 @@ from storage.models import DriftResult, DriftRun
 from storage.repositories._sql import insert_ignore, opt_float, to_jsonable
 from storage.types import to_utc, utcnow
 
-RUN_STATUSES = ("running", "done", "failed")
+RUN_STATUSES = ("running", "done", "failed", "skipped")
+FINAL_STATUSES = ("done", "skipped")  # skipped: given up after too many attempts, never redone
 
 
 @dataclass
@@ -32,6 +33,62 @@ class DriftResultRow:
     detail: dict[str, Any] | None = None
 
 
+@dataclass
+class Claim:
+    """The outcome of claiming a window: `claimed` (run is `running`, attempts counted), `done`
+    (finished or given up before: never redone) or `exhausted` (claimed `max_attempts` times
+    without finishing — the caller gives it up; run is left as it was)."""
+
+    state: str  # claimed | done | exhausted
+    run: DriftRun
+
+
+def claim_drift_run(
+    session: Session,
+    window_start: datetime,
+    window_end: datetime,
+    baseline_id: int | None = None,
+    *,
+    now: datetime | None = None,
+    max_attempts: int | None = None,
+) -> Claim:
+    """Claim the run for [window_start, window_end) — one row per window (unique) — and count
+    the attempt in the same transaction, before any work: a job killed mid-window (SIGKILL, out
+    of memory) leaves its attempt counted, so a window that always kills the job ends as
+    `exhausted` after `max_attempts` claims instead of being claimed forever.
+
+    A previous `running` or `failed` run of the window is reset and its results deleted, so a
+    re-run never duplicates results. Callers hold the scheduler leader lock; the insert itself
+    is race-safe (ON CONFLICT DO NOTHING). Flushes; the caller commits."""
+    start, end, when = to_utc(window_start), to_utc(window_end), now or utcnow()
+    table = DriftRun.__table__
+    created = insert_ignore(
+        session, table,
+        [{"baseline_id": baseline_id, "window_start": start, "window_end": end,
+          "started_at": when, "status": "running", "num_samples": 0, "attempts": 1}],
+        ["window_start", "window_end"], returning=table.c.id,
+    )  # fmt: skip
+    run = session.scalars(
+        select(DriftRun)
+        .where(DriftRun.window_start == start, DriftRun.window_end == end)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    ).one()
+    if created:
+        return Claim("claimed", run)
+    if run.status in FINAL_STATUSES:
+        return Claim("done", run)
+    if max_attempts is not None and run.attempts >= max_attempts:
+        return Claim("exhausted", run)
+    # an older attempt (killed or failed): start over
+    session.execute(delete(DriftResult.__table__).where(DriftResult.__table__.c.run_id == run.id))
+    run.status, run.started_at, run.finished_at = "running", when, None
+    run.baseline_id, run.summary, run.report_path = baseline_id, None, None
+    run.attempts = (run.attempts or 0) + 1
+    session.flush()
+    return Claim("claimed", run)
+
+
 def start_drift_run(
     session: Session,
     window_start: datetime,
@@ -40,35 +97,10 @@ def start_drift_run(
     *,
     now: datetime | None = None,
 ) -> DriftRun | None:
-    """Claim the run for [window_start, window_end) — one row per window (unique).
-
-    Returns the run in status `running`; a previous `running` or `failed` run of the same window
-    (e.g. a job killed mid-way) is reset and its results deleted, so a re-run never duplicates
-    results. Returns None when the window already has a `done` run. Callers hold the scheduler
-    leader lock; the insert itself is race-safe (ON CONFLICT DO NOTHING). Flushes."""
-    start, end, when = to_utc(window_start), to_utc(window_end), now or utcnow()
-    table = DriftRun.__table__
-    created = insert_ignore(
-        session, table,
-        [{"baseline_id": baseline_id, "window_start": start, "window_end": end,
-          "started_at": when, "status": "running", "num_samples": 0}],
-        ["window_start", "window_end"], returning=table.c.id,
-    )  # fmt: skip
-    run = session.scalars(
-        select(DriftRun)
-        .where(DriftRun.window_start == start, DriftRun.window_end == end)
-        .execution_options(populate_existing=True)
-    ).one()
-    if created:
-        return run
-    if run.status == "done":
-        return None
-    # an older attempt (killed or failed): start over
-    session.execute(delete(DriftResult.__table__).where(DriftResult.__table__.c.run_id == run.id))
-    run.status, run.started_at, run.finished_at = "running", when, None
-    run.baseline_id, run.summary, run.report_path = baseline_id, None, None
-    session.flush()
-    return run
+    """`claim_drift_run` without an attempt limit: the run in status `running`, or None when
+    the window already has a final (`done` or `skipped`) run."""
+    claim = claim_drift_run(session, window_start, window_end, baseline_id, now=now)
+    return claim.run if claim.state == "claimed" else None
 
 
 def add_drift_results(session: Session, run_id: int, results: Iterable[DriftResultRow]) -> int:

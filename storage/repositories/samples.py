@@ -8,11 +8,12 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import ColumnElement, delete, func, select
+from sqlalchemy import JSON, ColumnElement, delete, func, literal, select
 from sqlalchemy.orm import Session
 
 from storage.models import Embedding, EvalScore, Sample
 from storage.records import (
+    ROW_FIELDS,
     ParsedSample,
     bytes_to_vector,
     format_timestamp,
@@ -22,6 +23,12 @@ from storage.records import (
 )
 from storage.repositories._sql import chunked, insert_ignore
 from storage.repositories.client_embeddings import check_client_dimensions
+from storage.repositories.window_cap import (
+    DEFAULT_MIN_PER_STRATUM,
+    capped_rows,
+    plan_strata,
+    weight_scale,
+)
 from storage.types import to_utc, utcnow
 
 SEGMENT_KEYS = ("segment", "tenant", "prompt_version", "model_version")
@@ -146,6 +153,14 @@ def _embeddings_by_sample(session: Session, terms: list, model: str):
     return out
 
 
+def window_columns(with_extra: bool = True) -> list[Any]:
+    """The `samples` columns a record is built from (`record_from_row`); never `source` or
+    `ingested_at`, and `extra` only when asked for (NULL in its place otherwise)."""
+    extra = Sample.extra if with_extra else literal(None, JSON).label("extra")
+    return [Sample.id, Sample.timestamp, *(getattr(Sample, f) for f in ROW_FIELDS),
+            Sample.sample_weight, extra]
+
+
 def fetch_window(
     session: Session,
     start: datetime,
@@ -158,24 +173,48 @@ def fetch_window(
     limit: int | None = None,
     with_eval_scores: bool = True,
     embedding_model: str | None = None,
+    max_rows: int | None = None,
+    min_per_segment: int = DEFAULT_MIN_PER_STRATUM,
+    with_extra: bool = True,
 ) -> list[dict[str, Any]]:
     """Records with start <= timestamp < end (UTC), oldest first, optionally filtered by segment
     keys, as record dicts (see `record_from_row`): with their eval scores, and with embeddings
-    as float32 arrays when `embedding_model` is given."""
+    as float32 arrays when `embedding_model` is given.
+
+    `max_rows`: a window with more rows is read as a stratified sample by segment, weights
+    rescaled so each segment's weighted total is the full window's (storage.repositories.window_cap)."""
     terms = window_filter(
         start, end, segment=segment, tenant=tenant,
         prompt_version=prompt_version, model_version=model_version,
     )  # fmt: skip
-    query = select(Sample).where(*terms).order_by(Sample.timestamp, Sample.id)
-    if limit is not None:
-        query = query.limit(limit)
-    samples = list(session.scalars(query))
+    columns = window_columns(with_extra)
+    scale: dict[str | None, float] = {}
+    if max_rows is not None:
+        strata = plan_strata(session, terms, max_rows, min_per_segment)
+        samples = capped_rows(session, terms, columns, strata)
+        kept: dict[str | None, float] = defaultdict(float)
+        for row in samples:
+            kept[row.segment] += row.sample_weight
+        scale = {seg: weight_scale(st, kept[seg]) for seg, st in strata.items() if st.quota < st.rows}
+    else:
+        query = select(*columns).where(*terms).order_by(Sample.timestamp, Sample.id)
+        samples = session.execute(query if limit is None else query.limit(limit)).all()
     if not samples:
         return []
-    ids = [s.id for s in samples] if limit is not None else None
+    capped = limit is not None or max_rows is not None
+    ids = [s.id for s in samples] if capped else None
     scores = _scores_by_sample(session, terms, ids) if with_eval_scores else {}
-    embs = _embeddings_by_sample(session, terms, embedding_model) if embedding_model else {}
-    return [record_from_row(s, scores.get(s.id), embs.get(s.id)) for s in samples]
+    embs: dict[str, dict[str, np.ndarray]] = {}
+    if embedding_model and capped:
+        for chunk in chunked(ids):
+            embs.update(_embeddings_by_sample(session, [Sample.id.in_(chunk)], embedding_model))
+    elif embedding_model:
+        embs = _embeddings_by_sample(session, terms, embedding_model)
+    records = [record_from_row(s, scores.get(s.id), embs.get(s.id)) for s in samples]
+    if scale:
+        for record, row in zip(records, samples, strict=True):
+            record["sample_weight"] = row.sample_weight * scale.get(row.segment, 1.0)
+    return records
 
 
 def get_samples(session: Session, sample_ids: Sequence[str]) -> list[dict[str, Any]]:

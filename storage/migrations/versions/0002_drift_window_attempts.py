@@ -1,5 +1,10 @@
 """drift windows: attempts counted when a window is claimed
 
+`drift_runs.attempts` counts the claims of a window. It is incremented in the claim's own
+transaction, before any work, so a job killed mid-window (out of memory, SIGKILL) still leaves
+its attempt behind: after MAX_ATTEMPTS claims the window is given up with a monitoring alert
+instead of being claimed again forever.
+
 Revision ID: 0002
 Revises: 0001
 Create Date: 2026-11-30
@@ -7,8 +12,8 @@ Create Date: 2026-11-30
 
 from __future__ import annotations
 
-import sqlalchemy as sa  # noqa: F401
-from alembic import op  # noqa: F401
+import sqlalchemy as sa
+from alembic import op
 
 revision = "0002"
 down_revision = "0001"
@@ -17,8 +22,10 @@ depends_on = None
 
 
 def upgrade() -> None:
-    pass
+    # a plain ADD COLUMN on both backends (no SQLite table rebuild: alerts and results point here)
+    op.add_column("drift_runs", sa.Column("attempts", sa.Integer(), nullable=False, server_default="0"))
 
 
 def downgrade() -> None:
-    pass
+    with op.batch_alter_table("drift_runs") as batch:
+        batch.drop_column("attempts")
