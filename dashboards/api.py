@@ -22,7 +22,12 @@ from dashboards.charts import (
     traffic_charts,
 )
 from storage.repositories.baselines import get_active_baseline, get_baseline
-from storage.repositories.series import eval_rows, results_for_runs, runs_between, traffic_rows
+from storage.repositories.series import (
+    eval_bucket_means,
+    results_for_runs,
+    runs_between,
+    traffic_bucket_rows,
+)
 
 LABEL = r"^[^\x00-\x1f]{1,128}$"  # a test, feature, segment or tenant name: printable, bounded
 
@@ -60,11 +65,12 @@ def series_payload(
         return body
     bucket_s = BUCKETS[range_]
     edges = bucket_edges(start, now, bucket_s)
+    origin = float(edges[0]) if len(edges) else start.timestamp()
     if kind == "eval":
-        body["charts"] = [eval_chart(eval_rows(session, start, now), edges, bucket_s, runs)]
+        body["charts"] = [eval_chart(eval_bucket_means(session, start, now, origin, bucket_s), edges, runs)]
     else:
-        rows = traffic_rows(session, start, now, tenant=tenant, segment=segment)
-        body["charts"] = traffic_charts(rows, edges, bucket_s, runs)
+        rows = traffic_bucket_rows(session, start, now, origin, bucket_s, tenant=tenant, segment=segment)
+        body["charts"] = traffic_charts(rows, edges, runs)
     body["bucket_s"] = bucket_s
     return body
 

@@ -7,7 +7,10 @@ carry "threshold" (one value per x) and "direction".
 
 from __future__ import annotations
 
+import bisect
+import functools
 import math
+import threading
 from collections import defaultdict
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -23,6 +26,7 @@ MAX_SEGMENTS_PER_CHART = 8
 P_FLOOR = 1e-300
 
 
+@functools.cache
 def direction_of(test: str) -> str:
     """How a test's threshold reads: "statistic" (drift above) or "p_value" (drift at or below)."""
     from drift.registry import get_test
@@ -31,6 +35,14 @@ def direction_of(test: str) -> str:
         return get_test(test).direction
     except KeyError:
         return "statistic"
+
+
+def warm_registry() -> threading.Thread:
+    """Import drift's test registry off the request path: it pulls in torch (seconds), and the
+    first chart request after a restart should not wait for it."""
+    thread = threading.Thread(target=direction_of, args=("psi",), name="vigil-warm-drift-registry", daemon=True)
+    thread.start()
+    return thread
 
 
 def drift_score(point: ResultPoint, direction: str) -> float | None:
@@ -49,7 +61,8 @@ def score_threshold(threshold: float | None, direction: str) -> float | None:
 
 
 def _finite(value: float | None) -> float | None:
-    return value if value is not None and math.isfinite(value) else None
+    """A chart value: finite, and 5 significant digits (a 30-day chart holds many points)."""
+    return float(f"{value:.5g}") if value is not None and math.isfinite(value) else None
 
 
 def drift_charts(runs: Sequence[RunPoint], results: Sequence[ResultPoint],
@@ -101,57 +114,46 @@ def bucket_edges(start: datetime, end: datetime, bucket_s: int) -> np.ndarray:
     return np.arange(first, end.timestamp(), bucket_s, dtype=np.float64)
 
 
-def _bucket_index(times: np.ndarray, edges: np.ndarray, bucket_s: int) -> np.ndarray:
-    if not len(edges):
-        return np.zeros(len(times), dtype=np.int64)
-    return np.floor((times - edges[0]) / bucket_s).astype(np.int64)
-
-
 def run_for_buckets(edges: np.ndarray, runs: Sequence[RunPoint]) -> list[int | None]:
     """For each bucket start, the run whose window contains it (the latest such), else None."""
+    ordered = sorted(runs, key=lambda r: (r.window_start, r.window_end))
+    starts = [r.window_start.timestamp() for r in ordered]
+    longest = max((r.window_end.timestamp() - r.window_start.timestamp() for r in ordered), default=0.0)
     out: list[int | None] = []
-    ordered = sorted(runs, key=lambda r: r.window_end)
     for t in edges:
-        match = None
-        for r in ordered:
-            if r.window_start.timestamp() <= t < r.window_end.timestamp():
-                match = r.run_id
+        match, best_end = None, None
+        i = bisect.bisect_right(starts, t) - 1
+        while i >= 0 and starts[i] > t - longest - 1:  # only windows that can still cover t
+            end = ordered[i].window_end.timestamp()
+            if t < end and (best_end is None or end > best_end):
+                match, best_end = ordered[i].run_id, end
+            i -= 1
         out.append(match)
     return out
 
 
-def eval_chart(rows: Sequence[tuple[datetime, str, float]], edges: np.ndarray, bucket_s: int,
-               runs: Sequence[RunPoint]) -> dict:
-    """Mean score per evaluator per bucket."""
-    by_name: dict[str, list[tuple[float, float]]] = defaultdict(list)
-    for ts, name, score in rows:
-        by_name[name].append((ts.timestamp(), score))
-    series = []
-    for name in sorted(by_name):
-        data = np.array(by_name[name], dtype=np.float64)
-        idx = _bucket_index(data[:, 0], edges, bucket_s)
-        keep = (idx >= 0) & (idx < len(edges))
-        sums = np.bincount(idx[keep], weights=data[keep, 1], minlength=len(edges))
-        counts = np.bincount(idx[keep], minlength=len(edges))
-        values = [float(s / c) if c else None for s, c in zip(sums, counts, strict=True)]
-        series.append({"label": name, "values": values})
+def eval_chart(rows: Sequence[tuple[int, str, float, int]], edges: np.ndarray, runs: Sequence[RunPoint]) -> dict:
+    """Mean score per evaluator per bucket, from (bucket, evaluator, mean, count) rows."""
+    by_name: dict[str, list[float | None]] = {}
+    for bucket, name, mean, _count in rows:
+        values = by_name.setdefault(name, [None] * len(edges))
+        if 0 <= bucket < len(edges):
+            values[bucket] = float(f"{mean:.5g}")
+    series = [{"label": name, "values": by_name[name]} for name in sorted(by_name)]
     return {"id": "eval", "title": "Eval score (mean per bucket)", "unit": "score",
             "x": edges.tolist(), "runs": run_for_buckets(edges, runs), "series": series}
 
 
-def traffic_charts(rows: Sequence[tuple[datetime, float | None, float | None, float | None, float]],
-                   edges: np.ndarray, bucket_s: int, runs: Sequence[RunPoint]) -> list[dict]:
+def traffic_charts(rows: Sequence[tuple[int, float | None, float | None, float | None, float]],
+                   edges: np.ndarray, runs: Sequence[RunPoint]) -> list[dict]:
     """Logged samples per bucket (and the weighted estimate), and p50/p95 of TTFT, TPOT and
-    end-to-end latency per bucket."""
+    end-to-end latency per bucket, from (bucket, ttft, tpot, latency, weight) rows."""
     links = run_for_buckets(edges, runs)
     n = len(edges)
-    if rows:
-        times = np.array([r[0].timestamp() for r in rows], dtype=np.float64)
-        idx = _bucket_index(times, edges, bucket_s)
-    else:
-        idx = np.zeros(0, dtype=np.int64)
+    table = np.array(rows, dtype=np.float64).reshape(-1, 5)  # None -> nan
+    idx = table[:, 0].astype(np.int64)
     keep = (idx >= 0) & (idx < n)
-    weights = np.array([r[4] for r in rows], dtype=np.float64) if rows else np.zeros(0)
+    weights = np.nan_to_num(table[:, 4], nan=1.0)
     counts = np.bincount(idx[keep], minlength=n)
     weighted = np.bincount(idx[keep], weights=weights[keep], minlength=n)
     volume = {"id": "traffic", "title": "Traffic (logged samples per bucket)", "unit": "samples",
@@ -161,8 +163,7 @@ def traffic_charts(rows: Sequence[tuple[datetime, float | None, float | None, fl
     charts = [volume]
     for column, key, title in ((1, "ttft", "Time to first token"), (2, "tpot", "Time per output token"),
                                (3, "latency", "End-to-end latency")):
-        values = np.array([np.nan if r[column] is None else r[column] for r in rows], dtype=np.float64)
-        p50, p95 = bucket_percentiles(idx, values, n, (50.0, 95.0))
+        p50, p95 = bucket_percentiles(idx, table[:, column], n, (50.0, 95.0))
         charts.append({"id": key, "title": title, "unit": "ms", "x": edges.tolist(), "runs": links,
                        "series": [{"label": "p50", "values": p50}, {"label": "p95", "values": p95}]})
     return charts

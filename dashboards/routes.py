@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from dashboards.alert_routes import build_alert_router
 from dashboards.api import Range, build_api_router
 from dashboards.baselines_page import BaselineOps, build_baselines_router
+from dashboards.charts import warm_registry
 from dashboards.overview import overview_context
 from dashboards.templating import STATIC, page
 from vigil.config import Settings
@@ -34,6 +35,7 @@ def build_dashboard_router(
     settings: Settings, session_factory: sessionmaker[Session], viewer: Callable[..., object],
     baseline_ops: BaselineOps | None = None,
 ) -> APIRouter:
+    warm_registry()
     router = APIRouter(dependencies=[Depends(viewer)])
     router.include_router(build_baselines_router(session_factory, viewer, baseline_ops))
     router.include_router(build_api_router(session_factory))

@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import exists, func, or_, select
+from sqlalchemy import ColumnElement, Integer, cast, exists, func, or_, select
 from sqlalchemy.orm import Session
 
 from storage.models import Alert, Delivery, DriftResult, DriftRun, Embedding, EvalScore, Sample
@@ -52,14 +53,15 @@ def runs_between(
     status: str | None = "done", limit: int = MAX_RUNS,
 ) -> list[RunPoint]:
     """Runs whose window ends in (start, end], oldest first (the newest `limit` of them)."""
-    query = select(DriftRun).where(DriftRun.window_end > to_utc(start), DriftRun.window_end <= to_utc(end))
+    query = select(DriftRun.id, DriftRun.window_start, DriftRun.window_end, DriftRun.status,
+                   DriftRun.num_samples, DriftRun.baseline_id).where(
+        DriftRun.window_end > to_utc(start), DriftRun.window_end <= to_utc(end))
     if baseline_id is not None:
         query = query.where(DriftRun.baseline_id == baseline_id)
     if status is not None:
         query = query.where(DriftRun.status == status)
-    rows = session.scalars(query.order_by(DriftRun.window_end.desc(), DriftRun.id.desc()).limit(limit))
-    points = [RunPoint(r.id, to_utc(r.window_start), to_utc(r.window_end), r.status, r.num_samples or 0,
-                       r.baseline_id) for r in rows]
+    rows = session.execute(query.order_by(DriftRun.window_end.desc(), DriftRun.id.desc()).limit(limit))
+    points = [RunPoint(rid, to_utc(ws), to_utc(we), st, n or 0, bid) for rid, ws, we, st, n, bid in rows]
     return points[::-1]
 
 
@@ -81,7 +83,8 @@ def results_for_runs(
         remaining = limit - len(out)
         if remaining <= 0:
             break
-        out += [ResultPoint(*row) for row in session.execute(query.limit(remaining))]
+        # Core execution: no ORM row processing for what may be tens of thousands of rows
+        out += [ResultPoint(*row) for row in session.connection().execute(query.limit(remaining)).all()]
     return out
 
 
@@ -95,33 +98,44 @@ def latest_done_run(session: Session) -> RunPoint | None:
                     row.num_samples or 0, row.baseline_id)
 
 
-def eval_rows(
-    session: Session, start: datetime, end: datetime, *, limit: int = MAX_SAMPLE_ROWS
-) -> list[tuple[datetime, str, float]]:
-    """(sample timestamp, evaluator, score) for samples in [start, end), newest `limit`."""
+def bucket_index(session: Session, column: Any, origin: float, bucket_s: int) -> ColumnElement[int]:
+    """SQL for floor((column - origin) / bucket_s) in whole seconds, on SQLite and PostgreSQL
+    (rows are filtered to column >= origin, so integer division floors)."""
+    if session.get_bind().dialect.name == "postgresql":
+        seconds = func.extract("epoch", column)
+        return cast(func.floor((seconds - origin) / bucket_s), Integer)
+    seconds = cast(func.strftime("%s", column), Integer)  # SQLite keeps naive UTC text
+    return cast((seconds - int(origin)) / int(bucket_s), Integer)
+
+
+def eval_bucket_means(
+    session: Session, start: datetime, end: datetime, origin: float, bucket_s: int
+) -> list[tuple[int, str, float, int]]:
+    """(bucket, evaluator, mean score, count) of samples in [start, end), by sample time."""
+    bucket = bucket_index(session, Sample.timestamp, origin, bucket_s).label("bucket")
     query = (
-        select(Sample.timestamp, EvalScore.name, EvalScore.score)
+        select(bucket, EvalScore.name, func.avg(EvalScore.score), func.count())
         .join(Sample, Sample.id == EvalScore.sample_id)
         .where(Sample.timestamp >= to_utc(start), Sample.timestamp < to_utc(end))
-        .order_by(Sample.timestamp.desc())
-        .limit(limit)
+        .group_by(bucket, EvalScore.name)
     )
-    return [(to_utc(ts), name, float(score)) for ts, name, score in session.execute(query)]
+    return [(int(b), name, float(mean), int(n)) for b, name, mean, n in session.connection().execute(query).all()]
 
 
-def traffic_rows(
-    session: Session, start: datetime, end: datetime, *, tenant: str | None = None,
-    segment: str | None = None, limit: int = MAX_SAMPLE_ROWS,
-) -> list[tuple[datetime, float | None, float | None, float | None, float]]:
-    """(timestamp, ttft_ms, tpot_ms, latency_ms, sample_weight) of logged samples in [start, end)."""
-    query = select(Sample.timestamp, Sample.ttft_ms, Sample.tpot_ms, Sample.latency_ms, Sample.sample_weight).where(
+def traffic_bucket_rows(
+    session: Session, start: datetime, end: datetime, origin: float, bucket_s: int, *,
+    tenant: str | None = None, segment: str | None = None, limit: int = MAX_SAMPLE_ROWS,
+) -> list[tuple[int, float | None, float | None, float | None, float]]:
+    """(bucket, ttft_ms, tpot_ms, latency_ms, sample_weight) of samples in [start, end): numbers
+    only, so no datetime is built per row."""
+    bucket = bucket_index(session, Sample.timestamp, origin, bucket_s)
+    query = select(bucket, Sample.ttft_ms, Sample.tpot_ms, Sample.latency_ms, Sample.sample_weight).where(
         Sample.timestamp >= to_utc(start), Sample.timestamp < to_utc(end))
     if tenant is not None:
         query = query.where(Sample.tenant == tenant)
     if segment is not None:
         query = query.where(Sample.segment == segment)
-    rows = session.execute(query.order_by(Sample.timestamp.desc()).limit(limit))
-    return [(to_utc(ts), ttft, tpot, lat, float(w if w is not None else 1.0)) for ts, ttft, tpot, lat, w in rows]
+    return [tuple(row) for row in session.connection().execute(query.limit(limit)).all()]
 
 
 def open_alert_counts(session: Session) -> dict[tuple[str, str], int]:
