@@ -58,6 +58,11 @@ class Rule:
                 and any(fnmatch(result.feature, pattern) for pattern in self.features))
 
 
+def _new_value(name: str, features: tuple[str, ...], severity: str, kind: str, what: str) -> Rule:
+    return Rule(name, "new_category", features, severity, kind,
+                f"{what} the baseline never saw takes a share of the window")
+
+
 # drift rules: raised and resolved by the drift job, one window at a time
 DRIFT_RULES: tuple[Rule, ...] = (
     Rule("token_psi", "psi", TOKEN_FEATURES, "moderate", "prompt",
@@ -84,16 +89,11 @@ DRIFT_RULES: tuple[Rule, ...] = (
     Rule("response_conditional_mmd", "conditional_mmd", ("response_embedding", "response_stats"),
          "high", "model", "responses changed within matched prompt clusters"),
     # a value the baseline never had (drift.categorical.new_values_test), named in the summary
-    Rule("new_model_version", "new_category", ("model_version",), "high", "model",
-         "a model version the baseline never saw serves a share of the window"),
-    Rule("new_prompt_version", "new_category", ("prompt_version",), "moderate", "prompt",
-         "a prompt version the baseline never saw serves a share of the window"),
-    Rule("new_segment", "new_category", ("tenant", "segment"), "review", "persona",
-         "a tenant or segment the baseline never saw sends a share of the window"),
-    Rule("new_finish_reason", "new_category", ("finish_reason",), "moderate", "model",
-         "the model ends answers in a way the baseline never saw"),
-    Rule("new_tool", "new_category", ("tool",), "moderate", "prompt",
-         "requests name a tool the baseline never saw"),
+    _new_value("new_model_version", ("model_version",), "high", "model", "a model version"),
+    _new_value("new_prompt_version", ("prompt_version",), "moderate", "prompt", "a prompt version"),
+    _new_value("new_segment", ("tenant", "segment"), "review", "persona", "a tenant or segment"),
+    _new_value("new_finish_reason", ("finish_reason",), "moderate", "model", "a finish reason"),
+    _new_value("new_tool", ("tool",), "moderate", "prompt", "a tool named in requests"),
 )
 
 # condition rules: raised and resolved by whoever watches the condition
