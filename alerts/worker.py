@@ -18,10 +18,13 @@ import httpx
 from sqlalchemy.orm import Session
 
 from alerts.delivery import DeliveryStats, deliver_due
+from alerts.service import raise_condition
 from storage.types import utcnow
 from vigil.config import Settings, get_settings
 
 log = logging.getLogger(__name__)
+
+DEAD_LETTERS = "monitor_dead_letters"
 
 
 class DeliveryWorker:
@@ -87,7 +90,31 @@ class DeliveryWorker:
         )
         for name in ("claimed", "delivered", "retried", "dead", "lost_claims"):
             setattr(self.totals, name, getattr(self.totals, name) + getattr(stats, name))
+        self._report_dead_letters(stats)
         return stats
+
+    def _report_dead_letters(self, stats: DeliveryStats) -> None:
+        """Dead letters mean on-call missed a notification: a `monitor_dead_letters` alert,
+        resolved by the next pass that delivers and buries nothing (the path works again)."""
+        if stats.dead:
+            healthy = False
+        elif stats.delivered:
+            healthy = True
+        else:
+            return  # an idle pass says nothing about the delivery path
+        try:
+            with self.session_factory() as session:
+                raise_condition(
+                    session, DEAD_LETTERS, healthy=healthy, now=self.clock(), settings=self.settings,
+                    summary=None if healthy else (
+                        f"{stats.dead} alert notification(s) dead-lettered after "
+                        f"{self.settings.delivery_max_attempts} attempts: on-call did not receive them"),
+                    evidence={"dead": stats.dead, "dead_total": self.totals.dead,
+                              "last_error": self.last_error},
+                )  # fmt: skip
+                session.commit()
+        except Exception as exc:  # the outbox pass itself succeeded; try again next pass
+            log.warning("could not report dead letters: %s: %s", type(exc).__name__, exc)
 
     def _run(self) -> None:
         while not self._stop.is_set():

@@ -153,6 +153,7 @@ class LeaderElector:
         self.on_elected = on_elected
         self.on_demoted = on_demoted
         self._is_leader = False
+        self.lost_at: datetime | None = None  # when this replica last lost the lease in a tick
         self._last_renewed: float | None = None  # time.monotonic() just before the last renewal
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -181,8 +182,11 @@ class LeaderElector:
             self.on_elected()
         elif not won and self._is_leader:
             self._is_leader = False
-            log.info("%s lost the scheduler lease; standing by", self.holder)
+            self.lost_at = datetime.now(UTC)  # the watchdog alerts if nobody takes the lease over
+            log.warning("%s lost the scheduler lease; standing by", self.holder)
             self.on_demoted()
+        elif won:
+            self.lost_at = None
         return won
 
     def _loop(self) -> None:

@@ -21,7 +21,14 @@ from fastapi import FastAPI
 
 from sidecar.app import create_app
 from sidecar.leader import LeaderElector
-from sidecar.scheduler import Runtime, build_scheduler, ensure_jobs, register_runtime
+from sidecar.scheduler import (
+    Runtime,
+    build_scheduler,
+    ensure_jobs,
+    register_runtime,
+    scheduled_jobs,
+)
+from sidecar.watchdog import Watchdog
 from vigil.config import Settings, get_settings, load_settings
 
 log = logging.getLogger("vigil.sidecar")
@@ -43,6 +50,7 @@ class Sidecar:
             on_demoted=self._demoted,
         )
         self.delivery = None
+        self.watchdog: Watchdog | None = None
         self._lock = threading.Lock()
         self.started_at: datetime | None = None
         self.app: FastAPI = create_app(settings, self.session_factory, status=self.status)
@@ -73,9 +81,15 @@ class Sidecar:
         self.scheduler.start(paused=True)
         self.started_at = datetime.now(UTC)
         self.elector.start()
+        self.watchdog = Watchdog(  # leader lost / jobs stalled -> monitoring alerts
+            self.settings, self.session_factory, is_leader=lambda: self.elector.is_leader,
+            lost_at=lambda: self.elector.lost_at,
+            scheduled=lambda: scheduled_jobs(self.scheduler, self.settings)).start()
         log.info("sidecar %s started; waiting for the scheduler lease", self.holder)
 
     def stop(self) -> None:
+        if self.watchdog is not None:
+            self.watchdog.stop()
         self.elector.stop()  # demotes (pausing jobs, stopping deliveries) and releases the lease
         if self.scheduler.running:
             self.scheduler.shutdown(wait=True)

@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from sidecar import job_stats
 from sidecar.leader import SCHEDULER_LOCK, lease_fence
+from sidecar.watchdog import ScheduledJob, record_job_run
 from vigil.config import Settings
 
 log = logging.getLogger("vigil.sidecar.scheduler")
@@ -117,11 +118,21 @@ def run_scheduled(name: str) -> None:
 
 
 def _tally(name: str, started: datetime, *, ok: bool) -> float:
-    """Count the run for /metrics; returns its duration in seconds."""
+    """Count the run for /metrics and for the stall watchdog; returns its duration in seconds."""
     finished = datetime.now(UTC)
     took = (finished - started).total_seconds()
     job_stats.record_run(name, ok=ok, seconds=took, finished_unix=finished.timestamp())
+    runtime = _runtime
+    if runtime is not None:  # in the database: a new leader sees when the job last ran
+        record_job_run(runtime.session_factory, name, finished)
     return took
+
+
+def scheduled_jobs(scheduler: BackgroundScheduler, settings: Settings) -> list[ScheduledJob]:
+    """The jobs this scheduler holds, with their intervals (what the stall watchdog expects)."""
+    held = {job.id for job in scheduler.get_jobs()} if scheduler.running else set()
+    return [ScheduledJob(spec.name, float(getattr(settings, spec.interval_setting)))
+            for spec in JOBS if spec.name in held]
 
 
 def _create_jobstore_table(store: SQLAlchemyJobStore, engine: Engine) -> None:
