@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from pydantic import Field, create_model
 from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
@@ -32,6 +33,17 @@ def _field_path(loc: tuple[Any, ...]) -> str:
     return path or "body"
 
 
+def _body_type(model: type) -> Callable:
+    """Give a route's `body` parameter a model built at run time (string annotations cannot
+    name a local)."""
+
+    def apply(route: Callable) -> Callable:
+        route.__annotations__["body"] = model
+        return route
+
+    return apply
+
+
 def create_app(
     settings: Settings,
     session_factory: sessionmaker[Session],
@@ -49,8 +61,19 @@ def create_app(
                        max_bytes=body_limit(INGEST_PATH, settings.ingest_max_bytes),
                        body_timeout_s=settings.body_timeout_s)
 
+    # pydantic stops at the first sample past the limit: a huge batch is not validated whole
+    bounded_body = create_model(
+        "IngestBody", __base__=IngestBody,
+        samples=(IngestBody.model_fields["samples"].annotation,
+                 Field(min_length=1, max_length=settings.ingest_max_samples)),
+    )
+
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        if any(e["type"] == "too_long" and tuple(e["loc"]) == ("body", "samples") for e in exc.errors()):
+            return JSONResponse(status_code=413, content={
+                "detail": f"too many samples in one request; the limit is {settings.ingest_max_samples} "
+                          "(VIGIL_INGEST_MAX_SAMPLES): split the batch"})
         errors = [
             {"path": _field_path(tuple(e["loc"])), "message": e["msg"], "type": e["type"]}
             for e in exc.errors()
@@ -99,6 +122,7 @@ def create_app(
         dependencies=[Depends(require_api_key)],
         responses={401: {"description": "missing or invalid API key"}, 413: {"description": "too large"}},
     )
+    @_body_type(bounded_body)
     def ingest(body: IngestBody, principal: Principal = Depends(require_api_key)) -> IngestResult:
         """Store samples sent by another engine, in the one record schema (`vigil.sample_record`).
         Idempotent on `id`: a sample already stored is counted as a duplicate and left untouched."""

@@ -14,11 +14,11 @@ from fastapi.responses import JSONResponse, Response
 
 from serving.outputs import CompletionOutput, RequestOutput, TokenLogprob
 from serving.server.auth import request_segment
+from serving.server.chat_encoding import encode_chat
 from serving.server.errors import APIError
 from serving.server.generation import (
     ClientDisconnected,
     collect_final,
-    encode,
     ensure_accepting,
     generate,
     unless_disconnected,
@@ -40,9 +40,14 @@ def tool_names(body: ChatCompletionRequest) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def render_prompt(state: ServerState, body: ChatCompletionRequest) -> str:
+def _template_inputs(body: ChatCompletionRequest) -> tuple[list[dict], list[dict] | None]:
     messages = [m.model_dump(exclude_none=True) for m in body.messages]
     tools = [t.model_dump(exclude_none=True) for t in body.tools] if body.tools else None
+    return messages, tools
+
+
+def render_prompt(state: ServerState, body: ChatCompletionRequest) -> str:
+    messages, tools = _template_inputs(body)
     try:
         return state.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tools=tools)
     except (ValueError, TypeError, KeyError, UnicodeError) as exc:
@@ -50,8 +55,12 @@ def render_prompt(state: ServerState, body: ChatCompletionRequest) -> str:
 
 
 def _prepare(state: ServerState, body: ChatCompletionRequest) -> tuple[str, list[int]]:
-    prompt = render_prompt(state, body)
-    return prompt, encode(state, prompt, "messages")
+    """Template and tokens; message texts never become control tokens (see chat_encoding)."""
+    messages, tools = _template_inputs(body)
+    try:
+        return encode_chat(state.tokenizer, messages, tools)
+    except (ValueError, TypeError, KeyError, UnicodeError) as exc:
+        raise APIError(f"messages: {exc}", param="messages", code="invalid_messages") from None
 
 
 def _logprob_entries(items: list[TokenLogprob]) -> list[dict]:
@@ -74,6 +83,7 @@ async def chat_completions(request: Request, body: ChatCompletionRequest, state:
     ensure_accepting(state, body.model)
     # templating and tokenizing a long conversation takes milliseconds: keep it off the loop
     prompt, token_ids = await asyncio.to_thread(_prepare, state, body)
+    ensure_accepting(state, body.model)  # again: the queue may have filled while we tokenized
     check_context(len(token_ids), state.max_model_len, "messages")
     limit_param = "max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens"
     params = build_params(

@@ -69,6 +69,7 @@ async def completions(request: Request, body: CompletionRequest, state: ServerSt
     jobs = []
     # tokenizing is CPU work: off the event loop, all prompts in one hop
     prepared = await asyncio.to_thread(lambda: [_prompt(state, raw) for raw in body.prompts()])
+    ensure_accepting(state, body.model)  # again: the queue may have filled while we tokenized
     for k, (text, ids) in enumerate(prepared):
         check_context(len(ids), state.max_model_len, "prompt")
         params = build_params(

@@ -77,3 +77,29 @@ def test_user_is_stored_as_a_keyed_pseudonym(user):
     seg = request_segment(_request({}, "203.0.113.7", Principal("k")), settings, user, None)
     assert seg.user == hash_user(user, settings.secret_key) and user not in (seg.user, seg.tenant)
     assert "@" not in seg.user and seg.user != hash_user(user, "another-secret-0123456789")
+
+
+def test_ingest_batch_size_is_checked_before_validating_every_sample(migrated_db, make_settings, monkeypatch):
+    """Was: every sample of an oversized batch was validated, and only then counted."""
+    from pydantic import Field, create_model, model_validator
+
+    import sidecar.app as sidecar_app
+
+    validated = []
+    (record_type,) = sidecar_app.IngestBody.model_fields["samples"].annotation.__args__
+
+    class CountingRecord(record_type):
+        @model_validator(mode="before")
+        @classmethod
+        def _count(cls, data):
+            validated.append(1)
+            return data
+
+    counting_body = create_model("IngestBody", __base__=sidecar_app.IngestBody,
+                                 samples=(list[CountingRecord], Field(min_length=1)))
+    monkeypatch.setattr(sidecar_app, "IngestBody", counting_body)
+    app = create_app(make_settings(migrated_db, api_keys=[API_KEY], ingest_max_samples=10),
+                     session_factory(migrated_db))
+    r = _ingest(app, API_KEY, [{"id": f"s{i}", "prompt": "p"} for i in range(5000)])
+    assert r.status_code == 413 and "limit is 10" in r.json()["detail"]
+    assert 1 <= len(validated) <= 11
