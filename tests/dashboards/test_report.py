@@ -38,3 +38,24 @@ def test_report_keeps_the_size_bound_and_is_shareable(tmp_path, monkeypatch):
     text = small.read_text()
     assert small.stat().st_size < 1_000_000 and "Vigil drift report" in text
     assert "page left out" in text and "over the 1.0 MB bound" in text
+
+
+def test_every_result_renders_whatever_its_fields_hold(tmp_path):
+    """None/NaN/inf numbers, a result kind the template has no section for, odd detail and lone
+    surrogates in logged text: the report is still written, as valid UTF-8."""
+    current = frame(3, n=20)
+    current.loc[0, "prompt"] = "lone \ud800 surrogate"
+    odd = [{"test": t, "feature": "prompt_embedding", "segment": seg, "statistic": stat, "p_value": None,
+            "threshold": None, "drifted": True, "insufficient": False,
+            "detail": {"clusters": [{"size": None, "share": None, "representatives": [0, None, "x"]}]}}
+           for t in ("new_cluster", "cluster_growth", "new_category", "mmd")
+           for seg, stat in (("*", float("nan")), ("tenant=\udfff", float("inf")), ("*", None))]
+    current["prompt_embedding"] = [np.zeros(2)] * len(current)
+    path = build.write_run_report(
+        run_id=9, window=(datetime(2026, 11, 29, 10, tzinfo=UTC), datetime(2026, 11, 29, 11, tzinfo=UTC)),
+        now=datetime.now(UTC), frame=current, baseline_row=None, baseline_frame=frame(4, n=20),
+        results=odd, segment_sizes={"*": {"n_current": 20}}, alerts=[], report_dir=tmp_path,
+        public_url="http://x", evidently=(None, "skipped"))  # fmt: skip
+    text = path.read_bytes().decode("utf-8")  # strict: no lone surrogate got through
+    assert text.count("<tr class=\"drifted\">") >= len(odd) and "\ufffd" in text
+    assert "inf" in text and "–" in text

@@ -15,6 +15,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from unittest import mock
 
+import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -23,6 +24,7 @@ from odd_windows import QUIRKS, fake_embed, odd_pair, write_records
 
 from dashboards.report.build import write_run_report
 from drift.baseline import build_baseline
+from drift.categorical import new_values_test
 from drift.errors import InputError
 from drift.job import DEFAULT_SEGMENT_BY, propose_alerts, run_drift
 from drift.rules import DEFAULT_RULES
@@ -130,3 +132,42 @@ def test_a_small_cluster_that_grows_makes_an_alert():
     assert growth.drifted and growth.threshold is None
     alert = next(a for a in report.alerts if a.rule == "cluster_growth")
     assert "prompt_embedding (a small cluster grew" in alert.summary and alert.kind == "persona"
+
+
+def test_a_new_model_version_is_named_with_its_share_kind_and_severity():
+    ref, cur = odd_pair(4, {"new_category"})
+    report = run_drift(build_baseline(pd.DataFrame(ref), seed=1, cluster=False), pd.DataFrame(cur),
+                       segment_by=[])
+    [result] = report.results_for(test="new_category", feature="model_version")
+    assert result.drifted and result.statistic == 1.0 and result.detail["new"][0]["value"] == "m2"
+    [alert] = [a for a in propose_alerts(report.results, DEFAULT_RULES) if a.rule == "new_model_version"]
+    assert alert.kind == "model" and alert.severity == "high"
+    assert alert.summary.startswith("new_category drift on new model_version m2: 100% of the window")
+    [tool] = report.results_for(test="new_category", feature="tool")
+    assert tool.drifted and [v["value"] for v in tool.detail["new"]] == ["browser"]
+
+
+values = st.lists(st.one_of(st.none(), st.sampled_from(["a", "b", "c", "d", "\ud800"])), max_size=40)
+
+
+@settings(max_examples=50, deadline=None, derandomize=True, database=None)
+@given(reference=values, current=values, weighted=st.booleans())
+def test_new_values_against_a_counting_oracle(reference, current, weighted):
+    w = np.arange(1, len(current) + 1, dtype=float) if weighted else None
+    res = new_values_test(np.array(reference, dtype=object), np.array(current, dtype=object),
+                          weights=w, min_share=0.2, min_count=2)
+    if not current:
+        assert res.insufficient and not res.drifted
+        return
+    weights = list(w) if weighted else [1.0] * len(current)
+    seen = {v for v in reference if v is not None}
+    new_mass = {}
+    for v, wt in zip(current, weights, strict=True):
+        if v is not None and v not in seen:
+            new_mass[v] = new_mass.get(v, 0.0) + wt
+    total = sum(weights)
+    assert res.statistic == pytest.approx(sum(new_mass.values()) / total)
+    assert {d["value"]: d["share"] for d in res.detail["new"]} == pytest.approx(
+        {v: m / total for v, m in new_mass.items()})
+    big = {v for v, m in new_mass.items() if m / total >= 0.2 and current.count(v) >= 2}
+    assert res.drifted == bool(big)
