@@ -10,4 +10,9 @@ Entry points:
     drift.registry   TestSpec, register(), get_test(name), tests_for(kind)
     drift.clusters   fit_clusters(), detect_clusters()
     drift.embed      embed_texts(texts) (offline MiniLM, 384-d)
+    drift.errors     InputError: the one exception for input the drift code cannot use
+    drift.formatting fmt_num(), clean_text(): text for any number (None/NaN/inf) or string
+
+Every other exception escaping the drift code is a bug: any window yields results or an
+InputError that says what is wrong.
 """
