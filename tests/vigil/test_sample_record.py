@@ -198,3 +198,29 @@ def test_vigil_schema_prints_the_json_schema(capsys):
     assert printed["properties"]["prompt_tokens"]["anyOf"][0] == {
         "type": "integer", "minimum": 0, "maximum": limits.MAX_TOKENS}
     assert "sample_weight" in printed["description"]  # the rules travel with the schema
+
+
+python_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(), st.binary(max_size=8),
+              st.just(object()), st.complex_numbers(), st.datetimes()),
+    lambda inner: st.lists(inner, max_size=4) | st.tuples(inner, inner) | st.frozensets(st.integers())
+    | st.dictionaries(st.one_of(st.text(max_size=12), st.integers(), st.sampled_from(
+        ["prompt", "prompt_tokens", "timestamp", "tools", "eval_x", "prompt_embedding", "sample_weight"])),
+        inner, max_size=6),
+    max_leaves=20,
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(python_values)
+def test_any_python_value_is_accepted_or_refused_with_a_record_error(value):
+    try:
+        validate_record(value)
+    except RecordError as exc:
+        assert str(exc)  # a message naming what is wrong
+
+
+def test_self_referencing_unknown_field_is_refused_not_a_recursion_error():
+    loop: dict = {}
+    loop["again"] = loop
+    refused("loop", loop=loop)
