@@ -24,6 +24,7 @@ from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
 from alerts.dedupe import dedupe_key, plan_firing
+from alerts.grouping import group_triggers
 from alerts.lifecycle import silenced
 from alerts.payloads import build_payload
 from alerts.proposal import ALL_SEGMENTS, SEVERITY_RANK, Proposal, coerce_proposal
@@ -58,6 +59,8 @@ def raise_alerts(
     proposals = [coerce_proposal(p, i) for i, p in enumerate(proposed)]
     decided = [(p, rules.decide(p, settings.alert_cooldown_s)) for p in proposals]
     fired: list[Alert] = []
+    triggers: list[Delivery] = []  # grouped per (run, rule, target) below
+    notified: dict[int, Alert] = {}
     # muted proposals (decision None) drop out here, and so count as "not firing"
     for proposal, decision in _strongest_per_key([(p, d) for p, d in decided if d is not None]):
         key = dedupe_key(proposal.rule, proposal.segment)
@@ -97,10 +100,13 @@ def raise_alerts(
         session.flush()  # the id goes into payload links
         if plan.notify and not silenced(existing, decision.severity, now):  # acknowledged/snoozed
             alert.last_notified = now
-            enqueue_notification(
+            triggers += enqueue_notification(
                 session, alert, decision.targets, event="trigger", now=now, settings=settings
             )
+            notified[alert.id] = alert
         fired.append(alert)
+
+    group_triggers(session, triggers, notified, settings.public_url)
 
     # processed in key order (locks), returned in the order proposed
     position = {dedupe_key(p.rule, p.segment): i for i, p in reversed(list(enumerate(proposals)))}

@@ -20,11 +20,14 @@ from storage.models import Delivery
 
 
 def enqueue(sessions, settings, n, now, **kw) -> list[str]:
-    """n alerts (one per segment) → n deliveries per target; returns their idempotency keys."""
+    """n alerts (one per segment) → n deliveries per target; returns their idempotency keys.
+    Each alert comes from its own run: one run's alerts of one rule would share a grouped
+    notification (alerts.grouping)."""
     with sessions() as s, s.begin():
-        run_id = make_run(s, now)
-        proposals = [proposal(segment=f"tenant={i}") for i in range(n)]
-        raise_alerts(s, proposals, run_id=run_id, now=now, settings=settings, **kw)
+        for i in range(n):
+            run_id = make_run(s, now + timedelta(seconds=i))
+            raise_alerts(s, [proposal(segment=f"tenant={i}")], run_id=run_id, now=now, settings=settings,
+                         **{"resolve_absent": False, **kw})
     return [d.idempotency_key for d in rows(sessions)]
 
 
