@@ -47,6 +47,7 @@ class DeliveryWorker:
         self.rng = rng or random.Random()
         self.totals = DeliveryStats()
         self.last_error: str | None = None
+        self._dead_letters_open: bool | None = None  # None: not known yet (check once)
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -98,10 +99,10 @@ class DeliveryWorker:
         resolved by the next pass that delivers and buries nothing (the path works again)."""
         if stats.dead:
             healthy = False
-        elif stats.delivered:
-            healthy = True
+        elif stats.delivered and self._dead_letters_open is not False:
+            healthy = True  # resolve what this worker (or one before a restart) raised
         else:
-            return  # an idle pass says nothing about the delivery path
+            return  # an idle pass says nothing about the delivery path; nothing open to resolve
         try:
             with self.session_factory() as session:
                 raise_condition(
@@ -113,6 +114,7 @@ class DeliveryWorker:
                               "last_error": self.last_error},
                 )  # fmt: skip
                 session.commit()
+            self._dead_letters_open = not healthy
         except Exception as exc:  # the outbox pass itself succeeded; try again next pass
             log.warning("could not report dead letters: %s: %s", type(exc).__name__, exc)
 
