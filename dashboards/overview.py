@@ -10,6 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from dashboards.charts import direction_of, drift_score, score_threshold
+from dashboards.segment_page import segment_href
 from storage.models import Alert
 from storage.repositories.baselines import get_active_baseline
 from storage.repositories.series import latest_done_run, results_for_runs
@@ -27,7 +28,8 @@ def moved_rows(session: Session, run_id: int) -> list[dict]:
             continue
         direction = direction_of(r.test)
         score, limit = drift_score(r, direction), score_threshold(r.threshold, direction)
-        rows.append({"test": r.test, "feature": r.feature, "segment": r.segment, "statistic": r.statistic,
+        rows.append({"test": r.test, "feature": r.feature, "segment": r.segment, "href": segment_href(r.segment),
+                     "statistic": r.statistic,
                      "p_value": r.p_value, "threshold": r.threshold, "direction": direction,
                      "ratio": (score / limit) if score is not None and limit else None})
     rows.sort(key=lambda row: -(row["ratio"] or 0.0))

@@ -66,8 +66,10 @@ def test_pages_render_and_charts_draw(migrated_db, make_settings):
                                     args=["--headless", "--no-sandbox", "--disable-gpu"])
         overview = visit(browser, f"{app.url}/?range=7d", SHOTS / f"overview-{backend}.png")
         alert = visit(browser, f"{app.url}/alerts/{data.alert_id}", SHOTS / f"alert-{backend}.png")
+        segment = visit(browser, f"{app.url}/segments/acme/web", SHOTS / f"segment-{backend}.png")
+        baselines = visit(browser, f"{app.url}/baselines", SHOTS / f"baselines-{backend}.png")
         browser.close()
-        for name, seen in (("overview", overview), ("alert", alert)):
+        for name, seen in (("overview", overview), ("alert", alert), ("segment", segment), ("baselines", baselines)):
             assert seen["errors"] == [], (name, seen["errors"])
             weights[name] = seen["bytes"]
             for href in set(seen["links"]):
@@ -79,4 +81,5 @@ def test_pages_render_and_charts_draw(migrated_db, make_settings):
         "psi:prompt_tokens": (1, 4), "ks:latency_ms": (1, 4), "mmd:prompt_embedding": (1, 4),
         "eval": (1, 1), "traffic": (1, 2), "ttft": (1, 2), "tpot": (1, 2), "latency": (1, 2)}
     assert alert["charts"] == [["psi:prompt_tokens", 1, 2]]  # the one segment + threshold
+    assert [c[0] for c in segment["charts"]] == ["traffic", "ttft", "tpot", "latency"]
     (SHOTS / f"weights-{backend}.json").write_text(json.dumps(weights))
