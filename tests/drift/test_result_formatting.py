@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from datetime import UTC, datetime
 
 import numpy as np
 import pytest
@@ -79,3 +80,31 @@ def test_every_result_formats_and_serialises(test):
     json.dumps(report.to_dict(full=True), allow_nan=False)
     for a in alerts:
         a.summary.encode("utf-8")
+
+
+def test_every_result_is_stored(migrated_db):
+    """The drift job's rows: NaN/inf become NULL, numpy values plain numbers (SQLite and PG)."""
+    from storage.db import session_factory
+    from storage.repositories.drift_runs import (
+        DriftResultRow,
+        add_drift_results,
+        get_drift_results,
+        start_drift_run,
+    )
+
+    results = [TestResult(test, stat, p, None, True, detail={"v": stat, "arr": np.array([stat or 0.0])},
+                          feature="f", segment="*").to_dict()
+               for test in ("cluster_growth", "psi") for stat in ODD_VALUES for p in (None, float("nan"))]
+    factory = session_factory(migrated_db)
+    with factory() as s:
+        run = start_drift_run(s, datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 1, 1, tzinfo=UTC))
+        add_drift_results(s, run.id, [DriftResultRow(
+            test=r["test"], feature=r["feature"], segment=r["segment"], statistic=r["statistic"],
+            p_value=r["p_value"], threshold=r["threshold"], drifted=r["drifted"],
+            insufficient=r["insufficient"], detail=r["detail"]) for r in results])  # fmt: skip
+        s.commit()
+        stored = get_drift_results(s, run.id)
+    assert len(stored) == len(results)
+    expected = sorted((r["test"], r["statistic"] is None) for r in results)
+    assert sorted((row.test, row.statistic is None) for row in stored) == expected
+    assert all(row.p_value is None and row.threshold is None for row in stored)
