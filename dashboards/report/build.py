@@ -21,6 +21,7 @@ from dashboards.report.model import (
     segment_rows,
     truncate,
 )
+from dashboards.report.pictures import report_pictures
 from dashboards.report.render import MAX_REPORT_BYTES, render_report, write_report
 from drift.formatting import clean_text
 from storage.types import to_utc
@@ -156,6 +157,7 @@ def write_run_report(
         alerts=[AlertView(a.id, a.rule, a.severity, a.segment, a.summary,
                           f"{public_url.rstrip('/')}/alerts/{a.id}") for a in alerts],
         public_url=public_url, note=note,
+        pictures=report_pictures(results, base_frame, frame) if len(frame) else [],
     )  # fmt: skip
     html, why = evidently
     page = render_report(ctx, html, why)

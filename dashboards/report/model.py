@@ -68,6 +68,7 @@ class ReportContext:
     alerts: list[AlertView] = field(default_factory=list)
     public_url: str = ""
     note: str | None = None  # e.g. "no active baseline"
+    pictures: list[Any] = field(default_factory=list)  # report.pictures.Picture: inline SVGs
 
 
 def segment_rows(results: list[dict[str, Any]], counts: dict[str, int]) -> list[SegmentRow]:

@@ -1,0 +1,112 @@
+"""Pictures for the hourly report, as inline SVG (the file stays self-contained): per drifted
+numeric feature, reference vs window as a histogram (shared bins, densities) and as ECDFs; the
+prompt embeddings projected to 2-D (baseline grey, window blue)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dashboards.projection import pca_2d, subsample, svg_scatter
+
+MAX_FEATURES = 8
+BINS = 20
+W, H, PAD = 360, 160, 24
+REF, CUR = "#9e9e9e", "#1f77b4"
+
+
+@dataclass
+class Picture:
+    title: str
+    svg: str  # built from numbers only: safe to embed unescaped
+
+
+def _numbers(frame: pd.DataFrame, column: str) -> np.ndarray:
+    if column not in frame.columns:
+        return np.empty(0)
+    values = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=np.float64)
+    return values[np.isfinite(values)]
+
+
+def _frame(body: list[str], label: str) -> str:
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" '
+            f'role="img" aria-label="{label}"><rect width="{W}" height="{H}" fill="#fff" stroke="#ddd"/>'
+            + "".join(body) + "</svg>")
+
+
+def histogram_svg(ref: np.ndarray, cur: np.ndarray, bins: int = BINS) -> str:
+    """Side-by-side density bars per shared bin: reference grey, window blue."""
+    edges = np.histogram_bin_edges(np.concatenate([ref, cur]), bins=bins)
+    dens = [np.histogram(x, bins=edges)[0] / max(len(x), 1) for x in (ref, cur)]
+    top = max(float(max(d.max() for d in dens)), 1e-12)
+    slot = (W - 2 * PAD) / bins
+    body = []
+    for i in range(bins):
+        for k, (d, colour) in enumerate(zip(dens, (REF, CUR), strict=True)):
+            h = d[i] / top * (H - 2 * PAD)
+            x = PAD + i * slot + k * slot / 2
+            body.append(f'<rect x="{x:.1f}" y="{H - PAD - h:.1f}" width="{slot / 2:.1f}" height="{h:.1f}" '
+                        f'fill="{colour}" class="bar{k}"/>')
+    body.append(f'<text x="{PAD}" y="{H - 6}" font-size="10">{edges[0]:.4g}</text>'
+                f'<text x="{W - PAD}" y="{H - 6}" font-size="10" text-anchor="end">{edges[-1]:.4g}</text>')
+    return _frame(body, "histogram, reference vs window")
+
+
+def ecdf_svg(ref: np.ndarray, cur: np.ndarray) -> str:
+    """Both empirical CDFs as step lines on a shared x axis."""
+    lo, hi = float(min(ref.min(), cur.min())), float(max(ref.max(), cur.max()))
+    span = hi - lo if hi > lo else 1.0
+    body = []
+    for k, (x, colour) in enumerate(((ref, REF), (cur, CUR))):
+        xs = np.sort(x)
+        ys = np.arange(1, len(xs) + 1) / len(xs)
+        pick = subsample(xs, 400)  # a step line needs no more points than pixels
+        pts = " ".join(f"{PAD + (xs[i] - lo) / span * (W - 2 * PAD):.1f},{H - PAD - ys[i] * (H - 2 * PAD):.1f}"
+                       for i in pick)
+        body.append(f'<polyline points="{pts}" fill="none" stroke="{colour}" stroke-width="1.5" class="ecdf{k}"/>')
+    return _frame(body, "ECDF, reference vs window")
+
+
+def feature_pictures(results: list[dict[str, Any]], baseline: pd.DataFrame, window: pd.DataFrame) -> list[Picture]:
+    """Histogram and ECDF of each drifted numeric feature (most drifted first, at most 8)."""
+    seen: list[str] = []
+    for r in results:
+        feature = r.get("feature")
+        if r.get("drifted") and feature and feature not in seen:
+            seen.append(feature)
+    out = []
+    for feature in seen:
+        ref, cur = _numbers(baseline, feature), _numbers(window, feature)
+        if len(ref) < 2 or len(cur) < 2:
+            continue  # embeddings, categories, or too few values for a picture
+        out.append(Picture(f"{feature}: histogram", histogram_svg(ref, cur)))
+        out.append(Picture(f"{feature}: ECDF", ecdf_svg(ref, cur)))
+        if len(out) >= 2 * MAX_FEATURES:
+            break
+    return out
+
+
+def embedding_picture(baseline: pd.DataFrame, window: pd.DataFrame, column: str = "prompt_embedding") -> Picture | None:
+    def stack(frame: pd.DataFrame) -> np.ndarray:
+        if column not in frame.columns:
+            return np.empty((0, 0))
+        vectors = [v for v in frame[column] if isinstance(v, np.ndarray | list) and len(v)]
+        return np.vstack(vectors).astype(np.float64) if vectors else np.empty((0, 0))
+
+    ref, cur = stack(baseline), stack(window)
+    if not len(ref) or not len(cur) or ref.shape[1] != cur.shape[1]:
+        return None
+    ref, cur = ref[subsample(ref)], cur[subsample(cur, seed=1)]
+    ref_xy, cur_xy, _ = pca_2d(ref, cur)
+    return Picture("prompt embeddings (PCA; baseline grey, window blue)", svg_scatter(ref_xy, cur_xy, set(), size=360))
+
+
+def report_pictures(results: list[dict[str, Any]], baseline: pd.DataFrame, window: pd.DataFrame) -> list[Picture]:
+    """What the report draws: drifted features over all traffic first, then the projection."""
+    ordered = sorted(results, key=lambda r: (r.get("segment") != "*", not r.get("drifted")))
+    pictures = feature_pictures(ordered, baseline, window)
+    projection = embedding_picture(baseline, window)
+    return pictures + ([projection] if projection is not None else [])
