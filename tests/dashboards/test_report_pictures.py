@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 import dashboards.report.build as build
-from dashboards.report.pictures import BINS, H, PAD, ecdf_svg, histogram_svg, report_pictures
+from dashboards.report.pictures import BINS, PAD, H, ecdf_svg, histogram_svg, report_pictures
 
 SVG = "{http://www.w3.org/2000/svg}"
 
