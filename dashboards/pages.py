@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
+from pathlib import Path as FilePath
+from typing import Annotated
 from urllib.parse import urlsplit
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter, HTTPException, Path
 from fastapi.responses import FileResponse, HTMLResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from sqlalchemy import func, select
@@ -17,7 +18,8 @@ from dashboards.report.render import fmt
 from storage.models import Alert, Delivery, DriftResult, DriftRun
 from vigil.config import Settings
 
-TEMPLATES = Path(__file__).resolve().parent / "templates"
+TEMPLATES = FilePath(__file__).resolve().parent / "templates"
+RowId = Annotated[int, Path(ge=1, le=2**31 - 1)]  # an INTEGER key the database can hold (else 422, not 500)
 _env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]))
 _URL = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>]+")
 MAX_ERROR_CHARS = 300  # a receiver's reply is shown as a hint, not in full
@@ -53,7 +55,7 @@ def _window(run: DriftRun) -> str:
 
 
 def _run_view(run: DriftRun, drifted: int = 0) -> dict:
-    has_report = bool(run.report_path) and Path(run.report_path).is_file()
+    has_report = bool(run.report_path) and FilePath(run.report_path).is_file()
     return {"id": run.id, "window": _window(run), "status": run.status,
             "num_samples": run.num_samples, "drifted": drifted, "has_report": has_report}  # fmt: skip
 
@@ -86,12 +88,12 @@ def build_router(settings: Settings, session_factory: sessionmaker[Session]) -> 
         return _page("reports.html", title="Drift reports", runs=[_run_view(r, counts.get(r.id, 0)) for r in runs])
 
     @router.get("/reports/{run_id}", response_class=HTMLResponse)
-    def report(run_id: int) -> FileResponse:
+    def report(run_id: RowId) -> FileResponse:
         with session_factory() as session:
             run = session.get(DriftRun, run_id)
         if run is None:
             raise HTTPException(404, f"no drift run {run_id}")
-        if not run.report_path or not Path(run.report_path).is_file():
+        if not run.report_path or not FilePath(run.report_path).is_file():
             raise HTTPException(404, f"drift run {run_id} has no report (status {run.status})")
         return FileResponse(run.report_path, media_type="text/html")
 

@@ -11,7 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import Field, create_model
 from sqlalchemy import text
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DataError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.exceptions import HTTPException
 
@@ -83,6 +83,11 @@ def create_app(
             status_code=422,
             content={"detail": f"invalid request: {shown}", "errors": errors[:100]},
         )
+
+    @app.exception_handler(DataError)
+    async def _out_of_range(request: Request, exc: DataError) -> JSONResponse:
+        # a value the database cannot hold (an id past INTEGER on PostgreSQL): the client's fault
+        return JSONResponse(status_code=422, content={"detail": "a value in the request is out of range"})
 
     @app.exception_handler(OperationalError)
     async def _database_down(request: Request, exc: OperationalError) -> JSONResponse:

@@ -36,10 +36,32 @@ class CharTokenizer:
         return "".join(chr(i) for i in ids)
 
 
+SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+          "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+
+def tiny_chatml_tokenizer():
+    """A real `serving.tokenizer.Tokenizer`: byte-level, no merges, three ChatML specials."""
+    from tokenizers import AddedToken, decoders, models, pre_tokenizers
+    from tokenizers import Tokenizer as Backend
+
+    from serving.tokenizer.gguf_vocab import bytes_to_unicode
+    from serving.tokenizer.tokenizer import Tokenizer
+
+    vocab = {t: i for i, t in enumerate(bytes_to_unicode().values())}
+    backend = Backend(models.BPE(vocab=vocab, merges=[]))
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    backend.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIALS])
+    start, end = backend.token_to_id("<|im_start|>"), backend.token_to_id("<|im_end|>")
+    return Tokenizer(backend, bos_token_id=start, eos_token_ids=[end], chat_template=CHATML)
+
+
 class FakeEngine:
     def __init__(self, steps: int = 3, piece: str = "ok ", max_model_len: int = 1 << 20,
-                 step_delay_s: float = 0.0) -> None:
-        self.tokenizer = CharTokenizer()
+                 step_delay_s: float = 0.0, tokenizer=None) -> None:
+        self.tokenizer = tokenizer or CharTokenizer()
         self.max_model_len = max_model_len
         self.steps, self.piece, self.step_delay_s = steps, piece, step_delay_s
         self.queues: dict[str, asyncio.Queue] = {}
