@@ -26,9 +26,11 @@ import zmq
 from serving.engine.async_engine import EngineNotRunningError, put_all
 from serving.engine.config import EngineConfig
 from serving.engine.core_handle import CoreHandle, CoreUnavailable
+from serving.engine.core_supervisor import CoreSupervisor
 from serving.engine.frontend_outputs import FrontRequest
 from serving.engine.messages import AbortRequests, AddRequest, Shutdown, StepOutputs
 from serving.engine.output_slot import OutputSlot
+from serving.engine.request_checks import check_new_request
 from serving.outputs import EngineStats, RequestOutput
 from serving.sampling_params import SamplingParams
 
@@ -63,10 +65,8 @@ class EngineCoreClient:
         self._adds_sent = 0
         self._adds_seen = 0
         self._stats = EngineStats()
-        self._listeners: list[Callable[[bool], None]] = []
         self._output_thread: threading.Thread | None = None
-        self._supervisor: threading.Thread | None = None
-        self.restarts = 0
+        self.supervisor = CoreSupervisor(self)
         self.tokenizer = None
         self.max_model_len = 0
         self.vocab_size = 0
@@ -79,8 +79,7 @@ class EngineCoreClient:
             return
         self._launch()
         self._accepting = True
-        self._supervisor = threading.Thread(target=self._supervise, name="vigil-core-supervisor", daemon=True)
-        self._supervisor.start()
+        self.supervisor.start()
 
     def _launch(self) -> None:
         core = CoreHandle(self.config, self._loaded, self._generation)
@@ -93,7 +92,6 @@ class EngineCoreClient:
         if self.tokenizer is None:  # the same model on every restart
             self.tokenizer = pickle.loads(ready.tokenizer_pickle)
         self.max_model_len, self.vocab_size, self.device = ready.max_model_len, ready.vocab_size, ready.device
-        self.core_info = {"device": ready.device, "dtype": ready.dtype, "attention": ready.attention}
         with self._lock:
             self._core, self._adds_sent, self._adds_seen = core, 0, 0
             self._alive = True
@@ -116,11 +114,13 @@ class EngineCoreClient:
         return self._core.pid if self._core is not None else None
 
     def add_health_listener(self, listener: Callable[[bool], None]) -> None:
-        self._listeners.append(listener)
+        """`listener(False)` when the core dies, `listener(True)` when a new one is ready
+        (called on the supervisor thread)."""
+        self.supervisor.listeners.append(listener)
 
     def remove_health_listener(self, listener: Callable[[bool], None]) -> None:
-        if listener in self._listeners:
-            self._listeners.remove(listener)
+        if listener in self.supervisor.listeners:
+            self.supervisor.listeners.remove(listener)
 
     async def shutdown(self) -> None:
         """Stop accepting, abort what is in flight, stop the core process and the threads."""
@@ -132,8 +132,7 @@ class EngineCoreClient:
                 core.send(Shutdown())  # the core aborts its requests, reports them, exits
             await asyncio.to_thread(self._stop_core, core)
         self._fail_all(EngineNotRunningError("the engine shut down"))
-        if self._supervisor is not None:
-            await asyncio.to_thread(self._supervisor.join, 10)
+        await asyncio.to_thread(self.supervisor.join, 10)
 
     def _stop_core(self, core: CoreHandle) -> None:
         core.process.join(10)
@@ -163,17 +162,7 @@ class EngineCoreClient:
         """The engine's own checks, answered here (the core repeats them)."""
         if request_id in self._requests:
             raise ValueError(f"request id {request_id!r} is already in use")
-        if not prompt_token_ids:
-            raise ValueError("the prompt is empty: at least one token is needed")
-        vocab = self.vocab_size
-        bad = [t for t in prompt_token_ids if not isinstance(t, int) or not 0 <= t < vocab]
-        if bad:
-            raise ValueError(f"prompt token id {bad[0]!r} is outside the vocabulary [0, {vocab})")
-        if len(prompt_token_ids) >= self.max_model_len:
-            raise ValueError(
-                f"the prompt has {len(prompt_token_ids)} tokens but the context length is "
-                f"{self.max_model_len}: at most {self.max_model_len - 1} prompt tokens fit")
-        params.validate()
+        check_new_request(prompt_token_ids, params, self.vocab_size, self.max_model_len)
 
     async def generate(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams,
                        prompt: str | None = None) -> AsyncIterator[RequestOutput]:
@@ -284,50 +273,16 @@ class EngineCoreClient:
         for loop, items in per_loop.items():
             _hand_over(loop, items)
 
-    # ---- the supervisor --------------------------------------------------------------------
-    def _supervise(self) -> None:
-        while not self._closing:
-            core = self._core
-            if core is None:
-                return
-            core.process.join(0.2)
-            if self._closing or core.process.is_alive():
-                continue
-            log.error("engine core (pid %s) exited with code %s; failing its requests",
-                      core.pid, core.process.exitcode)
-            with self._lock:
-                self._alive = False
-            self._notify(False)
-            if self._output_thread is not None:
-                self._output_thread.join(5)
-            core.close()
-            self._fail_all(EngineDeadError(
-                "the engine core process died; the request was lost (the server is restarting it)"))
-            if not self.auto_restart:
-                return
-            self._restart()
-
-    def _restart(self) -> None:
-        delay = 1.0
-        while not self._closing:
-            try:
-                self._launch()
-            except Exception:
-                log.exception("could not restart the engine core; retrying in %.0fs", delay)
-                time.sleep(delay)
-                delay = min(30.0, delay * 2)
-                continue
-            self.restarts += 1
-            log.warning("engine core restarted (pid %s)", self.core_pid)
-            self._notify(True)
-            return
-
-    def _notify(self, up: bool) -> None:
-        for listener in list(self._listeners):
-            try:
-                listener(up)
-            except Exception:
-                log.exception("engine health listener failed")
+    # ---- when the core dies (called by the supervisor) ---------------------------------------
+    def _on_core_death(self, core: CoreHandle) -> None:
+        with self._lock:
+            self._alive = False
+        self.supervisor.notify(False)
+        if self._output_thread is not None:
+            self._output_thread.join(5)
+        core.close()
+        self._fail_all(EngineDeadError(
+            "the engine core process died; the request was lost (the server is restarting it)"))
 
     def _fail_all(self, exc: BaseException) -> None:
         with self._lock:

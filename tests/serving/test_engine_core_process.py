@@ -148,7 +148,7 @@ def test_killing_the_core_fails_in_flight_requests_and_a_new_core_takes_over(mod
         deadline = time.monotonic() + 120
         while events != [False, True] and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert events == [False, True] and engine.restarts == 1 and engine.core_pid != old_pid
+        assert events == [False, True] and engine.supervisor.restarts == 1 and engine.core_pid != old_pid
         assert engine.is_running
         out = asyncio.run(collect(engine, "after", PROMPT, greedy(8)))[-1]
         assert out.finished and len(out.outputs[0].token_ids) == 8

@@ -1,0 +1,156 @@
+"""Load generation for bench_serving: workloads (input/output lengths), client worker processes
+that send streaming /v1/completions at Poisson arrival times or at a fixed concurrency, and the
+summary (throughput, TTFT/TPOT/ITL percentiles, goodput at an SLO).
+
+Prompts are token id lists, so the server tokenizes nothing and the offline engine gets the
+very same inputs. Clients run in several processes so the client is never the bottleneck; each
+reports the CPU seconds it used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import multiprocessing
+import random
+import time
+from dataclasses import dataclass
+
+import httpx
+import numpy as np
+
+KEY = "vigil-dev-key"
+SLO_TTFT_S, SLO_TPOT_S = 0.200, 0.050
+
+
+@dataclass
+class Job:
+    index: int
+    prompt_ids: list[int]
+    max_tokens: int
+    send_at: float = 0.0  # seconds after the run's start (Poisson mode)
+
+
+def workload(kind: str, num: int, vocab: int, in_len: int, out_len: int, seed: int = 0) -> list[Job]:
+    """`random`: lengths uniform in [0.5, 1.5] x the means; `chat`: a mix of short questions,
+    long-context questions and long answers."""
+    rng = random.Random(seed)
+    jobs = []
+    for i in range(num):
+        if kind == "random":
+            n_in = rng.randint(max(1, in_len // 2), max(1, in_len * 3 // 2))
+            n_out = rng.randint(max(1, out_len // 2), max(1, out_len * 3 // 2))
+        elif kind == "chat":
+            shape = rng.choices(["short", "context", "essay"], weights=[0.6, 0.25, 0.15])[0]
+            n_in = {"short": rng.randint(16, 64), "context": rng.randint(192, 384), "essay": rng.randint(24, 80)}[shape]
+            n_out = {"short": rng.randint(out_len // 2, out_len), "context": rng.randint(8, out_len // 2 + 8),
+                     "essay": rng.randint(out_len, 2 * out_len)}[shape]
+        else:
+            raise ValueError(f"unknown workload {kind!r}")
+        jobs.append(Job(i, [rng.randrange(100, vocab) for _ in range(n_in)], n_out))
+    return jobs
+
+
+def poisson_schedule(jobs: list[Job], rate: float, seed: int = 0) -> None:
+    rng = np.random.default_rng(seed)
+    t = 0.0
+    for job in jobs:
+        job.send_at = t
+        t += float(rng.exponential(1.0 / rate)) if rate != float("inf") else 0.0
+
+
+async def _one(client: httpx.AsyncClient, url: str, model: str, job: Job) -> dict:
+    body = {"model": model, "prompt": job.prompt_ids, "max_tokens": job.max_tokens, "temperature": 0.0,
+            "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
+    start = time.perf_counter()
+    stamps: list[float] = []
+    tokens, error = 0, None
+    try:
+        async with client.stream("POST", url, json=body, headers={"Authorization": f"Bearer {KEY}"}) as r:
+            if r.status_code != 200:
+                error = f"{r.status_code}"
+            async for line in r.aiter_lines():
+                if not line.startswith("data: ") or line == "data: [DONE]":
+                    continue
+                chunk = json.loads(line[6:])
+                if chunk.get("usage"):
+                    tokens = chunk["usage"]["completion_tokens"]
+                if chunk.get("choices") and chunk["choices"][0].get("text"):
+                    stamps.append(time.perf_counter())
+    except httpx.HTTPError as exc:
+        error = type(exc).__name__
+    end = time.perf_counter()
+    return {"index": job.index, "start": start, "end": end, "stamps": stamps, "tokens": tokens,
+            "error": error}
+
+
+async def _drive(base: str, model: str, jobs: list[Job], concurrency: int | None, t0: float) -> list[dict]:
+    url = f"{base}/v1/completions"
+    limits = httpx.Limits(max_connections=(concurrency or len(jobs)) + 4)
+    async with httpx.AsyncClient(timeout=1800, limits=limits) as client:
+        if concurrency:  # closed loop: `concurrency` requests outstanding at all times
+            queue = list(jobs)
+            results: list[dict] = []
+
+            async def lane() -> None:
+                while queue:
+                    results.append(await _one(client, url, model, queue.pop(0)))
+
+            await asyncio.gather(*[lane() for _ in range(concurrency)])
+            return results
+
+        async def at(job: Job) -> dict:  # open loop: sent at its arrival time, whatever the server
+            await asyncio.sleep(max(0.0, t0 + job.send_at - time.time()))
+            return await _one(client, url, model, job)
+
+        return list(await asyncio.gather(*[at(job) for job in jobs]))
+
+
+def _worker(args) -> tuple[list[dict], float]:
+    base, model, jobs, concurrency, t0 = args
+    cpu = time.process_time()
+    results = asyncio.run(_drive(base, model, jobs, concurrency, t0))
+    offset = time.time() - time.perf_counter()  # perf_counter is per process: report wall times
+    for r in results:
+        r["start"] += offset
+        r["end"] += offset
+        r["stamps"] = [s + offset for s in r["stamps"]]
+    return results, time.process_time() - cpu
+
+
+def run_load(base: str, model: str, jobs: list[Job], workers: int, concurrency: int | None) -> dict:
+    """Split the jobs over `workers` client processes; returns the summary."""
+    shares = [jobs[i::workers] for i in range(workers)]
+    lanes = [concurrency // workers + (1 if i < concurrency % workers else 0) for i in range(workers)] \
+        if concurrency else [None] * workers
+    t0 = time.time() + 1.0  # every worker starts the clock together
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(workers) as pool:
+        parts = pool.map(_worker, [(base, model, s, c, t0) for s, c in zip(shares, lanes, strict=True) if s])
+    results = [r for part, _ in parts for r in part]
+    summary = summarize(results)
+    summary["client_cpu_s"] = round(sum(cpu for _, cpu in parts), 2)
+    return summary
+
+
+def pct(values: list[float], q: float) -> float | None:
+    return float(np.percentile(values, q)) if values else None
+
+
+def summarize(results: list[dict]) -> dict:
+    ok = [r for r in results if r["error"] is None and r["stamps"]]
+    start = min(r["start"] for r in results)
+    wall = max(r["end"] for r in results) - start
+    ttft = [r["stamps"][0] - r["start"] for r in ok]
+    tpot = [(r["end"] - r["stamps"][0]) / (r["tokens"] - 1) for r in ok if r["tokens"] > 1]
+    itl = [b - a for r in ok for a, b in zip(r["stamps"], r["stamps"][1:], strict=False)]
+    good = [r for r in ok if r["stamps"][0] - r["start"] <= SLO_TTFT_S
+            and (r["tokens"] <= 1 or (r["end"] - r["stamps"][0]) / (r["tokens"] - 1) <= SLO_TPOT_S)]
+    out = {"requests": len(results), "failed": len(results) - len(ok), "wall_s": round(wall, 3),
+           "request_throughput": len(ok) / wall, "output_tok_s": sum(r["tokens"] for r in ok) / wall,
+           "goodput_req_s": len(good) / wall}
+    for name, values in (("ttft", ttft), ("tpot", tpot), ("itl", itl)):
+        for q in (50, 90, 99):
+            v = pct(values, q)
+            out[f"{name}_p{q}_ms"] = None if v is None else round(1e3 * v, 2)
+    return out
