@@ -3,8 +3,8 @@ no manifest placeholders, and a key cannot hold two roles."""
 
 from __future__ import annotations
 
+import json
 import os
-import re
 from pathlib import Path
 
 import pytest
@@ -53,14 +53,17 @@ def test_production_refuses_short_keys_and_placeholders(field, value, named):
 
 def test_the_manifest_placeholders_do_not_start():
     """deploy/vigil.yaml's Secret holds CHANGE-ME values: as shipped, it must not start."""
-    text = (ROOT / "deploy" / "vigil.yaml").read_text()
-    values = dict(re.findall(r"^\s+VIGIL_(\w+): '?(.+?)'?$", text, flags=re.M))
-    assert values, "the manifest's Secret has VIGIL_* values"
-    import json
+    import yaml
 
-    overrides = {k.lower(): (json.loads(v) if v.startswith("[") else v) for k, v in values.items()}
+    documents = list(yaml.safe_load_all((ROOT / "deploy" / "vigil.yaml").read_text()))
+    (secret,) = [d for d in documents if d and d.get("kind") == "Secret"]
+    values = {k.removeprefix("VIGIL_").lower(): v for k, v in secret["stringData"].items()}
+    assert values, "the manifest's Secret has VIGIL_* values"
+    overrides = {k: (json.loads(v) if v[:1] in "[{" else v) for k, v in values.items()}
     with pytest.raises(ConfigError, match="placeholder"):
         load_settings(env="production", **overrides)
+    filled = json.loads(json.dumps(overrides).replace("CHANGE-ME", "f1ll3d-w1th-a-r3al-s3cr3t"))
+    assert load_settings(env="production", **filled).tenant_keys  # once filled in, it starts
 
 
 def test_a_key_has_one_role():
