@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import signal
 import sys
 from dataclasses import dataclass
 
@@ -45,6 +46,10 @@ class CoreLaunch:
 
 
 def run_engine_core(launch: CoreLaunch) -> None:
+    # Ctrl-C and a service manager's SIGTERM reach the whole process group: the API process
+    # drains first and then sends Shutdown, so the core must not die under in-flight requests
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     ctx = zmq.Context(io_threads=1)

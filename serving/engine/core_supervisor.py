@@ -28,12 +28,17 @@ class CoreSupervisor:
         self._thread = threading.Thread(target=self._run, name="vigil-core-supervisor", daemon=True)
 
     def start(self) -> None:
-        # runs before multiprocessing's own exit hook (registered earlier), which kills the core
+        # runs before multiprocessing's own exit hook (registered earlier)
         atexit.register(self._stop_watching)
         self._thread.start()
 
     def _stop_watching(self) -> None:
+        """The interpreter is exiting: the core ignores SIGTERM (multiprocessing's way to end a
+        child), so end it here or that hook would wait on it forever."""
         self._exiting = True
+        core = self.client._core
+        if core is not None and core.process.is_alive():
+            core.process.kill()
 
     def join(self, timeout: float) -> None:
         if self._thread.is_alive():
