@@ -70,7 +70,7 @@ class Settings(BaseSettings):
     torch_threads: int | None = Field(None, gt=0)
     # "separate": the engine core (scheduler, KV cache, model) runs in its own process and talks
     # to the API server over ZeroMQ; "inprocess": a thread of the API server (tests, debugging)
-    engine_process: Literal["separate", "inprocess"] = "inprocess"
+    engine_process: Literal["separate", "inprocess"] = "separate"
 
     # sampling of traffic into storage
     sample_rate: float = Field(0.10, ge=0.0, le=1.0)
