@@ -13,26 +13,11 @@ from fastapi import Request
 
 from serving.server.errors import APIError
 from serving.traffic.segments import SegmentInfo, segment_from_request
-from vigil.asgi_guard import ANONYMOUS
 from vigil.config import Settings
 from vigil.internal import INTERNAL_HEADER
-from vigil.keys import KeyRing, Principal, from_trusted_proxy
+from vigil.keys import Principal, from_trusted_proxy
 
 TRUSTED_HEADER_PREFIX = "x-vigil-"
-
-
-def check_api_key(request: Request, keys: list[str]) -> Principal:
-    """The principal for a request that bypassed the guard (kept for direct callers)."""
-    ring = KeyRing(keys)
-    if ring.empty:
-        return ANONYMOUS
-    principal, problem = ring.from_authorization(request.headers.get("authorization"))
-    if principal is not None:
-        return principal
-    if problem == "missing":
-        raise APIError("You didn't provide an API key. Send it as `Authorization: Bearer <key>`.",
-                       status=401, code="missing_api_key")
-    raise APIError("Incorrect API key provided.", status=401, code="invalid_api_key")
 
 
 def request_principal(request: Request) -> Principal:

@@ -130,3 +130,23 @@ def test_forward_auth_only_from_a_trusted_proxy(world):
     header = {"x-forwarded-user": "alice"}
     assert {r.status_code for r in get_all(app, paths, peer="10.1.2.3", headers=header)} == {200}
     assert {r.status_code for r in get_all(app, paths, peer="192.168.1.9", headers=header)} == {401}
+
+
+def test_health_names_no_internal_error(make_settings):
+    """Was: a failing database check put the driver's error text (host, port, user) in /health."""
+    import asyncio
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    down = f"postgresql+psycopg://vigil-db-user@127.0.0.1:{port}/test"  # nobody listens there
+    app = create_app(make_settings(down), session_factory(down))
+
+    async def get():
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://s") as c:
+            return await c.get("/health")
+
+    r = asyncio.run(get())
+    assert r.status_code == 503 and r.json()["database"] is False
+    assert "vigil-db-user" not in r.text and str(port) not in r.text and "error" not in r.json()
