@@ -3,7 +3,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test test-setup doctor lint bench clean
+.PHONY: install run demo test test-setup doctor lint bench clean
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
@@ -22,6 +22,10 @@ install: $(STAMP)
 
 run: install
 	$(VENV)/bin/vigil up
+
+# engine + sidecar on a fresh database: a steady day, a drift event, a signed alert (minutes)
+demo: install
+	$(VENV)/bin/vigil demo
 
 # System prerequisites of the tests first (Chromium, a running PostgreSQL): installed or started
 # when possible, otherwise one line says what is missing, seconds in rather than after the venv

@@ -22,6 +22,7 @@ COMMANDS = {
     "canary": "vigil.canary_cli:canary_command",
     "doctor": "vigil.doctor:doctor_command",
     "schema": "vigil.schema_cli:schema_command",
+    "demo": "vigil.demo:demo_command",
 }
 
 
@@ -69,6 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="install/start what the tests need, or say in one line what is missing")
 
     sub.add_parser("schema", help="print the sample record's JSON Schema (what ingest and check accept)")
+    demo = sub.add_parser("demo", help="engine + sidecar on a fresh database: a steady day, a drift event, an alert")
+    demo.add_argument("--quick", action="store_true", help="less traffic; stop when the alert arrived (CI)")
+    demo.add_argument("--dir", default="var/demo", help="where the demo database and reports go")
     return parser
 
 
