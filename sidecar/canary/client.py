@@ -10,10 +10,9 @@ import httpx
 
 from drift.canary import Observation, perplexity
 from sidecar.canary.probes import Probe
+from vigil.internal import INTERNAL_HEADER
 
-# the marker the engine honours to keep a request out of the traffic log (one place here)
-INTERNAL_HEADER = "X-Vigil-Internal"
-INTERNAL_VALUE = "canary"
+INTERNAL_VALUE = "canary"  # the reason sent in the internal marker header
 
 
 class EngineUnavailable(RuntimeError):
