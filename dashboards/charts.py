@@ -68,44 +68,47 @@ def _finite(value: float | None) -> float | None:
 def drift_charts(runs: Sequence[RunPoint], results: Sequence[ResultPoint],
                  max_charts: int = MAX_DRIFT_CHARTS) -> list[dict]:
     """One chart per (test, feature): a line per segment and the calibrated threshold, ordered
-    worst first (highest score / threshold anywhere in the range)."""
+    worst first (drifted, then highest score / threshold anywhere in the range)."""
     when = {r.run_id: r.window_end.timestamp() for r in runs}
-    groups: dict[tuple[str, str], dict[str, dict[int, ResultPoint]]] = defaultdict(lambda: defaultdict(dict))
+    # (test, feature) -> segment -> run id -> (score, score-scale threshold); each scored once
+    groups: dict[tuple[str, str], dict[str, dict[int, tuple]]] = defaultdict(lambda: defaultdict(dict))
+    drifted: set[tuple[str, str]] = set()
     for point in results:
         if point.run_id in when:
-            groups[(point.test, point.feature)][point.segment][point.run_id] = point
+            key = (point.test, point.feature)
+            direction = direction_of(point.test)
+            groups[key][point.segment][point.run_id] = (drift_score(point, direction),
+                                                        score_threshold(point.threshold, direction))
+            if point.drifted:
+                drifted.add(key)
+    ranked = []
+    for key, by_segment in groups.items():
+        worst = {segment: max((score / limit for score, limit in points.values() if score is not None and limit),
+                              default=0.0) for segment, points in by_segment.items()}
+        ranked.append((key not in drifted, -max(worst.values(), default=0.0), f"{key[0]}:{key[1]}", key, worst))
+    ranked.sort(key=lambda r: r[:3])
     charts = []
-    for (test, feature), by_segment in groups.items():
+    for _, neg_worst, chart_id, (test, feature), worst in ranked[:max_charts]:
+        by_segment = groups[(test, feature)]
         direction = direction_of(test)
         run_ids = sorted({rid for seg in by_segment.values() for rid in seg}, key=lambda rid: when[rid])
-        worst_by_segment: dict[str, float] = {}
-        for segment, points in by_segment.items():
-            ratios = []
-            for p in points.values():
-                score, limit = drift_score(p, direction), score_threshold(p.threshold, direction)
-                if score is not None and limit:
-                    ratios.append(score / limit)
-            worst_by_segment[segment] = max(ratios, default=0.0)
         # "*" (all traffic) first, then the segments that moved most
-        segments = sorted(by_segment, key=lambda s: (s != "*", -worst_by_segment[s], s))[:MAX_SEGMENTS_PER_CHART]
+        segments = sorted(by_segment, key=lambda s: (s != "*", -worst[s], s))[:MAX_SEGMENTS_PER_CHART]
         series = [{"label": segment if segment != "*" else "all",
-                   "values": [_finite(drift_score(by_segment[segment][rid], direction))
-                              if rid in by_segment[segment] else None for rid in run_ids]}
+                   "values": [_finite(by_segment[segment][rid][0]) if rid in by_segment[segment] else None
+                              for rid in run_ids]}
                   for segment in segments]
         threshold = []
         for rid in run_ids:
             holder = next((by_segment[s][rid] for s in segments if rid in by_segment[s]), None)
-            threshold.append(_finite(score_threshold(holder.threshold, direction)) if holder else None)
-        drifted = any(p.drifted for seg in by_segment.values() for p in seg.values())
+            threshold.append(_finite(holder[1]) if holder else None)
         charts.append({
-            "id": f"{test}:{feature}", "title": f"{test} · {feature}", "direction": direction,
+            "id": chart_id, "title": f"{test} · {feature}", "direction": direction,
             "unit": "-log10 p" if direction == "p_value" else "statistic",
             "x": [when[rid] for rid in run_ids], "runs": run_ids, "series": series,
-            "threshold": threshold, "drifted": drifted,
-            "worst": round(max(worst_by_segment.values(), default=0.0), 6),
+            "threshold": threshold, "drifted": (test, feature) in drifted, "worst": round(-neg_worst, 6),
         })
-    charts.sort(key=lambda c: (not c["drifted"], -c["worst"], c["id"]))
-    return charts[:max_charts]
+    return charts
 
 
 def bucket_edges(start: datetime, end: datetime, bucket_s: int) -> np.ndarray:
