@@ -33,7 +33,8 @@ def read_samples(path: str) -> pd.DataFrame:
     timestamps as epoch seconds, unknown fields and eval scores as columns, `_line` per row."""
     rows = []
     for line, record in read_records(path):
-        row = record.model_dump(exclude_none=True, exclude={"embedding_model"})
+        # only what the line carried: a default (sample_weight 1) would add a column the file lacks
+        row = record.model_dump(exclude_unset=True, exclude_none=True, exclude={"embedding_model"})
         if record.timestamp is not None:
             row["timestamp"] = record.timestamp.timestamp()
         row["_line"] = line
