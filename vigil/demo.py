@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import signal
 import socket
@@ -162,9 +163,12 @@ def demo_command(args) -> int:
             if report.returncode != 0:
                 raise RuntimeError(f"vigil report failed: {report.stderr[-2000:]}")
             _wait("a signed drift alert at the receiver", lambda: drift_alerts(receiver.received), 120)
+            overview = http.get(f"{sidecar}/", headers=key).text
+            lead = overview.split('<p class="lead">', 1)[-1].split("</p>", 1)[0] if 'class="lead"' in overview else ""
         alerts = drift_alerts(receiver.received)
         alert = alerts[0]
-        summary = {"dashboard": f"{sidecar}/", "alert": alert.get("url"), "summary": alert.get("summary"),
+        summary = {"dashboard": f"{sidecar}/", "dashboard_says": " ".join(re.sub(r"<[^>]+>", "", lead).split()),
+                   "alert": alert.get("url"), "summary": alert.get("summary"),
                    "drift_rules": sorted({a["rule"] for a in alerts}), "report": report.stdout.strip(),
                    "deliveries": len(receiver.received), "verified": sum(r["verified"] for r in receiver.received),
                    "seconds": round(time.monotonic() - started, 1), "api_key": API_KEY, "admin_key": ADMIN_KEY}

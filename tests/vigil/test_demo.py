@@ -29,5 +29,6 @@ def test_quick_demo_delivers_a_signed_drift_alert(tmp_path):
     summary = json.loads(run.stdout[run.stdout.index("{\n"):run.stdout.index("\n}") + 2])
     assert summary["verified"] >= 1 and summary["verified"] == summary["deliveries"]
     assert summary["drift_rules"], summary
+    assert "moved in the latest window" in summary["dashboard_says"], summary  # the overview shows it
     assert summary["alert"].startswith(summary["dashboard"].rstrip("/") + "/alerts/")
     assert Path(summary["report"]).is_file()
