@@ -106,6 +106,8 @@ class LLMEngine:
         req = Request(request_id, prompt, list(prompt_token_ids), params, metrics, forked=params.n == 1)
         req.seqs.append(self._new_seq(req, 0))
         self.requests[request_id] = req
+        if params.prompt_logprobs is not None:
+            self.runner.prompt_logprob_requests.add(request_id)
         self._prompt_tokens_total += len(prompt_token_ids)
         self.scheduler.add(req.seqs[0])
 
@@ -126,6 +128,7 @@ class LLMEngine:
         req = self.requests.pop(request_id, None)
         if req is None:
             return None
+        self.runner.prompt_logprob_requests.discard(request_id)
         for seq in req.seqs:
             if not seq.is_finished:
                 seq.finish_reason = "abort"
@@ -182,6 +185,7 @@ class LLMEngine:
             outputs.append(self.output.request_output(req))
             if req.is_finished:
                 del self.requests[req.request_id]
+                self.runner.prompt_logprob_requests.discard(req.request_id)
         return outputs
 
     def stats(self) -> EngineStats:

@@ -53,6 +53,9 @@ class ModelRunner:
         self.block_size = block_size
         self.device = device
         self.backend = get_backend(device)
+        # ids of live requests asking for prompt logprobs (kept by the engine): an empty set
+        # skips the per-step scan, which would otherwise cost ~0.3 us per scheduled sequence
+        self.prompt_logprob_requests: set[str] = set()
         shape = (config.num_hidden_layers, 2, num_blocks, block_size, config.num_key_value_heads, config.head_dim)
         # zeros, not empty: padded rows a kernel may touch must not hold NaN garbage
         self.kv_cache = torch.zeros(shape, dtype=kv_dtype, device=device)
@@ -78,7 +81,7 @@ class ModelRunner:
             hidden = self.gpu.forward(inputs.input_ids, inputs.positions, inputs.meta)
         else:
             hidden = self.model(inputs.input_ids, inputs.positions, self.kv_caches, inputs.meta, self.backend)
-        if wants_prompt_logprobs(out.scheduled):
+        if self.prompt_logprob_requests and wants_prompt_logprobs(out.scheduled):
             record_prompt_logprobs(self.model, hidden, out.scheduled)
         if not inputs.sample_seqs:
             return []

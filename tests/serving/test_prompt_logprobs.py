@@ -73,6 +73,7 @@ def test_preempted_request_scores_each_prompt_token_once(engine):
             if out.finished:
                 req_rows = out.prompt_logprobs
     assert [e.logprob for e in req_rows[1:]] == [e.logprob for e in once[1:]]
+    assert engine.runner.prompt_logprob_requests == set()  # finished requests leave the scan set
 
 
 def test_echo_with_logprobs_over_http(hf_smollm2):
