@@ -76,7 +76,7 @@ def main() -> None:
     fillers = probe_set.calibration.fillers or ["Tell me something."]
     table = Table(f"Alone vs in a batch of {args.batch} (CPU, float32, {args.threads} threads)",
                   ["probe", "kind", "prompt tokens", "compared tokens", "identical tokens",
-                   "first divergence", "max |logprob delta|", "perplexity ratio", "seconds"])
+                   "first divergence", "max abs logprob delta", "perplexity ratio", "seconds"])
     print(table.header())
     for probe in probe_set.probes:
         started = time.perf_counter()
