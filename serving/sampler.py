@@ -120,14 +120,52 @@ def _draw(probs: torch.Tensor, generators: list[torch.Generator | None]) -> torc
     return token.clamp_(max=probs.shape[-1] - 1)
 
 
-def sample(
+@dataclass
+class DeviceSample:
+    """The sampler's results still on the logits' device, so a caller can copy them to the host
+    asynchronously (the engine's async scheduling) or at once (`sample`)."""
+
+    token_ids: torch.Tensor  # int64 [B]
+    logprobs: torch.Tensor  # float32 [B]
+    entropies: torch.Tensor  # float32 [B]
+    top_values: torch.Tensor | None  # float32 [B, kmax] when a row asked for top logprobs
+    top_indices: torch.Tensor | None  # int64 [B, kmax]
+    wanted: list[int] | None  # per row, how many alternatives it asked for (None: no row asked)
+
+    def packed(self) -> torch.Tensor:
+        """token ids, logprobs and entropies as one float64 [3, B] tensor: one device->host copy
+        (float64 holds token ids exactly and float32 values unchanged)."""
+        return torch.stack([self.token_ids.double(), self.logprobs.double(), self.entropies.double()])
+
+
+def host_lists(packed: torch.Tensor) -> tuple[list[int], list[float], list[float]]:
+    ids_l, lps_l, ents_l = packed.tolist()
+    return [int(t) for t in ids_l], lps_l, ents_l
+
+
+def host_top_logprobs(
+    wanted: list[int] | None, values: torch.Tensor | None, indices: torch.Tensor | None, batch: int
+) -> list[list[tuple[int, float]]] | None:
+    if wanted is None:
+        return None
+    top: list[list[tuple[int, float]]] = [[] for _ in range(batch)]
+    if values is not None and indices is not None:
+        values_l, indices_l = values.tolist(), indices.tolist()
+        for i, k in enumerate(wanted):
+            top[i] = list(zip(indices_l[i][:k], values_l[i][:k], strict=True))
+    return top
+
+
+def sample_on_device(
     logits: torch.Tensor,
     params: list[SamplingParams],
     generators: list[torch.Generator | None],
     output_token_ids: list[list[int]],
-) -> SamplerOutput:
-    """Sample one token per row of `logits` [B, V] (float32). `generators[i]` (on logits' device)
-    seeds row i; `output_token_ids[i]` are row i's tokens generated so far (for penalties)."""
+) -> DeviceSample:
+    """Sample one token per row of `logits` [B, V] (float32) without reading anything back to the
+    host: every choice of what to run is made from `params` (host values), so on a GPU nothing
+    here waits for the device unless a row uses top-k/top-p/min-p. `generators[i]` (on logits'
+    device) seeds row i; `output_token_ids[i]` are row i's tokens generated so far (penalties)."""
     batch = logits.shape[0]
     if not (len(params) == len(generators) == len(output_token_ids) == batch):
         raise ValueError(
@@ -141,7 +179,7 @@ def sample(
 
     def column(values: list[float], dtype=np.float32) -> torch.Tensor:
         # via numpy: torch.tensor(list) costs ~0.2 us per element on the host
-        return torch.from_numpy(np.asarray(values, dtype=dtype)).to(dev)
+        return torch.from_numpy(np.asarray(values, dtype=dtype)).to(dev, non_blocking=True)
 
     scores = logits
     # decided on the host: no per-step tensors (or device sync) when no row has a penalty
@@ -154,29 +192,36 @@ def sample(
     rows = [i for i, p in enumerate(params) if p.temperature >= GREEDY_EPS]
     if rows:
         sub = [params[i] for i in rows]
+        vocab = logits.shape[-1]
         x = scores[rows] / column([p.temperature for p in sub])[:, None]
-        x = apply_top_k(x, column([p.top_k for p in sub], np.int64))
-        x = apply_top_p(x, column([p.top_p for p in sub]))
-        x = apply_min_p(x, column([p.min_p for p in sub]))
+        # each filter is skipped on the host when no row uses it (its own check reads the device)
+        if any(0 < p.top_k < vocab for p in sub):
+            x = apply_top_k(x, column([p.top_k for p in sub], np.int64))
+        if any(p.top_p < 1.0 for p in sub):
+            x = apply_top_p(x, column([p.top_p for p in sub]))
+        if any(p.min_p > 0.0 for p in sub):
+            x = apply_min_p(x, column([p.min_p for p in sub]))
         token_ids[rows] = _draw(x.softmax(dim=-1), [generators[i] for i in rows])
 
     chosen = raw_logprobs.gather(1, token_ids[:, None]).squeeze(1)
-    top: list[list[tuple[int, float]]] | None = None
-    wanted = [p.logprobs or 0 for p in params]
+    values = indices = None
+    wanted = None
     if any(p.logprobs is not None for p in params):
-        top = [[] for _ in range(batch)]
+        wanted = [p.logprobs or 0 for p in params]
         kmax = max(wanted)
         if kmax > 0:
             values, indices = raw_logprobs.topk(kmax, dim=-1)
-            values_l, indices_l = values.tolist(), indices.tolist()
-            for i, k in enumerate(wanted):
-                top[i] = list(zip(indices_l[i][:k], values_l[i][:k], strict=True))
-    # one device->host copy for the three per-row results (float64 holds token ids exactly and
-    # float32 values unchanged)
-    ids_l, lps_l, ents_l = torch.stack([token_ids.double(), chosen.double(), entropies.double()]).tolist()
-    return SamplerOutput(
-        token_ids=[int(t) for t in ids_l],
-        logprobs=lps_l,
-        entropies=ents_l,
-        top_logprobs=top,
-    )
+    return DeviceSample(token_ids, chosen, entropies, values, indices, wanted)
+
+
+def sample(
+    logits: torch.Tensor,
+    params: list[SamplingParams],
+    generators: list[torch.Generator | None],
+    output_token_ids: list[list[int]],
+) -> SamplerOutput:
+    """`sample_on_device`, read back to host lists at once."""
+    out = sample_on_device(logits, params, generators, output_token_ids)
+    ids_l, lps_l, ents_l = host_lists(out.packed())
+    top = host_top_logprobs(out.wanted, out.top_values, out.top_indices, logits.shape[0])
+    return SamplerOutput(token_ids=ids_l, logprobs=lps_l, entropies=ents_l, top_logprobs=top)
