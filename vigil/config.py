@@ -63,6 +63,8 @@ class Settings(BaseSettings):
     enable_prefix_caching: bool = True
     enable_chunked_prefill: bool = True  # off: a prompt is prefilled whole, in one step
     enable_cuda_graphs: bool = True  # GPU only: decode steps replayed from captured graphs
+    # ranks one model is split over (Megatron-style, serving/distributed); on CUDA one GPU each
+    tensor_parallel_size: int = Field(1, ge=1, le=64)
     host: str = "127.0.0.1"
     port: int = Field(8000, gt=0, lt=65536)
     api_keys: list[str] = Field(default_factory=lambda: [DEFAULT_DEV_API_KEY])

@@ -29,20 +29,30 @@ class LLMEngine:
         cfg = engine_config
         if cfg.torch_threads:
             torch.set_num_threads(cfg.torch_threads)
-        if loaded is None:
+        self.config = cfg
+        self.device = cfg.resolve_device()
+        dtype = cfg.resolve_dtype(self.device)
+        kv_dtype = cfg.resolve_kv_dtype(dtype)  # fp8: e4m3 KV cache (GPU kernels)
+        # tensor parallel: worker processes, rank 0's shard and its runner (serving/distributed)
+        self.tensor_parallel = None
+        if cfg.tensor_parallel_size > 1:
+            from serving.distributed.startup import start_tensor_parallel
+
+            self.tensor_parallel = start_tensor_parallel(cfg, loaded, self.device, dtype, kv_dtype)
+            loaded = self.tensor_parallel.loaded
+        elif loaded is None:
             from serving.loader import default_model_path, load_model_files
 
             loaded = load_model_files(cfg.model_path or default_model_path())
-        self.config = cfg
         self.model_config = loaded.config
         self.tokenizer = loaded.tokenizer
-        self.device = cfg.resolve_device()
-        dtype = cfg.resolve_dtype(self.device)
-        model = build_model(loaded.config, loaded.state_dict, self.device, dtype)
-        kv_dtype = cfg.resolve_kv_dtype(dtype)  # fp8: e4m3 KV cache (GPU kernels)
-        num_blocks = cfg.num_kv_blocks or (
-            cfg.kv_cache_memory_mb * 2**20 // kv_bytes_per_block(loaded.config, cfg.block_size, kv_dtype)
-        )
+        if self.tensor_parallel is not None:
+            num_blocks = self.tensor_parallel.num_blocks
+        else:
+            model = build_model(loaded.config, loaded.state_dict, self.device, dtype)
+            num_blocks = cfg.num_kv_blocks or (
+                cfg.kv_cache_memory_mb * 2**20 // kv_bytes_per_block(loaded.config, cfg.block_size, kv_dtype)
+            )
         if num_blocks < 2:
             raise ValueError(
                 f"kv_cache_memory_mb={cfg.kv_cache_memory_mb} holds {num_blocks} KV blocks; need at least 2"
@@ -60,9 +70,12 @@ class LLMEngine:
             SchedulerConfig(cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.enable_chunked_prefill),
             self.block_manager,
         )
-        self.runner = ModelRunner(
-            model, loaded.config, num_blocks, cfg.block_size, self.device, kv_dtype, cfg.enable_cuda_graphs
-        )
+        if self.tensor_parallel is not None:
+            self.runner = self.tensor_parallel.runner
+        else:
+            self.runner = ModelRunner(
+                model, loaded.config, num_blocks, cfg.block_size, self.device, kv_dtype, cfg.enable_cuda_graphs
+            )
         eos = list(getattr(self.tokenizer, "eos_token_ids", None) or loaded.config.eos_token_ids or [])
         self.eos_token_ids = eos
         self.output = OutputProcessor(self.tokenizer, eos, self.max_model_len)
@@ -187,6 +200,11 @@ class LLMEngine:
                 del self.requests[req.request_id]
                 self.runner.prompt_logprob_requests.discard(req.request_id)
         return outputs
+
+    def close(self) -> None:
+        """Stop the tensor-parallel worker processes, if any (idempotent)."""
+        if self.tensor_parallel is not None:
+            self.tensor_parallel.close()
 
     def stats(self) -> EngineStats:
         return EngineStats(

@@ -18,6 +18,7 @@ from gguf import GGUFReader
 from serving.loader.config import SUPPORTED_ARCHS, ModelConfig
 from serving.loader.dequant import SUPPORTED_TYPES, UnsupportedQuantError, dequantize
 from serving.loader.errors import ModelLoadError
+from serving.loader.shard import ShardSpec, apply_slice, tensor_slice
 from serving.tokenizer import Tokenizer
 
 _GLOBAL_NAMES = {
@@ -126,7 +127,9 @@ def config_from_gguf(meta: dict[str, Any], tensor_names: set[str], source: str) 
     return config
 
 
-def load_gguf(path: Path) -> tuple[ModelConfig, dict[str, torch.Tensor], Tokenizer]:
+def load_gguf(path: Path, shard: ShardSpec | None = None) -> tuple[ModelConfig, dict[str, torch.Tensor], Tokenizer]:
+    """`shard`: keep only that tensor-parallel rank's slices (each tensor is dequantized whole,
+    then cut, so at most one full tensor is held at a time)."""
     source = str(path)
     reader = open_reader(path)
     meta = read_metadata(reader)
@@ -152,5 +155,7 @@ def load_gguf(path: Path) -> tuple[ModelConfig, dict[str, torch.Tensor], Tokeniz
         if config.arch == "llama" and (".attn_q." in t.name or ".attn_k." in t.name):
             n = config.num_attention_heads if ".attn_q." in t.name else config.num_key_value_heads
             w = unpermute_qk(w, n)
+        if shard is not None:
+            w = apply_slice(w, tensor_slice(name, config, shard))
         state[name] = w.contiguous()
     return config, state, tokenizer

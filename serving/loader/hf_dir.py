@@ -11,6 +11,7 @@ from safetensors.torch import load_file
 
 from serving.loader.config import ModelConfig, config_from_hf
 from serving.loader.errors import ModelLoadError
+from serving.loader.shard import ShardSpec, read_safetensors_shard
 from serving.tokenizer import Tokenizer
 
 
@@ -25,7 +26,10 @@ def _read_json(path: Path, required: bool) -> dict:
         raise ModelLoadError(f"{path}: invalid JSON: {exc}") from exc
 
 
-def load_hf_dir(path: Path) -> tuple[ModelConfig, dict[str, torch.Tensor], Tokenizer]:
+def load_hf_dir(
+    path: Path, shard: ShardSpec | None = None
+) -> tuple[ModelConfig, dict[str, torch.Tensor], Tokenizer]:
+    """`shard`: read only that tensor-parallel rank's slices."""
     source = str(path)
     config = config_from_hf(
         _read_json(path / "config.json", required=True),
@@ -37,6 +41,9 @@ def load_hf_dir(path: Path) -> tuple[ModelConfig, dict[str, torch.Tensor], Token
         raise ModelLoadError(f"{source}: no *.safetensors weight files")
     state: dict[str, torch.Tensor] = {}
     for file in files:
+        if shard is not None:
+            state.update(read_safetensors_shard(file, config, shard))
+            continue
         try:
             part = load_file(str(file))
         except (SafetensorError, OSError) as exc:

@@ -8,10 +8,12 @@ from pathlib import Path
 
 import torch
 
+from serving.distributed.partition import vocab_shard_size
 from serving.loader.config import ModelConfig
 from serving.loader.errors import ModelLoadError
 from serving.loader.gguf_file import load_gguf
 from serving.loader.hf_dir import load_hf_dir
+from serving.loader.shard import ShardSpec
 from serving.tokenizer import Tokenizer
 
 DEFAULT_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -50,7 +52,7 @@ def expected_tensor_names(config: ModelConfig) -> set[str]:
     return names
 
 
-def _check_tensors(config: ModelConfig, state: dict[str, torch.Tensor], source: str) -> None:
+def _check_tensors(config: ModelConfig, state: dict[str, torch.Tensor], source: str, rows: int) -> None:
     expected = expected_tensor_names(config)
     missing, unexpected = sorted(expected - state.keys()), sorted(state.keys() - expected)
     if missing:
@@ -58,15 +60,16 @@ def _check_tensors(config: ModelConfig, state: dict[str, torch.Tensor], source: 
     if unexpected:
         raise ModelLoadError(f"{source}: unexpected tensors {unexpected[:5]} for {config.arch}")
     emb = state["model.embed_tokens.weight"]
-    if tuple(emb.shape) != (config.vocab_size, config.hidden_size):
+    if tuple(emb.shape) != (rows, config.hidden_size):
         raise ModelLoadError(
             f"{source}: embed_tokens has shape {tuple(emb.shape)}, config says "
-            f"({config.vocab_size}, {config.hidden_size})"
+            f"({rows}, {config.hidden_size})"
         )
 
 
-def load_model_files(path: str | Path | None = None) -> LoadedModel:
-    """Load a GGUF file or a HF directory (None: the default SmolLM2 GGUF).
+def load_model_files(path: str | Path | None = None, shard: ShardSpec | None = None) -> LoadedModel:
+    """Load a GGUF file or a HF directory (None: the default SmolLM2 GGUF); with `shard`, only
+    that tensor-parallel rank's slices of the weights (serving/loader/shard.py).
 
     Raises ModelLoadError naming the file and the problem (missing, truncated, unsupported
     architecture or quantization type).
@@ -77,12 +80,13 @@ def load_model_files(path: str | Path | None = None) -> LoadedModel:
     if p.is_dir() and not (p / "config.json").exists() and len(ggufs := sorted(p.glob("*.gguf"))) == 1:
         p = ggufs[0]  # a folder holding just one GGUF file means that file
     if p.is_dir():
-        config, state, tokenizer = load_hf_dir(p)
+        config, state, tokenizer = load_hf_dir(p, shard)
     elif p.suffix.lower() == ".gguf" or _is_gguf(p):
-        config, state, tokenizer = load_gguf(p)
+        config, state, tokenizer = load_gguf(p, shard)
     else:
         raise ModelLoadError(f"{p}: neither a GGUF file nor a model directory")
-    _check_tensors(config, state, str(p))
+    rows = config.vocab_size if shard is None else vocab_shard_size(config.vocab_size, shard.world_size)
+    _check_tensors(config, state, str(p), rows)
     return LoadedModel(config=config, state_dict=state, tokenizer=tokenizer, source=str(p))
 
 

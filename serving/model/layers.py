@@ -12,6 +12,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from serving.attention.base import AttentionBackend, AttentionMetadata
+from serving.distributed.context import ParallelContext
+from serving.distributed.partition import balanced_range, head_shard
+from serving.model.parallel_layers import column_linear, row_linear
 from serving.model.rope import apply_rope
 
 
@@ -29,16 +32,19 @@ class RMSNorm(nn.Module):
 
 
 class Attention(nn.Module):
-    def __init__(self, config, qkv_bias: bool, o_bias: bool):
+    def __init__(self, config, qkv_bias: bool, o_bias: bool, tp: ParallelContext | None = None):
         super().__init__()
         self.num_heads = config.num_attention_heads
         self.num_kv_heads = config.num_key_value_heads
+        if tp is not None:  # this rank's heads only (serving/distributed/partition.py)
+            shard = head_shard(self.num_heads, self.num_kv_heads, tp.world_size, tp.rank)
+            self.num_heads, self.num_kv_heads = shard.q_count, shard.kv_count
         self.head_dim = config.head_dim
         self.q_size = self.num_heads * self.head_dim
         self.kv_size = self.num_kv_heads * self.head_dim
         self.scale = self.head_dim**-0.5
-        self.qkv_proj = nn.Linear(config.hidden_size, self.q_size + 2 * self.kv_size, bias=qkv_bias)
-        self.o_proj = nn.Linear(self.q_size, config.hidden_size, bias=o_bias)
+        self.qkv_proj = column_linear(config.hidden_size, self.q_size + 2 * self.kv_size, qkv_bias, tp)
+        self.o_proj = row_linear(self.q_size, config.hidden_size, o_bias, tp)
         self.qk_norm = bool(getattr(config, "qk_norm", False))
         if self.qk_norm:  # Qwen3: RMSNorm over each head's q and k before RoPE
             self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
@@ -69,11 +75,14 @@ class Attention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, config):
+    def __init__(self, config, tp: ParallelContext | None = None):
         super().__init__()
         self.intermediate = config.intermediate_size
-        self.gate_up_proj = nn.Linear(config.hidden_size, 2 * self.intermediate, bias=False)
-        self.down_proj = nn.Linear(self.intermediate, config.hidden_size, bias=False)
+        if tp is not None:
+            start, end = balanced_range(self.intermediate, tp.world_size, tp.rank)
+            self.intermediate = end - start
+        self.gate_up_proj = column_linear(config.hidden_size, 2 * self.intermediate, False, tp)
+        self.down_proj = row_linear(self.intermediate, config.hidden_size, False, tp)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate, up = self.gate_up_proj(x).split(self.intermediate, dim=-1)
@@ -81,12 +90,12 @@ class MLP(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, config, qkv_bias: bool, o_bias: bool):
+    def __init__(self, config, qkv_bias: bool, o_bias: bool, tp: ParallelContext | None = None):
         super().__init__()
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.self_attn = Attention(config, qkv_bias, o_bias)
+        self.self_attn = Attention(config, qkv_bias, o_bias, tp)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.mlp = MLP(config)
+        self.mlp = MLP(config, tp)
 
     def forward(self, hidden, cos, sin, kv_cache, meta, backend) -> torch.Tensor:
         residual = hidden

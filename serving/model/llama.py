@@ -12,27 +12,44 @@ import torch
 from torch import nn
 
 from serving.attention.base import AttentionBackend, AttentionMetadata
+from serving.distributed.context import ParallelContext
+from serving.distributed.partition import vocab_shard_size
 from serving.model.layers import DecoderLayer, RMSNorm
+from serving.model.parallel_layers import (
+    ColumnParallelLinear,
+    VocabParallelEmbedding,
+    gather_logits,
+)
 from serving.model.rope import RotaryEmbedding
 
 SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3")
 
 
 class LlamaForCausalLM(nn.Module):
-    def __init__(self, config, qkv_bias: bool = False, o_bias: bool = False):
+    def __init__(
+        self, config, qkv_bias: bool = False, o_bias: bool = False, tp: ParallelContext | None = None
+    ):
         super().__init__()
         if config.arch not in SUPPORTED_ARCHS:
             raise ValueError(f"unsupported architecture {config.arch!r}; expected one of {SUPPORTED_ARCHS}")
         self.config = config
-        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        # tensor parallel only past one rank: world size 1 builds the plain single-device modules
+        self.tp = tp if tp is not None and tp.world_size > 1 else None
+        if self.tp is None:
+            self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        else:
+            self.embed_tokens = VocabParallelEmbedding(config.vocab_size, config.hidden_size, self.tp)
         self.layers = nn.ModuleList(
-            DecoderLayer(config, qkv_bias, o_bias) for _ in range(config.num_hidden_layers)
+            DecoderLayer(config, qkv_bias, o_bias, self.tp) for _ in range(config.num_hidden_layers)
         )
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.rotary = RotaryEmbedding(config)
         self.tie_word_embeddings = bool(config.tie_word_embeddings)
-        if not self.tie_word_embeddings:
+        if not self.tie_word_embeddings and self.tp is None:
             self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        elif not self.tie_word_embeddings:
+            rows = vocab_shard_size(config.vocab_size, self.tp.world_size)
+            self.lm_head = ColumnParallelLinear(config.hidden_size, rows, bias=False)
 
     @property
     def lm_head_weight(self) -> torch.Tensor:
@@ -54,6 +71,9 @@ class LlamaForCausalLM(nn.Module):
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         # float32 logits whatever the weight dtype: the sampler's softmax/logprobs need them
+        if self.tp is not None:  # a collective: every rank must call it with the same rows
+            local = torch.nn.functional.linear(hidden, self.lm_head_weight)
+            return gather_logits(local, self.config.vocab_size, self.tp).float()
         return torch.nn.functional.linear(hidden, self.lm_head_weight).float()
 
 
@@ -97,13 +117,18 @@ def _fused_state_dict(config, sd: dict[str, torch.Tensor], o_bias: bool) -> dict
 
 
 def build_model(
-    config, state_dict: dict[str, torch.Tensor], device: str | torch.device = "cpu", dtype=torch.float32
+    config,
+    state_dict: dict[str, torch.Tensor],
+    device: str | torch.device = "cpu",
+    dtype=torch.float32,
+    tp: ParallelContext | None = None,
 ) -> LlamaForCausalLM:
-    """Build the model for `config` and load an HF-named state dict into it (shapes checked)."""
+    """Build the model for `config` and load an HF-named state dict into it (shapes checked).
+    With `tp` (world size > 1) the state dict holds this rank's shard (serving/loader/shard.py)."""
     qkv_bias = "model.layers.0.self_attn.q_proj.bias" in state_dict
     o_bias = "model.layers.0.self_attn.o_proj.bias" in state_dict
     with torch.device("meta"):
-        model = LlamaForCausalLM(config, qkv_bias=qkv_bias, o_bias=o_bias)
+        model = LlamaForCausalLM(config, qkv_bias=qkv_bias, o_bias=o_bias, tp=tp)
     fused = _fused_state_dict(config, state_dict, o_bias)
     expected = dict(model.named_parameters())
     for name, param in expected.items():

@@ -1,0 +1,61 @@
+"""Process-group set-up for one tensor-parallel group on this host.
+
+The device group runs the layers' collectives (NCCL on CUDA, gloo on CPU); a second gloo group
+carries the host-side step broadcast, so workers wait for the next step without a GPU kernel.
+NVLink SHARP (NVLS) and symmetric-memory multicast stay off in every rank's process.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import socket
+
+import torch
+import torch.distributed as dist
+
+from serving.distributed.context import ParallelContext
+
+# set in every process of the group before CUDA or NCCL start
+NCCL_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1"}
+DEFAULT_INIT_TIMEOUT_S = 120.0
+# workers wait on the host group for the next step however long the engine idles; a dead driver
+# is noticed by the workers' parent watch instead (worker.py)
+IDLE_TIMEOUT = datetime.timedelta(days=30)
+
+
+def apply_nccl_env() -> None:
+    os.environ.update(NCCL_ENV)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def backend_for(device: torch.device) -> str:
+    return "nccl" if device.type == "cuda" else "gloo"
+
+
+def init_group(
+    rank: int, world_size: int, port: int, device: torch.device, timeout_s: float = DEFAULT_INIT_TIMEOUT_S
+) -> ParallelContext:
+    """Join the group as `rank` (blocks until every rank joined, at most `timeout_s`)."""
+    apply_nccl_env()
+    if dist.is_initialized():
+        raise RuntimeError("a torch.distributed process group is already initialised in this process")
+    timeout = datetime.timedelta(seconds=timeout_s)
+    backend = backend_for(device)
+    kwargs = {"device_id": device} if device.type == "cuda" else {}
+    dist.init_process_group(
+        backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size,
+        timeout=timeout, **kwargs,
+    )
+    cpu_group = dist.new_group(backend="gloo", timeout=IDLE_TIMEOUT)
+    return ParallelContext(rank=rank, world_size=world_size, group=dist.group.WORLD, cpu_group=cpu_group)
+
+
+def destroy_group() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()
