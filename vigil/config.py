@@ -65,6 +65,9 @@ class Settings(BaseSettings):
     enable_cuda_graphs: bool = True  # GPU only: decode steps replayed from captured graphs
     # ranks one model is split over (Megatron-style, serving/distributed); on CUDA one GPU each
     tensor_parallel_size: int = Field(1, ge=1, le=64)
+    # one step of lookahead: the host schedules step t+1 while the device runs step t; "auto": on
+    # for CUDA, off on CPU (where the host and the model share the cores: nothing to overlap)
+    async_scheduling: Literal["auto", "on", "off"] = "auto"
     host: str = "127.0.0.1"
     port: int = Field(8000, gt=0, lt=65536)
     api_keys: list[str] = Field(default_factory=lambda: [DEFAULT_DEV_API_KEY])

@@ -37,6 +37,7 @@ class EngineConfig:
     torch_threads: int | None = _setting("torch_threads")
     enable_cuda_graphs: bool = _setting("enable_cuda_graphs")  # GPU only
     tensor_parallel_size: int = _setting("tensor_parallel_size")  # > 1: serving/distributed
+    async_scheduling: str = _setting("async_scheduling")  # "auto" (CUDA only) | "on" | "off"
 
     @classmethod
     def from_settings(cls, settings: Settings) -> EngineConfig:
@@ -49,6 +50,13 @@ class EngineConfig:
         if self.device == "cuda" and not torch.cuda.is_available():
             raise ValueError("device is 'cuda' but no CUDA device is available")
         return torch.device(self.device)
+
+    def resolve_async_scheduling(self, device: torch.device) -> bool:
+        if self.async_scheduling == "auto":
+            return device.type == "cuda"
+        if self.async_scheduling in ("on", "off"):
+            return self.async_scheduling == "on"
+        raise ValueError(f"unknown async_scheduling {self.async_scheduling!r} (expected 'auto', 'on' or 'off')")
 
     def resolve_dtype(self, device: torch.device) -> torch.dtype:
         if self.dtype == "auto":

@@ -2,6 +2,13 @@
 
 Single-threaded by design: one caller drives `step()` (the async engine's loop thread); nothing
 here blocks on I/O.
+
+Async scheduling (`async_scheduling`): `step()` schedules and launches step t+1 before it reads
+step t's samples back, so the host builds a step while the device runs the previous one. A
+sequence whose newest token is still on the device carries a placeholder id at the end of
+`token_ids` (the runner feeds the device value instead); outputs come one call later. A sequence
+found finished when its token is read back may already be in the launched step: that extra
+sample is dropped and its KV slot is freed with the sequence's blocks.
 """
 
 from __future__ import annotations
@@ -15,8 +22,8 @@ from serving.engine.block_manager import BlockManager
 from serving.engine.config import EngineConfig
 from serving.engine.output_processor import OutputProcessor
 from serving.engine.request import Request, Sequence
-from serving.engine.runner import ModelRunner, kv_bytes_per_block
-from serving.engine.scheduler import Scheduler, SchedulerConfig
+from serving.engine.runner import InflightStep, ModelRunner, SampleResult, kv_bytes_per_block
+from serving.engine.scheduler import Scheduler, SchedulerConfig, SchedulerOutput
 from serving.model import build_model
 from serving.outputs import EngineStats, RequestMetrics, RequestOutput
 from serving.sampling_params import SamplingParams
@@ -83,6 +90,13 @@ class LLMEngine:
         self._seq_ids = itertools.count()
         self._prompt_tokens_total = 0
         self._generation_tokens_total = 0
+        # the tensor-parallel workers take their input ids from the host
+        self.async_scheduling = cfg.resolve_async_scheduling(self.device) and self.tensor_parallel is None
+        self._inflight: InflightStep | None = None  # launched, samples not read back yet
+        self._pending: dict[Sequence, int] = {}  # placeholder holder -> index in its samples
+        # live requests with penalties: the sampler needs their real tokens, so the engine reads
+        # each step back before scheduling the next while one is live
+        self._host_token_requests: set[str] = set()
 
     @classmethod
     def from_settings(cls, settings) -> LLMEngine:
@@ -121,6 +135,8 @@ class LLMEngine:
         self.requests[request_id] = req
         if params.prompt_logprobs is not None:
             self.runner.prompt_logprob_requests.add(request_id)
+        if params.frequency_penalty or params.presence_penalty:
+            self._host_token_requests.add(request_id)
         self._prompt_tokens_total += len(prompt_token_ids)
         self.scheduler.add(req.seqs[0])
 
@@ -142,7 +158,10 @@ class LLMEngine:
         if req is None:
             return None
         self.runner.prompt_logprob_requests.discard(request_id)
+        self._host_token_requests.discard(request_id)
         for seq in req.seqs:
+            if self._pending.pop(seq, None) is not None:
+                seq.token_ids.pop()  # its sample is still on the device: never emitted
             if not seq.is_finished:
                 seq.finish_reason = "abort"
                 self.scheduler.finish(seq)
@@ -154,9 +173,57 @@ class LLMEngine:
 
     # ---- the step --------------------------------------------------------------------------
     def step(self) -> list[RequestOutput]:
+        if self.async_scheduling:
+            return self._step_async()
         out = self.scheduler.schedule()
         if out.is_empty:
             return []
+        targets, forks = self._sample_targets(out)
+        results = self.runner.execute(out, targets)
+        self.scheduler.update_after_step(out)
+        self._fork(forks)
+        return self._emit(results)
+
+    def _step_async(self) -> list[RequestOutput]:
+        previous = self._inflight
+        outputs: list[RequestOutput] = []
+        if previous is not None and self._host_token_requests:
+            outputs = self._read_back(previous)
+            previous = None
+        out = self.scheduler.schedule()
+        if out.is_empty:
+            if previous is not None:
+                outputs += self._read_back(previous)
+            return outputs
+        targets, forks = self._sample_targets(out)
+        launched = self.runner.launch(out, targets, previous, self._pending)
+        if previous is not None:  # step t+1 is queued: now wait for step t's samples
+            outputs += self._read_back(previous)
+        # a sequence that just finished ran one token too many: its blocks are freed already
+        done = [item for item in out.scheduled if not item.seq.is_finished]
+        self.scheduler.update_after_step(SchedulerOutput(scheduled=done) if len(done) < len(out.scheduled) else out)
+        self._fork(forks)
+        self._inflight = launched
+        for i, seq in enumerate(launched.seqs):
+            if not seq.is_finished:
+                seq.token_ids.append(0)  # placeholder: the runner reads the device's value
+                self._pending[seq] = i
+        return outputs
+
+    def _read_back(self, step: InflightStep) -> list[RequestOutput]:
+        """Wait for `step`'s samples; swap each placeholder for its token and emit outputs."""
+        if self._inflight is step:
+            self._inflight = None
+        pending = self._pending
+        results = []
+        for r in step.results():
+            if pending.pop(r.seq, None) is not None:
+                r.seq.token_ids.pop()
+                results.append(r)
+        pending.clear()  # placeholders belong to the newest launched step only
+        return self._emit(results)
+
+    def _sample_targets(self, out: SchedulerOutput) -> tuple[list[list[Sequence]], list]:
         now = time.monotonic()
         targets: list[list[Sequence]] = []
         forks: list[tuple[Sequence, list[Sequence]]] = []
@@ -173,13 +240,16 @@ class LLMEngine:
                 targets.append([seq, *children])
             else:
                 targets.append([seq])
-        results = self.runner.execute(out, targets)
-        self.scheduler.update_after_step(out)
+        return targets, forks
+
+    def _fork(self, forks: list[tuple[Sequence, list[Sequence]]]) -> None:
         for parent, children in forks:
             for child in children:
                 self.scheduler.fork(parent, child)
             parent.request.seqs.extend(children)
             parent.request.forked = True
+
+    def _emit(self, results: list[SampleResult]) -> list[RequestOutput]:
         progressed: dict[str, Request] = {}
         now = time.monotonic()
         append = self.output.append
@@ -199,6 +269,7 @@ class LLMEngine:
             if req.is_finished:
                 del self.requests[req.request_id]
                 self.runner.prompt_logprob_requests.discard(req.request_id)
+                self._host_token_requests.discard(req.request_id)
         return outputs
 
     def close(self) -> None:

@@ -1,11 +1,17 @@
 """The model runner: owns the model and the paged KV cache; per step it performs the scheduler's
 block copies, builds the step tensors, runs the model, computes logits only for the rows that need
-a sample (never for non-final prefill chunks), and calls the sampler."""
+a sample (never for non-final prefill chunks), and calls the sampler.
+
+`launch` queues a step's device work and returns an `InflightStep` without reading anything back:
+its sampled ids stay on the device (the next step may take its input ids from them) and are
+copied to pinned host memory without blocking, an event marking the copy; `InflightStep.results`
+waits for that event. `execute` is the synchronous step: launch, then wait."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from serving.attention import get_backend
@@ -13,6 +19,7 @@ from serving.engine.prompt_logprobs import record_prompt_logprobs, wants_prompt_
 from serving.engine.request import Sequence
 from serving.engine.scheduler import SchedulerOutput
 from serving.engine.step_inputs import build_step_inputs
+from serving.sampler import DeviceSample, host_lists, host_top_logprobs, sample_on_device
 
 
 @dataclass(slots=True)
@@ -33,8 +40,46 @@ def kv_bytes_per_block(config, block_size: int, dtype: torch.dtype) -> int:
 _NO_TOKENS: list[int] = []  # shared, never mutated
 
 
-def _as_list(x) -> list:
-    return x.tolist() if isinstance(x, torch.Tensor) else list(x)
+class InflightStep:
+    """One launched step's samples: device tensors, their host copy under way, and who gets them."""
+
+    def __init__(self, seqs: list[Sequence], sampled: DeviceSample | None, device: torch.device):
+        self.seqs = seqs
+        self.token_ids = sampled.token_ids if sampled is not None else None  # next step's inputs
+        self._sampled = sampled
+        self._event = None
+        if sampled is None:
+            return
+        packed = sampled.packed()
+        tops = (sampled.top_values, sampled.top_indices) if sampled.top_values is not None else ()
+        if device.type == "cuda":
+            self._host = _to_pinned(packed)
+            self._host_tops = tuple(_to_pinned(t) for t in tops)
+            self._event = torch.cuda.Event()
+            self._event.record()
+        else:
+            self._host, self._host_tops = packed, tops
+
+    def results(self) -> list[SampleResult]:
+        sampled = self._sampled
+        if sampled is None:
+            return []
+        if self._event is not None:
+            self._event.synchronize()  # only this step's copy, not the steps queued after it
+        token_ids, logprobs, entropies = host_lists(self._host)
+        values, indices = self._host_tops if self._host_tops else (None, None)
+        tops = host_top_logprobs(sampled.wanted, values, indices, len(self.seqs)) or [None] * len(self.seqs)
+        # the lists hold Python ints/floats already
+        return [
+            SampleResult(seq, t, lp, h, top)
+            for seq, t, lp, h, top in zip(self.seqs, token_ids, logprobs, entropies, tops, strict=True)
+        ]
+
+
+def _to_pinned(t: torch.Tensor) -> torch.Tensor:
+    host = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+    host.copy_(t, non_blocking=True)
+    return host
 
 
 class ModelRunner:
@@ -68,23 +113,38 @@ class ModelRunner:
             self.gpu = GpuForward.for_runner(self)
             self.gpu.use_graphs = self.gpu.use_graphs and enable_cuda_graphs
 
-    @torch.inference_mode()
     def execute(self, out: SchedulerOutput, sample_targets: list[list[Sequence]]) -> list[SampleResult]:
         """Run one step; `sample_targets[i]` lists the sequences that get a token sampled from
         scheduled[i]'s last row (several when a request forks into its n samples)."""
-        from serving.sampler import sample  # the sampler module (owned by the sampling side)
+        return self.launch(out, sample_targets).results()
 
+    @torch.inference_mode()
+    def launch(
+        self,
+        out: SchedulerOutput,
+        sample_targets: list[list[Sequence]],
+        previous: InflightStep | None = None,
+        pending: dict[Sequence, int] | None = None,
+    ) -> InflightStep:
+        """Queue one step on the device. `pending` maps a sequence whose newest id is not on the
+        host yet to its index in `previous.token_ids`: its input row is read from there."""
         for src, dst in out.blocks_to_copy:  # copy-on-write of shared partial blocks
             self.kv_cache[:, :, dst] = self.kv_cache[:, :, src]
-        inputs = build_step_inputs(out.scheduled, sample_targets, self.block_size, self.device)
+        if pending:
+            inputs = build_step_inputs(out.scheduled, sample_targets, self.block_size, self.device, pending)
+        else:  # (positional: tests wrap build_step_inputs with this signature)
+            inputs = build_step_inputs(out.scheduled, sample_targets, self.block_size, self.device)
+        input_ids = inputs.input_ids
+        if inputs.pending_rows:
+            input_ids = self._take_pending(input_ids, inputs.pending_rows, inputs.pending_src, previous)
         if self.gpu is not None:
-            hidden = self.gpu.forward(inputs.input_ids, inputs.positions, inputs.meta)
+            hidden = self.gpu.forward(input_ids, inputs.positions, inputs.meta)
         else:
-            hidden = self.model(inputs.input_ids, inputs.positions, self.kv_caches, inputs.meta, self.backend)
+            hidden = self.model(input_ids, inputs.positions, self.kv_caches, inputs.meta, self.backend)
         if self.prompt_logprob_requests and wants_prompt_logprobs(out.scheduled):
             record_prompt_logprobs(self.model, hidden, out.scheduled)
         if not inputs.sample_seqs:
-            return []
+            return InflightStep([], None, self.device)
         logits = self.model.compute_logits(hidden[inputs.logits_rows])
         seqs = inputs.sample_seqs
         params = [s.request.params for s in seqs]
@@ -94,13 +154,21 @@ class ModelRunner:
             s.output_token_ids if (p.frequency_penalty or p.presence_penalty) else _NO_TOKENS
             for s, p in zip(seqs, params, strict=True)
         ]
-        result = sample(logits, params, [s.generator for s in seqs], history)
-        token_ids = _as_list(result.token_ids)
-        logprobs = _as_list(result.logprobs)
-        entropies = _as_list(result.entropies)
-        tops = result.top_logprobs if result.top_logprobs is not None else [None] * len(seqs)
-        # the sampler's lists hold Python ints/floats already (tensors: tolist() gives them)
-        return [
-            SampleResult(seq, t, lp, h, top)
-            for seq, t, lp, h, top in zip(seqs, token_ids, logprobs, entropies, tops, strict=True)
-        ]
+        sampled = sample_on_device(logits, params, [s.generator for s in seqs], history)
+        return InflightStep(seqs, sampled, self.device)
+
+    def _take_pending(
+        self, input_ids: torch.Tensor, rows: list[int], src: list[int], previous: InflightStep | None
+    ) -> torch.Tensor:
+        """Input ids whose values are the previous step's samples, gathered on the device."""
+        if previous is None or previous.token_ids is None:
+            raise RuntimeError("a pending input id without the step that samples it")
+        prev_ids = previous.token_ids
+        n = input_ids.shape[0]
+        # steady decode: every row continues the previous step's row of the same index
+        if len(rows) == n == prev_ids.shape[0] and rows == src and rows == list(range(n)):
+            return prev_ids
+        dev = input_ids.device
+        index_rows = torch.from_numpy(np.asarray(rows, dtype=np.int64)).to(dev, non_blocking=True)
+        index_src = torch.from_numpy(np.asarray(src, dtype=np.int64)).to(dev, non_blocking=True)
+        return input_ids.index_copy(0, index_rows, prev_ids.index_select(0, index_src))

@@ -4,12 +4,18 @@ rows whose logits are sampled. Built from a `SchedulerOutput` on the host, then 
 Per-step host cost matters (on the GPU the engine step is host-bound): one Python pass over the
 scheduled sequences gathers scalars; positions and slots are computed as tensors; block tables
 come from each sequence's persistent int32 row (only entries the block manager changed since the
-last step are written), stacked in one call.
+last step are written), stacked in one call. Host-to-device copies are non-blocking: from pageable
+memory the driver stages the bytes before returning and never waits for the device, so the host
+can build step t+1 while step t runs (async scheduling).
+
+With async scheduling a sequence's newest token may still be on the device (`pending`: sequence
+-> index into the previous step's sampled ids): its row's id is a placeholder here, and the
+runner fills `pending_rows` from that device tensor.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -28,6 +34,9 @@ class StepInputs:
     sample_seqs: list[Sequence]  # who receives each sample (a row repeats for a fork's n samples)
     query_lens: list[int]
     seq_lens: list[int]
+    # async scheduling: input rows whose id is taken from the previous step's sampled ids
+    pending_rows: list[int] = field(default_factory=list)
+    pending_src: list[int] = field(default_factory=list)
 
 
 def _host_tensor(values: list[int], dtype: np.dtype) -> torch.Tensor:
@@ -65,6 +74,7 @@ def build_step_inputs(
     sample_targets: list[list[Sequence]],
     block_size: int,
     device: torch.device,
+    pending: dict[Sequence, int] | None = None,
 ) -> StepInputs:
     """`sample_targets[i]`: the sequences sampled from scheduled[i]'s last row ([] for none).
     Sequences running one token (decodes) are laid out first, as the metadata contract asks."""
@@ -81,6 +91,8 @@ def build_step_inputs(
     rows: list[int] = []
     targets: list[Sequence] = []
     table_rows: list[torch.Tensor] = []
+    pending_rows: list[int] = []
+    pending_src: list[int] = []
     num_tokens = 0
     for i in order:
         item = scheduled[i]
@@ -93,6 +105,9 @@ def build_step_inputs(
         starts.append(start)
         qlens.append(n)
         num_tokens += n
+        if pending and seq in pending and start + n == len(seq.token_ids):  # last id on the device
+            pending_rows.append(num_tokens - 1)
+            pending_src.append(pending[seq])
         row = seq.block_table_row
         if row is None or seq.block_table_synced != len(seq.block_table) or row.shape[0] != cap:
             row = block_table_row(seq, cap)
@@ -118,10 +133,10 @@ def build_step_inputs(
         block = block_tables[owner, positions // block_size]
     slots = block.long() * block_size + positions % block_size
     meta = AttentionMetadata(
-        query_start_loc=qsl.to(device),
-        seq_lens=_host_tensor(slens, np.int32).to(device),
-        slot_mapping=slots.to(device),
-        block_tables=block_tables.to(device),
+        query_start_loc=qsl.to(device, non_blocking=True),
+        seq_lens=_host_tensor(slens, np.int32).to(device, non_blocking=True),
+        slot_mapping=slots.to(device, non_blocking=True),
+        block_tables=block_tables.to(device, non_blocking=True),
         max_query_len=max(qlens),
         max_seq_len=max(slens),
         num_decode_tokens=num_decode,
@@ -129,11 +144,13 @@ def build_step_inputs(
         seq_lens_cpu=slens,
     )
     return StepInputs(
-        input_ids=_host_tensor(input_ids, np.int64).to(device),
-        positions=positions.to(device),
+        input_ids=_host_tensor(input_ids, np.int64).to(device, non_blocking=True),
+        positions=positions.to(device, non_blocking=True),
         meta=meta,
-        logits_rows=_host_tensor(rows, np.int64).to(device),
+        logits_rows=_host_tensor(rows, np.int64).to(device, non_blocking=True),
         sample_seqs=targets,
         query_lens=qlens,
         seq_lens=slens,
+        pending_rows=pending_rows,
+        pending_src=pending_src,
     )
