@@ -3,8 +3,10 @@
 Prompts drive responses, so a response shift seen while the prompts moved is explained by the
 prompts and is not a model change. Per segment:
 
-- prompt side drifted (a drifted result on a prompt feature, at p ≤ EVIDENCE_ALPHA for p-value
-  tests): every proposal of kind `prompt` or `model` in that segment is of kind `prompt`;
+- prompt side drifted (a drifted result on a prompt feature; for p-value tests at
+  p ≤ EVIDENCE_ALPHA / m, Bonferroni over the segment's m prompt-side p-value tests, so that one
+  of several prompt tests crossing 0.01 by chance does not relabel a model change): every
+  proposal of kind `prompt` or `model` in that segment is of kind `prompt`;
 - prompts steady: a proposal whose evidence is all on response features (response embedding,
   token statistics, completion length, finish reason) is of kind `model`, whatever the rule
   table says (e.g. a completion-length PSI with nothing else moving is the model).
@@ -29,16 +31,22 @@ ATTRIBUTED_KINDS = frozenset({"prompt", "model"})
 EVIDENCE_ALPHA = 0.01  # a prompt-side p-value test counts as evidence only at this level or below
 
 
-def _is_evidence(r: TestResult) -> bool:
-    return (r.drifted and not r.insufficient and r.feature in PROMPT_FEATURES
-            and (r.p_value is None or r.p_value <= EVIDENCE_ALPHA))
+def _is_prompt_test(r: TestResult) -> bool:
+    return r.feature in PROMPT_FEATURES and not r.insufficient
 
 
 def prompt_side_evidence(results: Sequence[TestResult]) -> dict[str, list[TestResult]]:
     """Per segment, the drifted prompt-side results that count as a prompt change."""
+    p_tests: dict[str, int] = {}
+    for r in results:
+        if _is_prompt_test(r) and r.p_value is not None:
+            p_tests[r.segment] = p_tests.get(r.segment, 0) + 1
     out: dict[str, list[TestResult]] = {}
     for r in results:
-        if _is_evidence(r):
+        if not (r.drifted and _is_prompt_test(r)):
+            continue
+        level = EVIDENCE_ALPHA / max(1, p_tests.get(r.segment, 1))
+        if r.p_value is None or r.p_value <= level:
             out.setdefault(r.segment, []).append(r)
     return out
 

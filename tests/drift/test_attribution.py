@@ -51,6 +51,22 @@ def test_attribution_is_per_segment_and_needs_strong_prompt_evidence():
     assert [a.kind for a in alerts] == ["prompt", "model", "eval"]
 
 
+
+def test_one_chance_prompt_side_hit_among_several_does_not_relabel_a_model_change():
+    """A tools chi-square at p = 0.009 beside four quiet prompt tests is chance (Bonferroni level
+    0.01 / 5): the response drift stays `model`. Under a per-test 0.01 level it became `prompt`."""
+    results = [result("chi2", "tool", p=0.009),
+               result("ks", "prompt_chars", p=0.5, drifted=False),
+               result("ks", "prompt_tokens", p=0.4, drifted=False),
+               result("mmd", "prompt_embedding", p=0.3, drifted=False),
+               result("cluster_mix", "prompt_embedding", p=0.6, drifted=False),
+               result("mmd", "response_embedding", p=1e-3)]
+    alerts = attribute_alerts([proposal("response_embedding_mmd", "model", "response_embedding")], results)
+    assert [a.kind for a in alerts] == ["model"]
+    strong = [*results[1:], result("chi2", "tool", p=1e-4)]
+    alerts = attribute_alerts([proposal("response_embedding_mmd", "model", "response_embedding")], strong)
+    assert [a.kind for a in alerts] == ["prompt"]
+
 DIM = 24
 _W = np.random.default_rng(31)
 TOPICS, ANSWERS = _W.normal(size=(3, DIM)) * 2.5, _W.normal(size=(3, DIM)) * 2.5
