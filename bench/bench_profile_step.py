@@ -3,12 +3,16 @@ busy time per step (CUDA events around the runner's forward), plus torch.profile
 
     python -m bench.bench_profile_step --shape qwen3-4b --batch 1
 
+The GPU run times the same engine with async scheduling off and then on (batch-1 tok/s both ways);
+with it on, the forward of step t+1 is queued before step t's samples are read back, so the step
+wall time can drop to the GPU's forward time.
+
 `--device cpu`: the engine's per-step HOST cost (the Python that caps GPU throughput), measured on
 a tiny random model so the forward is small: 256 running sequences, step wall time minus the
 model forward, at a short and at a long generated length (O(length) work shows as growth), plus
 cProfile's top functions at the long length.
 
-    .venv/bin/python -m bench.bench_profile_step --device cpu [--batch 256] [--new 480]
+    .venv/bin/python -m bench.bench_profile_step --device cpu [--batch 256|1] [--new 480]
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from serving.sampling_params import SamplingParams
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--shape", default="qwen3-4b")
-    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--batch", type=int, default=None, help="default: 1 on cuda, 256 on cpu")
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--top", type=int, default=14)
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
@@ -36,9 +40,10 @@ def main() -> None:
     if args.device == "cpu":
         from bench.profile_host import profile_host
 
-        table = profile_host(batch=256 if args.batch == 1 else args.batch, new=args.new, top=args.top)
+        table = profile_host(batch=args.batch or 256, new=args.new, top=args.top)
         write_results("profile_step", [table])
         return
+    args.batch = args.batch or 1
     shape = SHAPES[args.shape]
     hf = hf_random_model(shape)
     loaded = loaded_from_hf(hf, shape, args.shape)
@@ -62,21 +67,27 @@ def main() -> None:
         return out
 
     engine.runner.gpu.forward = timed_forward
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(args.steps):
-        engine.step()
-    torch.cuda.synchronize()
-    wall = (time.perf_counter() - t0) / args.steps
-    fwd = sum(s.elapsed_time(e) for s, e in events) / len(events) / 1e3
-    print(f"## {args.shape} batch {args.batch}: engine step {wall * 1e3:.3f} ms wall, "
-          f"model forward (graph replay + input copies) {fwd * 1e3:.3f} ms on the GPU "
-          f"-> {100 * (1 - fwd / wall):.0f}% of the step is outside the forward "
-          f"(scheduler, step inputs, lm_head, sampler, outputs); {args.batch / wall:.0f} tok/s")
     table = Table(f"GPU decode step after warm-up, {args.steps} steps, context 128 + ~40",
-                  ["shape", "batch", "engine step ms (wall)", "forward ms (GPU)", "outside the forward", "tok/s"])
-    table.add(args.shape, args.batch, f"{wall * 1e3:.3f}", f"{fwd * 1e3:.3f}", f"{100 * (1 - fwd / wall):.0f}%",
-              f"{args.batch / wall:.0f}")
+                  ["shape", "batch", "async", "engine step ms (wall)", "forward ms (GPU)", "outside the forward",
+                   "tok/s"])
+    for on in (False, True):
+        engine.set_async_scheduling(on)
+        engine.step()
+        events.clear()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(args.steps):
+            engine.step()
+        torch.cuda.synchronize()
+        wall = (time.perf_counter() - t0) / args.steps
+        fwd = sum(s.elapsed_time(e) for s, e in events) / len(events) / 1e3
+        mode = "on" if on else "off"
+        print(f"## {args.shape} batch {args.batch}, async scheduling {mode}: engine step {wall * 1e3:.3f} ms "
+              f"wall, model forward (graph replay + input copies) {fwd * 1e3:.3f} ms on the GPU "
+              f"-> {100 * (1 - fwd / wall):.0f}% of the step is outside the forward "
+              f"(scheduler, step inputs, lm_head, sampler, outputs); {args.batch / wall:.0f} tok/s")
+        table.add(args.shape, args.batch, mode, f"{wall * 1e3:.3f}", f"{fwd * 1e3:.3f}",
+                  f"{100 * (1 - fwd / wall):.0f}%", f"{args.batch / wall:.0f}")
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:

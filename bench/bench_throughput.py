@@ -8,9 +8,17 @@ sequence's KV at the mean context (128 + 512/2), over 4.8 TB/s.
 
 HF `generate` runs `--hf-new` tokens (default 64, not 512, to fit the device budget); its
 per-token cost barely depends on the context at these lengths. The engine runs without a
-tokenizer (no detokenization), like HF's token-id generate.
+tokenizer (no detokenization), like HF's token-id generate. Each batch runs with async scheduling
+off and on (`--async-scheduling both`, the default), on the same engine one after the other.
 
     python -m bench.bench_throughput [--shapes ...] [--batches 1,16,64,256] [--json F]
+    python -m bench.bench_throughput --device cuda --shapes smollm2-135m,qwen3-4b --batches 1 --no-hf
+
+With `--tensor-parallel-size N` (N > 1) each shape runs at TP=1 and TP=N side by side on the
+same random weights (made on the GPUs, no HF model), except the `--tp-only-shapes` (default
+qwen3-32b), which run at TP=N alone; the roofline counts N GPUs' bandwidth.
+
+    python -m bench.bench_throughput --tensor-parallel-size 2 --shapes qwen3-4b,qwen3-32b --batches 1,64
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ from bench.model_shapes import HBM_BYTES_PER_S, SHAPES, decode_step_bytes
 from bench.results_table import Table, write_results
 from serving.sampling_params import SamplingParams
 
-COLUMNS = ["shape", "batch", "engine tok/s", "HF tok/s", "engine/HF", "roofline tok/s", "% roofline"]
+COLUMNS = ["shape", "batch", "async", "engine tok/s", "HF tok/s", "engine/HF", "roofline tok/s", "% roofline"]
 
 
 def run_engine(engine, prompts: list[list[int]], new_tokens: int) -> tuple[float, int]:
@@ -67,12 +75,10 @@ def bench_shape(name: str, batches: list[int], args, rows: list[dict], table: Ta
     engine = make_engine(loaded, max_num_seqs=max(batches), kv_tokens=kv_tokens,
                          kv_cache_dtype=args.kv_cache_dtype)
     g = torch.Generator().manual_seed(0)
+    modes = {"both": [False, True], "on": [True], "off": [False]}[args.async_scheduling]
     for batch in batches:
         prompts = torch.randint(0, shape["vocab_size"], (batch, args.prompt), generator=g).tolist()
         run_engine(engine, prompts, 8)  # warm-up: compiles kernels, captures this batch's graph
-        t, generated = run_engine(engine, prompts, args.new)
-        assert generated == batch * args.new, (generated, batch * args.new)
-        ours = generated / t
         hf_tps = None
         if not args.no_hf:
             run_hf(hf, prompts[: min(batch, 4)], 4)  # warm-up
@@ -80,18 +86,62 @@ def bench_shape(name: str, batches: list[int], args, rows: list[dict], table: Ta
         kv_elem = 1 if args.kv_cache_dtype == "fp8" else 2
         step_bytes = decode_step_bytes(shape, batch, args.prompt + args.new / 2, kv_elem)
         roof = batch * HBM_BYTES_PER_S / step_bytes
-        row = {"shape": name, "batch": batch, "kv": args.kv_cache_dtype, "engine_tok_s": ours, "hf_tok_s": hf_tps,
-               "ratio": ours / hf_tps if hf_tps else None, "roofline_tok_s": roof,
-               "roofline_share": ours / roof, "engine_s": t}
-        rows.append(row)
-        ratio = f"{ours / hf_tps:.1f}x" if hf_tps else "-"
-        hf_s = f"{hf_tps:.0f}" if hf_tps else "-"
-        label = name + (" fp8-kv" if args.kv_cache_dtype == "fp8" else "")
-        print(table.add(label, batch, f"{ours:.0f}", hf_s, ratio, f"{roof:.0f}", f"{100 * ours / roof:.0f}%"),
-              flush=True)
+        for on in modes:
+            engine.set_async_scheduling(on)
+            t, generated = run_engine(engine, prompts, args.new)
+            assert generated == batch * args.new, (generated, batch * args.new)
+            ours = generated / t
+            row = {"shape": name, "batch": batch, "kv": args.kv_cache_dtype, "async_scheduling": on,
+                   "engine_tok_s": ours, "hf_tok_s": hf_tps, "ratio": ours / hf_tps if hf_tps else None,
+                   "roofline_tok_s": roof, "roofline_share": ours / roof, "engine_s": t}
+            rows.append(row)
+            ratio = f"{ours / hf_tps:.1f}x" if hf_tps else "-"
+            hf_s = f"{hf_tps:.0f}" if hf_tps else "-"
+            label = name + (" fp8-kv" if args.kv_cache_dtype == "fp8" else "")
+            print(table.add(label, batch, "on" if on else "off", f"{ours:.0f}", hf_s, ratio, f"{roof:.0f}",
+                            f"{100 * ours / roof:.0f}%"), flush=True)
     del engine, hf, loaded
     gc.collect()
     torch.cuda.empty_cache()
+
+
+TP_COLUMNS = ["shape", "TP", "batch", "engine tok/s", "vs TP=1", "roofline tok/s", "% roofline"]
+
+
+def bench_tp_shape(name: str, batches: list[int], args, rows: list[dict], table: Table) -> None:
+    from bench.bench_tp_engines import make_tp_engine
+
+    shape = SHAPES[name]
+    sizes = [args.tensor_parallel_size] if name in args.tp_only_shapes.split(",") else [1, args.tensor_parallel_size]
+    base: dict[int, float] = {}
+    g = torch.Generator().manual_seed(0)
+    prompts_by_batch = {b: torch.randint(0, shape["vocab_size"], (b, args.prompt), generator=g).tolist()
+                        for b in batches}
+    for tp in sizes:
+        kv_tokens = max(batches) * (args.prompt + args.new + 16)
+        engine = make_tp_engine(shape, tp=tp, max_num_seqs=max(batches), kv_tokens=kv_tokens,
+                                kv_cache_dtype=args.kv_cache_dtype)
+        try:
+            for batch in batches:
+                prompts = prompts_by_batch[batch]
+                run_engine(engine, prompts, 8)  # warm-up: kernels, this batch's graph
+                t, generated = run_engine(engine, prompts, args.new)
+                assert generated == batch * args.new, (generated, batch * args.new)
+                ours = generated / t
+                if tp == 1:
+                    base[batch] = ours
+                kv_elem = 1 if args.kv_cache_dtype == "fp8" else 2
+                roof = tp * batch * HBM_BYTES_PER_S / decode_step_bytes(shape, batch, args.prompt + args.new / 2, kv_elem)
+                vs = f"{ours / base[batch]:.2f}x" if batch in base and tp > 1 else "-"
+                rows.append({"shape": name, "tp": tp, "batch": batch, "engine_tok_s": ours, "roofline_tok_s": roof,
+                             "roofline_share": ours / roof, "engine_s": t})
+                print(table.add(name, tp, batch, f"{ours:.0f}", vs, f"{roof:.0f}", f"{100 * ours / roof:.0f}%"),
+                      flush=True)
+        finally:
+            engine.close()
+            del engine
+            gc.collect()
+            torch.cuda.empty_cache()
 
 
 def main() -> None:
@@ -104,8 +154,24 @@ def main() -> None:
     parser.add_argument("--no-hf", action="store_true")
     parser.add_argument("--json", default=None)
     parser.add_argument("--kv-cache-dtype", default="auto", choices=["auto", "fp8"])
+    parser.add_argument("--async-scheduling", default="both", choices=["both", "on", "off"])
+    parser.add_argument("--device", default="cuda", choices=["cuda"], help="the engine's device (GPU only)")
+    parser.add_argument("--tensor-parallel-size", type=int, default=1)
+    parser.add_argument("--tp-only-shapes", default="qwen3-32b", help="shapes run at TP=N only")
     args = parser.parse_args()
     batches = [int(b) for b in args.batches.split(",")]
+    if args.tensor_parallel_size > 1:
+        title = f"tensor parallel: prompt {args.prompt} + {args.new} new tokens, KV {args.kv_cache_dtype}"
+        table = Table(title, TP_COLUMNS)
+        print(f"# {torch.cuda.get_device_name()} x{torch.cuda.device_count()}; {title}")
+        print(table.header())
+        rows: list[dict] = []
+        for name in args.shapes.split(","):
+            bench_tp_shape(name, batches, args, rows, table)
+        if args.json:
+            Path(args.json).write_text(json.dumps(rows, indent=1))
+        write_results("throughput_tp", [table])
+        return
     title = f"prompt {args.prompt} + {args.new} new tokens (HF generate: {args.hf_new} new), KV {args.kv_cache_dtype}"
     table = Table(title, COLUMNS)
     print(f"# {torch.cuda.get_device_name()}; {title}")

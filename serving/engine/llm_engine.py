@@ -168,6 +168,13 @@ class LLMEngine:
         req.forked = True  # an unforked n > 1 request ends with the one sequence it has
         return self.output.request_output(req)
 
+    def set_async_scheduling(self, on: bool) -> list[RequestOutput]:
+        """Switch modes between steps (benchmarks compare both on one engine); returns the
+        outputs of a step still in flight."""
+        outputs = self._read_back(self._inflight) if self._inflight is not None else []
+        self.async_scheduling = on
+        return outputs
+
     def has_unfinished_requests(self) -> bool:
         return bool(self.requests)
 
