@@ -27,7 +27,15 @@ QWEN3_4B = {
     "tie_word_embeddings": True, "hidden_act": "silu", "attention_bias": False,
     "bos_token_id": 151643, "eos_token_id": 151645,
 }
-SHAPES = {"smollm2-135m": SMOLLM2_135M, "qwen3-0.6b": QWEN3_0_6B, "qwen3-4b": QWEN3_4B}
+# 65 GB of bf16 weights: benchmarked under tensor parallelism (each rank makes its own shard)
+QWEN3_32B = {
+    "model_type": "qwen3", "vocab_size": 151936, "hidden_size": 5120, "intermediate_size": 25600,
+    "num_hidden_layers": 64, "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 128,
+    "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "max_position_embeddings": 40960,
+    "tie_word_embeddings": False, "hidden_act": "silu", "attention_bias": False,
+    "bos_token_id": 151643, "eos_token_id": 151645,
+}
+SHAPES = {"smollm2-135m": SMOLLM2_135M, "qwen3-0.6b": QWEN3_0_6B, "qwen3-4b": QWEN3_4B, "qwen3-32b": QWEN3_32B}
 
 HBM_BYTES_PER_S = 4.8e12  # H200 datasheet
 

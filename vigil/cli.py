@@ -34,6 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
     serve.add_argument("--model", help="GGUF file or Hugging Face directory (default: SmolLM2-135M-Instruct)")
+    serve.add_argument("--tensor-parallel-size", type=int,
+                       help="split the model over N GPUs (or N CPU processes); VIGIL_TENSOR_PARALLEL_SIZE")
 
     sidecar = sub.add_parser("sidecar", help="run the monitoring sidecar: jobs, dashboard, ingest API, alerts")
     sidecar.add_argument("--host")

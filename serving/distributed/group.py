@@ -17,7 +17,7 @@ import torch.distributed as dist
 from serving.distributed.context import ParallelContext
 
 # set in every process of the group before CUDA or NCCL start
-NCCL_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1"}
+NCCL_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 DEFAULT_INIT_TIMEOUT_S = 120.0
 # workers wait on the host group for the next step however long the engine idles; a dead driver
 # is noticed by the workers' parent watch instead (worker.py)

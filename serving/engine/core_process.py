@@ -71,6 +71,7 @@ def run_engine_core(launch: CoreLaunch) -> None:
     try:
         CoreLoop(engine, inbox, outbox, codec, launch.parent_pid).run()
     finally:
+        engine.close()  # tensor-parallel workers: STOP, bounded join
         inbox.close(linger=0)
         outbox.close()
         ctx.term()

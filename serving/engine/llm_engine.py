@@ -172,7 +172,7 @@ class LLMEngine:
         """Switch modes between steps (benchmarks compare both on one engine); returns the
         outputs of a step still in flight."""
         outputs = self._read_back(self._inflight) if self._inflight is not None else []
-        self.async_scheduling = on
+        self.async_scheduling = on and self.tensor_parallel is None  # TP runs synchronous steps
         return outputs
 
     def has_unfinished_requests(self) -> bool:

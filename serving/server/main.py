@@ -98,7 +98,8 @@ def serve_command(args) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     overrides = {}
-    for name, field in (("host", "host"), ("port", "port"), ("model", "model_path")):
+    for name, field in (("host", "host"), ("port", "port"), ("model", "model_path"),
+                        ("tensor_parallel_size", "tensor_parallel_size")):
         value = getattr(args, name, None)
         if value is not None:
             overrides[field] = value

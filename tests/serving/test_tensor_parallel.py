@@ -72,3 +72,20 @@ def test_replicated_kv_head(tmp_path):
     save_single_kv_head_llama(tmp_path)
     assert [head_shard(4, 1, 2, r) for r in (0, 1)] == [HeadShard(0, 2, 0, 1), HeadShard(2, 2, 0, 1)]
     _assert_same(_run(tmp_path, 1), _run(tmp_path, 2))
+
+
+def test_serve_flag_and_setting_reach_the_engine_config(monkeypatch):
+    from serving.engine.config import EngineConfig
+    from vigil.cli import build_parser
+    from vigil.config import Settings
+
+    assert build_parser().parse_args(["serve", "--tensor-parallel-size", "2"]).tensor_parallel_size == 2
+    monkeypatch.setenv("VIGIL_TENSOR_PARALLEL_SIZE", "4")
+    assert EngineConfig.from_settings(Settings()).tensor_parallel_size == 4
+    assert EngineConfig().tensor_parallel_size == 1
+
+
+def test_unsplittable_shape_fails_before_any_process_starts(tmp_path):
+    save_tiny_model("llama", tmp_path, seed=1)  # 2 KV heads cannot be spread over 3 ranks
+    with pytest.raises(ValueError, match="multiple of num_key_value_heads"):
+        make_engine(load_model_files(tmp_path), tensor_parallel_size=3)
