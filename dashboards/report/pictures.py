@@ -82,6 +82,10 @@ def feature_pictures(results: list[dict[str, Any]], baseline: pd.DataFrame, wind
         ref, cur = _numbers(baseline, feature), _numbers(window, feature)
         if len(ref) < 2 or len(cur) < 2:
             continue  # embeddings, categories, or too few values for a picture
+        with np.errstate(over="ignore"):
+            span = max(ref.max(), cur.max()) - min(ref.min(), cur.min())
+        if not np.isfinite(span):
+            continue  # values near ±1e308: no float axis spans them (the table still shows them)
         out.append(Picture(f"{feature}: histogram", histogram_svg(ref, cur)))
         out.append(Picture(f"{feature}: ECDF", ecdf_svg(ref, cur)))
         if len(out) >= 2 * MAX_FEATURES:

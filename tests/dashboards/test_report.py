@@ -59,3 +59,13 @@ def test_every_result_renders_whatever_its_fields_hold(tmp_path):
     text = path.read_bytes().decode("utf-8")  # strict: no lone surrogate got through
     assert text.count("<tr class=\"drifted\">") >= len(odd) and "\ufffd" in text
     assert "inf" in text and "–" in text
+
+
+def test_pictures_skip_a_feature_no_float_axis_can_span():
+    from dashboards.report.pictures import feature_pictures
+
+    drifted = [{"test": "psi", "feature": "latency_ms", "drifted": True}]
+    huge = pd.DataFrame({"latency_ms": [1e308, -1e308, 5.0]})
+    assert feature_pictures(drifted, huge, huge) == []  # np.histogram raised ValueError here
+    normal = pd.DataFrame({"latency_ms": [1.0, 2.0, 3.0]})
+    assert len(feature_pictures(drifted, normal, normal)) == 2
