@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 import httpx
 import pytest
-from sidecar_servers import JudgeEngine, UvicornThread, WebhookReceiver
+from sidecar_servers import API_KEY, JudgeEngine, UvicornThread, WebhookReceiver
 from sidecar_world import prepare
 from sqlalchemy import func, select
 
@@ -25,6 +25,9 @@ from storage.models import Alert, DriftRun, Embedding, EvalScore
 SECRET = "e2e-webhook-secret-0123456789"
 
 
+AUTH = {"Authorization": f"Bearer {API_KEY}"}  # every sidecar page needs a key
+
+
 def open_in_chromium(url: str) -> list[str]:
     """Console errors and page errors of `url` in headless Chromium."""
     from playwright.sync_api import sync_playwright
@@ -35,7 +38,7 @@ def open_in_chromium(url: str) -> list[str]:
             executable_path="/usr/bin/chromium",
             args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
         )
-        page = browser.new_page()
+        page = browser.new_page(extra_http_headers=AUTH)
         page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda e: errors.append(str(e)))
         page.on("response", lambda r: errors.append(f"{r.status} {r.url}") if r.status >= 400 else None)
@@ -102,9 +105,9 @@ def test_pipeline_delivers_signed_alerts_and_a_report(migrated_db, make_settings
             verify(receiver.received[0][2] + b" ", receiver.received[0][1], SECRET)
 
         with UvicornThread(create_app(settings, factory)) as app:
-            listing = httpx.get(f"{app.url}/reports")
+            listing = httpx.get(f"{app.url}/reports", headers=AUTH)
             assert listing.status_code == 200 and f'href="/reports/{run.run_id}"' in listing.text
-            report = httpx.get(f"{app.url}/reports/{run.run_id}")
+            report = httpx.get(f"{app.url}/reports/{run.run_id}", headers=AUTH)
             assert report.status_code == 200
             size = len(report.content)
             assert 100_000 < size <= 5 * 1024 * 1024
@@ -113,11 +116,11 @@ def test_pipeline_delivers_signed_alerts_and_a_report(migrated_db, make_settings
             # no raw dump: the report holds a handful of example prompts, not the window
             assert sum(report.text.count(r["prompt"]) > 0 for r in world.drift_records) <= 60
             alert_id = rules[("prompt_embedding_mmd", "*")].id
-            page = httpx.get(f"{app.url}/alerts/{alert_id}")
+            page = httpx.get(f"{app.url}/alerts/{alert_id}", headers=AUTH)
             assert page.status_code == 200 and "prompt_embedding" in page.text
             assert f'href="/reports/{run.run_id}"' in page.text
-            assert httpx.get(f"{app.url}/alerts").status_code == 200
-            assert httpx.get(f"{app.url}/reports/999999").status_code == 404
+            assert httpx.get(f"{app.url}/alerts", headers=AUTH).status_code == 200
+            assert httpx.get(f"{app.url}/reports/999999", headers=AUTH).status_code == 404
             errors = open_in_chromium(f"{app.url}/reports/{run.run_id}")
         assert errors == []
         with factory() as s:
