@@ -116,21 +116,19 @@ def build_step_inputs(
             rows.append(num_tokens - 1)
             targets.append(target)
     slens = [s + q for s, q in zip(starts, qlens, strict=True)]
-    start_t = _host_tensor(starts, np.int64)
-    block_tables = torch.stack(table_rows)
+    block_tables = table_rows[0][None] if len(table_rows) == 1 else torch.stack(table_rows)
     if cap != width:
         block_tables = block_tables[:, :width].contiguous()
-    if num_decode == len(order):  # decode only: one token per sequence, at its start position
-        positions = start_t
-        qsl = torch.arange(len(order) + 1, dtype=torch.int32)
-        block = block_tables.gather(1, (positions // block_size)[:, None]).squeeze(1)
-    else:
-        q = _host_tensor(qlens, np.int64)
-        ends = q.cumsum(0)
-        owner = torch.repeat_interleave(torch.arange(len(order)), q)
-        positions = start_t[owner] + torch.arange(num_tokens) - (ends - q)[owner]
-        qsl = torch.cat([torch.zeros(1, dtype=torch.int64), ends]).to(torch.int32)
-        block = block_tables[owner, positions // block_size]
+    if num_decode == len(order):
+        return _decode_only(scheduled, order, input_ids, starts, slens, rows, block_tables, block_size, device,
+                            targets, pending_rows, pending_src)
+    start_t = _host_tensor(starts, np.int64)
+    q = _host_tensor(qlens, np.int64)
+    ends = q.cumsum(0)
+    owner = torch.repeat_interleave(torch.arange(len(order)), q)
+    positions = start_t[owner] + torch.arange(num_tokens) - (ends - q)[owner]
+    qsl = torch.cat([torch.zeros(1, dtype=torch.int64), ends]).to(torch.int32)
+    block = block_tables[owner, positions // block_size]
     slots = block.long() * block_size + positions % block_size
     meta = AttentionMetadata(
         query_start_loc=qsl.to(device, non_blocking=True),
@@ -148,6 +146,43 @@ def build_step_inputs(
         positions=positions.to(device, non_blocking=True),
         meta=meta,
         logits_rows=_host_tensor(rows, np.int64).to(device, non_blocking=True),
+        sample_seqs=targets,
+        query_lens=qlens,
+        seq_lens=slens,
+        pending_rows=pending_rows,
+        pending_src=pending_src,
+    )
+
+
+def _decode_only(scheduled, order, input_ids, starts, slens, rows, block_tables, block_size, device,
+                 targets, pending_rows, pending_src) -> StepInputs:
+    """One token per sequence at its start position (the steady state; batch 1 lives here): slots
+    come from the block-table lists in Python, and every int64 vector travels in one host array and
+    one copy (ids, positions, slots, sample rows), the int32 ones in another (query starts, lengths):
+    three host-to-device copies a step instead of seven, and no tensor arithmetic on the host."""
+    n = len(order)
+    slots = []
+    for i, start in zip(order, starts, strict=True):
+        slots.append(scheduled[i].seq.block_table[start // block_size] * block_size + start % block_size)
+    wide = _host_tensor(input_ids + starts + slots + rows, np.int64).to(device, non_blocking=True)
+    narrow = _host_tensor(list(range(n + 1)) + slens, np.int32).to(device, non_blocking=True)
+    qlens = [1] * n
+    meta = AttentionMetadata(
+        query_start_loc=narrow[: n + 1],
+        seq_lens=narrow[n + 1 :],
+        slot_mapping=wide[2 * n : 3 * n],
+        block_tables=block_tables.to(device, non_blocking=True),
+        max_query_len=1,
+        max_seq_len=max(slens),
+        num_decode_tokens=n,
+        query_lens_cpu=qlens,
+        seq_lens_cpu=slens,
+    )
+    return StepInputs(
+        input_ids=wide[:n],
+        positions=wide[n : 2 * n],
+        meta=meta,
+        logits_rows=wide[3 * n :],
         sample_seqs=targets,
         query_lens=qlens,
         seq_lens=slens,
