@@ -1,4 +1,4 @@
-"""Webhook signatures: HMAC-SHA256 over "{timestamp}.{body}" with VIGIL_WEBHOOK_SECRET.
+"""Webhook signatures: HMAC-SHA256 keyed with VIGIL_WEBHOOK_SECRET (v1: body, v2: also the key).
 
 Every delivery carries
     X-Vigil-Timestamp: 1764414000                 (unix seconds when this attempt was signed)

@@ -1,2 +1,3 @@
-"""The monitoring sidecar: scheduler and leader lease, jobs (embed, evaluate, drift,
-retention), LLM judges, the ingest API and the app that serves it beside the dashboards."""
+"""The monitoring sidecar: scheduler and leader lease, watchdog, jobs (embed, evaluate, drift,
+sequential, retention, baseline reminder), LLM judges, engine canaries, the ingest API and the
+app that serves it beside the dashboards."""

@@ -170,7 +170,7 @@ class Alert(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     dedupe_key: Mapped[str] = mapped_column(String(256), index=True)
     rule: Mapped[str] = mapped_column(String(64))
-    kind: Mapped[str] = mapped_column(String(32))  # prompt|model|eval|persona|operational
+    kind: Mapped[str] = mapped_column(String(32))  # one of vigil.alert_table.KINDS
     severity: Mapped[str] = mapped_column(String(16))  # moderate|high|critical|review
     segment: Mapped[str] = mapped_column(String(128), default="*")
     status: Mapped[str] = mapped_column(String(16), index=True)  # open|resolved
