@@ -19,6 +19,7 @@ from scipy.spatial import distance
 
 from drift.registry import TestSpec, register
 from drift.result import TestResult, insufficient
+from drift.weights import is_uniform
 
 OTHER = "__other__"
 MISSING = "__missing__"
@@ -146,6 +147,8 @@ def new_values_test(
     n_cur = int(cur_all.size)
     if n_cur == 0:
         return insufficient("new_category", min_share, len(reference), 0, 1)
+    if weights is not None and is_uniform(np.asarray(weights, dtype=np.float64)):
+        weights = None  # equal weights are the unweighted test, and say nothing else
     w = np.ones(n_cur) if weights is None else np.asarray(weights, dtype=np.float64)
     total = float(w.sum()) or 1.0
     ref_present = _present(reference)
@@ -169,7 +172,7 @@ def new_values_test(
         drifted=bool(big),
         detail={"new": listed, "n_new_values": len(new), "vanished": vanished[:MAX_LISTED_VALUES],
                 "min_count": min_count, "n_reference": int(ref_present.size), "n_current": n_cur,
-                "weighted": weights is not None},
+                **({"weighted": True} if weights is not None else {})},
     )
 
 

@@ -37,7 +37,7 @@ def hand_psi(ref: np.ndarray, cur: np.ndarray, edges: np.ndarray, eps: float = 1
 def test_registry_lists_every_kind():
     assert {s.name for s in registry.tests_for("numeric")} == {"psi", "ks", "wasserstein"}
     assert {s.name for s in registry.tests_for("categorical")} == {"chi2", "js"}
-    assert {s.name for s in registry.tests_for("embedding")} == {"mmd"}
+    assert {s.name for s in registry.tests_for("embedding")} == {"mmd", "cluster_mix", "conditional_mmd"}
     with pytest.raises(KeyError, match="unknown drift test 'nope'"):
         get_test("nope")
 
