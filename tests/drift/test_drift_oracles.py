@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 from scipy.spatial.distance import cdist
 
@@ -15,6 +17,7 @@ from drift.mmd import median_bandwidth
 from drift.multitest import benjamini_hochberg
 from drift.psi import psi_edges
 from drift.registry import get_test
+from drift.wasserstein import w1_distance
 
 
 def hand_psi(ref: np.ndarray, cur: np.ndarray, edges: np.ndarray, eps: float = 1e-4) -> float:
@@ -196,3 +199,13 @@ def test_insufficient_data_is_never_drift():
                            ("mmd", rng.normal(size=(500, 3)), rng.normal(5, 1, size=(5, 3)))]:
         res = get_test(name).run(ref, cur, rng=0)
         assert res.insufficient and not res.drifted and res.statistic is None
+
+
+@settings(max_examples=150, derandomize=True, deadline=None)
+@given(st.lists(st.integers(-5, 5) | st.floats(-1e6, 1e6), min_size=1, max_size=60),
+       st.lists(st.integers(-5, 5) | st.floats(-1e6, 1e6), min_size=1, max_size=60))
+def test_w1_distance_matches_scipy_with_ties(u, v):
+    """The merged-order W1 equals scipy's pooled-sort computation, ties and repeats included."""
+    u, v = np.sort(np.asarray(u, float)), np.sort(np.asarray(v, float))
+    expected = stats.wasserstein_distance(u, v)
+    assert w1_distance(u, v) == pytest.approx(expected, rel=1e-9, abs=1e-9 * (1 + np.abs(u).max() + np.abs(v).max()))
