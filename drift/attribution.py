@@ -11,6 +11,9 @@ prompts and is not a model change. Per segment:
   token statistics, completion length, finish reason) is of kind `model`, whatever the rule
   table says (e.g. a completion-length PSI with nothing else moving is the model).
 
+Only proposals whose evidence is prompt/response statistics are attributed: one that names its
+own cause (a new model_version or prompt_version value) keeps its rule's kind.
+
 A silent template change (same prompt_version, new wording) moves the prompt features, so it
 is `prompt` even though the responses move too. Other kinds (eval, persona, operational) are
 left as the rules set them. Pure: results and proposals in, proposals out.
@@ -59,11 +62,14 @@ def attribute_kind(alert: ProposedAlert, prompt_evidence: Sequence[TestResult]) 
     """(kind, why) for one proposal given its segment's prompt-side evidence."""
     if alert.kind not in ATTRIBUTED_KINDS:
         return alert.kind, "not a prompt/model kind"
+    features = _features(alert)
+    if not features or not features <= PROMPT_FEATURES | RESPONSE_FEATURES:
+        # e.g. a new model_version value: the alert names its own cause
+        return alert.kind, "kept from the rule: evidence beyond prompt/response statistics"
     if prompt_evidence:
         names = ", ".join(sorted({f"{r.test}:{r.feature}" for r in prompt_evidence}))
         return "prompt", f"prompt side drifted ({names})"
-    features = _features(alert)
-    if features and features <= RESPONSE_FEATURES:
+    if features <= RESPONSE_FEATURES:
         return "model", "responses drifted with prompts steady"
     return alert.kind, "kept from the rule"
 

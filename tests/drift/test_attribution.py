@@ -67,6 +67,15 @@ def test_one_chance_prompt_side_hit_among_several_does_not_relabel_a_model_chang
     alerts = attribute_alerts([proposal("response_embedding_mmd", "model", "response_embedding")], strong)
     assert [a.kind for a in alerts] == ["prompt"]
 
+
+def test_a_new_model_version_stays_a_model_change_while_prompts_move():
+    """The rule names its own cause: a new model_version value is `model` whatever the prompts
+    did (a prompt shift in the same window relabelled it `prompt`)."""
+    results = [result("cluster_mix", "prompt_embedding", p=1e-5), result("new_category", "model_version")]
+    alerts = attribute_alerts([proposal("new_model_version", "model", "model_version"),
+                               proposal("response_embedding_mmd", "model", "response_embedding")], results)
+    assert [a.kind for a in alerts] == ["model", "prompt"]
+
 DIM = 24
 _W = np.random.default_rng(31)
 TOPICS, ANSWERS = _W.normal(size=(3, DIM)) * 2.5, _W.normal(size=(3, DIM)) * 2.5
