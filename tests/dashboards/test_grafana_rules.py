@@ -45,7 +45,10 @@ def exported_sidecar(db_url: str, make_settings) -> set[str]:
     job_stats.record_run("drift", ok=True, seconds=1.0, finished_unix=1.0)
     text = TestClient(create_app(make_settings(db_url), factory)).get(
         "/metrics", headers={"Authorization": f"Bearer {API_KEY}"}).text
-    return {s.name for f in text_string_to_metric_families(text) for s in f.samples}
+    families = list(text_string_to_metric_families(text))
+    # a gauge family is exported (HELP/TYPE) before its first sample: the canary gauges have
+    # none until a canary run exists
+    return {f.name for f in families if f.type == "gauge"} | {s.name for f in families for s in f.samples}
 
 
 def grafana_exprs() -> list[str]:
