@@ -2,9 +2,9 @@
 never logged as a sample, so it cannot skew the drift statistics it is measuring.
 
 A request carrying `X-Vigil-Internal: <reason>` is served as usual and skipped by the engine's
-traffic logger. Any caller holding an API key may send the header today; binding it to
-designated keys is left to the key management (until then a client could hide its own traffic
-from monitoring with it).
+traffic logger. Only operator keys (`VIGIL_API_KEYS`, `VIGIL_ADMIN_KEYS`) may mark traffic
+internal: the mark is dropped for tenant-bound keys, so a tenant cannot hide its own traffic
+from monitoring.
 """
 
 from __future__ import annotations

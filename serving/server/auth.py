@@ -44,11 +44,13 @@ def request_segment(request: Request, settings: Settings, user: str | None,
     client = request.client.host if request.client else None
     headers = request.headers
     if not from_trusted_proxy(client, settings.trusted_proxies):
-        # the internal marker is not a segment claim: any key may send it for now (vigil.internal)
+        # the internal marker is not a segment claim; a tenant-bound key cannot use it (below)
         headers = {k: v for k, v in headers.items()
                    if not k.lower().startswith(TRUSTED_HEADER_PREFIX) or k.lower() == INTERNAL_HEADER.lower()}
     segment = segment_from_request(headers, hash_user(user, settings.secret_key), metadata)
     principal = request.scope.get("state", {}).get("principal")
     if principal is not None and principal.tenant is not None:
-        segment = dataclasses.replace(segment, tenant=principal.tenant)
+        # a tenant's traffic is always watched: only operator keys (the sidecar's judge and
+        # canaries) may mark requests internal
+        segment = dataclasses.replace(segment, tenant=principal.tenant, internal=None)
     return segment

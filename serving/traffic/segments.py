@@ -62,7 +62,7 @@ def segment_from_request(
         prompt_version=pick(HEADER_PROMPT_VERSION, "prompt_version"),
         user=_clean(user),
         metadata=meta,
-        # any key may mark a request internal for now; see vigil.internal
+        # serving.server.auth drops the mark for tenant-bound keys
         internal=_internal_reason(lowered.get(INTERNAL_HEADER.lower())),
     )
 

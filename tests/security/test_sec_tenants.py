@@ -71,6 +71,16 @@ def test_tenant_key_traffic_is_logged_under_its_tenant():
         assert seg.tenant == "acme"
 
 
+
+def test_a_tenant_key_cannot_hide_its_traffic_as_internal():
+    settings = load_settings(**SETTINGS)
+    marked = {"x-vigil-internal": "canary"}
+    operator = request_segment(_request(marked, "203.0.113.7", Principal("k")), settings, None, None)
+    assert operator.internal == "canary"
+    tenant = request_segment(_request(marked, "203.0.113.7", Principal("k", tenant="acme")), settings,
+                             None, None)
+    assert tenant.internal is None and tenant.tenant == "acme"
+
 @pytest.mark.parametrize("user", ["alice@example.com", "bob", "x" * 256])
 def test_user_is_stored_as_a_keyed_pseudonym(user):
     settings = load_settings(**SETTINGS)
