@@ -105,7 +105,21 @@ def bench_shape(name: str, batches: list[int], args, rows: list[dict], table: Ta
     torch.cuda.empty_cache()
 
 
-TP_COLUMNS = ["shape", "TP", "batch", "engine tok/s", "vs TP=1", "roofline tok/s", "% roofline"]
+TP_COLUMNS = ["shape", "TP", "batch", "engine tok/s", "vs TP=1", "roofline tok/s", "% roofline", "all-reduce % of GPU time"]
+
+
+def allreduce_share(engine, prompts: list[list[int]], new_tokens: int = 32) -> float | None:
+    """Rank 0's NCCL kernel time over all its kernel time for a short run (the kernels inside
+    replayed CUDA graphs included). NCCL time counts a rank's wait for the slower peer too."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        run_engine(engine, prompts, new_tokens)
+    kernels = [e for e in prof.events() if e.device_type == DeviceType.CUDA]
+    total = sum(e.time_range.elapsed_us() for e in kernels)
+    nccl = sum(e.time_range.elapsed_us() for e in kernels if "nccl" in e.name.lower())
+    return nccl / total if total else None
 
 
 def bench_tp_shape(name: str, batches: list[int], args, rows: list[dict], table: Table) -> None:
@@ -133,10 +147,11 @@ def bench_tp_shape(name: str, batches: list[int], args, rows: list[dict], table:
                 kv_elem = 1 if args.kv_cache_dtype == "fp8" else 2
                 roof = tp * batch * HBM_BYTES_PER_S / decode_step_bytes(shape, batch, args.prompt + args.new / 2, kv_elem)
                 vs = f"{ours / base[batch]:.2f}x" if batch in base and tp > 1 else "-"
+                share = allreduce_share(engine, prompts) if tp > 1 and not args.no_profile else None
                 rows.append({"shape": name, "tp": tp, "batch": batch, "engine_tok_s": ours, "roofline_tok_s": roof,
-                             "roofline_share": ours / roof, "engine_s": t})
-                print(table.add(name, tp, batch, f"{ours:.0f}", vs, f"{roof:.0f}", f"{100 * ours / roof:.0f}%"),
-                      flush=True)
+                             "roofline_share": ours / roof, "engine_s": t, "allreduce_share": share})
+                print(table.add(name, tp, batch, f"{ours:.0f}", vs, f"{roof:.0f}", f"{100 * ours / roof:.0f}%",
+                                "-" if share is None else f"{100 * share:.1f}%"), flush=True)
         finally:
             engine.close()
             del engine
@@ -158,6 +173,7 @@ def main() -> None:
     parser.add_argument("--device", default="cuda", choices=["cuda"], help="the engine's device (GPU only)")
     parser.add_argument("--tensor-parallel-size", type=int, default=1)
     parser.add_argument("--tp-only-shapes", default="qwen3-32b", help="shapes run at TP=N only")
+    parser.add_argument("--no-profile", action="store_true", help="TP rows: skip the all-reduce share profile")
     args = parser.parse_args()
     batches = [int(b) for b in args.batches.split(",")]
     if args.tensor_parallel_size > 1:

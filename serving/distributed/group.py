@@ -8,8 +8,10 @@ NVLink SHARP (NVLS) and symmetric-memory multicast stay off in every rank's proc
 from __future__ import annotations
 
 import datetime
+import logging
 import os
 import socket
+import threading
 
 import torch
 import torch.distributed as dist
@@ -56,6 +58,28 @@ def init_group(
     return ParallelContext(rank=rank, world_size=world_size, group=dist.group.WORLD, cpu_group=cpu_group)
 
 
-def destroy_group() -> None:
-    if dist.is_initialized():
-        dist.destroy_process_group()
+LEAVE_TIMEOUT_S = 30.0
+log = logging.getLogger("vigil.tensor_parallel")
+
+
+def destroy_group(timeout_s: float = LEAVE_TIMEOUT_S) -> bool:
+    """Leave the process group; False when that did not finish within `timeout_s`.
+
+    gloo groups are destroyed. NCCL groups are aborted instead: destroying a communicator
+    finalizes it, which waits on the peer ranks and hung at shutdown on two H200s, while an abort
+    is local to this rank. Either runs in a daemon thread, so a stuck communicator cannot keep a
+    process from exiting.
+    """
+    if not dist.is_initialized():
+        return True
+    nccl = dist.get_backend() == "nccl"
+    if nccl:
+        torch.cuda.synchronize()  # nothing of ours is still in flight on the communicator
+    leave = dist.distributed_c10d._abort_process_group if nccl else dist.destroy_process_group
+    done = threading.Thread(target=leave, name="leave-process-group", daemon=True)
+    done.start()
+    done.join(timeout_s)
+    if done.is_alive():
+        log.warning("leaving the %s process group did not finish in %.0f s", dist.get_backend(), timeout_s)
+        return False
+    return True

@@ -50,8 +50,9 @@ class TensorParallel:
         if self.workers.alive():
             with contextlib.suppress(Exception):  # a worker already gone breaks the broadcast
                 self.runner.channel.send_stop()
-        self.workers.join()
+        # every rank leaves at once (on NCCL an abort, local to each rank), then the join
         destroy_group()
+        self.workers.join()
 
 
 def _source(cfg, loaded) -> ModelSource:

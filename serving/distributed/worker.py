@@ -57,7 +57,10 @@ def main(fd_in: int, fd_out: int) -> int:
     from serving.distributed.group import destroy_group
 
     destroy_group()
-    return 0
+    # no interpreter teardown: CUDA and NCCL destructors at exit can wait on the other ranks
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _start(launch, inbox: Connection, outbox: Connection):

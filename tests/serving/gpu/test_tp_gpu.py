@@ -64,3 +64,22 @@ def test_tp2_logprobs_match_tp1(shape):
         diffs.append((tp2 - tp1).abs())
     diffs = torch.cat(diffs)
     assert diffs.max() < 0.25 and diffs.mean() < 0.05, (diffs.max(), diffs.mean())
+
+
+def test_tp2_close_is_prompt_and_a_new_group_can_start():
+    """Closing leaves the NCCL group on every rank without waiting on the others (a destroy
+    finalized the communicators and hung here), the workers exit, and the same process can
+    start a group again."""
+    import time
+
+    import torch.distributed as dist
+
+    for _ in range(2):
+        engine = _engine(SMOLLM2_135M, 2)
+        _run(engine, [("a", [1, 2, 3, 4], SamplingParams(max_tokens=4, temperature=0.0, ignore_eos=True))])
+        workers = engine.tensor_parallel.workers.procs
+        t0 = time.monotonic()
+        engine.close()
+        assert time.monotonic() - t0 < 20.0
+        assert all(p.poll() is not None for p in workers)
+        assert not dist.is_initialized()
