@@ -21,6 +21,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+from serving.engine.identity import EngineIdentity, identify
 from serving.engine.llm_engine import LLMEngine
 from serving.engine.output_slot import OutputSlot
 from serving.outputs import EngineStats, RequestOutput
@@ -62,6 +63,9 @@ class AsyncLLMEngine:
         self._accepting = True
         self._thread = threading.Thread(target=self._run, name="vigil-engine-loop", daemon=True)
         self._thread.start()
+
+    def identity(self) -> EngineIdentity:
+        return identify(self.engine)
 
     @property
     def is_running(self) -> bool:

@@ -28,6 +28,7 @@ from serving.engine.config import EngineConfig
 from serving.engine.core_handle import CoreHandle, CoreUnavailable
 from serving.engine.core_supervisor import CoreSupervisor
 from serving.engine.frontend_outputs import FrontRequest
+from serving.engine.identity import UNKNOWN, EngineIdentity
 from serving.engine.messages import AbortRequests, AddRequest, Shutdown, StepOutputs
 from serving.engine.output_slot import OutputSlot
 from serving.engine.request_checks import check_new_request
@@ -71,6 +72,7 @@ class EngineCoreClient:
         self.max_model_len = 0
         self.vocab_size = 0
         self.device = "?"
+        self._identity = UNKNOWN
 
     # ---- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -92,6 +94,7 @@ class EngineCoreClient:
         if self.tokenizer is None:  # the same model on every restart
             self.tokenizer = pickle.loads(ready.tokenizer_pickle)
         self.max_model_len, self.vocab_size, self.device = ready.max_model_len, ready.vocab_size, ready.device
+        self._identity = EngineIdentity(ready.device, ready.dtype, ready.attention)
         with self._lock:
             self._core, self._adds_sent, self._adds_seen = core, 0, 0
             self._alive = True
@@ -104,6 +107,10 @@ class EngineCoreClient:
         """What AsyncLLMEngine.engine offers the API layer (tokenizer, max_model_len, device,
         validate_request) lives on this object itself."""
         return self
+
+    def identity(self) -> EngineIdentity:
+        """Device, dtype and attention backend, as the core reported them when it was ready."""
+        return self._identity
 
     @property
     def is_running(self) -> bool:

@@ -19,6 +19,7 @@ import zmq
 
 from serving.engine.config import EngineConfig
 from serving.engine.core_outputs import TokenDeltaProcessor
+from serving.engine.identity import identify
 from serving.engine.messages import (
     AbortRequests,
     AddRequest,
@@ -86,12 +87,11 @@ def _load(launch: CoreLaunch):
 
 
 def _ready(engine) -> CoreReady:
-    runner = engine.runner
+    ident = identify(engine)
     return CoreReady(
         tokenizer_pickle=pickle.dumps(engine.tokenizer), vocab_size=int(engine.model_config.vocab_size),
-        max_model_len=int(engine.max_model_len), device=str(engine.device),
-        dtype=str(next(runner.model.parameters()).dtype),
-        attention=str(getattr(getattr(runner, "backend", None), "name", "?")),
+        max_model_len=int(engine.max_model_len), device=ident.device, dtype=ident.dtype,
+        attention=ident.attention,
     )
 
 

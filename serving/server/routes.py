@@ -61,15 +61,16 @@ def _engine_identity(engine) -> dict:
 
     import torch
 
-    inner = getattr(engine, "engine", engine)
-    runner = getattr(inner, "runner", None)
+    from serving.engine.identity import UNKNOWN
+
+    identity = getattr(engine, "identity", None)
+    ident = identity() if identity is not None else UNKNOWN
     try:
         version = importlib.metadata.version("vigil")
     except importlib.metadata.PackageNotFoundError:
         version = "unknown"
-    return {"vigil": version, "torch": torch.__version__, "device": str(getattr(inner, "device", "?")),
-            "attention": getattr(getattr(runner, "backend", None), "name", "?"),
-            "dtype": str(next(inner.runner.model.parameters()).dtype) if runner is not None else "?"}
+    return {"vigil": version, "torch": torch.__version__, "device": ident.device,
+            "attention": ident.attention, "dtype": ident.dtype}
 
 
 @v1.get("/models")

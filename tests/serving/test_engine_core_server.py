@@ -69,3 +69,34 @@ def test_killed_core_fails_requests_with_5xx_health_503_then_recovers(client):
         assert client.core_pid != old_pid
         r = httpx.post(srv.url + "/v1/completions", json={**body, "max_tokens": 5}, headers=AUTH, timeout=60)
         assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 5
+
+
+def _engine_card(engine) -> dict:
+    settings = make_settings()
+    with ServerThread(create_app(settings, engine=engine, log_traffic=False)) as srv:
+        r = httpx.get(srv.url + "/v1/models", headers=AUTH, timeout=30)
+        one = httpx.get(srv.url + f"/v1/models/{settings.model_name}", headers=AUTH, timeout=30)
+    assert r.status_code == 200 and one.status_code == 200
+    (card,) = r.json()["data"]
+    assert one.json()["engine"] == card["engine"]
+    return card["engine"]
+
+
+def test_models_report_the_same_engine_identity_in_both_modes(client, tmp_path_factory):
+    """The separate core's device, dtype and attention backend come from its ready message."""
+    import torch
+
+    from serving.attention import get_backend
+    from serving.engine import AsyncLLMEngine, LLMEngine
+
+    separate = _engine_card(client)
+    inprocess = AsyncLLMEngine(LLMEngine(tiny_config(tiny_model_dir(tmp_path_factory.mktemp("core-srv-in")))))
+    inprocess.start()
+    try:
+        in_card = _engine_card(inprocess)
+    finally:
+        asyncio.run(inprocess.shutdown())
+    assert separate == in_card
+    assert separate["device"] == "cpu" and separate["dtype"] == str(torch.float32)
+    assert separate["attention"] == get_backend(torch.device("cpu")).name
+    assert "?" not in separate.values()
