@@ -34,9 +34,10 @@ import torch
 from bench.hf_random import hf_random_model, loaded_from_hf, make_engine
 from bench.model_shapes import HBM_BYTES_PER_S, SHAPES, decode_step_bytes
 from bench.results_table import Table, write_results
+from serving.kernels import gemv as gemv_kernels
 from serving.sampling_params import SamplingParams
 
-COLUMNS = ["shape", "batch", "async", "engine tok/s", "HF tok/s", "engine/HF", "roofline tok/s", "% roofline"]
+COLUMNS = ["shape", "batch", "gemv", "async", "engine tok/s", "HF tok/s", "engine/HF", "roofline tok/s", "% roofline"]
 
 
 def run_engine(engine, prompts: list[list[int]], new_tokens: int) -> tuple[float, int]:
@@ -77,6 +78,8 @@ def bench_shape(name: str, batches: list[int], args, rows: list[dict], table: Ta
     g = torch.Generator().manual_seed(0)
     modes = {"both": [False, True], "on": [True], "off": [False]}[args.async_scheduling]
     for batch in batches:
+        # the one-token GEMV only runs at batch 1: other batches run once
+        gemv_modes = {"both": [False, True], "on": [True], "off": [False]}[args.gemv] if batch == 1 else [True]
         prompts = torch.randint(0, shape["vocab_size"], (batch, args.prompt), generator=g).tolist()
         run_engine(engine, prompts, 8)  # warm-up: compiles kernels, captures this batch's graph
         hf_tps = None
@@ -86,20 +89,26 @@ def bench_shape(name: str, batches: list[int], args, rows: list[dict], table: Ta
         kv_elem = 1 if args.kv_cache_dtype == "fp8" else 2
         step_bytes = decode_step_bytes(shape, batch, args.prompt + args.new / 2, kv_elem)
         roof = batch * HBM_BYTES_PER_S / step_bytes
-        for on in modes:
-            engine.set_async_scheduling(on)
-            t, generated = run_engine(engine, prompts, args.new)
-            assert generated == batch * args.new, (generated, batch * args.new)
-            ours = generated / t
-            row = {"shape": name, "batch": batch, "kv": args.kv_cache_dtype, "async_scheduling": on,
-                   "engine_tok_s": ours, "hf_tok_s": hf_tps, "ratio": ours / hf_tps if hf_tps else None,
-                   "roofline_tok_s": roof, "roofline_share": ours / roof, "engine_s": t}
-            rows.append(row)
-            ratio = f"{ours / hf_tps:.1f}x" if hf_tps else "-"
-            hf_s = f"{hf_tps:.0f}" if hf_tps else "-"
-            label = name + (" fp8-kv" if args.kv_cache_dtype == "fp8" else "")
-            print(table.add(label, batch, "on" if on else "off", f"{ours:.0f}", hf_s, ratio, f"{roof:.0f}",
-                            f"{100 * ours / roof:.0f}%"), flush=True)
+        for use_gemv in gemv_modes:
+            gemv_kernels.ENABLED = use_gemv
+            engine.runner.gpu.release_graphs()  # recaptured with this projection path
+            run_engine(engine, prompts, 8)
+            for on in modes:
+                engine.set_async_scheduling(on)
+                t, generated = run_engine(engine, prompts, args.new)
+                assert generated == batch * args.new, (generated, batch * args.new)
+                ours = generated / t
+                row = {"shape": name, "batch": batch, "kv": args.kv_cache_dtype, "async_scheduling": on,
+                       "gemv": use_gemv and batch == 1, "engine_tok_s": ours, "hf_tok_s": hf_tps,
+                       "ratio": ours / hf_tps if hf_tps else None,
+                       "roofline_tok_s": roof, "roofline_share": ours / roof, "engine_s": t}
+                rows.append(row)
+                ratio = f"{ours / hf_tps:.1f}x" if hf_tps else "-"
+                hf_s = f"{hf_tps:.0f}" if hf_tps else "-"
+                label = name + (" fp8-kv" if args.kv_cache_dtype == "fp8" else "")
+                print(table.add(label, batch, "on" if use_gemv and batch == 1 else "-", "on" if on else "off",
+                                f"{ours:.0f}", hf_s, ratio, f"{roof:.0f}", f"{100 * ours / roof:.0f}%"), flush=True)
+        gemv_kernels.ENABLED = True
     del engine, hf, loaded
     gc.collect()
     torch.cuda.empty_cache()
@@ -170,6 +179,8 @@ def main() -> None:
     parser.add_argument("--json", default=None)
     parser.add_argument("--kv-cache-dtype", default="auto", choices=["auto", "fp8"])
     parser.add_argument("--async-scheduling", default="both", choices=["both", "on", "off"])
+    parser.add_argument("--gemv", default="on", choices=["both", "on", "off"],
+                        help="batch 1: projections as one-token GEMVs (serving/kernels/gemv.py) or cuBLAS")
     parser.add_argument("--device", default="cuda", choices=["cuda"], help="the engine's device (GPU only)")
     parser.add_argument("--tensor-parallel-size", type=int, default=1)
     parser.add_argument("--tp-only-shapes", default="qwen3-32b", help="shapes run at TP=N only")

@@ -12,6 +12,8 @@ in place of `model(ids, pos, kv_caches, meta, backend)`.
 
 from __future__ import annotations
 
+import gc
+
 import torch
 
 from serving.attention.base import AttentionBackend, AttentionMetadata
@@ -107,6 +109,16 @@ class GpuForward:
             out = self._eager(ids, pos, meta)
         self._pool = graph.pool()
         return graph, out
+
+    def release_graphs(self) -> None:
+        """Free the captured graphs and their pool. Must precede leaving an NCCL group: a
+        communicator whose collectives live in a graph cannot finalize or abort until the graph
+        is gone."""
+        torch.cuda.synchronize()
+        self.graphs.clear()
+        self._pool = None
+        gc.collect()
+        torch.cuda.synchronize()
 
     @torch.inference_mode()
     def forward(

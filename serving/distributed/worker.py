@@ -56,6 +56,9 @@ def main(fd_in: int, fd_out: int) -> int:
     _serve(runner, channel, model)
     from serving.distributed.group import destroy_group
 
+    if runner.gpu is not None:
+        runner.gpu.release_graphs()  # graphs that hold NCCL collectives block leaving the group
+
     destroy_group()
     # no interpreter teardown: CUDA and NCCL destructors at exit can wait on the other ranks
     sys.stdout.flush()

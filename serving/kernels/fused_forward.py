@@ -3,7 +3,9 @@
 Same math and rounding order as `LlamaForCausalLM.forward` (serving/model), with the residual
 add folded into the next RMSNorm, q/k norms reading the fused qkv in place, rotary applied in
 place, and SiLU-and-mul in one kernel: q/k norm + rotary + KV write in one kernel (Triton backend): per layer ~10 launches instead of ~60, which is what
-decides batch-1 decode speed once CUDA graphs remove the launch gaps.
+decides batch-1 decode speed once CUDA graphs remove the launch gaps. With one token the
+projections run as GEMVs (serving/kernels/gemv.py) and SiLU-and-mul is read inside the down
+projection's GEMV.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import torch
 
 from serving.attention.base import AttentionBackend, AttentionMetadata
+from serving.kernels import gemv as gemv_kernels
 from serving.kernels.fused_ops import rms_norm, rotary_inplace, silu_and_mul
 from serving.kernels.qkv_rope_cache import qkv_rope_cache
 
@@ -39,7 +42,7 @@ def fused_forward(
         else:
             x = rms_norm(hidden, norm.weight, norm.eps, residual=residual)
         attn = layer.self_attn
-        qkv = attn.qkv_proj(x)
+        qkv = _project(attn.qkv_proj, x)
         if fused_prologue:
             qn, kn = (attn.q_norm, attn.k_norm) if attn.qk_norm else (None, None)
             q = qkv_rope_cache(
@@ -53,15 +56,32 @@ def fused_forward(
         else:
             q = _prologue_unfused(attn, qkv, n, cos, sin, k_cache, v_cache, meta, backend)
         out = backend.forward(q, k_cache, v_cache, meta, attn.scale)
-        hidden = attn.o_proj(out.view(n, attn.q_size))
+        hidden = _project(attn.o_proj, out.view(n, attn.q_size))
         post = layer.post_attention_layernorm
         x = rms_norm(hidden, post.weight, post.eps, residual=residual)
         mlp = layer.mlp
-        hidden = mlp.down_proj(silu_and_mul(mlp.gate_up_proj(x)))
+        hidden = _down(mlp.down_proj, _project(mlp.gate_up_proj, x))
     final = model.norm
     if residual is None:  # a model with no layers
         return rms_norm(hidden, final.weight, final.eps)
     return rms_norm(hidden, final.weight, final.eps, residual=residual)
+
+
+def _project(module: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+    if isinstance(module, torch.nn.Linear):
+        return gemv_kernels.linear(x, module.weight, module.bias)
+    return module(x)  # the tensor-parallel linears dispatch the same way themselves
+
+
+def _down(module: torch.nn.Module, gate_up: torch.Tensor) -> torch.Tensor:
+    """down_proj(silu(gate) * up), the activation read inside a one-token GEMV."""
+    weight = module.weight
+    if not (gemv_kernels.ENABLED and gemv_kernels.gemv_applies(gate_up, weight)):
+        return module(silu_and_mul(gate_up))
+    partial = gemv_kernels.gemv_silu(gate_up, weight)
+    if hasattr(module, "reduce"):  # row-parallel: all-reduce, then the bias
+        return module.reduce(partial)
+    return partial if module.bias is None else partial + module.bias
 
 
 def _prologue_unfused(attn, qkv, n, cos, sin, k_cache, v_cache, meta, backend) -> torch.Tensor:

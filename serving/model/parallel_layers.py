@@ -19,6 +19,7 @@ from torch import nn
 
 from serving.distributed.context import ParallelContext
 from serving.distributed.partition import vocab_range, vocab_shard_size
+from serving.kernels.gemv import linear
 
 
 class ColumnParallelLinear(nn.Module):
@@ -30,7 +31,7 @@ class ColumnParallelLinear(nn.Module):
         self.bias = nn.Parameter(torch.empty(local_out_features)) if bias else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.linear(x, self.weight, self.bias)
+        return linear(x, self.weight, self.bias)
 
 
 class RowParallelLinear(nn.Module):
@@ -43,9 +44,12 @@ class RowParallelLinear(nn.Module):
         self.bias = nn.Parameter(torch.empty(out_features)) if bias else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = F.linear(x, self.weight)
-        dist.all_reduce(y, group=self.tp.group)
-        return y if self.bias is None else y + self.bias
+        return self.reduce(linear(x, self.weight))
+
+    def reduce(self, partial: torch.Tensor) -> torch.Tensor:
+        """The sum of every rank's partial product (in place), plus the bias once."""
+        dist.all_reduce(partial, group=self.tp.group)
+        return partial if self.bias is None else partial + self.bias
 
 
 class VocabParallelEmbedding(nn.Module):

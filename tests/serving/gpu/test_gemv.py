@@ -1,0 +1,96 @@
+"""The one-token GEMV (serving/kernels/gemv.py) against an fp32 product of the same bf16 inputs,
+and against cuBLAS: layer shapes of SmolLM2-135M and Qwen3-4B, odd sizes that leave partial
+blocks, bias, the SiLU-and-mul prologue; and the engine's forward with and without it."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from serving.kernels import gemv as gemv_kernels
+from serving.kernels.fused_ops import silu_and_mul
+from serving.kernels.gemv import gemv, gemv_applies, gemv_silu
+
+SHAPES = [(960, 576), (3072, 576), (576, 1536), (6144, 2560), (2560, 4096), (19456, 2560), (2560, 9728),
+          (1037, 1999), (4097, 513)]
+
+
+def _ulp_bound(ref: torch.Tensor) -> torch.Tensor:
+    # one bf16 rounding of the result (2^-8 relative) plus the fp32 summation-order noise
+    return ref.abs() * 2.0**-7 + 1e-3
+
+
+@pytest.mark.parametrize("n,k", SHAPES)
+@pytest.mark.parametrize("bias", [False, True])
+def test_gemv_matches_fp32_product(n, k, bias):
+    g = torch.Generator(device="cuda").manual_seed(n * 7 + k)
+    w = torch.randn(n, k, device="cuda", generator=g).to(torch.bfloat16) * 0.05
+    x = torch.randn(1, k, device="cuda", generator=g).to(torch.bfloat16)
+    b = torch.randn(n, device="cuda", generator=g).to(torch.bfloat16) if bias else None
+    ref = x.float() @ w.float().T + (b.float() if bias else 0)
+    out = gemv(x, w, b)
+    assert out.shape == (1, n) and out.dtype == torch.bfloat16
+    assert ((out.float() - ref).abs() <= _ulp_bound(ref)).all()
+    cublas = F.linear(x, w, b).float()
+    # no worse than cuBLAS, which rounds once from fp32 as well
+    assert (out.float() - ref).abs().mean() <= 1.5 * (cublas - ref).abs().mean() + 1e-6
+
+
+@pytest.mark.parametrize("n,k", [(576, 1536), (2560, 9728), (1001, 777)])
+def test_gemv_silu_matches_silu_and_mul_then_linear(n, k):
+    g = torch.Generator(device="cuda").manual_seed(k)
+    w = torch.randn(n, k, device="cuda", generator=g).to(torch.bfloat16) * 0.05
+    gate_up = torch.randn(1, 2 * k, device="cuda", generator=g).to(torch.bfloat16) * 3
+    act = silu_and_mul(gate_up)
+    ref = act.float() @ w.float().T
+    out = gemv_silu(gate_up, w)
+    assert ((out.float() - ref).abs() <= _ulp_bound(ref)).all()
+
+
+def test_applies_only_to_one_token_and_large_16bit_weights():
+    w = torch.zeros(2048, 1024, device="cuda", dtype=torch.bfloat16)
+    assert gemv_applies(torch.zeros(1, 1024, device="cuda", dtype=torch.bfloat16), w)
+    assert not gemv_applies(torch.zeros(2, 1024, device="cuda", dtype=torch.bfloat16), w)
+    assert not gemv_applies(torch.zeros(1, 1024, device="cuda", dtype=torch.float32), w.float())
+    assert not gemv_applies(torch.zeros(1, 64, device="cuda", dtype=torch.bfloat16),
+                            torch.zeros(64, 64, device="cuda", dtype=torch.bfloat16))
+    with pytest.raises(ValueError, match="features"):
+        gemv(torch.zeros(1, 1000, device="cuda", dtype=torch.bfloat16), w)
+
+
+def test_engine_batch1_logprobs_same_with_and_without_gemv():
+    """Greedy decode of a random Qwen3-0.6B-shaped model: the GEMV path's logprobs match cuBLAS's
+    (different summation order, so within bf16 noise) and so do the tokens until any near-tie."""
+    from bench.model_shapes import SHAPES as MODEL_SHAPES
+    from serving.engine.config import EngineConfig
+    from serving.engine.llm_engine import LLMEngine
+    from serving.loader.random_weights import random_loaded
+    from serving.sampling_params import SamplingParams
+
+    shape = MODEL_SHAPES["qwen3-0.6b"]
+    cfg = EngineConfig(device="cuda", dtype="bfloat16", block_size=16, num_kv_blocks=64, max_num_seqs=1,
+                       enable_prefix_caching=False)
+    engine = LLMEngine(cfg, loaded=random_loaded(shape, seed=3, device="cuda"))
+    prompt = torch.randint(0, shape["vocab_size"], (32,), generator=torch.Generator().manual_seed(0)).tolist()
+    params = SamplingParams(max_tokens=24, temperature=0.0, ignore_eos=True, logprobs=0)
+    runs = {}
+    try:
+        for on in (False, True):
+            gemv_kernels.ENABLED = on
+            engine.runner.gpu.release_graphs()
+            engine.add_request(f"r{on}", prompt, params)
+            while engine.has_unfinished_requests():
+                for out in engine.step():
+                    if out.finished:
+                        runs[on] = out.outputs[0]
+    finally:
+        gemv_kernels.ENABLED = True
+    off, on = runs[False], runs[True]
+    same = 0
+    while same < len(off.token_ids) and off.token_ids[same] == on.token_ids[same]:
+        same += 1
+    assert same >= 8, (off.token_ids, on.token_ids)
+    a = torch.tensor([t.logprob for t in off.logprobs[:same]])
+    b = torch.tensor([t.logprob for t in on.logprobs[:same]])
+    assert (a - b).abs().max() < 0.1
