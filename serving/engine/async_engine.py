@@ -34,6 +34,10 @@ class EngineNotRunningError(RuntimeError):
     """The engine is not started, shutting down, or draining: no new requests."""
 
 
+class EngineStepError(RuntimeError):
+    """An engine step failed: the requests in it were aborted (the engine keeps serving)."""
+
+
 @dataclass
 class _Stream:
     loop: asyncio.AbstractEventLoop
@@ -177,7 +181,7 @@ class AsyncLLMEngine:
                     outputs = self.engine.step()
                 except Exception as exc:  # keep serving: fail the requests in flight, not the process
                     log.exception("engine step failed; aborting the requests in flight")
-                    self._fail_all(exc)
+                    self._fail_all(EngineStepError(f"the engine step failed: {type(exc).__name__}: {exc}"))
                     outputs = []
                 self._deliver_step(outputs)
                 self._stats = self.engine.stats()

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import zmq
 
-from serving.engine.async_engine import EngineNotRunningError, put_all
+from serving.engine.async_engine import EngineNotRunningError, EngineStepError, put_all
 from serving.engine.config import EngineConfig
 from serving.engine.core_handle import CoreHandle, CoreUnavailable
 from serving.engine.core_supervisor import CoreSupervisor
@@ -272,7 +272,7 @@ class EngineCoreClient:
                 live = self._requests.pop(failure.request_id, None)
                 if live is not None:
                     exc = ValueError(failure.message) if failure.bad_request else \
-                        RuntimeError(f"the engine step failed: {failure.message}")
+                        EngineStepError(f"the engine step failed: {failure.message}")
                     per_loop.setdefault(live.loop, []).append((live.slot, exc))
         if stop_aborts:
             with contextlib.suppress(CoreUnavailable):

@@ -4,7 +4,6 @@ the engine's outputs -> OpenAI `chat.completion` objects or `chat.completion.chu
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -15,7 +14,7 @@ from fastapi.responses import JSONResponse, Response
 from serving.outputs import CompletionOutput, RequestOutput, TokenLogprob
 from serving.server.auth import request_segment
 from serving.server.chat_encoding import encode_chat
-from serving.server.errors import APIError
+from serving.server.errors import APIError, in_band
 from serving.server.generation import (
     ClientDisconnected,
     collect_final,
@@ -28,8 +27,6 @@ from serving.server.params import add_token_ids, build_params, check_context
 from serving.server.protocol import ChatCompletionRequest
 from serving.server.sse import DONE, SSEResponse, event, safe_logprob
 from serving.server.state import ServerState
-
-log = logging.getLogger(__name__)
 
 
 def tool_names(body: ChatCompletionRequest) -> list[str]:
@@ -164,6 +161,5 @@ async def _chunks(
         if include_usage and last is not None:
             yield event({**base, "choices": [], "usage": _usage([last])})
     except Exception as exc:  # headers are gone: report in-band, as OpenAI does
-        log.exception("stream %s failed", request_id)
-        yield event(APIError(f"generation failed: {exc}", status=500).payload())
+        yield event(in_band(exc))
     yield DONE

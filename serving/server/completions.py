@@ -4,7 +4,6 @@ Several prompts run as several engine requests; choice index = prompt index * n 
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -14,7 +13,7 @@ from fastapi.responses import JSONResponse, Response
 
 from serving.outputs import CompletionOutput, RequestOutput, TokenLogprob
 from serving.server.auth import request_segment
-from serving.server.errors import APIError
+from serving.server.errors import APIError, in_band
 from serving.server.generation import (
     ClientDisconnected,
     collect_final,
@@ -34,8 +33,6 @@ from serving.server.params import (
 from serving.server.protocol import CompletionRequest
 from serving.server.sse import DONE, SSEResponse, event, safe_logprob
 from serving.server.state import ServerState
-
-log = logging.getLogger(__name__)
 
 
 def _logprobs(items: list[TokenLogprob], offset: int) -> dict:
@@ -172,6 +169,5 @@ async def _chunks(
         if include_usage:
             yield event({**base, "choices": [], "usage": _usage(list(finals.values()))})
     except Exception as exc:
-        log.exception("stream %s failed", request_id)
-        yield event(APIError(f"generation failed: {exc}", status=500).payload())
+        yield event(in_band(exc))
     yield DONE

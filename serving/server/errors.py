@@ -1,7 +1,8 @@
 """Errors the OpenAI way: `{"error": {"message", "type", "param", "code"}}` with the right status.
 
 Validation failures (including malformed JSON) are 400, not FastAPI's 422; any unexpected
-exception is logged and answered as a 500 in the same shape, never as a bare traceback.
+exception is logged and answered as a 500 in the same shape, never as a bare traceback. A
+stream whose headers are gone ends with the same object as an SSE event (`in_band`).
 """
 
 from __future__ import annotations
@@ -54,6 +55,18 @@ class APIError(Exception):
     def response(self) -> JSONResponse:
         headers = {"Retry-After": "1"} if self.status in (429, 503) else None
         return JSONResponse(self.payload(), status_code=self.status, headers=headers)
+
+
+def in_band(exc: BaseException) -> dict:
+    """The error event a stream ends with once its headers are sent: what the non-streaming
+    path would answer for the same failure (an APIError as is, anything else the handler's 500),
+    with a code always set (the type's, when the error names none)."""
+    if not isinstance(exc, APIError):
+        log.error("stream failed", exc_info=exc)
+        exc = APIError("internal server error", status=500, code="internal_error")
+    payload = exc.payload()
+    payload["error"]["code"] = exc.code or exc.type
+    return payload
 
 
 def openai_error_json(status: int, message: str, code: str) -> bytes:

@@ -119,8 +119,8 @@ async def generate(
 
 async def _mapped_errors(stream: AsyncIterator[RequestOutput]) -> AsyncIterator[RequestOutput]:
     """The engine's refusals as API errors: a bad request is a 400, a stopped engine a 503, an
-    engine core that died under the request a 500."""
-    from serving.engine.async_engine import EngineNotRunningError
+    engine core that died under the request or a failed engine step a 500."""
+    from serving.engine.async_engine import EngineNotRunningError, EngineStepError
     from serving.engine.core_client import EngineDeadError
 
     try:
@@ -130,8 +130,10 @@ async def _mapped_errors(stream: AsyncIterator[RequestOutput]) -> AsyncIterator[
         raise APIError(str(exc), status=503, code="engine_not_running") from None
     except EngineDeadError as exc:
         raise APIError(str(exc), status=500, code="engine_dead") from None
+    except EngineStepError as exc:
+        raise APIError(str(exc), status=500, code="engine_step_failed") from None
     except ValueError as exc:
-        raise APIError(str(exc)) from None
+        raise APIError(str(exc), code="invalid_request") from None
 
 
 def _finished(state: ServerState, out: RequestOutput, segment: SegmentInfo, tools: list[str]) -> None:

@@ -1,6 +1,7 @@
 """A real server over a separate engine core: killing the core process makes /health fail and
-ends in-flight requests with a 5xx (in-band for a stream) instead of hanging; the supervisor
-restarts the core and the server answers again."""
+ends in-flight requests with a 5xx (in-band for a stream, with the same type and code, also as
+the `openai` client reads it) instead of hanging; the supervisor restarts the core and the
+server answers again. /v1/models names the same engine as in-process."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import signal
 import threading
 
 import httpx
+import openai
 import pytest
 from core_fixtures import tiny_config, tiny_model_dir
 from test_server_support import API_KEY, ServerThread, make_settings, wait_for
@@ -46,10 +48,19 @@ def test_killed_core_fails_requests_with_5xx_health_503_then_recovers(client):
             r = httpx.post(srv.url + "/v1/completions", json=body, headers=AUTH, timeout=60)
             results["plain"] = (r.status_code, r.json())
 
-        threads = [threading.Thread(target=stream), threading.Thread(target=plain)]
+        def sdk() -> None:
+            sdk_client = openai.OpenAI(base_url=srv.url + "/v1", api_key=API_KEY, max_retries=0, timeout=60)
+            try:
+                kw = {k: v for k, v in body.items() if k != "ignore_eos"}
+                for _ in sdk_client.completions.create(stream=True, extra_body={"ignore_eos": True}, **kw):
+                    pass
+            except openai.APIError as exc:
+                results["sdk"] = exc
+
+        threads = [threading.Thread(target=f) for f in (stream, plain, sdk)]
         for t in threads:
             t.start()
-        assert wait_for(lambda: client.stats().num_running == 2, timeout=30)
+        assert wait_for(lambda: client.stats().num_running == 3, timeout=30)
         old_pid = client.core_pid
         os.kill(old_pid, signal.SIGKILL)
         assert wait_for(lambda: httpx.get(srv.url + "/health").status_code == 503, timeout=10)
@@ -63,7 +74,10 @@ def test_killed_core_fails_requests_with_5xx_health_503_then_recovers(client):
         lines = results["lines"]
         assert lines[-1] == "data: [DONE]"
         error = json.loads(lines[-2][len("data: "):])["error"]  # in-band: the headers were sent
-        assert "engine core process died" in error["message"] and error["type"] != "invalid_request_error"
+        assert "engine core process died" in error["message"]
+        assert error == payload["error"] and error["type"] == "internal_error"  # as the non-streaming 500
+        sdk_error = results["sdk"]
+        assert (sdk_error.code, sdk_error.type) == ("engine_dead", "internal_error")
 
         assert wait_for(lambda: httpx.get(srv.url + "/health").status_code == 200, timeout=120)
         assert client.core_pid != old_pid
