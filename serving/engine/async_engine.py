@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from serving.engine.identity import EngineIdentity, identify
 from serving.engine.llm_engine import LLMEngine
 from serving.engine.output_slot import OutputSlot
+from serving.engine.request_checks import check_request_id
 from serving.outputs import EngineStats, RequestOutput
 from serving.sampling_params import SamplingParams
 
@@ -117,8 +118,7 @@ class AsyncLLMEngine:
         if not self._accepting or not self.is_running:
             raise EngineNotRunningError("the engine is not accepting requests (not started or shutting down)")
         with self._lock:
-            if request_id in self._streams:
-                raise ValueError(f"request id {request_id!r} is already in use")
+            check_request_id(request_id, self._streams)  # queued, not yet in the engine
             self.engine.validate_request(request_id, prompt_token_ids, params)
             stream = _Stream(asyncio.get_running_loop(), OutputSlot())
             self._streams[request_id] = stream

@@ -167,9 +167,8 @@ class EngineCoreClient:
     # ---- requests --------------------------------------------------------------------------
     def validate_request(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams) -> None:
         """The engine's own checks, answered here (the core repeats them)."""
-        if request_id in self._requests:
-            raise ValueError(f"request id {request_id!r} is already in use")
-        check_new_request(prompt_token_ids, params, self.vocab_size, self.max_model_len)
+        check_new_request(request_id, prompt_token_ids, params, in_use=self._requests,
+                          vocab_size=self.vocab_size, max_model_len=self.max_model_len)
 
     async def generate(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams,
                        prompt: str | None = None) -> AsyncIterator[RequestOutput]:

@@ -22,6 +22,7 @@ from serving.engine.block_manager import BlockManager
 from serving.engine.config import EngineConfig
 from serving.engine.output_processor import OutputProcessor
 from serving.engine.request import Request, Sequence
+from serving.engine.request_checks import check_new_request
 from serving.engine.runner import InflightStep, ModelRunner, SampleResult, kv_bytes_per_block
 from serving.engine.scheduler import Scheduler, SchedulerConfig, SchedulerOutput
 from serving.model import build_model
@@ -105,20 +106,8 @@ class LLMEngine:
     # ---- requests --------------------------------------------------------------------------
     def validate_request(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams) -> None:
         """Raise ValueError naming the problem; pure, so other threads may call it."""
-        if request_id in self.requests:
-            raise ValueError(f"request id {request_id!r} is already in use")
-        if not prompt_token_ids:
-            raise ValueError("the prompt is empty: at least one token is needed")
-        vocab = self.model_config.vocab_size
-        bad = [t for t in prompt_token_ids if not isinstance(t, int) or not 0 <= t < vocab]
-        if bad:
-            raise ValueError(f"prompt token id {bad[0]!r} is outside the vocabulary [0, {vocab})")
-        if len(prompt_token_ids) >= self.max_model_len:
-            raise ValueError(
-                f"the prompt has {len(prompt_token_ids)} tokens but the context length is "
-                f"{self.max_model_len}: at most {self.max_model_len - 1} prompt tokens fit"
-            )
-        params.validate()
+        check_new_request(request_id, prompt_token_ids, params, in_use=self.requests,
+                          vocab_size=self.model_config.vocab_size, max_model_len=self.max_model_len)
 
     def add_request(
         self,

@@ -1,6 +1,6 @@
 """The engine core in its own process (EngineCoreClient) against the in-process engine on the
 same tiny model: the same outputs for greedy, seeded sampling, stop strings, stop token ids,
-logprobs and prompt logprobs; killing the core fails in-flight requests at once (no hang) and
+logprobs and prompt logprobs; a bad request is refused alike on both paths; killing the core fails in-flight requests at once (no hang) and
 the supervisor brings a new core up."""
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import msgspec
 import pytest
 from core_fixtures import collect, tiny_config, tiny_model_dir
 from engine_fixtures import greedy
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from serving.engine import AsyncLLMEngine, LLMEngine
 from serving.engine.core_client import EngineCoreClient, EngineDeadError
@@ -107,6 +109,57 @@ def test_bad_request_is_refused_before_it_reaches_the_core(client):
         client.validate_request("x", [10**6], greedy(2))
     with pytest.raises(ValueError, match="context length"):
         client.validate_request("x", [1] * client.max_model_len, greedy(2))
+
+
+@pytest.fixture(scope="module")
+def in_process(model_dir):
+    return LLMEngine(tiny_config(model_dir))
+
+
+def _refusal(check, *args) -> str | None:
+    try:
+        check(*args)
+    except ValueError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+_token = st.integers(-3, 260)  # the tiny vocabulary is 256 ids
+_prompts = st.one_of(
+    st.lists(_token, max_size=8),
+    st.builds(lambda n, t: [t] * n, st.integers(1020, 1026), _token),  # around the 1024 context
+)
+_params = st.builds(
+    SamplingParams, n=st.integers(-1, 130), max_tokens=st.integers(-1, 4),
+    temperature=st.floats(-0.5, 2.5), top_p=st.floats(-0.1, 1.1), top_k=st.integers(-2, 3),
+    logprobs=st.none() | st.integers(-1, 22), prompt_logprobs=st.none() | st.integers(-1, 22),
+    stop=st.lists(st.sampled_from(["", "a", "xyz"]), max_size=17),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(prompt=_prompts, params=_params)
+def test_both_engine_paths_refuse_the_same_requests_with_the_same_message(in_process, client, prompt, params):
+    """The separate path's API-side check and the in-process engine's are one function: the same
+    verdict and message for any request (the core's own limits sent in its ready message)."""
+    assert (client.vocab_size, client.max_model_len) == (256, in_process.max_model_len)
+    ours = _refusal(client.validate_request, "r", prompt, params)
+    assert ours == _refusal(in_process.validate_request, "r", prompt, params)
+
+
+def test_a_bad_request_fails_generate_alike_in_both_modes(model_dir, client):
+    async def first_error(engine) -> str:
+        with pytest.raises(ValueError) as info:
+            await collect(engine, "bad", [1, 2, 10**6], greedy(2))
+        return str(info.value)
+
+    inproc = AsyncLLMEngine(LLMEngine(tiny_config(model_dir)))
+    inproc.start()
+    try:
+        want = asyncio.run(first_error(inproc))
+    finally:
+        asyncio.run(inproc.shutdown())
+    assert asyncio.run(first_error(client)) == want == "prompt token id 1000000 is outside the vocabulary [0, 256)"
 
 
 def test_messages_round_trip_through_msgpack():
