@@ -35,14 +35,8 @@ def fused_forward(
     hd = model.config.head_dim
     fused_prologue = getattr(backend, "name", "") == "triton" and hd >= 32 and not hd & (hd - 1)
     for layer, (k_cache, v_cache) in zip(model.layers, kv_caches, strict=True):
-        norm = layer.input_layernorm
-        if residual is None:
-            residual = hidden
-            x = rms_norm(hidden, norm.weight, norm.eps)
-        else:
-            x = rms_norm(hidden, norm.weight, norm.eps, residual=residual)
         attn = layer.self_attn
-        qkv = _project(attn.qkv_proj, x)
+        qkv, residual = _norm_project(attn.qkv_proj, layer.input_layernorm, hidden, residual)
         if fused_prologue:
             qn, kn = (attn.q_norm, attn.k_norm) if attn.qk_norm else (None, None)
             q = qkv_rope_cache(
@@ -57,10 +51,9 @@ def fused_forward(
             q = _prologue_unfused(attn, qkv, n, cos, sin, k_cache, v_cache, meta, backend)
         out = backend.forward(q, k_cache, v_cache, meta, attn.scale)
         hidden = _project(attn.o_proj, out.view(n, attn.q_size))
-        post = layer.post_attention_layernorm
-        x = rms_norm(hidden, post.weight, post.eps, residual=residual)
         mlp = layer.mlp
-        hidden = _down(mlp.down_proj, _project(mlp.gate_up_proj, x))
+        gate_up, residual = _norm_project(mlp.gate_up_proj, layer.post_attention_layernorm, hidden, residual)
+        hidden = _down(mlp.down_proj, gate_up)
     final = model.norm
     if residual is None:  # a model with no layers
         return rms_norm(hidden, final.weight, final.eps)
@@ -71,6 +64,17 @@ def _project(module: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     if isinstance(module, torch.nn.Linear):
         return gemv_kernels.linear(x, module.weight, module.bias)
     return module(x)  # the tensor-parallel linears dispatch the same way themselves
+
+
+def _norm_project(module: torch.nn.Module, norm: torch.nn.Module, hidden: torch.Tensor,
+                  residual: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """module(rms_norm(hidden + residual)) and the new residual (hidden itself when there is none
+    yet); one GEMV kernel for one token (column-parallel or plain linears only)."""
+    if gemv_kernels.ENABLED and gemv_kernels.gemv_applies(hidden, module.weight):
+        return gemv_kernels.gemv_rms_norm(hidden, residual, norm.weight, norm.eps, module.weight, module.bias)
+    if residual is None:
+        return _project(module, rms_norm(hidden, norm.weight, norm.eps)), hidden
+    return _project(module, rms_norm(hidden, norm.weight, norm.eps, residual=residual)), residual
 
 
 def _down(module: torch.nn.Module, gate_up: torch.Tensor) -> torch.Tensor:

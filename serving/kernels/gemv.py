@@ -19,11 +19,26 @@ import torch
 from serving.kernels._compat import HAS_TRITON, require_triton, tl, triton
 
 
-def _gemv_body(x_ptr, w_ptr, b_ptr, y_ptr, N, K, stride_w, HAS_BIAS: tl.constexpr, SILU: tl.constexpr,
+def _gemv_body(x_ptr, w_ptr, b_ptr, y_ptr, res_ptr, nw_ptr, new_res_ptr, N, K, stride_w, eps,
+               HAS_BIAS: tl.constexpr, SILU: tl.constexpr, NORM: tl.constexpr, HAS_RES: tl.constexpr,
                BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     row_mask = rows < N
     cols = tl.arange(0, BLOCK_K)
+    first = tl.program_id(0) == 0
+    rstd = 0.0
+    if NORM:  # every program computes the norm of the whole (short) row; program 0 stores the sum
+        sq = tl.zeros([BLOCK_K], dtype=tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            k = k0 + cols
+            k_mask = k < K
+            h = tl.load(x_ptr + k, mask=k_mask, other=0.0)
+            if HAS_RES:
+                h = (h.to(tl.float32) + tl.load(res_ptr + k, mask=k_mask, other=0.0).to(tl.float32)).to(h.dtype)
+                tl.store(new_res_ptr + k, h, mask=k_mask & first)
+            hf = h.to(tl.float32)
+            sq += hf * hf
+        rstd = tl.rsqrt(tl.sum(sq, 0) / K + eps)
     w_rows = w_ptr + rows[:, None].to(tl.int64) * stride_w
     acc = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
     for k0 in range(0, K, BLOCK_K):
@@ -34,6 +49,13 @@ def _gemv_body(x_ptr, w_ptr, b_ptr, y_ptr, N, K, stride_w, HAS_BIAS: tl.constexp
             u = tl.load(x_ptr + K + k, mask=k_mask, other=0.0)
             act = (g / (1.0 + tl.exp(-g))).to(u.dtype)
             x = (act.to(tl.float32) * u.to(tl.float32)).to(u.dtype).to(tl.float32)
+        elif NORM:  # rounded as fused_ops.rms_norm: bf16 sum, bf16 normed, bf16 times the weight
+            h = tl.load(x_ptr + k, mask=k_mask, other=0.0)
+            if HAS_RES:
+                h = (h.to(tl.float32) + tl.load(res_ptr + k, mask=k_mask, other=0.0).to(tl.float32)).to(h.dtype)
+            normed = (h.to(tl.float32) * rstd).to(h.dtype)
+            nw = tl.load(nw_ptr + k, mask=k_mask, other=0.0)
+            x = (normed.to(tl.float32) * nw.to(tl.float32)).to(h.dtype).to(tl.float32)
         else:
             x = tl.load(x_ptr + k, mask=k_mask, other=0.0).to(tl.float32)
         w = tl.load(w_rows + k[None, :], mask=row_mask[:, None] & k_mask[None, :], other=0.0,
@@ -46,19 +68,20 @@ def _gemv_body(x_ptr, w_ptr, b_ptr, y_ptr, N, K, stride_w, HAS_BIAS: tl.constexp
 
 
 if HAS_TRITON:  # pragma: no cover - GPU machine
+    # few rows and long K chunks keep enough bytes in flight when N is small (o/down projections)
     _CONFIGS = [
         triton.Config({"BLOCK_N": bn, "BLOCK_K": bk}, num_warps=w, num_stages=s)
         for bn, bk, w, s in [
-            (4, 512, 4, 3), (8, 256, 4, 3), (8, 512, 4, 3), (8, 512, 8, 3),
-            (16, 256, 8, 3), (16, 512, 8, 2), (2, 1024, 4, 3), (4, 1024, 8, 3),
+            (1, 2048, 4, 2), (2, 1024, 4, 3), (2, 2048, 8, 2), (4, 512, 4, 3), (4, 1024, 4, 3),
+            (4, 1024, 8, 3), (8, 256, 4, 3), (8, 512, 4, 3), (8, 512, 8, 3), (16, 256, 8, 3),
         ]
     ]
-    _gemv_kernel = triton.autotune(configs=_CONFIGS, key=["N", "K", "SILU"])(triton.jit(_gemv_body))
+    _gemv_kernel = triton.autotune(configs=_CONFIGS, key=["N", "K", "SILU", "NORM"])(triton.jit(_gemv_body))
 else:
     _gemv_kernel = triton.jit(_gemv_body)
 
 # where the kernel pays: one token, a 16-bit weight big enough that bandwidth is the cost
-_MIN_WEIGHT_ELEMENTS = 1 << 20
+_MIN_WEIGHT_ELEMENTS = 1 << 16
 
 
 def gemv_applies(x: torch.Tensor, weight: torch.Tensor) -> bool:
@@ -74,14 +97,19 @@ def gemv_applies(x: torch.Tensor, weight: torch.Tensor) -> bool:
     )
 
 
-def _launch(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, silu: bool) -> torch.Tensor:
+def _launch(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, silu: bool = False,
+            residual: torch.Tensor | None = None, norm: tuple[torch.Tensor, float] | None = None,
+            new_residual: torch.Tensor | None = None) -> torch.Tensor:
     require_triton()
     n, k = weight.shape
     x = x.contiguous()
     y = torch.empty(1, n, dtype=x.dtype, device=x.device)
+    norm_weight, eps = norm if norm is not None else (y, 0.0)
     _gemv_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK_N"]),)](
-        x, weight, bias if bias is not None else y, y, n, k, weight.stride(0),
-        HAS_BIAS=bias is not None, SILU=silu,
+        x, weight, bias if bias is not None else y, y,
+        residual if residual is not None else y, norm_weight, new_residual if new_residual is not None else y,
+        n, k, weight.stride(0), eps,
+        HAS_BIAS=bias is not None, SILU=silu, NORM=norm is not None, HAS_RES=residual is not None,
     )
     return y
 
@@ -90,7 +118,7 @@ def gemv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None
     """x [1, K] @ weight[N, K].T (+ bias) -> [1, N]."""
     if x.shape[-1] != weight.shape[1]:
         raise ValueError(f"x has {x.shape[-1]} features, weight expects {weight.shape[1]}")
-    return _launch(x, weight, bias, silu=False)
+    return _launch(x, weight, bias)
 
 
 def gemv_silu(gate_up: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -98,6 +126,24 @@ def gemv_silu(gate_up: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     if gate_up.shape[-1] != 2 * weight.shape[1]:
         raise ValueError(f"gate_up has {gate_up.shape[-1]} features, weight expects 2 x {weight.shape[1]}")
     return _launch(gate_up, weight, None, silu=True)
+
+
+def gemv_rms_norm(
+    hidden: torch.Tensor, residual: torch.Tensor | None, norm_weight: torch.Tensor, eps: float,
+    weight: torch.Tensor, bias: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """linear(rms_norm(hidden [+ residual])) in one kernel, for hidden [1, K].
+
+    Returns (y, the new residual): hidden + residual in a new tensor (the input residual is read
+    by every program, so it is not updated in place as `rms_norm` does), or hidden itself."""
+    if hidden.shape[-1] != weight.shape[1] or norm_weight.shape != (weight.shape[1],):
+        raise ValueError(f"hidden {tuple(hidden.shape)}, norm {tuple(norm_weight.shape)} and weight "
+                         f"{tuple(weight.shape)} disagree")
+    if residual is not None:
+        residual = residual.contiguous()
+    new_residual = torch.empty_like(hidden) if residual is not None else hidden
+    y = _launch(hidden, weight, bias, residual=residual, norm=(norm_weight, eps), new_residual=new_residual)
+    return y, new_residual
 
 
 # the engine's switch, read at every call; graphs captured before a change keep the old path

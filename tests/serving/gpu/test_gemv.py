@@ -9,8 +9,8 @@ import torch
 import torch.nn.functional as F
 
 from serving.kernels import gemv as gemv_kernels
-from serving.kernels.fused_ops import silu_and_mul
-from serving.kernels.gemv import gemv, gemv_applies, gemv_silu
+from serving.kernels.fused_ops import rms_norm, silu_and_mul
+from serving.kernels.gemv import gemv, gemv_applies, gemv_rms_norm, gemv_silu
 
 SHAPES = [(960, 576), (3072, 576), (576, 1536), (6144, 2560), (2560, 4096), (19456, 2560), (2560, 9728),
           (1037, 1999), (4097, 513)]
@@ -46,6 +46,27 @@ def test_gemv_silu_matches_silu_and_mul_then_linear(n, k):
     ref = act.float() @ w.float().T
     out = gemv_silu(gate_up, w)
     assert ((out.float() - ref).abs() <= _ulp_bound(ref)).all()
+
+
+@pytest.mark.parametrize("n,k", [(960, 576), (6144, 2560), (19456, 2560), (1001, 777)])
+@pytest.mark.parametrize("with_residual", [False, True])
+def test_gemv_rms_norm_matches_rms_norm_then_linear(n, k, with_residual):
+    g = torch.Generator(device="cuda").manual_seed(n + k)
+    w = torch.randn(n, k, device="cuda", generator=g).to(torch.bfloat16) * 0.05
+    norm_w = (1 + 0.1 * torch.randn(k, device="cuda", generator=g)).to(torch.bfloat16)
+    hidden = torch.randn(1, k, device="cuda", generator=g).to(torch.bfloat16) * 4
+    residual = torch.randn(1, k, device="cuda", generator=g).to(torch.bfloat16) if with_residual else None
+    kept = None if residual is None else residual.clone()
+    y, new_residual = gemv_rms_norm(hidden, residual, norm_w, 1e-6, w)
+    ref_res = None if residual is None else kept.clone()
+    x = rms_norm(hidden, norm_w, 1e-6, residual=ref_res)  # updates ref_res in place
+    if with_residual:
+        assert torch.equal(new_residual, ref_res)  # the bf16 sum, bit for bit
+        assert torch.equal(residual, kept)  # the input residual is left as it was
+    else:
+        assert new_residual is hidden
+    ref = x.float() @ w.float().T
+    assert ((y.float() - ref).abs() <= _ulp_bound(ref) * 2).all()
 
 
 def test_applies_only_to_one_token_and_large_16bit_weights():
