@@ -9,6 +9,7 @@ bandwidth and reference kernel cache). `direction` says how `threshold` is read:
 from __future__ import annotations
 
 import importlib
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -59,6 +60,7 @@ class TestSpec:
 
 _REGISTRY: dict[str, TestSpec] = {}
 _loaded = False
+_loading = threading.RLock()
 
 
 def register(spec: TestSpec) -> TestSpec:
@@ -68,11 +70,16 @@ def register(spec: TestSpec) -> TestSpec:
 
 
 def _ensure_builtins() -> None:
+    # marked loaded only after every import: a second thread asking meanwhile waits for them
+    # instead of reading a half-filled registry
     global _loaded
-    if not _loaded:
-        _loaded = True
-        for name in _BUILTIN_MODULES:
-            importlib.import_module(name)
+    if _loaded:
+        return
+    with _loading:
+        if not _loaded:
+            for name in _BUILTIN_MODULES:
+                importlib.import_module(name)
+            _loaded = True
 
 
 def get_test(name: str) -> TestSpec:
