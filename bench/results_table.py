@@ -82,6 +82,8 @@ def _versions() -> str:
 
 
 def _commit() -> str:
+    if os.environ.get("VIGIL_BENCH_COMMIT"):  # a copy of the tree without .git (the GPU machine)
+        return os.environ["VIGIL_BENCH_COMMIT"]
     try:
         done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                               cwd=Path(__file__).resolve().parent, check=False, timeout=10)
