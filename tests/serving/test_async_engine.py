@@ -61,8 +61,11 @@ def test_concurrent_streams_match_the_sync_engine_and_run_off_the_event_loop(loa
     results = run(main())
     assert step_threads == {"vigil-engine-loop"}
     for rid, outs in zip(PROMPTS, results, strict=True):
-        assert len(outs) == 12  # one streamed output per generated token
-        assert [o.finished for o in outs] == [False] * 11 + [True]
+        # one output per generated token, unless the reader fell behind and the slot folded
+        # some together (by design): every output still brings new tokens
+        counts = [len(o.outputs[0].token_ids) for o in outs]
+        assert counts == sorted(set(counts)) and counts[-1] == 12, counts
+        assert [o.finished for o in outs] == [False] * (len(outs) - 1) + [True]
         final = outs[-1].outputs[0]
         assert final.token_ids == expected[rid]
         assert "".join(o.outputs[0].delta for o in outs) == final.text
