@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from serving.engine.identity import EngineIdentity, identify
 from serving.engine.llm_engine import LLMEngine
-from serving.engine.output_slot import OutputSlot
+from serving.engine.output_slot import OutputSlot, read_slot
 from serving.engine.request_checks import check_request_id
 from serving.outputs import EngineStats, RequestOutput
 from serving.sampling_params import SamplingParams
@@ -124,20 +124,10 @@ class AsyncLLMEngine:
             self._streams[request_id] = stream
             self._inbox.append(("add", request_id, list(prompt_token_ids), params, prompt, time.monotonic()))
         self._wake.set()
-        finished = False
-        try:
-            while True:
-                item = await stream.slot.get()
-                if isinstance(item, BaseException):
-                    finished = True
-                    raise item
-                finished = item.finished
-                yield item
-                if finished:
-                    return
-        finally:
-            if not finished:  # the caller went away: free the request's blocks now
-                self.abort(request_id)
+        # closed with this generator, so a reader that goes away aborts at once
+        async with contextlib.aclosing(read_slot(stream.slot, lambda: self.abort(request_id))) as outputs:
+            async for out in outputs:
+                yield out
 
     def abort(self, request_id: str) -> None:
         """Thread-safe; the request's stream (if any) ends with a finish_reason 'abort' output."""

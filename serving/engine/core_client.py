@@ -30,7 +30,7 @@ from serving.engine.core_supervisor import CoreSupervisor
 from serving.engine.frontend_outputs import FrontRequest
 from serving.engine.identity import UNKNOWN, EngineIdentity
 from serving.engine.messages import AbortRequests, AddRequest, Shutdown, StepOutputs
-from serving.engine.output_slot import OutputSlot
+from serving.engine.output_slot import OutputSlot, read_slot
 from serving.engine.request_checks import check_new_request
 from serving.outputs import EngineStats, RequestOutput
 from serving.sampling_params import SamplingParams
@@ -191,20 +191,10 @@ class EngineCoreClient:
             with self._lock:
                 self._requests.pop(request_id, None)
             raise EngineNotRunningError(str(exc)) from None
-        finished = False
-        try:
-            while True:
-                item = await live.slot.get()
-                if isinstance(item, BaseException):
-                    finished = True
-                    raise item
-                finished = item.finished
-                yield item
-                if finished:
-                    return
-        finally:
-            if not finished:  # the caller went away: free the request's blocks now
-                self.abort(request_id)
+        # closed with this generator, so a reader that goes away aborts at once
+        async with contextlib.aclosing(read_slot(live.slot, lambda: self.abort(request_id))) as outputs:
+            async for out in outputs:
+                yield out
 
     def abort(self, request_id: str) -> None:
         """Thread-safe; the request's stream ends with a finish_reason 'abort' output."""

@@ -6,12 +6,15 @@ reader that falls behind does not build a queue: outputs are cumulative (whole t
 and logprobs so far), so the newest replaces the waiting one, and the waiting one's per-step
 `delta` is prepended to the newest's, so the reader still gets every piece of text exactly once.
 Memory per request stays one output however slow the client.
+
+`read_slot` is the reader's loop, shared by both engine fronts.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import AsyncIterator, Callable
 
 from serving.outputs import RequestOutput
 
@@ -51,3 +54,24 @@ class OutputSlot:
             await self._ready.wait()
         item, self._item = self._item, None
         return item
+
+
+async def read_slot(slot: OutputSlot, abort: Callable[[], None]) -> AsyncIterator[RequestOutput]:
+    """The request's outputs up to the finished one; an error put in the slot is raised. A reader
+    that stops early (closed, cancelled) calls `abort()` here. A caller that wraps this generator
+    must close it itself (`contextlib.aclosing`): an abandoned one is finalised late, and the
+    request would run on meanwhile."""
+    finished = False
+    try:
+        while True:
+            item = await slot.get()
+            if isinstance(item, BaseException):
+                finished = True
+                raise item
+            finished = item.finished
+            yield item
+            if finished:
+                return
+    finally:
+        if not finished:  # the caller went away: free the request's blocks now
+            abort()
