@@ -70,7 +70,8 @@ def _norm_project(module: torch.nn.Module, norm: torch.nn.Module, hidden: torch.
                   residual: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
     """module(rms_norm(hidden + residual)) and the new residual (hidden itself when there is none
     yet); one GEMV kernel for one token (column-parallel or plain linears only)."""
-    if gemv_kernels.ENABLED and gemv_kernels.gemv_applies(hidden, module.weight):
+    if (gemv_kernels.ENABLED and hidden.shape[-1] <= gemv_kernels.MAX_FUSED_NORM_FEATURES
+            and gemv_kernels.gemv_applies(hidden, module.weight)):
         return gemv_kernels.gemv_rms_norm(hidden, residual, norm.weight, norm.eps, module.weight, module.bias)
     if residual is None:
         return _project(module, rms_norm(hidden, norm.weight, norm.eps)), hidden

@@ -8,7 +8,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from serving.kernels import gemv as gemv_kernels
 from serving.kernels.fused_ops import rms_norm, silu_and_mul
 from serving.kernels.gemv import gemv, gemv_applies, gemv_rms_norm, gemv_silu
 
@@ -80,38 +79,36 @@ def test_applies_only_to_one_token_and_large_16bit_weights():
         gemv(torch.zeros(1, 1000, device="cuda", dtype=torch.bfloat16), w)
 
 
-def test_engine_batch1_logprobs_same_with_and_without_gemv():
-    """Greedy decode of a random Qwen3-0.6B-shaped model: the GEMV path's logprobs match cuBLAS's
-    (different summation order, so within bf16 noise) and so do the tokens until any near-tie."""
+def test_engine_batch1_gemv_decode_scores_like_cublas_prefill():
+    """Greedy decode of random SmolLM2- and Qwen3-0.6B-shaped models at batch 1 (projections as
+    GEMVs, replayed from graphs) against the same tokens scored teacher-forced by a prefill (cuBLAS
+    GEMMs). Near-uniform random logits tie often, so the check is on logprobs, not on a second
+    greedy run's tokens."""
     from bench.model_shapes import SHAPES as MODEL_SHAPES
     from serving.engine.config import EngineConfig
     from serving.engine.llm_engine import LLMEngine
     from serving.loader.random_weights import random_loaded
     from serving.sampling_params import SamplingParams
 
-    shape = MODEL_SHAPES["qwen3-0.6b"]
-    cfg = EngineConfig(device="cuda", dtype="bfloat16", block_size=16, num_kv_blocks=64, max_num_seqs=1,
-                       enable_prefix_caching=False)
-    engine = LLMEngine(cfg, loaded=random_loaded(shape, seed=3, device="cuda"))
-    prompt = torch.randint(0, shape["vocab_size"], (32,), generator=torch.Generator().manual_seed(0)).tolist()
-    params = SamplingParams(max_tokens=24, temperature=0.0, ignore_eos=True, logprobs=0)
-    runs = {}
-    try:
-        for on in (False, True):
-            gemv_kernels.ENABLED = on
-            engine.runner.gpu.release_graphs()
-            engine.add_request(f"r{on}", prompt, params)
-            while engine.has_unfinished_requests():
-                for out in engine.step():
-                    if out.finished:
-                        runs[on] = out.outputs[0]
-    finally:
-        gemv_kernels.ENABLED = True
-    off, on = runs[False], runs[True]
-    same = 0
-    while same < len(off.token_ids) and off.token_ids[same] == on.token_ids[same]:
-        same += 1
-    assert same >= 8, (off.token_ids, on.token_ids)
-    a = torch.tensor([t.logprob for t in off.logprobs[:same]])
-    b = torch.tensor([t.logprob for t in on.logprobs[:same]])
-    assert (a - b).abs().max() < 0.1
+    def run(engine, rid, ids, params):
+        engine.add_request(rid, ids, params)
+        while engine.has_unfinished_requests():
+            for out in engine.step():
+                if out.finished:
+                    return out
+
+    for name in ("smollm2-135m", "qwen3-0.6b"):
+        shape = MODEL_SHAPES[name]
+        cfg = EngineConfig(device="cuda", dtype="bfloat16", block_size=16, num_kv_blocks=64, max_num_seqs=1,
+                           enable_prefix_caching=False)
+        engine = LLMEngine(cfg, loaded=random_loaded(shape, seed=3, device="cuda"))
+        prompt = torch.randint(0, shape["vocab_size"], (32,), generator=torch.Generator().manual_seed(0)).tolist()
+        decoded = run(engine, "d", prompt, SamplingParams(max_tokens=24, temperature=0.0, ignore_eos=True,
+                                                          logprobs=0)).outputs[0]
+        full = prompt + list(decoded.token_ids)
+        scored = run(engine, "s", full, SamplingParams(max_tokens=1, temperature=0.0, ignore_eos=True,
+                                                       prompt_logprobs=0))
+        gemv_lp = torch.tensor([t.logprob for t in decoded.logprobs])
+        prefill_lp = torch.tensor([t.logprob for t in scored.prompt_logprobs[len(prompt):]])
+        diffs = (gemv_lp - prefill_lp).abs()
+        assert diffs.max() < 0.25 and diffs.mean() < 0.05, (name, diffs)
