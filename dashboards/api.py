@@ -19,14 +19,15 @@ from dashboards.charts import (
     bucket_edges,
     drift_charts,
     eval_chart,
+    p_value_tests,
     traffic_charts,
 )
 from storage.repositories.baselines import get_active_baseline, get_baseline
-from storage.repositories.series import (
+from storage.repositories.series import runs_between
+from storage.repositories.series_buckets import (
     eval_bucket_means,
-    results_for_runs,
-    runs_between,
-    traffic_bucket_rows,
+    traffic_buckets,
+    worst_results_per_bucket,
 )
 
 LABEL = r"^[^\x00-\x1f]{1,128}$"  # a test, feature, segment or tenant name: printable, bounded
@@ -56,22 +57,22 @@ def series_payload(
         baseline_id = active.id if active is not None else None
     elif get_baseline(session, baseline_id) is None:
         raise HTTPException(404, f"no baseline {baseline_id}")
-    runs = runs_between(session, start, now, baseline_id=baseline_id)
-    body: dict = {"kind": kind, "range": range_, "start": start.timestamp(), "end": now.timestamp(),
-                  "baseline_id": baseline_id}
-    if kind == "drift":
-        results = results_for_runs(session, [r.run_id for r in runs], test=test, feature=feature, segment=segment)
-        body["charts"] = drift_charts(runs, results)
-        return body
     bucket_s = BUCKETS[range_]
     edges = bucket_edges(start, now, bucket_s)
     origin = float(edges[0]) if len(edges) else start.timestamp()
+    body: dict = {"kind": kind, "range": range_, "start": start.timestamp(), "end": now.timestamp(),
+                  "baseline_id": baseline_id, "bucket_s": bucket_s}
+    if kind == "drift":
+        results = worst_results_per_bucket(session, start, now, origin, bucket_s, p_value_tests=p_value_tests(),
+                                           baseline_id=baseline_id, test=test, feature=feature, segment=segment)
+        body["charts"] = drift_charts(results, origin, bucket_s)
+        return body
+    runs = runs_between(session, start, now, baseline_id=baseline_id)
     if kind == "eval":
         body["charts"] = [eval_chart(eval_bucket_means(session, start, now, origin, bucket_s), edges, runs)]
     else:
-        rows = traffic_bucket_rows(session, start, now, origin, bucket_s, tenant=tenant, segment=segment)
-        body["charts"] = traffic_charts(rows, edges, runs)
-    body["bucket_s"] = bucket_s
+        stats = traffic_buckets(session, start, now, origin, bucket_s, len(edges), tenant=tenant, segment=segment)
+        body["charts"] = traffic_charts(stats, edges, runs)
     return body
 
 

@@ -2,7 +2,8 @@
 
 Every chart is {"id", "title", "unit", "x": [unix seconds], "series": [{"label", "values"}],
 "runs": [run id or None per x]} — `runs` is what a click on a point opens. Drift charts also
-carry "threshold" (one value per x) and "direction".
+carry "threshold" (one value per x) and "direction". Every chart has one x per time bucket
+(BUCKETS), so its size is bounded whatever the number of runs or samples in the range.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from datetime import datetime, timedelta
 import numpy as np
 
 from storage.repositories.series import ResultPoint, RunPoint
+from storage.repositories.series_buckets import BucketResult, TrafficBuckets
 
 RANGES = {"24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta(days=30)}
-BUCKETS = {"24h": 3600, "7d": 3600, "30d": 6 * 3600}  # at most 168 points per chart
+BUCKETS = {"24h": 3600, "7d": 3600, "30d": 6 * 3600}  # at most 169 points per series
 MAX_DRIFT_CHARTS = 24
 MAX_SEGMENTS_PER_CHART = 8
 P_FLOOR = 1e-300
@@ -37,10 +39,18 @@ def direction_of(test: str) -> str:
         return "statistic"
 
 
+@functools.cache
+def p_value_tests() -> tuple[str, ...]:
+    """The registered tests read by p-value (drift at or below): their worst is the lowest."""
+    from drift.registry import all_tests
+
+    return tuple(sorted(spec.name for spec in all_tests() if spec.direction == "p_value"))
+
+
 def warm_registry() -> threading.Thread:
     """Import drift's test registry off the request path: it pulls in torch (seconds), and the
     first chart request after a restart should not wait for it."""
-    thread = threading.Thread(target=direction_of, args=("psi",), name="vigil-warm-drift-registry", daemon=True)
+    thread = threading.Thread(target=p_value_tests, name="vigil-warm-drift-registry", daemon=True)
     thread.start()
     return thread
 
@@ -65,25 +75,35 @@ def _finite(value: float | None) -> float | None:
     return float(f"{value:.5g}") if value is not None and math.isfinite(value) else None
 
 
-def drift_charts(runs: Sequence[RunPoint], results: Sequence[ResultPoint],
+def _worst_run(points: list[tuple]) -> int | None:
+    """The run a click opens: of the (score, limit, run) points shown at one x, the one furthest
+    over its threshold (the first when none has a ratio)."""
+    best, best_ratio = None, -math.inf
+    for score, limit, run_id in points:
+        ratio = score / limit if score is not None and limit else -math.inf
+        if best is None or ratio > best_ratio:
+            best, best_ratio = run_id, ratio
+    return best
+
+
+def drift_charts(results: Sequence[BucketResult], origin: float, bucket_s: int,
                  max_charts: int = MAX_DRIFT_CHARTS) -> list[dict]:
     """One chart per (test, feature): a line per segment and the calibrated threshold, ordered
-    worst first (drifted, then highest score / threshold anywhere in the range)."""
-    when = {r.run_id: r.window_end.timestamp() for r in runs}
-    # (test, feature) -> segment -> run id -> (score, score-scale threshold); each scored once
+    worst first (drifted, then highest score / threshold anywhere in the range). One x per time
+    bucket that has runs; each value is the worst run of its bucket (see worst_results_per_bucket)."""
+    # (test, feature) -> segment -> bucket -> (score, score-scale threshold, run id); each scored once
     groups: dict[tuple[str, str], dict[str, dict[int, tuple]]] = defaultdict(lambda: defaultdict(dict))
     drifted: set[tuple[str, str]] = set()
     for point in results:
-        if point.run_id in when:
-            key = (point.test, point.feature)
-            direction = direction_of(point.test)
-            groups[key][point.segment][point.run_id] = (drift_score(point, direction),
-                                                        score_threshold(point.threshold, direction))
-            if point.drifted:
-                drifted.add(key)
+        key = (point.test, point.feature)
+        direction = direction_of(point.test)
+        groups[key][point.segment][point.bucket] = (drift_score(point, direction),
+                                                    score_threshold(point.threshold, direction), point.run_id)
+        if point.drifted:
+            drifted.add(key)
     ranked = []
     for key, by_segment in groups.items():
-        worst = {segment: max((score / limit for score, limit in points.values() if score is not None and limit),
+        worst = {segment: max((score / limit for score, limit, _ in points.values() if score is not None and limit),
                               default=0.0) for segment, points in by_segment.items()}
         ranked.append((key not in drifted, -max(worst.values(), default=0.0), f"{key[0]}:{key[1]}", key, worst))
     ranked.sort(key=lambda r: r[:3])
@@ -91,21 +111,22 @@ def drift_charts(runs: Sequence[RunPoint], results: Sequence[ResultPoint],
     for _, neg_worst, chart_id, (test, feature), worst in ranked[:max_charts]:
         by_segment = groups[(test, feature)]
         direction = direction_of(test)
-        run_ids = sorted({rid for seg in by_segment.values() for rid in seg}, key=lambda rid: when[rid])
+        buckets = sorted({b for seg in by_segment.values() for b in seg})
         # "*" (all traffic) first, then the segments that moved most
         segments = sorted(by_segment, key=lambda s: (s != "*", -worst[s], s))[:MAX_SEGMENTS_PER_CHART]
         series = [{"label": segment if segment != "*" else "all",
-                   "values": [_finite(by_segment[segment][rid][0]) if rid in by_segment[segment] else None
-                              for rid in run_ids]}
+                   "values": [_finite(by_segment[segment][b][0]) if b in by_segment[segment] else None
+                              for b in buckets]}
                   for segment in segments]
-        threshold = []
-        for rid in run_ids:
-            holder = next((by_segment[s][rid] for s in segments if rid in by_segment[s]), None)
-            threshold.append(_finite(holder[1]) if holder else None)
+        threshold, runs = [], []
+        for b in buckets:
+            shown = [by_segment[s][b] for s in segments if b in by_segment[s]]
+            threshold.append(_finite(shown[0][1]) if shown else None)
+            runs.append(_worst_run(shown))
         charts.append({
             "id": chart_id, "title": f"{test} · {feature}", "direction": direction,
             "unit": "-log10 p" if direction == "p_value" else "statistic",
-            "x": [when[rid] for rid in run_ids], "runs": run_ids, "series": series,
+            "x": [origin + b * bucket_s for b in buckets], "runs": runs, "series": series,
             "threshold": threshold, "drifted": (test, feature) in drifted, "worst": round(-neg_worst, 6),
         })
     return charts
@@ -147,44 +168,24 @@ def eval_chart(rows: Sequence[tuple[int, str, float, int]], edges: np.ndarray, r
             "x": edges.tolist(), "runs": run_for_buckets(edges, runs), "series": series}
 
 
-def traffic_charts(rows: Sequence[tuple[int, float | None, float | None, float | None, float]],
-                   edges: np.ndarray, runs: Sequence[RunPoint]) -> list[dict]:
+def _values(array: np.ndarray, digits: int) -> list[float | None]:
+    return [None if not math.isfinite(v) else round(float(v), digits) for v in array]
+
+
+def traffic_charts(stats: TrafficBuckets, edges: np.ndarray, runs: Sequence[RunPoint]) -> list[dict]:
     """Logged samples per bucket (and the weighted estimate), and p50/p95 of TTFT, TPOT and
-    end-to-end latency per bucket, from (bucket, ttft, tpot, latency, weight) rows."""
+    end-to-end latency per bucket."""
     links = run_for_buckets(edges, runs)
-    n = len(edges)
-    table = np.array(rows, dtype=np.float64).reshape(-1, 5)  # None -> nan
-    idx = table[:, 0].astype(np.int64)
-    keep = (idx >= 0) & (idx < n)
-    weights = np.nan_to_num(table[:, 4], nan=1.0)
-    counts = np.bincount(idx[keep], minlength=n)
-    weighted = np.bincount(idx[keep], weights=weights[keep], minlength=n)
+    x = edges.tolist()
     volume = {"id": "traffic", "title": "Traffic (logged samples per bucket)", "unit": "samples",
-              "x": edges.tolist(), "runs": links,
-              "series": [{"label": "logged", "values": counts.astype(float).tolist()},
-                         {"label": "weighted", "values": weighted.round(3).tolist()}]}
+              "x": x, "runs": links,
+              "series": [{"label": "logged", "values": stats.count.astype(float).tolist()},
+                         {"label": "weighted", "values": stats.weighted.round(3).tolist()}]}
     charts = [volume]
-    for column, key, title in ((1, "ttft", "Time to first token"), (2, "tpot", "Time per output token"),
-                               (3, "latency", "End-to-end latency")):
-        p50, p95 = bucket_percentiles(idx, table[:, column], n, (50.0, 95.0))
-        charts.append({"id": key, "title": title, "unit": "ms", "x": edges.tolist(), "runs": links,
-                       "series": [{"label": "p50", "values": p50}, {"label": "p95", "values": p95}]})
+    for metric, key, title in (("ttft_ms", "ttft", "Time to first token"), ("tpot_ms", "tpot", "Time per output token"),
+                               ("latency_ms", "latency", "End-to-end latency")):
+        p50, p95 = stats.quantiles[metric]
+        charts.append({"id": key, "title": title, "unit": "ms", "x": x, "runs": links,
+                       "series": [{"label": "p50", "values": _values(p50, 3)},
+                                  {"label": "p95", "values": _values(p95, 3)}]})
     return charts
-
-
-def bucket_percentiles(idx: np.ndarray, values: np.ndarray, n: int,
-                       qs: Sequence[float]) -> list[list[float | None]]:
-    """Per bucket 0..n-1, the given percentiles (linear interpolation) of the finite values."""
-    out: list[list[float | None]] = [[None] * n for _ in qs]
-    ok = np.isfinite(values) & (idx >= 0) & (idx < n)
-    if not ok.any():
-        return out
-    order = np.lexsort((values[ok], idx[ok]))
-    sorted_idx, sorted_values = idx[ok][order], values[ok][order]
-    bounds = np.searchsorted(sorted_idx, np.arange(n + 1))
-    for b in range(n):
-        chunk = sorted_values[bounds[b]:bounds[b + 1]]
-        if len(chunk):
-            for j, q in enumerate(np.percentile(chunk, qs)):
-                out[j][b] = round(float(q), 3)
-    return out

@@ -1,5 +1,6 @@
-"""Read-only queries behind the dashboards and the sidecar's /metrics: drift results over time,
-eval scores, traffic, open alerts, outbox and job backlogs.
+"""Read-only queries behind the dashboards and the sidecar's /metrics: drift runs and results,
+eval means, open alerts, outbox and job backlogs. The charts' per-bucket aggregates are in
+`storage/repositories/series_buckets.py`.
 
 Every query is bounded by a time range and a row cap, so a page load or a Prometheus scrape
 costs the same after a year of history as after a day.
@@ -10,9 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
-from sqlalchemy import ColumnElement, Integer, cast, exists, func, or_, select
+from sqlalchemy import ColumnElement, exists, func, or_, select
 from sqlalchemy.orm import Session
 
 from storage.models import Alert, Delivery, DriftResult, DriftRun, Embedding, EvalScore, Sample
@@ -21,7 +21,6 @@ from storage.types import to_utc
 
 MAX_RUNS = 2000  # 30 days of hourly runs is 720
 MAX_RESULT_ROWS = 100_000
-MAX_SAMPLE_ROWS = 200_000
 BACKLOG_CAP = 100_000  # a backlog past this is reported as the cap: the scrape stays cheap
 
 
@@ -48,6 +47,17 @@ class ResultPoint:
     insufficient: bool
 
 
+def run_filter(start: datetime, end: datetime, *, baseline_id: int | None = None,
+               status: str | None = "done") -> list[ColumnElement[bool]]:
+    """The runs a chart shows: window end in (start, end], of one baseline and status."""
+    conditions = [DriftRun.window_end > to_utc(start), DriftRun.window_end <= to_utc(end)]
+    if baseline_id is not None:
+        conditions.append(DriftRun.baseline_id == baseline_id)
+    if status is not None:
+        conditions.append(DriftRun.status == status)
+    return conditions
+
+
 def runs_between(
     session: Session, start: datetime, end: datetime, *, baseline_id: int | None = None,
     status: str | None = "done", limit: int = MAX_RUNS,
@@ -55,11 +65,7 @@ def runs_between(
     """Runs whose window ends in (start, end], oldest first (the newest `limit` of them)."""
     query = select(DriftRun.id, DriftRun.window_start, DriftRun.window_end, DriftRun.status,
                    DriftRun.num_samples, DriftRun.baseline_id).where(
-        DriftRun.window_end > to_utc(start), DriftRun.window_end <= to_utc(end))
-    if baseline_id is not None:
-        query = query.where(DriftRun.baseline_id == baseline_id)
-    if status is not None:
-        query = query.where(DriftRun.status == status)
+        *run_filter(start, end, baseline_id=baseline_id, status=status))
     rows = session.execute(query.order_by(DriftRun.window_end.desc(), DriftRun.id.desc()).limit(limit))
     points = [RunPoint(rid, to_utc(ws), to_utc(we), st, n or 0, bid) for rid, ws, we, st, n, bid in rows]
     return points[::-1]
@@ -96,46 +102,6 @@ def latest_done_run(session: Session) -> RunPoint | None:
         return None
     return RunPoint(row.id, to_utc(row.window_start), to_utc(row.window_end), row.status,
                     row.num_samples or 0, row.baseline_id)
-
-
-def bucket_index(session: Session, column: Any, origin: float, bucket_s: int) -> ColumnElement[int]:
-    """SQL for floor((column - origin) / bucket_s) in whole seconds, on SQLite and PostgreSQL
-    (rows are filtered to column >= origin, so integer division floors)."""
-    if session.get_bind().dialect.name == "postgresql":
-        seconds = func.extract("epoch", column)
-        return cast(func.floor((seconds - origin) / bucket_s), Integer)
-    seconds = cast(func.strftime("%s", column), Integer)  # SQLite keeps naive UTC text
-    return cast((seconds - int(origin)) / int(bucket_s), Integer)
-
-
-def eval_bucket_means(
-    session: Session, start: datetime, end: datetime, origin: float, bucket_s: int
-) -> list[tuple[int, str, float, int]]:
-    """(bucket, evaluator, mean score, count) of samples in [start, end), by sample time."""
-    bucket = bucket_index(session, Sample.timestamp, origin, bucket_s).label("bucket")
-    query = (
-        select(bucket, EvalScore.name, func.avg(EvalScore.score), func.count())
-        .join(Sample, Sample.id == EvalScore.sample_id)
-        .where(Sample.timestamp >= to_utc(start), Sample.timestamp < to_utc(end))
-        .group_by(bucket, EvalScore.name)
-    )
-    return [(int(b), name, float(mean), int(n)) for b, name, mean, n in session.connection().execute(query).all()]
-
-
-def traffic_bucket_rows(
-    session: Session, start: datetime, end: datetime, origin: float, bucket_s: int, *,
-    tenant: str | None = None, segment: str | None = None, limit: int = MAX_SAMPLE_ROWS,
-) -> list[tuple[int, float | None, float | None, float | None, float]]:
-    """(bucket, ttft_ms, tpot_ms, latency_ms, sample_weight) of samples in [start, end): numbers
-    only, so no datetime is built per row."""
-    bucket = bucket_index(session, Sample.timestamp, origin, bucket_s)
-    query = select(bucket, Sample.ttft_ms, Sample.tpot_ms, Sample.latency_ms, Sample.sample_weight).where(
-        Sample.timestamp >= to_utc(start), Sample.timestamp < to_utc(end))
-    if tenant is not None:
-        query = query.where(Sample.tenant == tenant)
-    if segment is not None:
-        query = query.where(Sample.segment == segment)
-    return [tuple(row) for row in session.connection().execute(query.limit(limit)).all()]
 
 
 def open_alert_counts(session: Session) -> dict[tuple[str, str], int]:

@@ -127,6 +127,12 @@ def test_any_query_is_answered_200_or_4xx_with_a_message(seeded, params):
 
 def test_range_bounds_history(seeded):
     data, client, _ = seeded
-    month = client.get("/api/v1/series?kind=drift&range=30d", headers=AUTH).json()["charts"][0]
-    assert month["runs"] == data.run_ids  # all 30 hours
-    assert month["x"][0] >= (data.now - timedelta(days=30)).timestamp()
+    month = client.get("/api/v1/series?kind=drift&range=30d", headers=AUTH).json()
+    chart = month["charts"][0]
+    assert chart["id"] == "psi:prompt_tokens" and month["bucket_s"] == 6 * 3600
+    # one x per 6-hour bucket holding a run window end; the 30 hourly runs fill 5 or 6 of them
+    ends = [(data.now - timedelta(hours=30 - h - 1)).timestamp() for h in range(30)]
+    assert chart["x"] == sorted({end // month["bucket_s"] * month["bucket_s"] for end in ends})
+    assert set(chart["runs"]) <= set(data.run_ids) and chart["runs"][-1] == data.drift_run_id
+    assert chart["series"][1]["label"] == "web" and chart["series"][1]["values"][-1] == pytest.approx(0.9)
+    assert chart["x"][0] >= (data.now - timedelta(days=30)).timestamp()
