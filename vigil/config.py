@@ -95,6 +95,8 @@ class Settings(BaseSettings):
     # a larger window is read as a stratified sample by segment (weights kept honest)
     drift_max_window_rows: int = Field(50_000, gt=0)
     drift_min_rows_per_segment: int = Field(200, gt=0)  # the floor a minority segment keeps
+    # the eval trend's trailing 7 days: more scored samples are read as an even sample in time
+    drift_eval_max_samples: int = Field(20_000, gt=0)
     # the monitor watching itself: alert when the embed/eval backlog is older than this many of
     # their intervals, or when a job has not run for this many of its intervals
     monitor_backlog_intervals: int = Field(10, gt=0)

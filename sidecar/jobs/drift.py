@@ -167,9 +167,11 @@ def _give_up_exhausted(session: Session, settings: Settings, run: DriftRun, star
     return WindowOutcome(start, end, run.id, "gave_up")
 
 
-def _eval_frame(session: Session, end: datetime) -> pd.DataFrame:
-    """Trailing EVAL_TREND_DAYS of eval scores, one row per sample (eval_<name> columns)."""
-    rows = load_eval_scores(session, end - timedelta(days=EVAL_TREND_DAYS), end)
+def _eval_frame(session: Session, end: datetime, max_samples: int) -> pd.DataFrame:
+    """Trailing EVAL_TREND_DAYS of eval scores, one row per sample (eval_<name> columns); at
+    most `max_samples` samples, an even sample in time beyond that (a busy week holds millions)."""
+    rows = load_eval_scores(session, end - timedelta(days=EVAL_TREND_DAYS), end,
+                            max_samples=max_samples)
     if not rows:
         return pd.DataFrame()
     long = pd.DataFrame([{"id": r.sample_id, "name": f"eval_{r.name}", "score": r.score,
@@ -214,14 +216,14 @@ def run_window(
             session, start, end, embedding_model=model_name(settings), with_extra=False,
             max_rows=settings.drift_max_window_rows, min_per_segment=settings.drift_min_rows_per_segment,
         ))  # fmt: skip
-        baseline = base_frame = None
+        baseline = base_frame = evals = None
         note = None
         if active is None:
             note = "No active baseline: build, validate and activate one (vigil baseline ...)."
         else:
             baseline, base_frame = load_baseline_with_frame(session, active.id)
         if baseline is not None and len(frame):
-            evals = _eval_frame(session, end)
+            evals = _eval_frame(session, end, settings.drift_eval_max_samples)
             report = run_drift(
                 baseline, frame, segment_by=DEFAULT_SEGMENT_BY,
                 rng_seed=int(to_utc(start).timestamp()) % 2**31,
@@ -258,7 +260,7 @@ def run_window(
             run_id=run_id, window=(start, end), now=now, frame=frame, baseline_row=active,
             baseline_frame=base_frame, results=results, segment_sizes=sizes, alerts=fired,
             report_dir=settings.report_dir, public_url=settings.public_url,
-            evidently=evidently, note=note,
+            evidently=evidently, note=note, eval_frame=evals,
         )  # fmt: skip
         if resolve_absent:  # the scheduled job: report on the monitor's own health
             _report_baseline_health(session, settings, active, baseline, now)

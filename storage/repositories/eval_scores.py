@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from storage.models import EvalScore, Sample
 from storage.repositories._sql import insert_ignore, opt_float, to_jsonable
+from storage.repositories.eval_sample import scored_sample_ids
 from storage.repositories.samples import samples_lacking, window_filter
 from storage.types import utcnow
 
@@ -66,18 +67,23 @@ def load_eval_scores(
     name: str | None = None,
     segment: str | None = None,
     tenant: str | None = None,
+    max_samples: int | None = None,
 ) -> list[WindowEvalScore]:
     """Scores of samples with start <= timestamp < end (optionally one evaluator / segment),
-    ordered by sample time."""
+    ordered by sample time. `max_samples`: with more scored samples than that, the scores of
+    a systematic sample of them in time order (storage.repositories.eval_sample)."""
+    terms = window_filter(start, end, segment=segment, tenant=tenant)
     query = (
         select(EvalScore.sample_id, EvalScore.name, EvalScore.score,
                Sample.timestamp, Sample.segment, Sample.tenant)
         .join(Sample, Sample.id == EvalScore.sample_id)
-        .where(*window_filter(start, end, segment=segment, tenant=tenant))
+        .where(*terms)
         .order_by(Sample.timestamp, Sample.id, EvalScore.name)
     )  # fmt: skip
     if name is not None:
         query = query.where(EvalScore.name == name)
+    if max_samples is not None:
+        query = query.where(EvalScore.sample_id.in_(scored_sample_ids(terms, max_samples, name)))
     return [WindowEvalScore(*row) for row in session.execute(query)]
 
 
