@@ -1,97 +1,59 @@
 """Online serving against the offline engine, like vLLM's benchmark_serving.
 
-Starts `vigil serve` once per engine-process mode (`inprocess`, `separate`) and drives it with
-streaming /v1/completions from several client processes: at a fixed concurrency (`--concurrency`)
-and/or with Poisson arrivals at each of `--request-rates` (requests/s; `inf` sends all at once).
-Input and output lengths come from a workload (`random` or the chat-like `chat` mix), prompts as
-token ids, EOS ignored, greedy. Per run: request throughput, output tok/s, TTFT/TPOT/ITL
-p50/p90/p99, goodput at TTFT <= 200 ms and TPOT <= 50 ms, client CPU seconds, and the machine's
-load average (the machine may be shared). The same jobs then run through the offline engine
-(LLMEngine, same settings, max_num_seqs = the concurrency) and served/offline output tok/s is
-reported. One JSON file per run goes to --json-dir; the tables to bench/results/serving.md.
+Starts `vigil serve` once per engine-process mode (`inprocess`, `separate`) and traffic sample
+rate (`--sample-rates`) and drives it with streaming /v1/completions from several client
+processes: at a fixed concurrency (`--concurrency`; N with `--num-prompts N` is one burst of N,
+every client process starting together) and/or with Poisson arrivals at each of
+`--request-rates` (requests/s; `inf` sends all at once). Input and output lengths come from a
+workload (`random` or the chat-like `chat` mix), prompts as token ids, EOS ignored, greedy. Per
+run: request throughput, output tok/s, TTFT/TPOT/ITL p50/p90/p99, goodput at TTFT <= 200 ms and
+TPOT <= 50 ms, client CPU seconds, and the machine's load average (the machine may be shared).
+The same jobs then run through the offline engine (LLMEngine, same model directory and
+settings, max_num_seqs = the concurrency) and served/offline output tok/s is reported.
 
-    python -m bench.bench_serving --device cpu --concurrency 8 --num-prompts 32 --output-len 32
-    python -m bench.bench_serving --device cuda --tokenizer-dir DIR --concurrency 64,256 \
-        --request-rates 16,64,inf --num-prompts 512 --input-len 128 --output-len 256
+Model: the SmolLM2 GGUF by default; with `--tokenizer-dir` (GPU runs) random bf16 weights of
+`--shape` (bench/model_shapes.py, default smollm2-135m) written once to an HF directory with that
+tokenizer, which both the server and the offline engine load.
+
+Traffic logging: at sample rate 0 the server logs nothing; above 0 it runs its real sampler,
+TrafficLogger and SampleWriter into a SQLite file of its own (VIGIL_SAMPLE_RATE,
+VIGIL_DATABASE_URL, VIGIL_JOURNAL_DIR), and every sampled record is checked to be in the
+database (at rate 1: one row per answered request). With rate 0 among the rates, served tok/s
+with logging on over off is reported per mode and load. Exit status 1 if a check fails.
+
+One JSON file per run goes to --json-dir; the tables to bench/results/serving.md.
+
+    python -m bench.bench_serving --device cpu --concurrency 4 --num-prompts 8 --input-len 16 \
+        --output-len 8 --sample-rates 0,1
+    python -m bench.bench_serving --device cuda --tokenizer-dir DIR --shape qwen3-4b --concurrency 64,256 \
+        --num-prompts 512 --input-len 128 --output-len 256 --kv-cache-mb 16384 --client-procs 4 \
+        --modes separate --sample-rates 0,1
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
-import subprocess
-import sys
+import tempfile
 import time
 from pathlib import Path
 
 import httpx
 
+from bench.model_shapes import SHAPES
 from bench.results_table import Table, write_results
 from bench.serving_load import KEY, Job, poisson_schedule, run_load, workload
-
-VOCAB = 49152  # SmolLM2's (the random GPU model has its shape): prompts draw ids past 100
-
-
-def write_random_model(out: Path, tokenizer_dir: Path) -> None:
-    """A random-weight SmolLM2-135M-shaped HF directory with SmolLM2's tokenizer (GPU runs)."""
-    import shutil
-
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    from bench.model_shapes import SMOLLM2_135M
-
-    out.mkdir(parents=True, exist_ok=True)
-    shape = dict(SMOLLM2_135M)
-    cfg = AutoConfig.for_model(shape.pop("model_type"), **shape)
-    torch.manual_seed(0)
-    AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16).save_pretrained(out)
-    for src, dst in [("smollm2_tokenizer.json", "tokenizer.json"),
-                     ("smollm2_tokenizer_config.json", "tokenizer_config.json"),
-                     ("smollm2_chat_template.jinja", "chat_template.jinja")]:
-        shutil.copy(tokenizer_dir / src, out / dst)
-
-
-def server_env(args, mode: str, max_num_seqs: int) -> dict:
-    env = dict(os.environ, VIGIL_ENGINE_PROCESS=mode, VIGIL_DEVICE=args.device,
-               VIGIL_MAX_NUM_SEQS=str(max_num_seqs), VIGIL_SAMPLE_RATE="0", VIGIL_SEGMENT_MIN_PER_HOUR="0",
-               VIGIL_KV_CACHE_MEMORY_MB=str(args.kv_cache_mb), VIGIL_MAX_WAITING_REQUESTS="4096",
-               VIGIL_DATABASE_URL="sqlite:////tmp/vigil_bench.db", VIGIL_JOURNAL_DIR="/tmp/vigil_bench_journal",
-               VIGIL_API_KEYS=json.dumps([KEY]), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    if args.model:
-        env["VIGIL_MODEL_PATH"] = args.model
-    if args.torch_threads:
-        env["VIGIL_TORCH_THREADS"] = str(args.torch_threads)
-    return env
-
-
-def start_server(args, mode: str, max_num_seqs: int) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "vigil.cli", "serve", "--port", str(args.port), "--host", "127.0.0.1"]
-    with open(f"{args.log_prefix}-{mode}.log", "w") as log:
-        proc = subprocess.Popen(cmd, env=server_env(args, mode, max_num_seqs), stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{args.port}"
-    deadline = time.monotonic() + 900
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"vigil serve exited with {proc.returncode}; see {args.log_prefix}-{mode}.log")
-        try:
-            if httpx.get(f"{base}/health", timeout=2).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    proc.kill()
-    raise RuntimeError("vigil serve did not become healthy in time")
-
-
-def stop_server(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+from bench.serving_server import (
+    Storage,
+    kv_tokens,
+    prompt_vocab,
+    sample_metrics,
+    start_server,
+    stop_server,
+    write_random_model,
+)
 
 
 def offline(args, jobs: list[Job], max_num_seqs: int) -> dict:
@@ -116,17 +78,25 @@ def offline(args, jobs: list[Job], max_num_seqs: int) -> dict:
             if out.finished:
                 tokens += len(out.outputs[0].token_ids)
     wall = time.perf_counter() - start
+    del engine  # its weights and KV cache, before the next offline engine takes the memory
+    gc.collect()
+    if args.device.startswith("cuda"):
+        import torch
+
+        torch.cuda.empty_cache()
     return {"output_tok_s": tokens / wall, "wall_s": wall, "tokens": tokens}
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser()
     p.add_argument("--device", default="cpu")
     p.add_argument("--model", default=None, help="GGUF or HF dir (default: the SmolLM2 GGUF)")
-    p.add_argument("--tokenizer-dir", default=None, help="GPU runs: random SmolLM2 shape with this tokenizer")
+    p.add_argument("--tokenizer-dir", default=None, help="GPU runs: random weights of --shape with this tokenizer")
+    p.add_argument("--shape", default=None, choices=sorted(SHAPES), help="with --tokenizer-dir (default smollm2-135m)")
     p.add_argument("--modes", default="inprocess,separate")
     p.add_argument("--concurrency", default="8", help="fixed-concurrency runs, comma-separated ('' for none)")
     p.add_argument("--request-rates", default="", help="Poisson runs: requests/s, comma-separated, 'inf' allowed")
+    p.add_argument("--sample-rates", default="0", help="traffic sample rates, one server each (e.g. 0,1)")
     p.add_argument("--num-prompts", type=int, default=32)
     p.add_argument("--workload", default="random", choices=["random", "chat"])
     p.add_argument("--input-len", type=int, default=64)
@@ -138,35 +108,33 @@ def main() -> None:
     p.add_argument("--log-prefix", default="/tmp/vigil_bench_serve")
     p.add_argument("--json-dir", default="/tmp/vigil_bench_serving")
     args = p.parse_args()
+    if args.shape and not args.tokenizer_dir:
+        p.error("--shape needs --tokenizer-dir (the random model gets that tokenizer)")
+    return args
+
+
+def main() -> None:
+    args = parse_args()
     if args.tokenizer_dir:
-        args.model = args.model or "/tmp/vigil_smollm2_random"
-        write_random_model(Path(args.model), Path(args.tokenizer_dir))
+        args.shape = args.shape or "smollm2-135m"
+        args.model = args.model or f"/tmp/vigil_{args.shape}_random"
+        write_random_model(Path(args.model), Path(args.tokenizer_dir), args.shape, args.device)
     concurrencies = [int(c) for c in args.concurrency.split(",") if c]
     rates = [float(r) for r in args.request_rates.split(",") if r]
+    sample_rates = [float(r) for r in args.sample_rates.split(",") if r]
     max_seqs = max(concurrencies + [64])
-    jobs = workload(args.workload, args.num_prompts, VOCAB, args.input_len, args.output_len)
+    jobs = workload(args.workload, args.num_prompts, prompt_vocab(args.model, args.shape), args.input_len, args.output_len)
+    capacity = kv_tokens(args.shape, args.kv_cache_mb)
+    if capacity is not None:
+        worst = sorted((len(j.prompt_ids) + j.max_tokens for j in jobs), reverse=True)[:max_seqs]
+        print(f"KV cache: {capacity} tokens (bf16); {len(worst)} longest jobs at once need {sum(worst)}"
+              + (" (preemption possible: raise --kv-cache-mb)" if sum(worst) > capacity else ""), flush=True)
     Path(args.json_dir).mkdir(parents=True, exist_ok=True)
+    loads = [("concurrency", c) for c in concurrencies] + [("rate", r) for r in rates]
     runs: list[dict] = []
     for mode in args.modes.split(","):
-        proc = start_server(args, mode, max_seqs)
-        try:
-            model = httpx.get(f"http://127.0.0.1:{args.port}/v1/models",
-                              headers={"Authorization": f"Bearer {KEY}"}).json()["data"][0]["id"]
-            base = f"http://127.0.0.1:{args.port}"
-            run_load(base, model, jobs[:2], 1, 2)  # warm-up
-            loads = [("concurrency", c) for c in concurrencies] + [("rate", r) for r in rates]
-            for kind, value in loads:
-                if kind == "rate":
-                    poisson_schedule(jobs, value)
-                load_before = os.getloadavg()[0]
-                summary = run_load(base, model, jobs, args.client_procs, int(value) if kind == "concurrency" else None)
-                run = {"mode": mode, "load": f"{kind} {value:g}", "workload": args.workload,
-                       "machine_load_1m": round(max(load_before, os.getloadavg()[0]), 2), **summary}
-                runs.append(run)
-                print(json.dumps(run))
-                (Path(args.json_dir) / f"{mode}-{kind}-{value:g}.json").write_text(json.dumps(run, indent=1))
-        finally:
-            stop_server(proc)
+        for sample_rate in sample_rates:
+            runs += serve_runs(args, mode, sample_rate, jobs, loads, max_seqs)
     offline_by_seqs = {}
     for run in runs:
         seqs = int(float(run["load"].split()[1])) if run["load"].startswith("concurrency") else max_seqs
@@ -175,27 +143,99 @@ def main() -> None:
             print(json.dumps({"offline_max_num_seqs": seqs, **offline_by_seqs[seqs]}))
         run["offline_output_tok_s"] = offline_by_seqs[seqs]["output_tok_s"]
         run["served_over_offline"] = run["output_tok_s"] / run["offline_output_tok_s"]
-    report(args, runs)
+    ok = report(args, runs)
+    raise SystemExit(0 if ok else 1)
 
 
-def report(args, runs: list[dict]) -> None:
-    title = (f"vigil serve on {args.device}, {args.workload} workload ({args.num_prompts} requests, input ~"
+def serve_runs(args, mode: str, sample_rate: float, jobs: list[Job], loads: list, max_seqs: int) -> list[dict]:
+    """One server (this mode and sample rate) through every load; with sampling on, each run
+    carries the storage check: records sampled, rows in the database, nothing journaled/dropped."""
+    storage = Storage(Path(tempfile.mkdtemp(prefix="vigil-bench-storage-")))
+    proc = start_server(args, mode, max_seqs, sample_rate, storage)
+    base = f"http://127.0.0.1:{args.port}"
+    runs: list[dict] = []
+    try:
+        model = httpx.get(f"{base}/v1/models", headers={"Authorization": f"Bearer {KEY}"}).json()["data"][0]["id"]
+        answered = run_load(base, model, jobs[:2], 1, 2)["completed"]  # warm-up (logged too)
+        for kind, value in loads:
+            if kind == "rate":
+                poisson_schedule(jobs, value)
+            load_before = os.getloadavg()[0]
+            summary = run_load(base, model, jobs, args.client_procs, int(value) if kind == "concurrency" else None)
+            answered += summary["completed"]
+            run = {"mode": mode, "load": f"{kind} {value:g}", "sample_rate": sample_rate, "workload": args.workload,
+                   "machine_load_1m": round(max(load_before, os.getloadavg()[0]), 2), **summary}
+            if sample_rate >= 1.0:  # every answered request so far is a row (the writer lags a little)
+                run["rows_expected"], run["rows_in_db"] = answered, storage.wait_rows(answered)
+            runs.append(run)
+            print(json.dumps(run), flush=True)
+            name = f"{mode}-rate{sample_rate:g}-{kind}-{value:g}.json"
+            (Path(args.json_dir) / name).write_text(json.dumps(run, indent=1))
+        counters = _settled_counters(base) if sample_rate > 0 else {}
+    finally:
+        stop_server(proc)  # drains: the logger and writer flush before the process exits
+    if sample_rate > 0:
+        check = {"answered": answered, **counters, "rows": storage.rows(), "journal_files": len(storage.journal_files())}
+        check["all_in_db"] = (check["rows"] == check["sampled"] and not check["dropped"] and not check["journaled"]
+                              and (sample_rate < 1.0 or check["sampled"] == answered))
+        print(json.dumps({"mode": mode, "sample_rate": sample_rate, "storage": str(storage.db), **check}), flush=True)
+        for run in runs:
+            run["logging"] = check
+    return runs
+
+
+def _settled_counters(base: str, timeout_s: float = 60.0) -> dict[str, float]:
+    """The traffic counters once every sampled record is written, journaled or dropped."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        c = sample_metrics(base)
+        if c["logged"] + c["journaled"] + c["dropped"] >= c["sampled"] or time.monotonic() > deadline:
+            return c
+        time.sleep(0.2)
+
+
+def _three(r: dict, name: str) -> str:
+    return "/".join("-" if r[f"{name}_p{q}_ms"] is None else f"{r[f'{name}_p{q}_ms']:.0f}" for q in (50, 90, 99))
+
+
+def report(args, runs: list[dict]) -> bool:
+    """Print and keep the tables; False when a logging check failed."""
+    shape = f"random {args.shape} weights, " if args.shape else ""
+    title = (f"vigil serve on {args.device}, {shape}{args.workload} workload ({args.num_prompts} requests, input ~"
              f"{args.input_len}, output ~{args.output_len} tokens, greedy, EOS ignored), "
              f"{args.client_procs} client processes; SLO TTFT <= 200 ms, TPOT <= 50 ms")
-    table = Table(title, ["engine process", "load", "req/s", "output tok/s", "offline tok/s", "served/offline",
-                          "TTFT p50/p90/p99 ms", "TPOT p50/p90/p99 ms", "ITL p50/p90/p99 ms",
+    table = Table(title, ["engine process", "load", "sample rate", "req/s", "output tok/s", "offline tok/s",
+                          "served/offline", "TTFT p50/p90/p99 ms", "TPOT p50/p90/p99 ms", "ITL p50/p90/p99 ms",
                           "goodput req/s", "client CPU s", "load avg 1m", "failed"])
     print(f"## {title}\n{table.header()}")
-
-    def three(r: dict, name: str) -> str:
-        return "/".join("-" if r[f"{name}_p{q}_ms"] is None else f"{r[f'{name}_p{q}_ms']:.0f}" for q in (50, 90, 99))
-
     for r in runs:
-        print(table.add(r["mode"], r["load"], f"{r['request_throughput']:.2f}", f"{r['output_tok_s']:.1f}",
-                        f"{r['offline_output_tok_s']:.1f}", f"{100 * r['served_over_offline']:.0f} %",
-                        three(r, "ttft"), three(r, "tpot"), three(r, "itl"), f"{r['goodput_req_s']:.2f}",
-                        r["client_cpu_s"], r["machine_load_1m"], r["failed"]))
-    write_results("serving", [table])
+        print(table.add(r["mode"], r["load"], f"{r['sample_rate']:g}", f"{r['request_throughput']:.2f}",
+                        f"{r['output_tok_s']:.1f}", f"{r['offline_output_tok_s']:.1f}",
+                        f"{100 * r['served_over_offline']:.0f} %", _three(r, "ttft"), _three(r, "tpot"),
+                        _three(r, "itl"), f"{r['goodput_req_s']:.2f}", r["client_cpu_s"], r["machine_load_1m"],
+                        r["failed"]))
+    tables, ok = [table], True
+    logged = [r for r in runs if r["sample_rate"] > 0]
+    if logged:
+        on_off = Table("traffic logging to SQLite on (sample rate > 0) vs off (0): served output tok/s, "
+                       "and every sampled record in the database",
+                       ["engine process", "load", "sample rate", "off tok/s", "on tok/s", "on/off",
+                        "answered", "sampled", "rows in DB", "journaled", "dropped", "all in DB"])
+        print(f"## {on_off.title}\n{on_off.header()}")
+        off = {(r["mode"], r["load"]): r for r in runs if r["sample_rate"] == 0}
+        for r in logged:
+            base, check = off.get((r["mode"], r["load"])), r["logging"]
+            ok &= check["all_in_db"]
+            print(on_off.add(r["mode"], r["load"], f"{r['sample_rate']:g}",
+                             f"{base['output_tok_s']:.1f}" if base else "-", f"{r['output_tok_s']:.1f}",
+                             f"{100 * r['output_tok_s'] / base['output_tok_s']:.1f} %" if base else "-",
+                             check["answered"], int(check["sampled"]), check["rows"], int(check["journaled"]),
+                             int(check["dropped"]), "yes" if check["all_in_db"] else "NO"))
+        tables.append(on_off)
+    write_results("serving", tables)
+    if not ok:
+        print("traffic logging check FAILED: a sampled record did not reach the database", flush=True)
+    return ok
 
 
 if __name__ == "__main__":

@@ -73,6 +73,8 @@ async def _one(client: httpx.AsyncClient, url: str, model: str, job: Job) -> dic
                 if not line.startswith("data: ") or line == "data: [DONE]":
                     continue
                 chunk = json.loads(line[6:])
+                if chunk.get("error"):  # in-band: the stream failed after its headers
+                    error = str(chunk["error"].get("code") or "stream error")
                 if chunk.get("usage"):
                     tokens = chunk["usage"]["completion_tokens"]
                 if chunk.get("choices") and chunk["choices"][0].get("text"):
@@ -89,6 +91,8 @@ async def _drive(base: str, model: str, jobs: list[Job], concurrency: int | None
     limits = httpx.Limits(max_connections=(concurrency or len(jobs)) + 4)
     async with httpx.AsyncClient(timeout=1800, limits=limits) as client:
         if concurrency:  # closed loop: `concurrency` requests outstanding at all times
+            # every worker's lanes open together: concurrency N with N prompts is one burst
+            await asyncio.sleep(max(0.0, t0 - time.time()))
             queue = list(jobs)
             results: list[dict] = []
 
@@ -123,9 +127,9 @@ def run_load(base: str, model: str, jobs: list[Job], workers: int, concurrency: 
     shares = [jobs[i::workers] for i in range(workers)]
     lanes = [concurrency // workers + (1 if i < concurrency % workers else 0) for i in range(workers)] \
         if concurrency else [None] * workers
-    t0 = time.time() + 1.0  # every worker starts the clock together
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(workers) as pool:
+        t0 = time.time() + 2.0  # every worker starts the clock together (spawned and imported by then)
         parts = pool.map(_worker, [(base, model, s, c, t0) for s, c in zip(shares, lanes, strict=True) if s])
     results = [r for part, _ in parts for r in part]
     summary = summarize(results)
@@ -146,7 +150,9 @@ def summarize(results: list[dict]) -> dict:
     itl = [b - a for r in ok for a, b in zip(r["stamps"], r["stamps"][1:], strict=False)]
     good = [r for r in ok if r["stamps"][0] - r["start"] <= SLO_TTFT_S
             and (r["tokens"] <= 1 or (r["end"] - r["stamps"][0]) / (r["tokens"] - 1) <= SLO_TPOT_S)]
-    out = {"requests": len(results), "failed": len(results) - len(ok), "wall_s": round(wall, 3),
+    completed = sum(1 for r in results if r["error"] is None)  # answered in full, tokens or not
+    out = {"requests": len(results), "completed": completed, "failed": len(results) - len(ok),
+           "wall_s": round(wall, 3),
            "request_throughput": len(ok) / wall, "output_tok_s": sum(r["tokens"] for r in ok) / wall,
            "goodput_req_s": len(good) / wall}
     for name, values in (("ttft", ttft), ("tpot", tpot), ("itl", itl)):
