@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dashboards.report.eval_picture import eval_trend_pictures
 from dashboards.report.evidently_part import evidently_html, numeric_frame
 from dashboards.report.model import (
     MAX_EXAMPLES,
@@ -138,10 +139,13 @@ def write_run_report(
     public_url: str,
     evidently: tuple[str | None, str | None],
     note: str | None = None,
+    eval_frame: pd.DataFrame | None = None,
 ) -> Path:
     """Render the run's report (Vigil's sections on top of `evidently_part`'s page) and write
-    it; returns the path."""
+    it; returns the path. `eval_frame`: the trailing days of eval scores the eval trend tested
+    (the drift job's), drawn as the trend; without it, the window's own scores are drawn."""
     base_frame = baseline_frame if baseline_frame is not None else pd.DataFrame()
+    scores = eval_frame if eval_frame is not None and len(eval_frame) else frame
     counts = {label: s.get("n_current", 0) for label, s in segment_sizes.items()}
     counts.setdefault("*", len(frame))
     ctx = ReportContext(
@@ -158,6 +162,7 @@ def write_run_report(
                           f"{public_url.rstrip('/')}/alerts/{a.id}") for a in alerts],
         public_url=public_url, note=note,
         pictures=report_pictures(results, base_frame, frame) if len(frame) else [],
+        eval_pictures=eval_trend_pictures(base_frame, scores, results, to_utc(window[1])),
     )  # fmt: skip
     html, why = evidently
     page = render_report(ctx, html, why)

@@ -69,6 +69,7 @@ class ReportContext:
     public_url: str = ""
     note: str | None = None  # e.g. "no active baseline"
     pictures: list[Any] = field(default_factory=list)  # report.pictures.Picture: inline SVGs
+    eval_pictures: list[Any] = field(default_factory=list)  # the eval-score trend, one per evaluator
 
 
 def segment_rows(results: list[dict[str, Any]], counts: dict[str, int]) -> list[SegmentRow]:

@@ -31,7 +31,7 @@ def _numbers(frame: pd.DataFrame, column: str) -> np.ndarray:
     return values[np.isfinite(values)]
 
 
-def _frame(body: list[str], label: str) -> str:
+def svg_frame(body: list[str], label: str) -> str:
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" '
             f'role="img" aria-label="{label}"><rect width="{W}" height="{H}" fill="#fff" stroke="#ddd"/>'
             + "".join(body) + "</svg>")
@@ -52,7 +52,7 @@ def histogram_svg(ref: np.ndarray, cur: np.ndarray, bins: int = BINS) -> str:
                         f'fill="{colour}" class="bar{k}"/>')
     body.append(f'<text x="{PAD}" y="{H - 6}" font-size="10">{edges[0]:.4g}</text>'
                 f'<text x="{W - PAD}" y="{H - 6}" font-size="10" text-anchor="end">{edges[-1]:.4g}</text>')
-    return _frame(body, "histogram, reference vs window")
+    return svg_frame(body, "histogram, reference vs window")
 
 
 def ecdf_svg(ref: np.ndarray, cur: np.ndarray) -> str:
@@ -67,7 +67,7 @@ def ecdf_svg(ref: np.ndarray, cur: np.ndarray) -> str:
         pts = " ".join(f"{PAD + (xs[i] - lo) / span * (W - 2 * PAD):.1f},{H - PAD - ys[i] * (H - 2 * PAD):.1f}"
                        for i in pick)
         body.append(f'<polyline points="{pts}" fill="none" stroke="{colour}" stroke-width="1.5" class="ecdf{k}"/>')
-    return _frame(body, "ECDF, reference vs window")
+    return svg_frame(body, "ECDF, reference vs window")
 
 
 def feature_pictures(results: list[dict[str, Any]], baseline: pd.DataFrame, window: pd.DataFrame) -> list[Picture]:
