@@ -1,13 +1,18 @@
-"""`/segments/{tenant}/{segment}`: one slice of traffic — its drift signals (the drift job
-labels slices `tenant=...` and `segment=...`), its open alerts, its volume and latency, and its
-latest prompts. `-` stands for "any" in either place."""
+"""The segment page: one slice of traffic — its drift signals (the drift job labels slices
+`tenant=...` and `segment=...`), its open alerts, its volume and latency, and its latest prompts.
+
+Links name the slice in the query (`/segments?tenant=a%2Fb&segment=web`): a path parameter
+cannot carry every name, since servers and proxies decode %2F to `/` before routing. The short
+form `/segments/{tenant}/{segment}` (`-` for "any") still serves names without `/`.
+"""
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 from urllib.parse import quote, urlencode
 
-from fastapi import APIRouter, HTTPException, Path
+from fastapi import APIRouter, HTTPException, Path, Query
 from fastapi.responses import HTMLResponse
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
@@ -19,18 +24,22 @@ from storage.models import Alert, Sample
 ANY = "-"
 MAX_PROMPTS = 20
 PROMPT_CHARS = 200
+_LABEL = re.compile(LABEL)
+
+
+def segment_url(tenant: str | None, segment: str | None, range_: str | None = None) -> str:
+    """The segment page of a slice (None: any tenant / any segment); every text round-trips."""
+    params = [(k, v) for k, v in (("tenant", tenant), ("segment", segment), ("range", range_)) if v is not None]
+    return "/segments?" + urlencode(params, quote_via=quote)
 
 
 def segment_href(label: str) -> str | None:
-    """The drill-down page of a drift segment label ("tenant=acme", "segment=web"), if any."""
+    """The drill-down page of a drift segment label ("tenant=acme", "segment=web"), if any: not
+    for other keys, nor for a value the page would refuse (control characters, over 128)."""
     key, _, value = label.partition("=")
-    if not value:
+    if key not in ("tenant", "segment") or not _LABEL.fullmatch(value):
         return None
-    if key == "tenant":
-        return f"/segments/{quote(value, safe='')}/{ANY}"
-    if key == "segment":
-        return f"/segments/{ANY}/{quote(value, safe='')}"
-    return None
+    return segment_url(value, None) if key == "tenant" else segment_url(None, value)
 
 
 def segment_context(session: Session, tenant: str | None, segment: str | None, range_: str) -> dict:
@@ -56,19 +65,30 @@ def segment_context(session: Session, tenant: str | None, segment: str | None, r
     return {"charts": charts, "alerts": alerts, "prompts": prompts, "labels": labels}
 
 
+def _segment_page(session_factory: sessionmaker[Session], tenant: str | None, segment: str | None,
+                  range_: str) -> HTMLResponse:
+    if tenant is None and segment is None:
+        raise HTTPException(404, "name a tenant or a segment")
+    with session_factory() as session:
+        context = segment_context(session, tenant, segment, range_)
+    title = " / ".join(x for x in (f"tenant {tenant}" if tenant else "", f"segment {segment}" if segment else "") if x)
+    return page("segment.html", title=title, range=range_,
+                ranges=[(r.value, segment_url(tenant, segment, r.value)) for r in Range], **context)
+
+
 def build_segment_router(session_factory: sessionmaker[Session]) -> APIRouter:
     router = APIRouter()
 
+    @router.get("/segments", response_class=HTMLResponse)
+    def segment_by_query(tenant: Annotated[str | None, Query(pattern=LABEL)] = None,
+                         segment: Annotated[str | None, Query(pattern=LABEL)] = None,
+                         range: Range = Range.week) -> HTMLResponse:
+        return _segment_page(session_factory, tenant, segment, range.value)
+
     @router.get("/segments/{tenant}/{segment}", response_class=HTMLResponse)
-    def segment_page(tenant: Annotated[str, Path(pattern=LABEL)], segment: Annotated[str, Path(pattern=LABEL)],
-                     range: Range = Range.week) -> HTMLResponse:
-        t, s = (None if tenant == ANY else tenant), (None if segment == ANY else segment)
-        if t is None and s is None:
-            raise HTTPException(404, "name a tenant or a segment (use - for any)")
-        with session_factory() as session:
-            context = segment_context(session, t, s, range.value)
-        title = " / ".join(x for x in (f"tenant {t}" if t else "", f"segment {s}" if s else "") if x)
-        return page("segment.html", title=title, range=range.value, ranges=[r.value for r in Range],
-                    here=f"/segments/{quote(tenant, safe='')}/{quote(segment, safe='')}", **context)
+    def segment_by_path(tenant: Annotated[str, Path(pattern=LABEL)], segment: Annotated[str, Path(pattern=LABEL)],
+                        range: Range = Range.week) -> HTMLResponse:
+        return _segment_page(session_factory, None if tenant == ANY else tenant, None if segment == ANY else segment,
+                             range.value)
 
     return router
