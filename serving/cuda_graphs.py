@@ -110,6 +110,20 @@ class GpuForward:
         self._pool = graph.pool()
         return graph, out
 
+    def capture_up_to(self, batch: int) -> int:
+        """Capture every decode bucket a batch of up to `batch` sequences uses, now: at start-up,
+        not in the first steps of each size, where the first requests of a fresh server would
+        wait for the captures (and the one-token GEMV's autotuning). Returns how many."""
+        if not self.use_graphs:
+            return 0
+        top = self._bucket(min(batch, self.max_batch))
+        for b in self.buckets:
+            if b > top:
+                break
+            if b not in self.graphs:
+                self.graphs[b] = self._capture(b)
+        return len(self.graphs)
+
     def release_graphs(self) -> None:
         """Free the captured graphs and their pool. Must precede leaving an NCCL group: a
         communicator whose collectives live in a graph cannot finalize or abort until the graph

@@ -64,6 +64,9 @@ class Settings(BaseSettings):
     enable_prefix_caching: bool = True
     enable_chunked_prefill: bool = True  # off: a prompt is prefilled whole, in one step
     enable_cuda_graphs: bool = True  # GPU only: decode steps replayed from captured graphs
+    # GPU only: capture every decode batch size up to max_num_seqs when the engine starts (a few
+    # seconds), so no early request waits for a capture
+    capture_graphs_at_start: bool = True
     # ranks one model is split over (Megatron-style, serving/distributed); on CUDA one GPU each
     tensor_parallel_size: int = Field(1, ge=1, le=64)
     # one step of lookahead: the host schedules step t+1 while the device runs step t; "auto": on

@@ -84,6 +84,8 @@ class LLMEngine:
             self.runner = ModelRunner(
                 model, loaded.config, num_blocks, cfg.block_size, self.device, kv_dtype, cfg.enable_cuda_graphs
             )
+            if self.runner.gpu is not None and cfg.capture_graphs_at_start:
+                self.runner.gpu.capture_up_to(cfg.max_num_seqs)
         eos = list(getattr(self.tokenizer, "eos_token_ids", None) or loaded.config.eos_token_ids or [])
         self.eos_token_ids = eos
         self.output = OutputProcessor(self.tokenizer, eos, self.max_model_len)

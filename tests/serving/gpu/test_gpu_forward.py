@@ -132,3 +132,28 @@ def test_cuda_graph_decode_matches_eager_and_pads_buckets():
         # GEMMs at M=4 vs M=3 may round differently: close, not bit-equal
         assert float((k1.float() - k2.float()).norm() / k2.float().norm()) < 1e-2
         assert (k1[unused.cuda()] == 0).all() and (v1[unused.cuda()] == 0).all()  # padding wrote nothing
+
+
+def test_engine_captures_every_bucket_at_start_and_none_while_serving():
+    from bench.model_shapes import SHAPES
+    from serving.engine.config import EngineConfig
+    from serving.engine.llm_engine import LLMEngine
+    from serving.loader.random_weights import random_loaded
+    from serving.sampling_params import SamplingParams
+
+    cfg = EngineConfig(device="cuda", dtype="bfloat16", block_size=16, num_kv_blocks=128, max_num_seqs=6,
+                       enable_prefix_caching=False)
+    engine = LLMEngine(cfg, loaded=random_loaded(SHAPES["smollm2-135m"], seed=0, device="cuda"))
+    graphs = engine.runner.gpu.graphs
+    assert sorted(graphs) == [1, 2, 4, 8]  # 6 sequences use bucket 8
+    captured = {b: id(g) for b, (g, _) in graphs.items()}
+    for i in range(5):
+        engine.add_request(str(i), list(range(10 + i, 30 + i)), SamplingParams(max_tokens=6 + i, ignore_eos=True))
+    while engine.has_unfinished_requests():
+        engine.step()
+    assert {b: id(g) for b, (g, _) in engine.runner.gpu.graphs.items()} == captured
+
+    off = LLMEngine(EngineConfig(device="cuda", dtype="bfloat16", block_size=16, num_kv_blocks=64, max_num_seqs=4,
+                                 capture_graphs_at_start=False),
+                    loaded=random_loaded(SHAPES["smollm2-135m"], seed=0, device="cuda"))
+    assert off.runner.gpu.graphs == {}
