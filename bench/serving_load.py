@@ -122,15 +122,27 @@ def _worker(args) -> tuple[list[dict], float]:
     return results, time.process_time() - cpu
 
 
+def split_jobs(jobs: list[Job], workers: int, concurrency: int | None) -> list[tuple[list[Job], int | None]]:
+    """(jobs, lanes) per client process. Closed loop: no more processes than lanes, and each
+    process gets its lanes' share of the jobs, so `concurrency` bounds what is outstanding (a
+    process with jobs and no lane would send them all at once). Open loop: jobs dealt round-robin."""
+    if not concurrency:
+        return [(jobs[i::workers], None) for i in range(workers) if jobs[i::workers]]
+    workers = min(workers, concurrency)
+    lanes = [concurrency // workers + (1 if i < concurrency % workers else 0) for i in range(workers)]
+    starts = [sum(lanes[:i]) for i in range(workers)]
+    shares = [[job for k, job in enumerate(jobs) if starts[i] <= k % concurrency < starts[i] + lanes[i]]
+              for i in range(workers)]
+    return [(share, n) for share, n in zip(shares, lanes, strict=True) if share]
+
+
 def run_load(base: str, model: str, jobs: list[Job], workers: int, concurrency: int | None) -> dict:
     """Split the jobs over `workers` client processes; returns the summary."""
-    shares = [jobs[i::workers] for i in range(workers)]
-    lanes = [concurrency // workers + (1 if i < concurrency % workers else 0) for i in range(workers)] \
-        if concurrency else [None] * workers
+    parts_in = split_jobs(jobs, workers, concurrency)
     ctx = multiprocessing.get_context("spawn")
-    with ctx.Pool(workers) as pool:
+    with ctx.Pool(len(parts_in)) as pool:
         t0 = time.time() + 2.0  # every worker starts the clock together (spawned and imported by then)
-        parts = pool.map(_worker, [(base, model, s, c, t0) for s, c in zip(shares, lanes, strict=True) if s])
+        parts = pool.map(_worker, [(base, model, share, lanes, t0) for share, lanes in parts_in])
     results = [r for part, _ in parts for r in part]
     summary = summarize(results)
     summary["client_cpu_s"] = round(sum(cpu for _, cpu in parts), 2)
