@@ -67,6 +67,8 @@ class Settings(BaseSettings):
     # GPU only: capture every decode batch size up to max_num_seqs when the engine starts (a few
     # seconds), so no early request waits for a capture
     capture_graphs_at_start: bool = True
+    # GPU only: a dummy burst at start-up compiles the kernel variants early requests would need
+    warm_up_at_start: bool = True
     # ranks one model is split over (Megatron-style, serving/distributed); on CUDA one GPU each
     tensor_parallel_size: int = Field(1, ge=1, le=64)
     # one step of lookahead: the host schedules step t+1 while the device runs step t; "auto": on

@@ -37,6 +37,7 @@ class EngineConfig:
     torch_threads: int | None = _setting("torch_threads")
     enable_cuda_graphs: bool = _setting("enable_cuda_graphs")  # GPU only
     capture_graphs_at_start: bool = _setting("capture_graphs_at_start")  # GPU only
+    warm_up_at_start: bool = _setting("warm_up_at_start")  # GPU only
     tensor_parallel_size: int = _setting("tensor_parallel_size")  # > 1: serving/distributed
     async_scheduling: str = _setting("async_scheduling")  # "auto" (CUDA only) | "on" | "off"
 

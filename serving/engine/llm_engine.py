@@ -100,6 +100,10 @@ class LLMEngine:
         # live requests with penalties: the sampler needs their real tokens, so the engine reads
         # each step back before scheduling the next while one is live
         self._host_token_requests: set[str] = set()
+        if self.device.type == "cuda" and cfg.warm_up_at_start and self.tensor_parallel is None:
+            from serving.engine.warmup import warm_up
+
+            warm_up(self)  # kernel variants compiled now, not in the first users' steps
 
     @classmethod
     def from_settings(cls, settings) -> LLMEngine:
