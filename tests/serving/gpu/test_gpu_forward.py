@@ -154,6 +154,6 @@ def test_engine_captures_every_bucket_at_start_and_none_while_serving():
     assert {b: id(g) for b, (g, _) in engine.runner.gpu.graphs.items()} == captured
 
     off = LLMEngine(EngineConfig(device="cuda", dtype="bfloat16", block_size=16, num_kv_blocks=64, max_num_seqs=4,
-                                 capture_graphs_at_start=False),
+                                 capture_graphs_at_start=False, warm_up_at_start=False),
                     loaded=random_loaded(SHAPES["smollm2-135m"], seed=0, device="cuda"))
     assert off.runner.gpu.graphs == {}
