@@ -74,8 +74,11 @@ def tokenizer_vocab(directory: Path) -> int:
 
 def prompt_vocab(model_dir: str | None, shape_name: str | None) -> int:
     """Prompt ids are drawn below this: inside both the model's and the tokenizer's vocabulary."""
-    if shape_name is None or model_dir is None:
-        return SMOLLM2_VOCAB  # the default model
+    if model_dir is None or not Path(model_dir).is_dir():
+        return SMOLLM2_VOCAB  # the default model, or a GGUF file of it
+    if shape_name is None:  # a Hugging Face directory given with --model
+        model_vocab = json.loads((Path(model_dir) / "config.json").read_text())["vocab_size"]
+        return min(tokenizer_vocab(Path(model_dir)), model_vocab)
     return min(tokenizer_vocab(Path(model_dir)), SHAPES[shape_name]["vocab_size"])
 
 

@@ -53,6 +53,10 @@ class AsyncLLMEngine:
         self.idle_poll_s = idle_poll_s
         self._lock = threading.Lock()  # guards _inbox and _streams
         self._inbox: list[tuple] = []
+        # adds queued vs adds the engine's stats snapshot already counts: a request taken from
+        # the inbox must stay counted as waiting until the next snapshot includes it
+        self._adds_sent = 0
+        self._adds_seen = 0
         self._streams: dict[str, _Stream] = {}
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -123,6 +127,7 @@ class AsyncLLMEngine:
             stream = _Stream(asyncio.get_running_loop(), OutputSlot())
             self._streams[request_id] = stream
             self._inbox.append(("add", request_id, list(prompt_token_ids), params, prompt, time.monotonic()))
+            self._adds_sent += 1
         self._wake.set()
         # closed with this generator, so a reader that goes away aborts at once
         async with contextlib.aclosing(read_slot(stream.slot, lambda: self.abort(request_id))) as outputs:
@@ -147,7 +152,7 @@ class AsyncLLMEngine:
         return self._stats.num_running
 
     def _pending_adds(self) -> int:
-        return sum(1 for cmd in list(self._inbox) if cmd[0] == "add")
+        return max(0, self._adds_sent - self._adds_seen)
 
     # ---- the loop thread -------------------------------------------------------------------
     def _run(self) -> None:
@@ -185,8 +190,10 @@ class AsyncLLMEngine:
     def _handle_inbox(self) -> None:
         with self._lock:
             cmds, self._inbox = self._inbox, []
+        added = 0
         for cmd in cmds:
             if cmd[0] == "add":
+                added += 1
                 _, rid, ids, params, prompt, arrival = cmd
                 try:
                     self.engine.add_request(rid, ids, params, prompt=prompt, arrival_time=arrival)
@@ -196,6 +203,9 @@ class AsyncLLMEngine:
                 out = self.engine.abort(cmd[1])
                 if out is not None:
                     self._deliver(cmd[1], out, True)
+        if added:  # the snapshot first: a reader in between counts these twice, never not at all
+            self._stats = self.engine.stats()
+            self._adds_seen += added
 
     def _fail_all(self, exc: BaseException, drop_queued: bool = False) -> None:
         """Abort the engine's requests and raise `exc` in their callers; when the loop is ending
@@ -206,6 +216,7 @@ class AsyncLLMEngine:
                 self.engine.abort(rid)
         if drop_queued:
             with self._lock:
+                self._adds_seen += sum(1 for cmd in self._inbox if cmd[0] == "add")  # dropped
                 self._inbox = [cmd for cmd in self._inbox if cmd[0] != "add"]
                 targets |= set(self._streams)
         for rid in targets:

@@ -3,7 +3,6 @@ the engine's outputs -> OpenAI `chat.completion` objects or `chat.completion.chu
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -23,6 +22,7 @@ from serving.server.generation import (
     unless_disconnected,
     validate,
 )
+from serving.server.offload import run_sized
 from serving.server.params import add_token_ids, build_params, check_context
 from serving.server.protocol import ChatCompletionRequest
 from serving.server.sse import DONE, SSEResponse, event, safe_logprob
@@ -78,8 +78,9 @@ def _usage(outputs: list[RequestOutput]) -> dict:
 
 async def chat_completions(request: Request, body: ChatCompletionRequest, state: ServerState) -> Response:
     ensure_accepting(state, body.model)
-    # templating and tokenizing a long conversation takes milliseconds: keep it off the loop
-    prompt, token_ids = await asyncio.to_thread(_prepare, state, body)
+    # templating and tokenizing a long conversation takes milliseconds: then off the loop
+    size = sum(len(m.text()) for m in body.messages)
+    prompt, token_ids = await run_sized(lambda: _prepare(state, body), size)
     ensure_accepting(state, body.model)  # again: the queue may have filled while we tokenized
     check_context(len(token_ids), state.max_model_len, "messages")
     limit_param = "max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens"

@@ -3,7 +3,6 @@ Several prompts run as several engine requests; choice index = prompt index * n 
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -24,6 +23,7 @@ from serving.server.generation import (
     unless_disconnected,
     validate,
 )
+from serving.server.offload import run_sized
 from serving.server.params import (
     DEFAULT_COMPLETION_MAX_TOKENS,
     add_token_ids,
@@ -64,8 +64,9 @@ async def completions(request: Request, body: CompletionRequest, state: ServerSt
     base_id = f"cmpl-{uuid.uuid4().hex}"
     segment = request_segment(request, state.settings, body.user, body.metadata)
     jobs = []
-    # tokenizing is CPU work: off the event loop, all prompts in one hop
-    prepared = await asyncio.to_thread(lambda: [_prompt(state, raw) for raw in body.prompts()])
+    raw_prompts = body.prompts()
+    prepared = await run_sized(lambda: [_prompt(state, raw) for raw in raw_prompts],
+                               sum(len(raw) for raw in raw_prompts))
     ensure_accepting(state, body.model)  # again: the queue may have filled while we tokenized
     for k, (text, ids) in enumerate(prepared):
         check_context(len(ids), state.max_model_len, "prompt")

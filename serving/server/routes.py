@@ -24,7 +24,8 @@ def get_state(request: Request) -> ServerState:
     return request.app.state.vigil
 
 
-def require_api_key(request: Request) -> None:
+async def require_api_key(request: Request) -> None:
+    # async: FastAPI runs a plain `def` dependency in a worker thread, a hop per request
     request_principal(request)  # the guard middleware checked the key before the body was read
 
 

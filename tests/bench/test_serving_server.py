@@ -52,3 +52,11 @@ def test_greedy_tokens_stay_inside_the_tokenizer_and_the_directory_is_reused(tmp
     write_random_model(out, tok_dir, "qwen3-4b", "cpu", shape=TINY_QWEN3)
     assert (out / "model.safetensors").stat().st_mtime_ns == stamp  # reused, not rewritten
     assert prompt_vocab(str(out), "qwen3-4b") == 256 and prompt_vocab(None, None) == 49152
+
+
+def test_prompt_vocab_of_a_model_directory_given_without_a_shape(tmp_path):
+    byte_tokenizer_json(tmp_path)  # writes tmp_path/tokenizer.json
+    (tmp_path / "config.json").write_text(json.dumps({"vocab_size": 600}))
+    assert prompt_vocab(str(tmp_path), None) == 256  # the tokenizer's 256 ids, not the model's 600
+    (tmp_path / "config.json").write_text(json.dumps({"vocab_size": 100}))
+    assert prompt_vocab(str(tmp_path), None) == 100

@@ -216,3 +216,38 @@ def test_shutdown_fails_callers_still_waiting(loaded):
 
     outs = run(main())
     assert outs[-1].outputs[0].finish_reason == "abort"  # shutdown aborts what is in flight
+
+
+def test_requests_taken_into_the_engine_count_as_waiting_during_the_next_step(loaded):
+    """The loop thread moves queued adds into the engine and then runs a step; until that step's
+    stats snapshot, the requests must still count as waiting (admission control reads it): they
+    were invisible for a whole step, so a burst could overrun the waiting-queue limit."""
+    engine = make_engine(loaded, max_num_seqs=1)
+    in_step, release = threading.Event(), threading.Event()
+    real_step = engine.step
+
+    def slow_step():
+        in_step.set()
+        release.wait(30)
+        return real_step()
+
+    engine.step = slow_step
+    aengine = AsyncLLMEngine(engine)
+    aengine.start()
+
+    async def burst():
+        gens = [collect(aengine, f"r{i}", [5, 6, 7, 8], greedy(2)) for i in range(3)]
+        tasks = [asyncio.create_task(g) for g in gens]
+        while not in_step.is_set() or aengine._inbox:  # all three taken in, the step under way
+            await asyncio.sleep(0.005)
+        waiting = aengine.num_waiting()
+        release.set()
+        await asyncio.gather(*tasks)
+        return waiting
+
+    try:
+        assert run(burst()) == 3
+        assert aengine.num_waiting() == 0
+    finally:
+        release.set()
+        run(aengine.shutdown())
