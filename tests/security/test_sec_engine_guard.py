@@ -91,12 +91,22 @@ def test_oversized_fields_are_400_naming_the_field(extra, param):
     assert result.json()["error"]["param"] == param
 
 
-def test_chat_rendering_and_tokenizing_run_off_the_event_loop():
+def test_long_chat_rendering_and_tokenizing_run_off_the_event_loop():
+    """A long conversation is templated and tokenized in a worker thread, so it cannot stall the
+    other streams; a short one stays on the loop, where the thread hop would cost more."""
+    from serving.server.offload import INLINE_LIMIT
+
     engine = FakeEngine()
-    body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
-    result = _post(body, engine_app(engine))
+    long = {"model": MODEL, "messages": [{"role": "user", "content": "hi " * INLINE_LIMIT}], "max_tokens": 2}
+    result = _post(long, engine_app(engine))
     assert result.status == 200, result.body
     assert engine.tokenizer.threads and "MainThread" not in engine.tokenizer.threads
+
+    engine = FakeEngine()
+    short = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+    result = _post(short, engine_app(engine))
+    assert result.status == 200, result.body
+    assert engine.tokenizer.threads and set(engine.tokenizer.threads) == {"MainThread"}
 
 
 def test_health_does_not_leak_the_load_error():
