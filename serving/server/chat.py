@@ -16,6 +16,7 @@ from serving.server.chat_encoding import encode_chat
 from serving.server.errors import APIError, in_band
 from serving.server.generation import (
     ClientDisconnected,
+    admitted,
     collect_final,
     ensure_accepting,
     generate,
@@ -91,10 +92,11 @@ async def chat_completions(request: Request, body: ChatCompletionRequest, state:
     )
     request_id = f"chatcmpl-{uuid.uuid4().hex}"
     validate(state, request_id, token_ids, params, "messages")
-    stream = generate(
-        state, request_id, token_ids, params, prompt=prompt,
-        segment=request_segment(request, state.settings, body.user, body.metadata), tools=tool_names(body),
-    )
+    segment = request_segment(request, state.settings, body.user, body.metadata)
+    ensure_accepting(state, body.model)  # and once more, admitting: no await until counted
+    stream = admitted(state, request_id, generate(
+        state, request_id, token_ids, params, prompt=prompt, segment=segment, tools=tool_names(body),
+    ))
     created = int(time.time())
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)

@@ -15,6 +15,7 @@ from serving.server.auth import request_segment
 from serving.server.errors import APIError, in_band
 from serving.server.generation import (
     ClientDisconnected,
+    admitted,
     collect_final,
     encode,
     ensure_accepting,
@@ -79,8 +80,9 @@ async def completions(request: Request, body: CompletionRequest, state: ServerSt
         request_id = f"{base_id}-{k}"
         validate(state, request_id, ids, params, "prompt")
         jobs.append((request_id, ids, params, text))
+    ensure_accepting(state, body.model)  # and once more, admitting: no await until counted
     streams = [
-        generate(state, rid, ids, params, prompt=text, segment=segment, tools=[])
+        admitted(state, rid, generate(state, rid, ids, params, prompt=text, segment=segment, tools=[]))
         for rid, ids, params, text in jobs
     ]
     created, n = int(time.time()), body.n

@@ -8,6 +8,7 @@ import asyncio
 import dataclasses
 import logging
 import time
+import weakref
 from collections.abc import AsyncIterator, Awaitable
 from typing import TypeVar
 
@@ -43,7 +44,7 @@ def ensure_accepting(state: ServerState, model: str) -> None:
     if model != state.settings.model_name:
         raise APIError(f"The model `{model}` does not exist. This server serves "
                        f"`{state.settings.model_name}`.", param="model", code="model_not_found")
-    if state.engine.num_waiting() >= state.settings.max_waiting_requests:
+    if state.engine.num_waiting() + len(state.reserved) >= state.settings.max_waiting_requests:
         raise APIError(f"too many requests waiting ({state.settings.max_waiting_requests}); retry later",
                        status=429, code="queue_full")
 
@@ -76,6 +77,15 @@ def _aborted(out: RequestOutput) -> RequestOutput:
     return dataclasses.replace(out, outputs=choices, finished=True, metrics=metrics)
 
 
+def admitted(state: ServerState, request_id: str, stream: AsyncIterator[RequestOutput]) -> AsyncIterator[RequestOutput]:
+    """Count a request as waiting from its admission on: its stream reaches the engine only when
+    iterated, and a burst of requests all passed the queue check before any was counted. The
+    stream's start (or its disposal unstarted) hands the count over to the engine's."""
+    state.reserved.add(request_id)
+    weakref.finalize(stream, state.reserved.discard, request_id)
+    return stream
+
+
 async def generate(
     state: ServerState,
     request_id: str,
@@ -88,6 +98,7 @@ async def generate(
 ) -> AsyncIterator[RequestOutput]:
     """Stream one engine request; on finish (or abort) record metrics and hand it to the sampler."""
     state.inflight.add(request_id)
+    state.reserved.discard(request_id)  # the engine counts it from the next line on
     # a stalled client holds one output, not every step's: Vigil's engines coalesce at the
     # source; any other engine's stream is drained here at its own speed, newest output kept
     stream = state.engine.generate(request_id, token_ids, params, prompt=prompt)

@@ -34,6 +34,8 @@ class ServerState:
     phase: Phase = Phase.LOADING
     load_error: str | None = None
     inflight: set[str] = field(default_factory=set)  # engine request ids being generated
+    # admitted, not yet handed to the engine (their stream has not started): counted as waiting
+    reserved: set[str] = field(default_factory=set)
     # set by the runner (uvicorn wrapper): ask the HTTP server to stop once drained
     request_exit: Callable[[], None] | None = None
     closed: bool = False
