@@ -41,7 +41,8 @@ def test_every_engine_setting_reaches_the_engine_config(monkeypatch):
         "kv_cache_memory_mb": 64, "max_num_seqs": 3, "max_num_batched_tokens": 512,
         "max_model_len": 256, "enable_prefix_caching": False, "kv_cache_dtype": "fp8",
         "enable_chunked_prefill": False, "torch_threads": 2, "enable_cuda_graphs": False,
-        "async_scheduling": "on", "tensor_parallel_size": 2,
+        "async_scheduling": "on", "tensor_parallel_size": 2, "capture_graphs_at_start": False,
+        "warm_up_at_start": False,
     }  # fmt: skip
     assert sorted(changed) == sorted(SHARED)  # a new engine setting needs a value here
     for name, value in changed.items():
