@@ -4,6 +4,7 @@ validated and activated through the same functions `vigil baseline` calls."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -37,8 +38,18 @@ class World:
     judged: int
 
 
+def clear_of_window_boundary(interval_s: int, margin_s: float = 240.0) -> None:
+    """Sleep past the next window boundary when it is close: a sidecar started after it claims
+    the next window (empty) instead of the one the test filled (a flake near the hour in CI)."""
+    margin_s = min(margin_s, interval_s / 4)
+    left = interval_s - time.time() % interval_s
+    if left < margin_s:
+        time.sleep(left + 1.0)
+
+
 def prepare(settings, factory, judge_url: str | None, *, n_baseline=240, n_drift=120, seed=7) -> World:
     """`judge_url=None` skips the evaluate job (no eval scores)."""
+    clear_of_window_boundary(settings.drift_interval_s)
     start, end = last_window(settings.drift_interval_s)
     base_start, base_end = start - 4 * HOUR, start - HOUR
     baseline_records = traffic(base_start, base_end, n_baseline, seed=seed)
