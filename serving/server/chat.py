@@ -82,7 +82,9 @@ async def chat_completions(request: Request, body: ChatCompletionRequest, state:
     # templating and tokenizing a long conversation takes milliseconds: then off the loop
     size = sum(len(m.text()) for m in body.messages)
     prompt, token_ids = await run_sized(lambda: _prepare(state, body), size)
-    ensure_accepting(state, body.model)  # again: the queue may have filled while we tokenized
+    # again: the queue may have filled while we tokenized; no await from here until the
+    # request is counted (admitted), so a burst cannot pass this check all at once
+    ensure_accepting(state, body.model)
     check_context(len(token_ids), state.max_model_len, "messages")
     limit_param = "max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens"
     params = build_params(
@@ -93,7 +95,6 @@ async def chat_completions(request: Request, body: ChatCompletionRequest, state:
     request_id = f"chatcmpl-{uuid.uuid4().hex}"
     validate(state, request_id, token_ids, params, "messages")
     segment = request_segment(request, state.settings, body.user, body.metadata)
-    ensure_accepting(state, body.model)  # and once more, admitting: no await until counted
     stream = admitted(state, request_id, generate(
         state, request_id, token_ids, params, prompt=prompt, segment=segment, tools=tool_names(body),
     ))

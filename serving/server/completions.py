@@ -68,7 +68,9 @@ async def completions(request: Request, body: CompletionRequest, state: ServerSt
     raw_prompts = body.prompts()
     prepared = await run_sized(lambda: [_prompt(state, raw) for raw in raw_prompts],
                                sum(len(raw) for raw in raw_prompts))
-    ensure_accepting(state, body.model)  # again: the queue may have filled while we tokenized
+    # again: the queue may have filled while we tokenized; no await from here until the
+    # request is counted (admitted), so a burst cannot pass this check all at once
+    ensure_accepting(state, body.model)
     for k, (text, ids) in enumerate(prepared):
         check_context(len(ids), state.max_model_len, "prompt")
         params = build_params(
@@ -80,7 +82,6 @@ async def completions(request: Request, body: CompletionRequest, state: ServerSt
         request_id = f"{base_id}-{k}"
         validate(state, request_id, ids, params, "prompt")
         jobs.append((request_id, ids, params, text))
-    ensure_accepting(state, body.model)  # and once more, admitting: no await until counted
     streams = [
         admitted(state, rid, generate(state, rid, ids, params, prompt=text, segment=segment, tools=[]))
         for rid, ids, params, text in jobs
