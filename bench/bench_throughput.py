@@ -189,27 +189,20 @@ def main() -> None:
     batches = [int(b) for b in args.batches.split(",")]
     if args.tensor_parallel_size > 1:
         title = f"tensor parallel: prompt {args.prompt} + {args.new} new tokens, KV {args.kv_cache_dtype}"
-        table = Table(title, TP_COLUMNS)
-        print(f"# {torch.cuda.get_device_name()} x{torch.cuda.device_count()}; {title}")
-        print(table.header())
-        rows: list[dict] = []
-        for name in args.shapes.split(","):
-            bench_tp_shape(name, batches, args, rows, table)
-        if args.json:
-            Path(args.json).write_text(json.dumps(rows, indent=1))
-        write_results("throughput_tp", [table])
-        return
-    title = f"prompt {args.prompt} + {args.new} new tokens (HF generate: {args.hf_new} new), KV {args.kv_cache_dtype}"
-    table = Table(title, COLUMNS)
-    print(f"# {torch.cuda.get_device_name()}; {title}")
+        device = f"{torch.cuda.get_device_name()} x{torch.cuda.device_count()}"
+        table, bench_one, name = Table(title, TP_COLUMNS), bench_tp_shape, "throughput_tp"
+    else:
+        title = f"prompt {args.prompt} + {args.new} new tokens (HF generate: {args.hf_new} new), KV {args.kv_cache_dtype}"
+        device = torch.cuda.get_device_name()
+        table, bench_one, name = Table(title, COLUMNS), bench_shape, "throughput"
+    print(f"# {device}; {title}")
     print(table.header())
     rows: list[dict] = []
-    for name in args.shapes.split(","):
-        bench_shape(name, batches, args, rows, table)
+    for shape in args.shapes.split(","):
+        bench_one(shape, batches, args, rows, table)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
-    write_results("throughput", [table])
-
+    write_results(name, [table])
 
 if __name__ == "__main__":
     main()
