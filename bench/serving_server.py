@@ -58,9 +58,11 @@ def write_random_model(out: Path, tokenizer_dir: Path, shape_name: str, device: 
     del model
     if torch.cuda.is_available():
         torch.cuda.empty_cache()  # the servers need the memory, not this process
-    for src, dst in TOKENIZER_FILES:
-        if (tokenizer_dir / src).is_file():
-            shutil.copy(tokenizer_dir / src, out / dst)
+    for src, dst in TOKENIZER_FILES:  # a tokenizer dir saved by transformers has the plain names
+        for name in (src, dst):
+            if (tokenizer_dir / name).is_file():
+                shutil.copy(tokenizer_dir / name, out / dst)
+                break
     marker.write_text(json.dumps(want))
 
 
