@@ -1,9 +1,12 @@
 """The driver's model runner under tensor parallelism (rank 0, in the engine core's process).
 
-Each step it builds the step inputs on the host, broadcasts them to the workers
+Each step it builds the step inputs on the host, broadcasts them to the workers in one message
 (step_channel.py), runs its own shard of the forward (the layers' all-reduces meet the workers'),
-computes the sampled rows' logits (an all-gather every rank joins) and samples them alone.
-Async scheduling is not supported here: the workers would need the sampled ids on their devices.
+computes the sampled rows' logits (an all-gather every rank joins) and samples them alone, on the
+device. `launch` queues all of it and returns an `InflightStep` without waiting (async
+scheduling): the sampled ids are then broadcast over the device group, so each worker holds them
+on its device for the next step's pending input rows. `execute` is launch, then wait, and skips
+that broadcast (a synchronous step has no pending rows).
 """
 
 from __future__ import annotations
@@ -12,22 +15,29 @@ import torch
 
 from serving.distributed.step_channel import DeviceStep, StepChannel
 from serving.engine.prompt_logprobs import record_prompt_logprobs, wants_prompt_logprobs
-from serving.engine.runner import ModelRunner, SampleResult
+from serving.engine.runner import InflightStep, ModelRunner, SampleResult, take_pending
 from serving.engine.step_inputs import build_step_inputs
 
 HOST = torch.device("cpu")
 _NO_TOKENS: list[int] = []
 
 
-def run_step(runner: ModelRunner, step: DeviceStep) -> tuple[torch.Tensor, torch.Tensor | None]:
+def run_step(
+    runner: ModelRunner, step: DeviceStep, prev_ids: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """One rank's share of a step: KV block copies, the forward, the sampled rows' logits.
-    Every rank runs exactly this, in this order, so their collectives pair up."""
+    Every rank runs exactly this, in this order, so their collectives pair up. `prev_ids`: the
+    previous step's sampled ids on this rank's device (read only when the step has pending rows)."""
     for src, dst in step.copies:  # copy-on-write of shared partial blocks
         runner.kv_cache[:, :, dst] = runner.kv_cache[:, :, src]
+    input_ids = step.input_ids
+    if step.pending_rows:
+        input_ids = take_pending(input_ids, step.pending_rows, step.pending_src, prev_ids,
+                                 step.pending_rows_dev, step.pending_src_dev)
     if runner.gpu is not None:
-        hidden = runner.gpu.forward(step.input_ids, step.positions, step.meta)
+        hidden = runner.gpu.forward(input_ids, step.positions, step.meta)
     else:
-        hidden = runner.model(step.input_ids, step.positions, runner.kv_caches, step.meta, runner.backend)
+        hidden = runner.model(input_ids, step.positions, runner.kv_caches, step.meta, runner.backend)
     logits = runner.model.compute_logits(hidden[step.logits_rows]) if step.num_samples else None
     return hidden, logits
 
@@ -49,34 +59,32 @@ class TensorParallelRunner(ModelRunner):
         super().__init__(*args, **kwargs)
         self.channel = channel
 
-    @torch.inference_mode()
     def execute(self, out, sample_targets) -> list[SampleResult]:
-        from serving.sampler import sample
+        return self.launch(out, sample_targets, share_samples=False).results()
 
-        inputs = build_step_inputs(out.scheduled, sample_targets, self.block_size, HOST)
-        step = self.channel.send_step(inputs, out.blocks_to_copy)
-        hidden, logits = run_step(self, step)
-        # after the sampled rows' logits: the workers expect any extra logits calls after those
+    @torch.inference_mode()
+    def launch(self, out, sample_targets, previous: InflightStep | None = None,
+               pending=None, share_samples: bool = True) -> InflightStep:
+        """Queue one step on every rank. Order, which the workers' loop mirrors: the step
+        message, the forward, the sampled rows' logits, the samples' broadcast (when shared),
+        then any prompt-logprob logits calls."""
+        from serving.sampler import sample_on_device
+
+        inputs = build_step_inputs(out.scheduled, sample_targets, self.block_size, HOST, pending or None)
+        step = self.channel.send_step(inputs, out.blocks_to_copy, share_samples)
+        prev_ids = previous.token_ids if previous is not None else None
+        hidden, logits = run_step(self, step, prev_ids)
+        sampled = None
+        if logits is not None:
+            seqs = inputs.sample_seqs
+            params = [s.request.params for s in seqs]
+            history = [
+                s.output_token_ids if (p.frequency_penalty or p.presence_penalty) else _NO_TOKENS
+                for s, p in zip(seqs, params, strict=True)
+            ]
+            sampled = sample_on_device(logits, params, [s.generator for s in seqs], history)
+            if share_samples:
+                self.channel.share_samples(sampled.token_ids)
         if self.prompt_logprob_requests and wants_prompt_logprobs(out.scheduled):
             record_prompt_logprobs(_BroadcastLogits(self.model, self.channel), hidden, out.scheduled)
-        if logits is None:
-            return []
-        seqs = inputs.sample_seqs
-        params = [s.request.params for s in seqs]
-        history = [
-            s.output_token_ids if (p.frequency_penalty or p.presence_penalty) else _NO_TOKENS
-            for s, p in zip(seqs, params, strict=True)
-        ]
-        result = sample(logits, params, [s.generator for s in seqs], history)
-        token_ids, logprobs, entropies = (
-            x.tolist() if isinstance(x, torch.Tensor) else list(x)
-            for x in (result.token_ids, result.logprobs, result.entropies)
-        )
-        tops = result.top_logprobs if result.top_logprobs is not None else [None] * len(seqs)
-        return [
-            SampleResult(seq, t, lp, h, top)
-            for seq, t, lp, h, top in zip(seqs, token_ids, logprobs, entropies, tops, strict=True)
-        ]
-
-    def launch(self, *args, **kwargs):
-        raise RuntimeError("async scheduling is not supported with tensor parallelism (set it off)")
+        return InflightStep(inputs.sample_seqs if sampled is not None else [], sampled, self.device)

@@ -100,11 +100,14 @@ def _serve(runner, channel, model) -> None:
     from serving.distributed.tp_runner import run_step
 
     dtype = next(model.parameters()).dtype
+    prev_ids = None  # the previous step's sampled ids, broadcast by the driver (async scheduling)
     with torch.inference_mode():
         while True:
             cmd, payload = channel.receive(model.config.hidden_size, dtype)
             if cmd == STEP:
-                run_step(runner, payload)
+                run_step(runner, payload, prev_ids)
+                shared = payload.share_samples and payload.num_samples
+                prev_ids = channel.receive_samples(payload.num_samples) if shared else None
             elif cmd == LOGITS:
                 model.compute_logits(payload)
             elif cmd == STOP:

@@ -93,8 +93,7 @@ class LLMEngine:
         self._seq_ids = itertools.count()
         self._prompt_tokens_total = 0
         self._generation_tokens_total = 0
-        # the tensor-parallel workers take their input ids from the host
-        self.async_scheduling = cfg.resolve_async_scheduling(self.device) and self.tensor_parallel is None
+        self.async_scheduling = cfg.resolve_async_scheduling(self.device)
         self._inflight: InflightStep | None = None  # launched, samples not read back yet
         self._pending: dict[Sequence, int] = {}  # placeholder holder -> index in its samples
         # live requests with penalties: the sampler needs their real tokens, so the engine reads
@@ -167,7 +166,7 @@ class LLMEngine:
         """Switch modes between steps (benchmarks compare both on one engine); returns the
         outputs of a step still in flight."""
         outputs = self._read_back(self._inflight) if self._inflight is not None else []
-        self.async_scheduling = on and self.tensor_parallel is None  # TP runs synchronous steps
+        self.async_scheduling = on
         return outputs
 
     def has_unfinished_requests(self) -> bool:

@@ -160,15 +160,27 @@ class ModelRunner:
     def _take_pending(
         self, input_ids: torch.Tensor, rows: list[int], src: list[int], previous: InflightStep | None
     ) -> torch.Tensor:
-        """Input ids whose values are the previous step's samples, gathered on the device."""
-        if previous is None or previous.token_ids is None:
-            raise RuntimeError("a pending input id without the step that samples it")
-        prev_ids = previous.token_ids
-        n = input_ids.shape[0]
-        # steady decode: every row continues the previous step's row of the same index
-        if len(rows) == n == prev_ids.shape[0] and rows == src and rows == list(range(n)):
-            return prev_ids
-        dev = input_ids.device
-        index_rows = torch.from_numpy(np.asarray(rows, dtype=np.int64)).to(dev, non_blocking=True)
-        index_src = torch.from_numpy(np.asarray(src, dtype=np.int64)).to(dev, non_blocking=True)
-        return input_ids.index_copy(0, index_rows, prev_ids.index_select(0, index_src))
+        return take_pending(input_ids, rows, src, previous.token_ids if previous is not None else None)
+
+
+def take_pending(
+    input_ids: torch.Tensor,
+    rows: list[int],
+    src: list[int],
+    prev_ids: torch.Tensor | None,
+    rows_dev: torch.Tensor | None = None,
+    src_dev: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Input ids whose values at `rows` are the previous step's samples `prev_ids[src]`,
+    gathered on the device (`rows_dev`/`src_dev`: the same indices already there)."""
+    if prev_ids is None:
+        raise RuntimeError("a pending input id without the step that samples it")
+    n = input_ids.shape[0]
+    # steady decode: every row continues the previous step's row of the same index
+    if len(rows) == n == prev_ids.shape[0] and rows == src and rows == list(range(n)):
+        return prev_ids
+    dev = input_ids.device
+    if rows_dev is None or src_dev is None:
+        rows_dev = torch.from_numpy(np.asarray(rows, dtype=np.int64)).to(dev, non_blocking=True)
+        src_dev = torch.from_numpy(np.asarray(src, dtype=np.int64)).to(dev, non_blocking=True)
+    return input_ids.index_copy(0, rows_dev, prev_ids.index_select(0, src_dev))
