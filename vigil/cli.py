@@ -36,6 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--model", help="GGUF file or Hugging Face directory (default: SmolLM2-135M-Instruct)")
     serve.add_argument("--tensor-parallel-size", type=int,
                        help="split the model over N GPUs (or N CPU processes); VIGIL_TENSOR_PARALLEL_SIZE")
+    serve.add_argument("--api-server-count", type=int,
+                       help="N API server processes on one port, feeding one engine core; VIGIL_API_SERVER_COUNT")
 
     sidecar = sub.add_parser("sidecar", help="run the monitoring sidecar: jobs, dashboard, ingest API, alerts")
     sidecar.add_argument("--host")

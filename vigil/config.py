@@ -82,6 +82,10 @@ class Settings(BaseSettings):
     # "separate": the engine core (scheduler, KV cache, model) runs in its own process and talks
     # to the API server over ZeroMQ; "inprocess": a thread of the API server (tests, debugging)
     engine_process: Literal["separate", "inprocess"] = "separate"
+    # API server processes sharing the port, each a client of the one engine core (`vigil serve
+    # --api-server-count`): tokenization, SSE and detokenization spread over N GILs; needs
+    # engine_process "separate"
+    api_server_count: int = Field(1, ge=1, le=64)
 
     # sampling of traffic into storage
     sample_rate: float = Field(0.10, ge=0.0, le=1.0)
@@ -199,6 +203,13 @@ class Settings(BaseSettings):
                 if key in seen and seen[key] != name:
                     raise ValueError(f"a key appears in both {seen[key]} and {name}")
                 seen[key] = name
+        return self
+
+    @model_validator(mode="after")
+    def _several_api_servers_need_a_separate_core(self) -> Settings:
+        if self.api_server_count > 1 and self.engine_process != "separate":
+            raise ValueError(f"VIGIL_API_SERVER_COUNT={self.api_server_count} needs VIGIL_ENGINE_PROCESS=separate "
+                             f"(the API processes share one engine-core process; got {self.engine_process!r})")
         return self
 
     @property

@@ -51,6 +51,7 @@ class _Live:
 
 class EngineCoreClient:
     coalesces_outputs = True  # a slow reader gets the newest output, never a queue
+    client_index = 0  # this API process among several feeding one core (AttachedCoreClient)
 
     def __init__(self, config: EngineConfig, loaded=None, *, auto_restart: bool = True,
                  ready_timeout_s: float = 900.0):
@@ -186,7 +187,7 @@ class EngineCoreClient:
             core = self._core
             self._adds_sent += 1
         try:
-            core.send(AddRequest(request_id, ids, params, arrival))
+            core.send(AddRequest(request_id, ids, params, arrival, self.client_index))
         except CoreUnavailable as exc:
             with self._lock:
                 self._requests.pop(request_id, None)

@@ -45,7 +45,7 @@ class CoreHandle:
         self.codec = Codec()
         self._send_lock = threading.Lock()  # zmq sockets are not thread-safe
         self.closed = False
-        launch = CoreLaunch(config, in_addr, out_addr, os.getpid(), loaded)
+        launch = CoreLaunch(config, [in_addr], [out_addr], os.getpid(), loaded)
         ctx = multiprocessing.get_context("spawn")  # never fork a process that has threads
         self.process = ctx.Process(target=run_engine_core, args=(launch,), daemon=True,
                                    name=f"vigil-engine-core-{generation}")

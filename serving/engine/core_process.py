@@ -3,17 +3,21 @@
 `run_engine_core` is the process entry point. It loads the model, says `CoreReady` (or
 `CoreFailed`), then loops: take every queued command off the input socket, run one engine
 step, send one `StepOutputs` with every request's new tokens and the engine's stats. It exits
-on `Shutdown`, or when the API process that started it is gone.
+on `Shutdown`, or when the process that started it is gone. With several API processes
+(`VIGIL_API_SERVER_COUNT`), it reads the commands of all of them and sends each one the outputs
+of the requests it added, with the stats.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import pickle
 import signal
 import sys
 from dataclasses import dataclass
+from typing import Any
 
 import zmq
 
@@ -40,10 +44,14 @@ IDLE_POLL_MS = 500  # with nothing to do: how often to check that the parent is 
 @dataclass
 class CoreLaunch:
     config: EngineConfig
-    input_address: str  # the API binds; the core PULLs commands from here
-    output_address: str  # the API binds; the core PUSHes outputs here
+    # the API side binds these; the core PULLs commands from every input (fair-queued) and
+    # PUSHes each request's outputs to the output of the API process that added it
+    input_addresses: list[str]
+    output_addresses: list[str]
     parent_pid: int
     loaded: object | None = None  # a LoadedModel to use instead of config.model_path (tests)
+    generation: int = 0
+    ready: Any = None  # a multiprocessing Event set once the model is loaded (the parent waits)
 
 
 def run_engine_core(launch: CoreLaunch) -> None:
@@ -55,26 +63,36 @@ def run_engine_core(launch: CoreLaunch) -> None:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     ctx = zmq.Context(io_threads=1)
     inbox = ctx.socket(zmq.PULL)
-    outbox = ctx.socket(zmq.PUSH)
-    outbox.setsockopt(zmq.LINGER, 2000)
-    inbox.connect(launch.input_address)
-    outbox.connect(launch.output_address)
+    for address in launch.input_addresses:
+        inbox.connect(address)
+    outboxes = []
+    for address in launch.output_addresses:
+        outbox = ctx.socket(zmq.PUSH)
+        outbox.setsockopt(zmq.LINGER, 2000 if len(launch.output_addresses) == 1 else 200)
+        outbox.connect(address)
+        outboxes.append(outbox)
     codec = Codec()
     try:
         engine = _load(launch)
     except Exception as exc:
         log.exception("engine core: could not load the model")
-        outbox.send(codec.encoder.encode(CoreFailed(f"{type(exc).__name__}: {exc}")))
-        outbox.close()
+        for outbox in outboxes:
+            outbox.send(codec.encoder.encode(CoreFailed(f"{type(exc).__name__}: {exc}")))
+            outbox.close()
         ctx.term()
         return
-    outbox.send(codec.encoder.encode(_ready(engine)))
+    ready = codec.encoder.encode(_ready(engine, launch.generation))
+    for outbox in outboxes:
+        outbox.send(ready)
+    if launch.ready is not None:
+        launch.ready.set()
     try:
-        CoreLoop(engine, inbox, outbox, codec, launch.parent_pid).run()
+        CoreLoop(engine, inbox, outboxes, codec, launch.parent_pid).run()
     finally:
         engine.close()  # tensor-parallel workers: STOP, bounded join
         inbox.close(linger=0)
-        outbox.close()
+        for outbox in outboxes:
+            outbox.close()
         ctx.term()
 
 
@@ -86,20 +104,21 @@ def _load(launch: CoreLaunch):
     return engine
 
 
-def _ready(engine) -> CoreReady:
+def _ready(engine, generation: int) -> CoreReady:
     ident = identify(engine)
     return CoreReady(
         tokenizer_pickle=pickle.dumps(engine.tokenizer), vocab_size=int(engine.model_config.vocab_size),
         max_model_len=int(engine.max_model_len), device=ident.device, dtype=ident.dtype,
-        attention=ident.attention,
+        attention=ident.attention, generation=generation, pid=os.getpid(),
     )
 
 
 class CoreLoop:
-    def __init__(self, engine, inbox: zmq.Socket, outbox: zmq.Socket, codec: Codec, parent_pid: int):
-        self.engine, self.inbox, self.outbox, self.codec = engine, inbox, outbox, codec
+    def __init__(self, engine, inbox: zmq.Socket, outboxes: list[zmq.Socket], codec: Codec, parent_pid: int):
+        self.engine, self.inbox, self.outboxes, self.codec = engine, inbox, outboxes, codec
         self.parent_pid = parent_pid
-        self.adds_seen = 0
+        self.adds_seen = [0] * len(outboxes)  # per API process: the AddRequests handled
+        self.owner: dict[str, int] = {}  # request id -> the API process that added it
         self.stopping = False
 
     def run(self) -> None:
@@ -109,7 +128,7 @@ class CoreLoop:
             busy = self.engine.has_unfinished_requests()
             if not busy and not poller.poll(IDLE_POLL_MS):
                 if os.getppid() != self.parent_pid:  # orphaned: the API process died
-                    log.warning("engine core: the API process is gone; exiting")
+                    log.warning("engine core: the process that started it is gone; exiting")
                     return
                 continue
             deltas: list[RequestDelta] = []
@@ -131,7 +150,9 @@ class CoreLoop:
             handled = True
             msg = self.codec.to_core.decode(raw.buffer)
             if isinstance(msg, AddRequest):
-                self.adds_seen += 1
+                self.adds_seen[msg.client_index] += 1
+                if len(self.outboxes) > 1:
+                    self.owner[msg.request_id] = msg.client_index
                 try:
                     self.engine.add_request(msg.request_id, msg.prompt_token_ids, msg.params,
                                             arrival_time=msg.arrival_time)
@@ -159,5 +180,32 @@ class CoreLoop:
                 failed.append(RequestFailed(rid, f"{type(exc).__name__}: {exc}", False))
 
     def _send(self, deltas: list[RequestDelta], failed: list[RequestFailed]) -> None:
-        msg = StepOutputs(deltas=deltas, stats=self.engine.stats(), adds_seen=self.adds_seen, failed=failed)
-        self.outbox.send(self.codec.encoder.encode(msg), copy=False)
+        stats = self.engine.stats()
+        if len(self.outboxes) == 1:
+            msg = StepOutputs(deltas=deltas, stats=stats, adds_seen=self.adds_seen[0], failed=failed)
+            self.outboxes[0].send(self.codec.encoder.encode(msg), copy=False)
+            return
+        routed = route(self.owner, deltas, failed, len(self.outboxes))
+        for index, outbox in enumerate(self.outboxes):
+            own_deltas, own_failed = routed[index]
+            msg = StepOutputs(deltas=own_deltas, stats=stats, adds_seen=self.adds_seen[index], failed=own_failed)
+            data = self.codec.encoder.encode(msg)
+            if own_deltas or own_failed:
+                outbox.send(data, copy=False)  # its streams wait on it: backpressure, as with one
+            else:
+                # stats only: an API process that drained and exited reads nothing any more,
+                # and must never stall the others' steps
+                with contextlib.suppress(zmq.Again):
+                    outbox.send(data, zmq.NOBLOCK, copy=False)
+
+
+def route(owner: dict[str, int], deltas: list[RequestDelta], failed: list[RequestFailed],
+          n: int) -> list[tuple[list[RequestDelta], list[RequestFailed]]]:
+    """Split a step's outputs by the API process that added each request; forget finished ones."""
+    routed: list[tuple[list[RequestDelta], list[RequestFailed]]] = [([], []) for _ in range(n)]
+    for delta in deltas:
+        index = owner.pop(delta.request_id, 0) if delta.finished else owner.get(delta.request_id, 0)
+        routed[index][0].append(delta)
+    for failure in failed:
+        routed[owner.pop(failure.request_id, 0)][1].append(failure)
+    return routed

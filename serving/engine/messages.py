@@ -1,7 +1,8 @@
 """What the API server and the engine-core process say to each other, as typed msgspec Structs
 over ZeroMQ (msgpack on the wire).
 
-API -> core: `AddRequest`, `AbortRequests`, `Shutdown`. Core -> API: `CoreReady` once the model
+API -> core: `AddRequest`, `AbortRequests`, `Shutdown` (with several API processes, only their
+parent sends `Shutdown`, and publishes `CoreDown` to them when the core died). Core -> API: `CoreReady` once the model
 is loaded (or `CoreFailed`), then one `StepOutputs` per engine step (or per batch of handled
 commands): the new token ids of every request that advanced, with the step's engine stats. Text
 is never built in the core: detokenization and stop strings run on the API side.
@@ -20,6 +21,7 @@ class AddRequest(msgspec.Struct, tag="add", array_like=True):
     prompt_token_ids: list[int]
     params: SamplingParams
     arrival_time: float
+    client_index: int = 0  # which API process sent it: its outputs go back to that one
 
 
 class AbortRequests(msgspec.Struct, tag="abort", array_like=True):
@@ -84,6 +86,8 @@ class CoreReady(msgspec.Struct, tag="ready", array_like=True):
     device: str
     dtype: str
     attention: str
+    generation: int = 0  # the parent's count of cores started (several API processes)
+    pid: int = 0
 
 
 class CoreFailed(msgspec.Struct, tag="failed", array_like=True):
@@ -93,6 +97,14 @@ class CoreFailed(msgspec.Struct, tag="failed", array_like=True):
 FromCore = StepOutputs | CoreReady | CoreFailed
 
 
+class CoreDown(msgspec.Struct, tag="down", array_like=True):
+    """Published by the multi-process parent to every API process when the core it supervises
+    died: fail what is in flight, answer 503 until a `CoreReady` of a later generation."""
+
+    generation: int
+    exitcode: int | None
+
+
 class Codec:
     """msgpack encoders/decoders for both directions (one per thread: not shared)."""
 
@@ -100,3 +112,4 @@ class Codec:
         self.encoder = msgspec.msgpack.Encoder()
         self.to_core = msgspec.msgpack.Decoder(ToCore)
         self.from_core = msgspec.msgpack.Decoder(FromCore)
+        self.from_parent = msgspec.msgpack.Decoder(CoreDown)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -66,10 +67,14 @@ def create_app(
     writer: Any | None = None,
     log_traffic: bool | None = None,
     sampler_seed: int | None = None,
+    engine_loader: Callable[[Settings], Any] = load_engine,
+    multiprocess_metrics: str | None = None,
 ) -> FastAPI:
     """`engine`: a started AsyncLLMEngine to share (tests); `writer`: a SampleWriter to use;
     `log_traffic`: sample traffic into storage (default: when the sample rate or the segment
-    minimum is above zero)."""
+    minimum is above zero); `engine_loader`: builds and starts the engine the app owns (off the
+    loop); `multiprocess_metrics`: prometheus_client's multiprocess directory, when this is one
+    of several API processes (/metrics then adds up all of them)."""
     if log_traffic is None:
         log_traffic = writer is not None or settings.sample_rate > 0 or settings.segment_min_per_hour > 0
     owns_writer = False
@@ -81,7 +86,7 @@ def create_app(
     state = ServerState(settings=settings, metrics=None, traffic=traffic,  # type: ignore[arg-type]
                         writer=writer, owns_writer=owns_writer, engine=engine)
     state.metrics = ServerMetrics(settings.model_name, state.engine_stats, state.sample_counters,
-                                  max_model_len=settings.max_model_len)
+                                  max_model_len=settings.max_model_len, multiprocess_dir=multiprocess_metrics)
 
     def on_engine_health(up: bool) -> None:
         follow_engine_health(state, up)
@@ -90,7 +95,7 @@ def create_app(
     async def lifespan(app: FastAPI):
         loader = None
         if state.engine is None:
-            loader = asyncio.create_task(_load(state, on_engine_health))
+            loader = asyncio.create_task(_load(state, on_engine_health, engine_loader))
         else:
             state.phase = Phase.READY
             _listen(state.engine, on_engine_health)
@@ -123,9 +128,9 @@ def _listen(engine: Any, listener) -> None:
         add(listener)
 
 
-async def _load(state: ServerState, on_engine_health) -> None:
+async def _load(state: ServerState, on_engine_health, engine_loader) -> None:
     try:
-        engine = await asyncio.to_thread(load_engine, state.settings)
+        engine = await asyncio.to_thread(engine_loader, state.settings)
         _listen(engine, on_engine_health)
     except Exception as exc:
         log.exception("could not load the model")

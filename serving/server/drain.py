@@ -65,3 +65,5 @@ async def close_resources(state: ServerState, timeout: float = 30.0) -> None:
         await asyncio.to_thread(state.writer.close, timeout)
     if state.engine is not None and state.owns_engine:
         await state.engine.shutdown()
+    if state.metrics is not None:
+        state.metrics.publish()  # several API processes: this one's final counts, for the others' scrapes

@@ -99,7 +99,7 @@ def serve_command(args) -> int:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     overrides = {}
     for name, field in (("host", "host"), ("port", "port"), ("model", "model_path"),
-                        ("tensor_parallel_size", "tensor_parallel_size")):
+                        ("tensor_parallel_size", "tensor_parallel_size"), ("api_server_count", "api_server_count")):
         value = getattr(args, name, None)
         if value is not None:
             overrides[field] = value
@@ -108,4 +108,8 @@ def serve_command(args) -> int:
     logging.getLogger("alembic").setLevel(logging.WARNING)
     if settings.sample_rate > 0 or settings.segment_min_per_hour > 0:
         _prepare_storage(settings)
+    if settings.api_server_count > 1:
+        from serving.server.multi_process import run_multi_process
+
+        return run_multi_process(settings)
     return run_server(settings)

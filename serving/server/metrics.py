@@ -52,6 +52,14 @@ class SampleCounters:
     sampled: int = 0  # finished requests the sampler kept
 
 
+SAMPLE_COUNTERS = [  # (name, help, SampleCounters field)
+    ("vigil:samples_logged", "Sampled requests written to the database.", "logged"),
+    ("vigil:samples_journaled", "Sampled requests spilled to the local journal.", "journaled"),
+    ("vigil:samples_dropped", "Sampled requests lost before reaching storage.", "dropped"),
+    ("vigil:requests_sampled", "Finished requests the traffic sampler kept.", "sampled"),
+]
+
+
 class _SnapshotCollector(Collector):
     """Reads engine stats and sample counters when Prometheus scrapes."""
 
@@ -60,10 +68,13 @@ class _SnapshotCollector(Collector):
         model_name: str,
         engine_stats: Callable[[], EngineStats | None],
         sample_counters: Callable[[], SampleCounters],
+        include_sample_counters: bool = True,
     ):
         self.model_name = model_name
         self.engine_stats = engine_stats
         self.sample_counters = sample_counters
+        # off with several API processes: each process's counts go to the multiprocess files
+        self.include_sample_counters = include_sample_counters
 
     def describe(self) -> Iterable[Metric]:
         return []  # dynamic: skip the registry's duplicate-name check at registration
@@ -91,13 +102,9 @@ class _SnapshotCollector(Collector):
             ("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.",
              stats.prefix_cache_hits_total),
         ]
-        samples = self.sample_counters()
-        counters += [
-            ("vigil:samples_logged", "Sampled requests written to the database.", samples.logged),
-            ("vigil:samples_journaled", "Sampled requests spilled to the local journal.", samples.journaled),
-            ("vigil:samples_dropped", "Sampled requests lost before reaching storage.", samples.dropped),
-            ("vigil:requests_sampled", "Finished requests the traffic sampler kept.", samples.sampled),
-        ]
+        if self.include_sample_counters:
+            samples = self.sample_counters()
+            counters += [(name, doc, getattr(samples, field)) for name, doc, field in SAMPLE_COUNTERS]
         for name, doc, value in counters:
             c = CounterMetricFamily(name, doc, labels=["model_name"])
             c.add_metric(label, float(value))
@@ -111,10 +118,20 @@ class ServerMetrics:
         engine_stats: Callable[[], EngineStats | None] = lambda: None,
         sample_counters: Callable[[], SampleCounters] = SampleCounters,
         max_model_len: int | None = None,
+        multiprocess_dir: str | None = None,
     ):
+        """`multiprocess_dir`: prometheus_client's multiprocess directory (several API processes;
+        PROMETHEUS_MULTIPROC_DIR must have been set before prometheus_client was imported)."""
         self.model_name = model_name
         self.registry = CollectorRegistry(auto_describe=True)
-        self.registry.register(_SnapshotCollector(model_name, engine_stats, sample_counters))
+        self.snapshot = _SnapshotCollector(model_name, engine_stats, sample_counters,
+                                           include_sample_counters=multiprocess_dir is None)
+        self.registry.register(self.snapshot)
+        self.shared = None
+        if multiprocess_dir is not None:
+            from serving.server.multiprocess_metrics import SharedMetrics
+
+            self.shared = SharedMetrics(multiprocess_dir, model_name, sample_counters, self.snapshot)
         labels = ["model_name"]
         r = self.registry
         self.request_success = Counter(
@@ -199,4 +216,11 @@ class ServerMetrics:
             self.request_success.labels(name, choice.finish_reason or "abort").inc()
 
     def render(self) -> bytes:
+        if self.shared is not None:
+            return self.shared.render()
         return generate_latest(self.registry)
+
+    def publish(self) -> None:
+        """Several API processes: write this process's sample counters to the shared files."""
+        if self.shared is not None:
+            self.shared.publish()

@@ -1,0 +1,141 @@
+"""`vigil serve --api-server-count N` with N > 1: N API server processes on one port, all clients
+of one engine core, under this parent process.
+
+The parent binds the listening socket once, starts the engine core (`CoreHost`: launch, watch,
+restart, tell the API processes), then N API processes (spawned, serving/server/api_worker.py)
+that each serve the shared socket. The parent serves no request itself.
+
+- An API process that dies: the group ends (the others drain) and the parent exits 1, for the
+  service manager to restart it.
+- SIGTERM/SIGINT: forwarded to every API process (a second one too: they stop at once); each
+  drains as a single server does; once all have exited the core is shut down; exit 0.
+- /metrics adds up the processes through prometheus_client's multiprocess mode (a fresh
+  directory, set in PROMETHEUS_MULTIPROC_DIR here, before any child imports the library).
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import shutil
+import signal
+import socket
+import tempfile
+import time
+from typing import Any
+
+from vigil.config import Settings
+
+log = logging.getLogger("vigil.serve")
+
+POLL_S = 0.1
+STOP_EXTRA_S = 15.0  # past the drain grace: how long an API process may take to exit
+
+
+def bind_listener(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+class ApiGroup:
+    """The N API processes and the parent's signal handling."""
+
+    def __init__(self, settings: Settings, host: Any, sock: socket.socket, workdir: str, metrics_dir: str):
+        from serving.engine.attached_client import CoreAttachment
+        from serving.server.api_worker import ApiWorkerSpec, run_api_worker
+
+        self.settings, self.host = settings, host
+        self.signals = 0
+        ctx = multiprocessing.get_context("spawn")
+        self.processes = []
+        for i in range(settings.api_server_count):
+            attachment = CoreAttachment(i, host.input_addresses[i], host.output_addresses[i], host.events_address)
+            spec = ApiWorkerSpec(settings, attachment, os.getpid(), metrics_dir)
+            self.processes.append(ctx.Process(target=run_api_worker, args=(spec, sock), daemon=True,
+                                              name=f"vigil-api-server-{i}"))
+
+    def start(self) -> None:
+        for process in self.processes:
+            process.start()
+        log.info("%d API server processes (pids %s) on %s:%d, engine core pid %s", len(self.processes),
+                 ", ".join(str(p.pid) for p in self.processes), self.settings.host, self.settings.port,
+                 self.host.core_pid)
+
+    def on_signal(self, sig: int, frame) -> None:
+        self.signals += 1
+        log.info("signal %s: forwarding to the API processes%s", signal.Signals(sig).name,
+                 "" if self.signals == 1 else " (again: they stop without waiting)")
+        self.terminate()
+
+    def terminate(self) -> None:
+        for process in self.processes:
+            if process.is_alive():
+                os.kill(process.pid, signal.SIGTERM)
+
+    def supervise(self) -> int:
+        """Run until the group is over; the exit code."""
+        first = self.host._core
+        watching = False
+        while True:
+            if not watching and first.ready.is_set():
+                self.host.start_watching()  # from now on a dead core is restarted
+                watching = True
+            elif not watching and not first.process.is_alive():
+                log.error("the engine core exited with code %s before it was ready", first.process.exitcode)
+                return self.end_group(1)
+            gone = [p for p in self.processes if not p.is_alive()]
+            if self.signals:
+                if len(gone) == len(self.processes):
+                    return 0 if all(p.exitcode == 0 for p in gone) else 1
+            elif gone:
+                for p in gone:
+                    log.error("API server process %s (pid %s) exited with code %s: stopping the group",
+                              p.name, p.pid, p.exitcode)
+                return self.end_group(1)
+            time.sleep(POLL_S)
+
+    def end_group(self, code: int) -> int:
+        self.terminate()  # the others drain what they have in flight
+        deadline = time.monotonic() + self.settings.drain_grace_s + STOP_EXTRA_S
+        for process in self.processes:
+            process.join(max(0.0, deadline - time.monotonic()))
+            if process.is_alive():
+                process.kill()
+                process.join(5)
+        return code
+
+
+def run_multi_process(settings: Settings) -> int:
+    """Serve with `settings.api_server_count` API processes until drained; the exit code."""
+    from serving.engine import EngineConfig
+    from serving.engine.core_host import CoreHost
+
+    workdir = tempfile.mkdtemp(prefix="vigil-api-")
+    metrics_dir = os.path.join(workdir, "metrics")
+    os.mkdir(metrics_dir)
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir  # inherited by every spawned child
+    n = settings.api_server_count
+    host = CoreHost(EngineConfig.from_settings(settings), [f"ipc://{workdir}/input-{i}" for i in range(n)],
+                    [f"ipc://{workdir}/output-{i}" for i in range(n)], workdir)
+    sock = bind_listener(settings.host, settings.port)
+    group = ApiGroup(settings, host, sock, workdir, metrics_dir)
+    previous = {sig: signal.signal(sig, group.on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        host.spawn()
+        group.start()
+        code = group.supervise()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        group.end_group(0)  # nothing left by now, unless supervise raised
+        sock.close()
+        host.shutdown()
+        shutil.rmtree(workdir, ignore_errors=True)
+    log.info("all API server processes exited; engine core stopped")
+    return code
