@@ -16,7 +16,9 @@ off and on (`--async-scheduling both`, the default), on the same engine one afte
 
 With `--tensor-parallel-size N` (N > 1) each shape runs at TP=1 and TP=N side by side on the
 same random weights (made on the GPUs, no HF model), except the `--tp-only-shapes` (default
-qwen3-32b), which run at TP=N alone; the roofline counts N GPUs' bandwidth.
+qwen3-32b), which run at TP=N alone; the roofline counts N GPUs' bandwidth. Both sizes run with
+async scheduling on (off with `--async-scheduling off`); `--tp-allreduce` picks the layers'
+all-reduce, and each engine prints which one it uses.
 
     python -m bench.bench_throughput --tensor-parallel-size 2 --shapes qwen3-4b,qwen3-32b --batches 1,64
 """
@@ -114,12 +116,16 @@ def bench_shape(name: str, batches: list[int], args, rows: list[dict], table: Ta
     torch.cuda.empty_cache()
 
 
-TP_COLUMNS = ["shape", "TP", "batch", "engine tok/s", "vs TP=1", "roofline tok/s", "% roofline", "all-reduce % of GPU time"]
+TP_COLUMNS = ["shape", "TP", "batch", "async", "all-reduce", "engine tok/s", "vs TP=1", "roofline tok/s", "% roofline",
+              "all-reduce % of GPU time"]
+# kernel names of the all-reduces (and the logits all-gather): NCCL's, and the symmetric-memory one-shot
+COLLECTIVE_KERNELS = ("nccl", "all_reduce")
 
 
 def allreduce_share(engine, prompts: list[list[int]], new_tokens: int = 32) -> float | None:
-    """Rank 0's NCCL kernel time over all its kernel time for a short run (the kernels inside
-    replayed CUDA graphs included). NCCL time counts a rank's wait for the slower peer too."""
+    """Rank 0's collective kernel time (NCCL's and the one-shot all-reduce's) over all its kernel
+    time for a short run (the kernels inside replayed CUDA graphs included). It counts a rank's
+    wait for the slower peer too."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
@@ -127,7 +133,7 @@ def allreduce_share(engine, prompts: list[list[int]], new_tokens: int = 32) -> f
         run_engine(engine, prompts, new_tokens)
     kernels = [e for e in prof.events() if e.device_type == DeviceType.CUDA]
     total = sum(e.time_range.elapsed_us() for e in kernels)
-    nccl = sum(e.time_range.elapsed_us() for e in kernels if "nccl" in e.name.lower())
+    nccl = sum(e.time_range.elapsed_us() for e in kernels if any(k in e.name.lower() for k in COLLECTIVE_KERNELS))
     return nccl / total if total else None
 
 
@@ -136,6 +142,7 @@ def bench_tp_shape(name: str, batches: list[int], args, rows: list[dict], table:
 
     shape = SHAPES[name]
     sizes = [args.tensor_parallel_size] if name in args.tp_only_shapes.split(",") else [1, args.tensor_parallel_size]
+    tp_async = "off" if args.async_scheduling == "off" else "on"  # TP rows: one mode, the same at TP=1 and TP=N
     base: dict[int, float] = {}
     g = torch.Generator().manual_seed(0)
     prompts_by_batch = {b: torch.randint(0, shape["vocab_size"], (b, args.prompt), generator=g).tolist()
@@ -143,7 +150,11 @@ def bench_tp_shape(name: str, batches: list[int], args, rows: list[dict], table:
     for tp in sizes:
         kv_tokens = max(batches) * (args.prompt + args.new + 16)
         engine = make_tp_engine(shape, tp=tp, max_num_seqs=max(batches), kv_tokens=kv_tokens,
-                                kv_cache_dtype=args.kv_cache_dtype)
+                                kv_cache_dtype=args.kv_cache_dtype, async_scheduling=tp_async,
+                                tp_allreduce=args.tp_allreduce)
+        reduce_name = engine.tensor_parallel.all_reduce_name if engine.tensor_parallel is not None else "-"
+        print(f"# TP={tp}: async scheduling {'on' if engine.async_scheduling else 'off'}, all-reduce {reduce_name}",
+              flush=True)
         try:
             for batch in batches:
                 prompts = prompts_by_batch[batch]
@@ -157,9 +168,11 @@ def bench_tp_shape(name: str, batches: list[int], args, rows: list[dict], table:
                 roof = tp * batch * HBM_BYTES_PER_S / decode_step_bytes(shape, batch, args.prompt + args.new / 2, kv_elem)
                 vs = f"{ours / base[batch]:.2f}x" if batch in base and tp > 1 else "-"
                 share = allreduce_share(engine, prompts) if tp > 1 and not args.no_profile else None
-                rows.append({"shape": name, "tp": tp, "batch": batch, "engine_tok_s": ours, "roofline_tok_s": roof,
+                rows.append({"shape": name, "tp": tp, "batch": batch, "async_scheduling": engine.async_scheduling,
+                             "all_reduce": reduce_name, "engine_tok_s": ours, "roofline_tok_s": roof,
                              "roofline_share": ours / roof, "engine_s": t, "allreduce_share": share})
-                print(table.add(name, tp, batch, f"{ours:.0f}", vs, f"{roof:.0f}", f"{100 * ours / roof:.0f}%",
+                print(table.add(name, tp, batch, "on" if engine.async_scheduling else "off", reduce_name,
+                                f"{ours:.0f}", vs, f"{roof:.0f}", f"{100 * ours / roof:.0f}%",
                                 "-" if share is None else f"{100 * share:.1f}%"), flush=True)
         finally:
             engine.close()
@@ -185,6 +198,8 @@ def main() -> None:
     parser.add_argument("--tensor-parallel-size", type=int, default=1)
     parser.add_argument("--tp-only-shapes", default="qwen3-32b", help="shapes run at TP=N only")
     parser.add_argument("--no-profile", action="store_true", help="TP rows: skip the all-reduce share profile")
+    parser.add_argument("--tp-allreduce", default="auto", choices=["auto", "nccl", "symm_mem"],
+                        help="TP rows: the layers' all-reduce (serving/distributed/all_reduce.py)")
     args = parser.parse_args()
     batches = [int(b) for b in args.batches.split(",")]
     if args.tensor_parallel_size > 1:

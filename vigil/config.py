@@ -74,6 +74,9 @@ class Settings(BaseSettings):
     # one step of lookahead: the host schedules step t+1 while the device runs step t; "auto": on
     # for CUDA, off on CPU (where the host and the model share the cores: nothing to overlap)
     async_scheduling: Literal["auto", "on", "off"] = "auto"
+    # tensor parallel all-reduce of the layers: "auto" = one-shot over NVLink peer memory (torch
+    # symmetric memory) for small CUDA messages when every rank can, else NCCL (gloo on CPU)
+    tp_allreduce: Literal["auto", "nccl", "symm_mem"] = "auto"
     host: str = "127.0.0.1"
     port: int = Field(8000, gt=0, lt=65536)
     api_keys: list[str] = Field(default_factory=lambda: [DEFAULT_DEV_API_KEY])

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from serving.distributed.all_reduce import with_all_reduce
 from serving.distributed.group import (
     DEFAULT_INIT_TIMEOUT_S,
     apply_nccl_env,
@@ -40,6 +41,7 @@ class TensorParallel:
     num_blocks: int
     runner: TensorParallelRunner
     workers: WorkerProcesses
+    all_reduce_name: str = "default"  # the layers' all-reduce: "nccl", "symm_mem" (CUDA) or gloo's
     closed: bool = False
 
     def close(self) -> None:
@@ -104,6 +106,7 @@ def start_tensor_parallel(
         )
         workers.send_all(num_blocks)
         tp = init_group(0, world_size, port, device, init_timeout_s)
+        tp = with_all_reduce(tp, cfg.tp_allreduce, device, dtype, cfg.max_num_batched_tokens, mine.config.hidden_size)
         model = build_model(mine.config, mine.state_dict, device, dtype, tp=tp)
         runner = TensorParallelRunner(model, local, num_blocks, cfg.block_size, device, kv_dtype,
                                       cfg.enable_cuda_graphs, channel=StepChannel(tp, device))
@@ -112,7 +115,8 @@ def start_tensor_parallel(
         workers.kill()
         destroy_group()
         raise
-    log.info("tensor parallel: %d ranks on %s, %d KV blocks per rank", world_size, device.type, num_blocks)
-    group = TensorParallel(replace(mine, state_dict={}), num_blocks, runner, workers)
+    log.info("tensor parallel: %d ranks on %s, %d KV blocks per rank, %s all-reduce", world_size, device.type,
+             num_blocks, tp.all_reduce_name)
+    group = TensorParallel(replace(mine, state_dict={}), num_blocks, runner, workers, tp.all_reduce_name)
     atexit.register(group.close)
     return group

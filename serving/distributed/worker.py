@@ -69,6 +69,7 @@ def main(fd_in: int, fd_out: int) -> int:
 def _start(launch, inbox: Connection, outbox: Connection):
     import torch
 
+    from serving.distributed.all_reduce import with_all_reduce
     from serving.distributed.group import init_group
     from serving.distributed.partition import rank_config
     from serving.distributed.step_channel import StepChannel
@@ -85,6 +86,7 @@ def _start(launch, inbox: Connection, outbox: Connection):
     outbox.send(("loaded", None))
     num_blocks = inbox.recv()
     tp = init_group(launch.rank, launch.world_size, launch.port, device, launch.init_timeout_s)
+    tp = with_all_reduce(tp, cfg.tp_allreduce, device, dtype, cfg.max_num_batched_tokens, loaded.config.hidden_size)
     model = build_model(loaded.config, loaded.state_dict, device, dtype, tp=tp)
     local = rank_config(loaded.config, launch.world_size, launch.rank)
     del loaded

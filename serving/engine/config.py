@@ -40,6 +40,7 @@ class EngineConfig:
     warm_up_at_start: bool = _setting("warm_up_at_start")  # GPU only
     tensor_parallel_size: int = _setting("tensor_parallel_size")  # > 1: serving/distributed
     async_scheduling: str = _setting("async_scheduling")  # "auto" (CUDA only) | "on" | "off"
+    tp_allreduce: str = _setting("tp_allreduce")  # "auto" | "nccl" | "symm_mem" (serving/distributed/all_reduce.py)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> EngineConfig:

@@ -2,7 +2,8 @@
 
 Column-parallel linears hold a slice of the output features and need no communication; the
 row-parallel linear that follows holds the matching slice of its input features, so each rank's
-product is a partial sum and one all-reduce completes it (bias added once, after it). The
+product is a partial sum and one all-reduce completes it (bias added once, after it); the
+all-reduce is the context's (NCCL, or symmetric memory for small CUDA messages: all_reduce.py). The
 vocabulary-parallel embedding looks up only its own token range (other ids give zero rows) and
 all-reduces; the LM head computes its vocabulary slice and all-gathers the logits.
 
@@ -48,8 +49,8 @@ class RowParallelLinear(nn.Module):
 
     def reduce(self, partial: torch.Tensor) -> torch.Tensor:
         """The sum of every rank's partial product (in place), plus the bias once."""
-        dist.all_reduce(partial, group=self.tp.group)
-        return partial if self.bias is None else partial + self.bias
+        total = self.tp.all_reduce(partial)
+        return total if self.bias is None else total + self.bias
 
 
 class VocabParallelEmbedding(nn.Module):
@@ -66,8 +67,7 @@ class VocabParallelEmbedding(nn.Module):
         outside = (input_ids < self.start) | (input_ids >= self.end)
         local = (input_ids - self.start).masked_fill(outside, 0)
         hidden = F.embedding(local, self.weight).masked_fill(outside[:, None], 0)
-        dist.all_reduce(hidden, group=self.tp.group)
-        return hidden
+        return self.tp.all_reduce(hidden)
 
 
 def gather_logits(local_logits: torch.Tensor, vocab_size: int, tp: ParallelContext) -> torch.Tensor:

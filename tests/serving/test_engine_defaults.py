@@ -42,7 +42,7 @@ def test_every_engine_setting_reaches_the_engine_config(monkeypatch):
         "max_model_len": 256, "enable_prefix_caching": False, "kv_cache_dtype": "fp8",
         "enable_chunked_prefill": False, "torch_threads": 2, "enable_cuda_graphs": False,
         "async_scheduling": "on", "tensor_parallel_size": 2, "capture_graphs_at_start": False,
-        "warm_up_at_start": False,
+        "warm_up_at_start": False, "tp_allreduce": "nccl",
     }  # fmt: skip
     assert sorted(changed) == sorted(SHARED)  # a new engine setting needs a value here
     for name, value in changed.items():
