@@ -5,13 +5,17 @@ height, a token count of another alignment class (1, a multiple of 16, other), a
 width of another class. On a fresh GPU machine each compile takes a few hundred milliseconds
 inside a step, and a burst of new users waited for them (TTFT ~550 ms for 64 short prompts on
 an H200, ~80 ms once warm). The warm-up runs prompts of lengths that cover those classes, as
-one batch and as decodes, then gives the engine a fresh block manager, scheduler and counters,
-so no metric and no prefix-cache entry remembers it.
+one batch and as decodes, a few alone (one sequence per step, a prefix-cache hit), and runs the
+attention kernels once per split count and prefill tile on dummy rows (a mixed step runs the
+decode kernel outside the CUDA graphs with a split count chosen per step). Then the engine gets a
+fresh block manager, scheduler and counters, so no metric and no prefix-cache entry remembers it.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+
+import torch
 
 from serving.engine.block_manager import BlockManager
 from serving.engine.scheduler import Scheduler, SchedulerConfig
@@ -23,6 +27,7 @@ if TYPE_CHECKING:
 MAX_SEQS = 64
 # 1 and 16: the specialised token counts; 7, 17, 33: others; 64+: the tall prefill tile
 LENGTHS = (1, 7, 16, 17, 33, 64, 300)
+ALONE = (1, 17, 64, 64)  # the second 64 finds its first blocks in the prefix cache
 REQUEST_PREFIX = "__vigil_warmup-"
 
 
@@ -35,15 +40,54 @@ def warm_up(engine: LLMEngine) -> int:
     lengths = [min(n, longest) for n in LENGTHS]
     vocab = min(engine.model_config.vocab_size, 1000)
     params = SamplingParams(max_tokens=2, temperature=0.0, ignore_eos=True)
+    steps = 0
+    for i, n in enumerate(ALONE):
+        engine.add_request(f"{REQUEST_PREFIX}alone-{i}", [j % vocab for j in range(min(n, longest))], params)
+        steps += _run_to_end(engine)
     for i in range(min(cfg.max_num_seqs, MAX_SEQS)):
         n = lengths[i % len(lengths)]
         engine.add_request(f"{REQUEST_PREFIX}{i}", [(i * 31 + j) % vocab for j in range(n)], params)
+    steps += _run_to_end(engine)
+    if engine.runner.gpu is not None:
+        compile_attention_variants(engine.runner)
+    fresh_state(engine)
+    return steps
+
+
+def _run_to_end(engine: LLMEngine) -> int:
     steps = 0
     while engine.has_unfinished_requests():
         engine.step()
         steps += 1
-    fresh_state(engine)
     return steps
+
+
+@torch.inference_mode()
+def compile_attention_variants(runner) -> None:
+    """Every decode split count and both prefill tiles, on one dummy sequence over block 0 (read,
+    never written) of layer 0's cache; the outputs are thrown away."""
+    from serving.kernels.paged_decode import MAX_SPLITS, paged_decode
+    from serving.kernels.paged_prefill import paged_prefill
+
+    k_cache, v_cache = runner.kv_caches[0]
+    cfg, dev = runner.config, runner.device
+    dtype = next(runner.model.parameters()).dtype
+    scales = {"k_scale": runner.backend.k_scale, "v_scale": runner.backend.v_scale}
+    for rows in (1, 17):  # prefill tiles of 16 and of 64 rows
+        query = torch.zeros((rows, cfg.num_attention_heads, cfg.head_dim), dtype=dtype, device=dev)
+        width = -(-rows // runner.block_size)
+        tables = torch.zeros((1, width), dtype=torch.int32, device=dev)
+        seq_lens = torch.tensor([rows], dtype=torch.int32, device=dev)
+        starts = torch.tensor([0, rows], dtype=torch.int32, device=dev)
+        out = torch.empty_like(query)
+        paged_prefill(query, k_cache, v_cache, tables, seq_lens, starts, out, 1.0, rows, **scales)
+        if rows == 1:
+            splits = 1
+            while splits <= MAX_SPLITS:
+                paged_decode(query, k_cache, v_cache, tables, seq_lens, starts, out, 1.0, 1,
+                             num_splits=splits, **scales)
+                splits *= 2
+    torch.cuda.synchronize(dev)
 
 
 def fresh_state(engine: LLMEngine) -> None:

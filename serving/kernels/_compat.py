@@ -47,9 +47,14 @@ except ImportError:  # CPU-only install: kernels import but cannot run
     tl = _LanguageStub()  # type: ignore[assignment]
 
 
+# The attention kernels' arguments that change from step to step: the block table's width and the
+# addresses of the per-sequence arrays (a mixed step passes them from a row offset).
+RUNTIME_ARGS = ["block_tables_ptr", "seq_lens_ptr", "qsl_ptr", "bt_stride"]
+
+
 def require_triton() -> None:
     if not HAS_TRITON:
         raise RuntimeError("the Triton kernels need the `triton` package and a CUDA GPU")
 
 
-__all__ = ["HAS_TRITON", "require_triton", "tl", "triton"]
+__all__ = ["HAS_TRITON", "RUNTIME_ARGS", "require_triton", "tl", "triton"]

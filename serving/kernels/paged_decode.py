@@ -11,14 +11,17 @@ program derives its actual range from the sequence's length read on the device.
 
 import torch
 
-from serving.kernels._compat import require_triton, tl, triton
+from serving.kernels._compat import RUNTIME_ARGS, require_triton, tl, triton
 
 LOG2E = 1.4426950408889634
 NUM_SMS_TARGET = 2 * 132  # two waves of programs fill an H200's 132 SMs
 DECODE_BLOCK_N = 64
+MAX_SPLITS = 64  # a sequence's context is split over at most this many programs
 
 
-@triton.jit
+# Per-step values are not specialised on: a block-table width or a row offset of another
+# alignment class would otherwise compile a new variant inside a serving step (~0.4 s).
+@triton.jit(do_not_specialize=RUNTIME_ARGS)
 def _decode_kernel(
     q_ptr,
     k_cache_ptr,
@@ -160,7 +163,7 @@ def choose_num_splits(num_seqs: int, num_kv_heads: int, max_seq_len: int) -> int
     programs = max(1, num_seqs * num_kv_heads)
     max_tiles = max(1, triton.cdiv(max_seq_len, DECODE_BLOCK_N))
     splits = 1
-    while programs * splits < NUM_SMS_TARGET and splits * 2 <= min(max_tiles, 64):
+    while programs * splits < NUM_SMS_TARGET and splits * 2 <= min(max_tiles, MAX_SPLITS):
         splits *= 2
     return splits
 

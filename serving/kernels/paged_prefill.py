@@ -8,12 +8,14 @@ Grid (num_seqs, query tiles, num_q_heads). Query row r of sequence i sits at abs
 
 import torch
 
-from serving.kernels._compat import require_triton, tl, triton
+from serving.kernels._compat import RUNTIME_ARGS, require_triton, tl, triton
 
 LOG2E = 1.4426950408889634
 
 
-@triton.jit
+# Per-step values are not specialised on: a block-table width or a row offset of another
+# alignment class would otherwise compile a new variant inside a serving step (~0.4 s).
+@triton.jit(do_not_specialize=RUNTIME_ARGS)
 def _prefill_kernel(
     q_ptr,
     k_cache_ptr,
