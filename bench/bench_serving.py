@@ -21,6 +21,11 @@ VIGIL_DATABASE_URL, VIGIL_JOURNAL_DIR), and every sampled record is checked to b
 database (at rate 1: one row per answered request). With rate 0 among the rates, served tok/s
 with logging on over off is reported per mode and load. Exit status 1 if a check fails.
 
+API server processes: `--api-server-count 1,4` starts one server per count (`vigil serve
+--api-server-count N`: N API processes on one port feeding one engine core; `separate` mode only).
+`--tiny-model DIR` writes a tiny random Llama with a byte tokenizer there and serves it: the
+model costs next to nothing, so the runs measure the API path (CPU comparison of 1 vs 2 below).
+
 One JSON file per run goes to --json-dir; the tables to bench/results/serving.md.
 
     python -m bench.bench_serving --device cpu --concurrency 4 --num-prompts 8 --input-len 16 \
@@ -28,6 +33,8 @@ One JSON file per run goes to --json-dir; the tables to bench/results/serving.md
     python -m bench.bench_serving --device cuda --tokenizer-dir DIR --shape qwen3-4b --concurrency 64,256 \
         --num-prompts 512 --input-len 128 --output-len 256 --kv-cache-mb 16384 --client-procs 4 \
         --modes separate --sample-rates 0,1
+    python -m bench.bench_serving --device cpu --tiny-model /tmp/vigil_tiny --modes separate \
+        --api-server-count 1,2 --concurrency 64 --num-prompts 64 --input-len 16 --output-len 16 --torch-threads 1
 """
 
 from __future__ import annotations
@@ -94,6 +101,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--tokenizer-dir", default=None, help="GPU runs: random weights of --shape with this tokenizer")
     p.add_argument("--shape", default=None, choices=sorted(SHAPES), help="with --tokenizer-dir (default smollm2-135m)")
     p.add_argument("--modes", default="inprocess,separate")
+    p.add_argument("--api-server-count", default="1",
+                   help="API server processes, comma-separated: one server each (above 1: separate mode only)")
+    p.add_argument("--tiny-model", default=None, help="write a tiny random Llama here and serve it (CPU API-path runs)")
     p.add_argument("--concurrency", default="8", help="fixed-concurrency runs, comma-separated ('' for none)")
     p.add_argument("--request-rates", default="", help="Poisson runs: requests/s, comma-separated, 'inf' allowed")
     p.add_argument("--sample-rates", default="0", help="traffic sample rates, one server each (e.g. 0,1)")
@@ -115,6 +125,10 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
+    if args.tiny_model:
+        from bench.tiny_model import write_tiny_model
+
+        args.model = str(write_tiny_model(Path(args.tiny_model)))
     if args.tokenizer_dir:
         args.shape = args.shape or "smollm2-135m"
         args.model = args.model or f"/tmp/vigil_{args.shape}_random"
@@ -133,8 +147,12 @@ def main() -> None:
     loads = [("concurrency", c) for c in concurrencies] + [("rate", r) for r in rates]
     runs: list[dict] = []
     for mode in args.modes.split(","):
-        for sample_rate in sample_rates:
-            runs += serve_runs(args, mode, sample_rate, jobs, loads, max_seqs)
+        for api_servers in [int(n) for n in args.api_server_count.split(",")]:
+            if api_servers > 1 and mode != "separate":
+                print(f"skipped: {api_servers} API servers need the separate engine process, not {mode}")
+                continue
+            for sample_rate in sample_rates:
+                runs += serve_runs(args, mode, sample_rate, jobs, loads, max_seqs, api_servers)
     offline_by_seqs = {}
     for run in runs:
         seqs = int(float(run["load"].split()[1])) if run["load"].startswith("concurrency") else max_seqs
@@ -147,11 +165,13 @@ def main() -> None:
     raise SystemExit(0 if ok else 1)
 
 
-def serve_runs(args, mode: str, sample_rate: float, jobs: list[Job], loads: list, max_seqs: int) -> list[dict]:
-    """One server (this mode and sample rate) through every load; with sampling on, each run
-    carries the storage check: records sampled, rows in the database, nothing journaled/dropped."""
+def serve_runs(args, mode: str, sample_rate: float, jobs: list[Job], loads: list, max_seqs: int,
+               api_servers: int = 1) -> list[dict]:
+    """One server (this mode, API process count and sample rate) through every load; with
+    sampling on, each run carries the storage check: records sampled, rows in the database,
+    nothing journaled/dropped."""
     storage = Storage(Path(tempfile.mkdtemp(prefix="vigil-bench-storage-")))
-    proc = start_server(args, mode, max_seqs, sample_rate, storage)
+    proc = start_server(args, mode, max_seqs, sample_rate, storage, api_servers)
     base = f"http://127.0.0.1:{args.port}"
     runs: list[dict] = []
     try:
@@ -163,13 +183,13 @@ def serve_runs(args, mode: str, sample_rate: float, jobs: list[Job], loads: list
             load_before = os.getloadavg()[0]
             summary = run_load(base, model, jobs, args.client_procs, int(value) if kind == "concurrency" else None)
             answered += summary["completed"]
-            run = {"mode": mode, "load": f"{kind} {value:g}", "sample_rate": sample_rate, "workload": args.workload,
+            run = {"mode": mode, "api_servers": api_servers, "load": f"{kind} {value:g}", "sample_rate": sample_rate, "workload": args.workload,
                    "machine_load_1m": round(max(load_before, os.getloadavg()[0]), 2), **summary}
             if sample_rate >= 1.0:  # every answered request so far is a row (the writer lags a little)
                 run["rows_expected"], run["rows_in_db"] = answered, storage.wait_rows(answered)
             runs.append(run)
             print(json.dumps(run), flush=True)
-            name = f"{mode}-rate{sample_rate:g}-{kind}-{value:g}.json"
+            name = f"{mode}-api{api_servers}-rate{sample_rate:g}-{kind}-{value:g}.json"
             (Path(args.json_dir) / name).write_text(json.dumps(run, indent=1))
         counters = _settled_counters(base) if sample_rate > 0 else {}
     finally:
@@ -178,7 +198,7 @@ def serve_runs(args, mode: str, sample_rate: float, jobs: list[Job], loads: list
         check = {"answered": answered, **counters, "rows": storage.rows(), "journal_files": len(storage.journal_files())}
         check["all_in_db"] = (check["rows"] == check["sampled"] and not check["dropped"] and not check["journaled"]
                               and (sample_rate < 1.0 or check["sampled"] == answered))
-        print(json.dumps({"mode": mode, "sample_rate": sample_rate, "storage": str(storage.db), **check}), flush=True)
+        print(json.dumps({"mode": mode, "api_servers": api_servers, "sample_rate": sample_rate, "storage": str(storage.db), **check}), flush=True)
         for run in runs:
             run["logging"] = check
     return runs
@@ -204,12 +224,12 @@ def report(args, runs: list[dict]) -> bool:
     title = (f"vigil serve on {args.device}, {shape}{args.workload} workload ({args.num_prompts} requests, input ~"
              f"{args.input_len}, output ~{args.output_len} tokens, greedy, EOS ignored), "
              f"{args.client_procs} client processes; SLO TTFT <= 200 ms, TPOT <= 50 ms")
-    table = Table(title, ["engine process", "load", "sample rate", "req/s", "output tok/s", "offline tok/s",
+    table = Table(title, ["engine process", "API servers", "load", "sample rate", "req/s", "output tok/s", "offline tok/s",
                           "served/offline", "TTFT p50/p90/p99 ms", "TPOT p50/p90/p99 ms", "ITL p50/p90/p99 ms",
                           "goodput req/s", "client CPU s", "load avg 1m", "failed"])
     print(f"## {title}\n{table.header()}")
     for r in runs:
-        print(table.add(r["mode"], r["load"], f"{r['sample_rate']:g}", f"{r['request_throughput']:.2f}",
+        print(table.add(r["mode"], r["api_servers"], r["load"], f"{r['sample_rate']:g}", f"{r['request_throughput']:.2f}",
                         f"{r['output_tok_s']:.1f}", f"{r['offline_output_tok_s']:.1f}",
                         f"{100 * r['served_over_offline']:.0f} %", _three(r, "ttft"), _three(r, "tpot"),
                         _three(r, "itl"), f"{r['goodput_req_s']:.2f}", r["client_cpu_s"], r["machine_load_1m"],
@@ -219,14 +239,14 @@ def report(args, runs: list[dict]) -> bool:
     if logged:
         on_off = Table("traffic logging to SQLite on (sample rate > 0) vs off (0): served output tok/s, "
                        "and every sampled record in the database",
-                       ["engine process", "load", "sample rate", "off tok/s", "on tok/s", "on/off",
+                       ["engine process", "API servers", "load", "sample rate", "off tok/s", "on tok/s", "on/off",
                         "answered", "sampled", "rows in DB", "journaled", "dropped", "all in DB"])
         print(f"## {on_off.title}\n{on_off.header()}")
-        off = {(r["mode"], r["load"]): r for r in runs if r["sample_rate"] == 0}
+        off = {(r["mode"], r["api_servers"], r["load"]): r for r in runs if r["sample_rate"] == 0}
         for r in logged:
-            base, check = off.get((r["mode"], r["load"])), r["logging"]
+            base, check = off.get((r["mode"], r["api_servers"], r["load"])), r["logging"]
             ok &= check["all_in_db"]
-            print(on_off.add(r["mode"], r["load"], f"{r['sample_rate']:g}",
+            print(on_off.add(r["mode"], r["api_servers"], r["load"], f"{r['sample_rate']:g}",
                              f"{base['output_tok_s']:.1f}" if base else "-", f"{r['output_tok_s']:.1f}",
                              f"{100 * r['output_tok_s'] / base['output_tok_s']:.1f} %" if base else "-",
                              check["answered"], int(check["sampled"]), check["rows"], int(check["journaled"]),

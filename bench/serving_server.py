@@ -128,8 +128,9 @@ class Storage:
         return n
 
 
-def server_env(args, mode: str, max_num_seqs: int, sample_rate: float, storage: Storage) -> dict:
-    env = dict(os.environ, VIGIL_ENGINE_PROCESS=mode, VIGIL_DEVICE=args.device,
+def server_env(args, mode: str, max_num_seqs: int, sample_rate: float, storage: Storage,
+               api_servers: int = 1) -> dict:
+    env = dict(os.environ, VIGIL_ENGINE_PROCESS=mode, VIGIL_API_SERVER_COUNT=str(api_servers), VIGIL_DEVICE=args.device,
                VIGIL_MAX_NUM_SEQS=str(max_num_seqs), VIGIL_SAMPLE_RATE=f"{sample_rate:g}",
                VIGIL_SEGMENT_MIN_PER_HOUR="0", VIGIL_KV_CACHE_MEMORY_MB=str(args.kv_cache_mb),
                VIGIL_MAX_WAITING_REQUESTS="4096", VIGIL_DATABASE_URL=f"sqlite:///{storage.db}",
@@ -142,11 +143,13 @@ def server_env(args, mode: str, max_num_seqs: int, sample_rate: float, storage: 
     return env
 
 
-def start_server(args, mode: str, max_num_seqs: int, sample_rate: float, storage: Storage) -> subprocess.Popen:
+def start_server(args, mode: str, max_num_seqs: int, sample_rate: float, storage: Storage,
+                 api_servers: int = 1) -> subprocess.Popen:
+    """`vigil serve` (with `api_servers` API processes) once /health answers 200."""
     cmd = [sys.executable, "-m", "vigil.cli", "serve", "--port", str(args.port), "--host", "127.0.0.1"]
-    log_path = f"{args.log_prefix}-{mode}-rate{sample_rate:g}.log"
+    log_path = f"{args.log_prefix}-{mode}-api{api_servers}-rate{sample_rate:g}.log"
     with open(log_path, "w") as log:
-        env = server_env(args, mode, max_num_seqs, sample_rate, storage)
+        env = server_env(args, mode, max_num_seqs, sample_rate, storage, api_servers)
         proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{args.port}"
     deadline = time.monotonic() + 900

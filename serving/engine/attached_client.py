@@ -132,23 +132,26 @@ class AttachedCoreClient(EngineCoreClient):
         poller.register(link.output, zmq.POLLIN)
         poller.register(link.events, zmq.POLLIN)
         while not self._closing:
-            ready = dict(poller.poll(100))
-            if link.events in ready:
-                self._on_event(link.codec.from_parent.decode(link.events.recv()))
-            if link.output not in ready:
-                continue
-            msg = link.codec.from_core.decode(link.output.recv(copy=False).buffer)
             try:
-                if isinstance(msg, StepOutputs):
-                    if self._alive:  # a dead core's last words are not this one's
-                        self._on_step(link, msg)
-                elif isinstance(msg, CoreReady):
-                    self._on_ready(link, msg)
-                elif isinstance(msg, CoreFailed):
-                    log.error("engine core could not load the model: %s", msg.message)
-                    self._failed = msg.message
+                ready = dict(poller.poll(100))
+                if link.events in ready:
+                    self._on_event(link.codec.from_parent.decode(link.events.recv()))
+                if link.output in ready:
+                    self._on_message(link, link.codec.from_core.decode(link.output.recv(copy=False).buffer))
+            except zmq.ZMQError:  # the sockets were closed under us: shutting down
+                return
             except Exception:  # a bug here must not silently stop every stream
                 log.exception("could not process the engine core's message")
+
+    def _on_message(self, link: CoreLink, msg: object) -> None:
+        if isinstance(msg, StepOutputs):
+            if self._alive:  # a dead core's last words are not this one's
+                self._on_step(link, msg)
+        elif isinstance(msg, CoreReady):
+            self._on_ready(link, msg)
+        elif isinstance(msg, CoreFailed):
+            log.error("engine core could not load the model: %s", msg.message)
+            self._failed = msg.message
 
     def _on_ready(self, link: CoreLink, ready: CoreReady) -> None:
         if ready.generation <= link.generation:

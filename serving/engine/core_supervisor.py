@@ -1,8 +1,9 @@
-"""`CoreSupervisor`: a thread in the API process that watches the engine-core process.
+"""`CoreSupervisor`: a thread that watches the engine-core process for whoever started it: the
+API process's `EngineCoreClient`, or, with several API processes, the parent's `CoreHost`.
 
-When the core exits without being asked to, the client fails every request in flight at once
-(they never hang), health listeners hear "down" (/health answers 503), and a new core is
-started, retried with backoff until it loads; listeners then hear "up".
+When the core exits without being asked to, the owner fails every request in flight at once
+(they never hang) or tells the API processes to, health listeners hear "down" (/health answers
+503), and a new core is started, retried with backoff until it loads; listeners then hear "up".
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ POLL_S = 0.2  # how often the thread looks at the process (a join with a timeout
 
 class CoreSupervisor:
     def __init__(self, client: Any):
-        self.client = client  # an EngineCoreClient: _core, _closing, _launch, _on_core_death
+        self.client = client  # EngineCoreClient or CoreHost: _core, _closing, _launch, _on_core_death
         self.listeners: list[Callable[[bool], None]] = []
         self.restarts = 0
         self._exiting = False  # the interpreter is exiting: multiprocessing ends the core itself
