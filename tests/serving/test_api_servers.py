@@ -21,6 +21,7 @@ from multi_server_support import (
     served_by,
     streams_in_both,
 )
+from test_metrics_vllm_names import DASHBOARD_QUERIES, samples
 from test_server_support import ServerThread, make_settings, wait_for
 
 PROMPTS = ["The quick brown fox", "1, 2, 3,", "Hello"]
@@ -123,6 +124,9 @@ def test_metrics_count_every_request_once_over_both_processes(server):
         if len(scraped_by) == 2:
             break
     assert len(scraped_by) == 2
+    exposed = samples(text)  # the multiprocess export keeps vLLM's names and labels
+    assert not [name for name in DASHBOARD_QUERIES if name not in exposed]
+    assert all(s.labels.get("model_name") == MODEL for group in exposed.values() for s in group)
     # sample rate 1: each process's traffic sampler kept every request it finished, and its
     # counter reaches the shared files within a second
     totals: list[tuple[float, float]] = []
