@@ -78,3 +78,48 @@ def test_route_sends_each_output_to_the_process_that_added_the_request():
     assert [[f.request_id for f in failed] for _, failed in routed] == [["d"], []]
     assert owner == {"a": 0, "c": 1}  # finished and failed requests are forgotten
     assert route(owner, [], [], n=3) == [([], []), ([], []), ([], [])]
+
+
+def test_the_core_never_waits_on_an_api_process_that_left(tmp_path):
+    """Stats go to every API process each step; one that drained and exited reads nothing, so
+    once its queue is full those messages are dropped instead of stalling the others' streams."""
+    import threading
+
+    import zmq
+
+    from serving.engine.core_process import CoreLoop
+    from serving.engine.messages import Codec
+    from serving.outputs import EngineStats
+
+    class Engine:
+        def stats(self) -> EngineStats:
+            return EngineStats()
+
+    ctx = zmq.Context()
+    reader = ctx.socket(zmq.PULL)
+    reader.bind(f"ipc://{tmp_path}/alive")
+    outboxes = [ctx.socket(zmq.PUSH) for _ in range(2)]
+    outboxes[0].connect(f"ipc://{tmp_path}/alive")
+    outboxes[1].connect(f"ipc://{tmp_path}/gone")  # nobody binds it any more
+    loop = CoreLoop(Engine(), ctx.socket(zmq.PULL), outboxes, Codec(), os.getpid())
+    loop.owner["r"] = 0
+    steps = 3000  # past the default high-water mark of 1000 queued messages
+
+    def run() -> None:
+        for i in range(steps):
+            loop._send([_delta("r", finished=i == steps - 1)] if i % 2 == 0 or i == steps - 1 else [], [])
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    decode, deltas, last = Codec().from_core.decode, 0, False
+    while not last:  # a live reader gets every delta (stats alone may be dropped if it lags)
+        assert reader.poll(10_000), f"the core stalled after {deltas} deltas"
+        msg = decode(reader.recv())
+        deltas += len(msg.deltas)
+        last = any(d.finished for d in msg.deltas)
+    assert deltas == steps // 2 + 1
+    worker.join(10)
+    assert not worker.is_alive()
+    for sock in (reader, *outboxes, loop.inbox):
+        sock.close(linger=0)
+    ctx.term()
