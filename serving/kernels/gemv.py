@@ -75,6 +75,9 @@ if HAS_TRITON:  # pragma: no cover - GPU machine
             (1, 2048, 4, 2), (2, 1024, 4, 3), (2, 2048, 8, 2), (4, 512, 4, 3), (4, 1024, 4, 3),
             (4, 1024, 8, 3), (4, 2048, 8, 2), (8, 256, 4, 3), (8, 512, 4, 3), (8, 512, 8, 3),
             (8, 1024, 8, 3), (16, 256, 8, 3),
+            # deeper pipelines: more loads in flight per SM for the long rows of Qwen3-4B's layers
+            (1, 1024, 4, 4), (2, 1024, 4, 4), (2, 2048, 4, 3), (4, 512, 4, 4), (4, 1024, 4, 4),
+            (8, 256, 4, 4), (8, 512, 4, 4), (16, 512, 8, 3), (32, 128, 4, 4), (32, 256, 8, 3),
         ]
     ]
     _gemv_kernel = triton.autotune(configs=_CONFIGS, key=["N", "K", "SILU", "NORM"])(triton.jit(_gemv_body))
