@@ -26,9 +26,9 @@ class HostBroadcast:
         self._buf = torch.zeros(capacity, dtype=torch.int64)
         self.spills = 0  # messages that needed a second broadcast (benchmarks report it)
 
-    def send(self, body: torch.Tensor) -> torch.Tensor:
+    def send(self, body: torch.Tensor, wait_s: float | None = None) -> torch.Tensor:
         """Broadcast `body` (int64, 1-D) from rank 0; returns it as the receivers get it (a fresh
-        tensor, not the reused buffer)."""
+        tensor, not the reused buffer). `wait_s` is not used: gloo's own timeout applies."""
         length = int(body.shape[0])
         buf = self._buf
         room = self.capacity - 1
@@ -42,6 +42,9 @@ class HostBroadcast:
         tail = body[inline:].contiguous()
         dist.broadcast(tail, src=0, group=self.group)
         return torch.cat([buf[1:], tail])
+
+    def close(self) -> None:
+        pass
 
     def receive(self) -> torch.Tensor:
         """The next message body from rank 0 (blocks until it arrives)."""

@@ -52,6 +52,7 @@ class TensorParallel:
         if self.workers.alive():
             with contextlib.suppress(Exception):  # a worker already gone breaks the broadcast
                 self.runner.channel.send_stop()
+        self.runner.channel.close()
         if getattr(self.runner, "gpu", None) is not None:
             self.runner.gpu.release_graphs()  # graphs that hold NCCL collectives block leaving
         destroy_group()  # every rank leaves at once, then the join

@@ -1,4 +1,5 @@
-"""The driver's per-step message to the worker ranks: one host broadcast (host_broadcast.py).
+"""The driver's per-step message to the worker ranks: one host message, through a shared-memory
+ring (shm_ring.py; x86 hosts) or one gloo broadcast (host_broadcast.py).
 
 A STEP message is a fixed int64 header (command and sizes) followed by everything
 `build_step_inputs` produced: token ids, positions, slot mapping, query start offsets, sequence
@@ -19,11 +20,13 @@ import torch
 import torch.distributed as dist
 
 from serving.attention.base import AttentionMetadata
+from serving.distributed import shm_ring
 from serving.distributed.context import ParallelContext
 from serving.distributed.host_broadcast import DEFAULT_CAPACITY, HostBroadcast
 
 STEP, LOGITS, STOP = 1, 2, 3
 HEADER_LEN = 12
+STOP_WAIT_S = 5.0
 _EMPTY = torch.zeros(0, dtype=torch.int64)
 
 
@@ -51,10 +54,22 @@ def _sizes(h: list[int]) -> list[int]:
 
 
 class StepChannel:
-    def __init__(self, tp: ParallelContext, device: torch.device, capacity: int = DEFAULT_CAPACITY):
+    def __init__(self, tp: ParallelContext, device: torch.device, capacity: int = DEFAULT_CAPACITY,
+                 transport: str = "auto"):
+        """Collective over the host group. `transport`: "shm", "gloo" or "auto" (shm where usable)."""
         self.tp = tp
         self.device = device
-        self.host = HostBroadcast(tp.cpu_group, capacity)
+        if transport == "auto":
+            transport = "shm" if shm_ring.usable() else "gloo"
+        if transport == "shm":
+            self.host = shm_ring.ShmRing(tp.cpu_group, tp.rank, tp.world_size, capacity)
+        elif transport == "gloo":
+            self.host = HostBroadcast(tp.cpu_group, capacity)
+        else:
+            raise ValueError(f"unknown step channel transport {transport!r}")
+
+    def close(self) -> None:
+        self.host.close()
 
     # ---- driver (rank 0) -------------------------------------------------------------------
     def send_step(self, inputs, copies: list[tuple[int, int]], share_samples: bool = False) -> DeviceStep:
@@ -82,7 +97,7 @@ class StepChannel:
     def send_stop(self) -> None:
         header = torch.zeros(HEADER_LEN, dtype=torch.int64)
         header[0] = STOP
-        self.host.send(header)
+        self.host.send(header, wait_s=STOP_WAIT_S)  # a stuck worker must not hold up the close
 
     def share_samples(self, token_ids: torch.Tensor) -> None:
         """This step's sampled ids (int64, on the device) to every worker; queued, not awaited."""

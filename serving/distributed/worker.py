@@ -54,6 +54,7 @@ def main(fd_in: int, fd_out: int) -> int:
         return 1
     outbox.send(("ready", None))
     _serve(runner, channel, model)
+    channel.close()
     from serving.distributed.group import destroy_group
 
     if runner.gpu is not None:

@@ -1,6 +1,7 @@
-"""The step channel round-trips any step from the driver to a worker (gloo, 2 processes): the
-worker unpacks exactly what the driver sent, whatever the sizes: no copies or many, wide block
-tables, pending rows, and bodies over the buffer's capacity (the spill broadcast)."""
+"""The step channel round-trips any step from the driver to a worker (2 processes, over the
+shared-memory ring and over one gloo broadcast): the worker unpacks exactly what the driver
+sent, whatever the sizes: no copies or many, wide block tables, pending rows, and bodies over
+the capacity (the spill broadcast)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from serving.attention.base import AttentionMetadata
+from serving.distributed import shm_ring
 from serving.distributed.context import ParallelContext
 from serving.distributed.group import free_port
 from serving.distributed.step_channel import LOGITS, STEP, STOP, StepChannel
@@ -33,10 +35,10 @@ def _plain(step) -> dict:
     }
 
 
-def _worker(port: int, conn) -> None:
+def _worker(port: int, conn, transport: str) -> None:
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=1, world_size=2)
     tp = ParallelContext(1, 2, dist.group.WORLD, dist.new_group(backend="gloo"))
-    channel = StepChannel(tp, torch.device("cpu"), capacity=CAPACITY)
+    channel = StepChannel(tp, torch.device("cpu"), capacity=CAPACITY, transport=transport)
     while True:
         cmd, payload = channel.receive(HIDDEN, torch.float32)
         if cmd == STEP:
@@ -48,24 +50,30 @@ def _worker(port: int, conn) -> None:
         elif cmd == STOP:
             conn.send(("stop", None))
             break
+    channel.close()
     dist.destroy_process_group()
 
 
-@pytest.fixture(scope="module")
-def channel():
+@pytest.fixture(scope="module", params=["shm", "gloo"])
+def channel(request):
+    transport = request.param
+    if transport == "shm" and not shm_ring.usable():
+        pytest.skip("the shared-memory ring needs x86")
     port = free_port()
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe()
-    proc = ctx.Process(target=_worker, args=(port, child), daemon=True)
+    proc = ctx.Process(target=_worker, args=(port, child, transport), daemon=True)
     proc.start()
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=2)
     try:
         tp = ParallelContext(0, 2, dist.group.WORLD, dist.new_group(backend="gloo"))
-        chan = StepChannel(tp, torch.device("cpu"), capacity=CAPACITY)
+        chan = StepChannel(tp, torch.device("cpu"), capacity=CAPACITY, transport=transport)
         yield chan, parent
         chan.send_stop()
         assert parent.recv() == ("stop", None)
         proc.join(10)
+        assert proc.exitcode == 0
+        chan.close()
     finally:
         dist.destroy_process_group()
         if proc.is_alive():
@@ -142,3 +150,4 @@ def test_small_and_spilled_bodies_and_logits(channel):
     hidden = torch.randn(3, HIDDEN)
     chan.send_logits(hidden)
     assert conn.recv() == ("logits", hidden.tolist())
+

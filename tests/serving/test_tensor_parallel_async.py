@@ -8,6 +8,8 @@ n > 1 forks, a stop token mid-flight, an abort mid-flight and prompt logprobs.""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 from engine_fixtures import greedy, make_engine, save_tiny_model
@@ -174,7 +176,11 @@ def test_close_with_a_step_in_flight_is_prompt(loaded):
         engine.step()
     assert engine._inflight is not None  # launched, not read back
     workers = engine.tensor_parallel.workers.procs
+    ring = getattr(engine.runner.channel.host, "_shm", None)  # the shared-memory ring, on x86
+    segment = f"/dev/shm/{ring.name.lstrip('/')}" if ring is not None else None
+    assert segment is None or os.path.exists(segment)
     t0 = time.monotonic()
     engine.close()
     assert time.monotonic() - t0 < 10.0
     assert all(p.poll() is not None for p in workers)
+    assert segment is None or not os.path.exists(segment)  # unlinked: nothing left in /dev/shm
