@@ -101,7 +101,8 @@ class StepChannel:
 
     def share_samples(self, token_ids: torch.Tensor) -> None:
         """This step's sampled ids (int64, on the device) to every worker; queued, not awaited."""
-        dist.broadcast(token_ids, src=0, group=self.tp.group)
+        # contiguous int64, as the workers allocate it (no copy when it already is)
+        dist.broadcast(token_ids.to(torch.int64).contiguous(), src=0, group=self.tp.group)
 
     # ---- workers ---------------------------------------------------------------------------
     def receive(self, hidden_size: int, dtype: torch.dtype) -> tuple[int, DeviceStep | torch.Tensor | None]:
