@@ -15,11 +15,10 @@ import torch
 
 from serving.distributed.step_channel import DeviceStep, StepChannel
 from serving.engine.prompt_logprobs import record_prompt_logprobs, wants_prompt_logprobs
-from serving.engine.runner import InflightStep, ModelRunner, SampleResult, take_pending
+from serving.engine.runner import InflightStep, ModelRunner, SampleResult, sample_rows, take_pending
 from serving.engine.step_inputs import build_step_inputs
 
 HOST = torch.device("cpu")
-_NO_TOKENS: list[int] = []
 
 
 def run_step(
@@ -68,21 +67,13 @@ class TensorParallelRunner(ModelRunner):
         """Queue one step on every rank. Order, which the workers' loop mirrors: the step
         message, the forward, the sampled rows' logits, the samples' broadcast (when shared),
         then any prompt-logprob logits calls."""
-        from serving.sampler import sample_on_device
-
         inputs = build_step_inputs(out.scheduled, sample_targets, self.block_size, HOST, pending or None)
         step = self.channel.send_step(inputs, out.blocks_to_copy, share_samples)
         prev_ids = previous.token_ids if previous is not None else None
         hidden, logits = run_step(self, step, prev_ids)
         sampled = None
         if logits is not None:
-            seqs = inputs.sample_seqs
-            params = [s.request.params for s in seqs]
-            history = [
-                s.output_token_ids if (p.frequency_penalty or p.presence_penalty) else _NO_TOKENS
-                for s, p in zip(seqs, params, strict=True)
-            ]
-            sampled = sample_on_device(logits, params, [s.generator for s in seqs], history)
+            sampled = sample_rows(logits, inputs.sample_seqs)
             if share_samples:
                 self.channel.share_samples(sampled.token_ids)
         if self.prompt_logprob_requests and wants_prompt_logprobs(out.scheduled):

@@ -23,7 +23,7 @@ import zmq
 from serving.engine.async_engine import EngineNotRunningError
 from serving.engine.config import EngineConfig
 from serving.engine.core_client import EngineCoreClient, EngineDeadError
-from serving.engine.core_handle import CoreStartError, CoreUnavailable
+from serving.engine.core_handle import CoreStartError, CoreUnavailable, push
 from serving.engine.identity import EngineIdentity
 from serving.engine.messages import Codec, CoreDown, CoreFailed, CoreReady, StepOutputs, ToCore
 
@@ -68,10 +68,7 @@ class CoreLink:
         with self._send_lock:
             if self.closed:
                 raise CoreUnavailable("the engine core link is closed")
-            try:
-                self.input.send(self.codec.encoder.encode(msg), zmq.NOBLOCK)
-            except zmq.ZMQError as exc:  # zmq.Again: no core connected (it died)
-                raise CoreUnavailable(f"the engine core is not reachable ({exc})") from None
+            push(self.input, self.codec, msg)
 
     def close(self) -> None:
         with self._send_lock:

@@ -30,6 +30,14 @@ class CoreUnavailable(RuntimeError):
     """The engine core is not taking commands (dead, or its socket is gone)."""
 
 
+def push(sock: zmq.Socket, codec, msg: ToCore) -> None:
+    """Send to the core without blocking; CoreUnavailable if no core takes it now."""
+    try:
+        sock.send(codec.encoder.encode(msg), zmq.NOBLOCK)
+    except zmq.ZMQError as exc:  # zmq.Again: no core connected (it died)
+        raise CoreUnavailable(f"the engine core is not reachable ({exc})") from None
+
+
 class CoreHandle:
     def __init__(self, config: EngineConfig, loaded=None, generation: int = 0):
         self.generation = generation
@@ -78,10 +86,7 @@ class CoreHandle:
         with self._send_lock:
             if self.closed:
                 raise CoreUnavailable("the engine core is stopped")
-            try:
-                self.input.send(self.codec.encoder.encode(msg), zmq.NOBLOCK)
-            except zmq.ZMQError as exc:  # zmq.Again: no core connected (it died)
-                raise CoreUnavailable(f"the engine core is not reachable ({exc})") from None
+            push(self.input, self.codec, msg)
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """Wait for the process to exit (after a Shutdown), kill it past `timeout_s`."""

@@ -40,6 +40,18 @@ def kv_bytes_per_block(config, block_size: int, dtype: torch.dtype) -> int:
 _NO_TOKENS: list[int] = []  # shared, never mutated
 
 
+def sample_rows(logits: torch.Tensor, seqs: list[Sequence]) -> DeviceSample:
+    """Sample row i of `logits` for seqs[i], on the device."""
+    params = [s.request.params for s in seqs]
+    # penalties need a row's generated tokens; copy them only for rows that have penalties
+    # (a zero-penalty row's counts are multiplied by 0: [] gives the same scores)
+    history = [
+        s.output_token_ids if (p.frequency_penalty or p.presence_penalty) else _NO_TOKENS
+        for s, p in zip(seqs, params, strict=True)
+    ]
+    return sample_on_device(logits, params, [s.generator for s in seqs], history)
+
+
 class InflightStep:
     """One launched step's samples: device tensors, their host copy under way, and who gets them."""
 
@@ -146,16 +158,7 @@ class ModelRunner:
         if not inputs.sample_seqs:
             return InflightStep([], None, self.device)
         logits = self.model.compute_logits(hidden[inputs.logits_rows])
-        seqs = inputs.sample_seqs
-        params = [s.request.params for s in seqs]
-        # penalties need a row's generated tokens; copy them only for rows that have penalties
-        # (a zero-penalty row's counts are multiplied by 0: [] gives the same scores)
-        history = [
-            s.output_token_ids if (p.frequency_penalty or p.presence_penalty) else _NO_TOKENS
-            for s, p in zip(seqs, params, strict=True)
-        ]
-        sampled = sample_on_device(logits, params, [s.generator for s in seqs], history)
-        return InflightStep(seqs, sampled, self.device)
+        return InflightStep(inputs.sample_seqs, sample_rows(logits, inputs.sample_seqs), self.device)
 
     def _take_pending(
         self, input_ids: torch.Tensor, rows: list[int], src: list[int], previous: InflightStep | None
