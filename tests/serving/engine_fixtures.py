@@ -87,3 +87,24 @@ def run_to_completion(engine: LLMEngine, arrivals: dict[int, list[tuple[str, lis
         step += 1
         assert step < 10_000, "engine did not finish"
     return finals
+
+
+def record_launches_and_reads(monkeypatch, runner_cls) -> list[str]:
+    """Spy on `runner_cls.launch` and `InflightStep.results`: the returned list fills with
+    "launch" and "read" in the order the engine calls them."""
+    from serving.engine.runner import InflightStep
+
+    events: list[str] = []
+    real_launch, real_results = runner_cls.launch, InflightStep.results
+
+    def launch(self, *a, **kw):
+        events.append("launch")
+        return real_launch(self, *a, **kw)
+
+    def results(self):
+        events.append("read")
+        return real_results(self)
+
+    monkeypatch.setattr(runner_cls, "launch", launch)
+    monkeypatch.setattr(InflightStep, "results", results)
+    return events

@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from engine_fixtures import make_engine, run_to_completion, save_tiny_model
+from engine_fixtures import (
+    make_engine,
+    record_launches_and_reads,
+    run_to_completion,
+    save_tiny_model,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -124,19 +129,7 @@ def test_penalties_and_prompt_logprobs_match_too(loaded):
 
 
 def test_the_next_step_launches_before_the_previous_samples_are_read(loaded, monkeypatch):
-    events: list[str] = []
-    real_launch, real_results = runner_mod.ModelRunner.launch, runner_mod.InflightStep.results
-
-    def launch(self, *a, **kw):
-        events.append("launch")
-        return real_launch(self, *a, **kw)
-
-    def results(self):
-        events.append("read")
-        return real_results(self)
-
-    monkeypatch.setattr(runner_mod.ModelRunner, "launch", launch)
-    monkeypatch.setattr(runner_mod.InflightStep, "results", results)
+    events = record_launches_and_reads(monkeypatch, runner_mod.ModelRunner)
     engine = _engine(loaded, "on")
     engine.add_request("a", [1, 2, 3, 4, 5], SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True))
     first = engine.step()  # the prefill is launched; nothing has been read back yet

@@ -12,10 +12,9 @@ import os
 
 import pytest
 import torch
-from engine_fixtures import greedy, make_engine, save_tiny_model
+from engine_fixtures import greedy, make_engine, record_launches_and_reads, save_tiny_model
 
 from serving.distributed import tp_runner
-from serving.engine import runner as runner_mod
 from serving.loader import load_model_files
 from serving.sampling_params import SamplingParams
 
@@ -99,25 +98,14 @@ def test_tp2_async_matches_tp1_and_synchronous(loaded, monkeypatch):
     plan = _plan(stop_token)
 
     gathers: list[tuple[list[int], list[int]]] = []
-    events: list[str] = []
-    real_take, real_launch = tp_runner.take_pending, tp_runner.TensorParallelRunner.launch
-    real_results = runner_mod.InflightStep.results
+    real_take = tp_runner.take_pending
 
     def take(input_ids, rows, src, *args):
         gathers.append((list(rows), list(src)))
         return real_take(input_ids, rows, src, *args)
 
-    def launch(self, *a, **kw):
-        events.append("launch")
-        return real_launch(self, *a, **kw)
-
-    def results(self):
-        events.append("read")
-        return real_results(self)
-
     monkeypatch.setattr(tp_runner, "take_pending", take)
-    monkeypatch.setattr(tp_runner.TensorParallelRunner, "launch", launch)
-    monkeypatch.setattr(runner_mod.InflightStep, "results", results)
+    events = record_launches_and_reads(monkeypatch, tp_runner.TensorParallelRunner)
 
     engine = _engine(loaded, 2, "on")
     assert engine.async_scheduling
