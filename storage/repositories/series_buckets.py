@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import ColumnElement, Float, Integer, case, cast, func, select
+from sqlalchemy import ColumnElement, Float, Integer, case, cast, func, literal_column, select
 from sqlalchemy.dialects.postgresql import array
 from sqlalchemy.orm import Session
 
@@ -146,22 +146,14 @@ def _traffic_postgresql(session: Session, bucket: ColumnElement[int], conditions
 
 def _traffic_sqlite(session: Session, bucket: ColumnElement[int], conditions: list, n: int,
                     quantiles: Sequence[float]) -> TrafficBuckets:
-    inf = float("inf")  # a missing value comes back as inf: plain floats for np.fromiter, then skipped
-    columns = [bucket, *(func.coalesce(getattr(Sample, m), inf) for m in TRAFFIC_METRICS),
-               func.coalesce(Sample.sample_weight, 1.0)]
-    result = session.connection().execute(select(*columns).where(*conditions).limit(MAX_SAMPLE_ROWS + 1))
-    width = len(columns)
-    # small chunks, each turned into floats and dropped: tens of thousands of row objects alive at
-    # once are promoted and set off full garbage collections of the whole process (~200 ms each)
-    parts = [np.fromiter(itertools.chain.from_iterable(part), dtype=np.float64, count=width * len(part))
-             for part in result.partitions(ROW_CHUNK)]
-    table = np.concatenate(parts).reshape(-1, width) if parts else np.empty((0, width))
-    read = len(table)
+    table = _read_traffic(session, bucket, conditions, stride=1)
     idx = table[:, 0].astype(np.int64)
     keep = (idx >= 0) & (idx < n)
     count = np.bincount(idx[keep], minlength=n)
     weighted = np.bincount(idx[keep], weights=table[keep, -1], minlength=n)
-    if read > MAX_SAMPLE_ROWS:  # percentiles from the first rows read; counts stay exact
+    if len(table) > MAX_SAMPLE_ROWS:
+        # percentiles from every stride-th row in insertion order (spread over the whole range, not
+        # its first rows); counts and weights exact, from SQL
         label = bucket.label("bucket")
         exact = select(label, func.count(), func.sum(func.coalesce(Sample.sample_weight, 1.0))).where(
             *conditions).group_by(label)
@@ -169,5 +161,26 @@ def _traffic_sqlite(session: Session, bucket: ColumnElement[int], conditions: li
         for b, rows_in, weight in session.connection().execute(exact).all():
             if 0 <= b < n:
                 count[b], weighted[b] = rows_in, weight
+        stride = -(-int(count.sum()) // MAX_SAMPLE_ROWS)
+        table = _read_traffic(session, bucket, conditions, stride)
+        idx = table[:, 0].astype(np.int64)
     found = {m: bucket_quantiles(idx, table[:, 1 + i], n, quantiles) for i, m in enumerate(TRAFFIC_METRICS)}
     return TrafficBuckets(count, weighted, found)
+
+
+def _read_traffic(session: Session, bucket: ColumnElement[int], conditions: list, stride: int) -> np.ndarray:
+    """Rows of (bucket, metrics..., weight) as floats, at most MAX_SAMPLE_ROWS + 1; with
+    stride > 1 only the rows whose SQLite rowid is a multiple of it."""
+    inf = float("inf")  # a missing value comes back as inf: plain floats for np.fromiter, then skipped
+    columns = [bucket, *(func.coalesce(getattr(Sample, m), inf) for m in TRAFFIC_METRICS),
+               func.coalesce(Sample.sample_weight, 1.0)]
+    where = list(conditions)
+    if stride > 1:
+        where.append(literal_column("samples.rowid") % stride == 0)
+    result = session.connection().execute(select(*columns).where(*where).limit(MAX_SAMPLE_ROWS + 1))
+    width = len(columns)
+    # small chunks, each turned into floats and dropped: tens of thousands of row objects alive at
+    # once are promoted and set off full garbage collections of the whole process (~200 ms each)
+    parts = [np.fromiter(itertools.chain.from_iterable(part), dtype=np.float64, count=width * len(part))
+             for part in result.partitions(ROW_CHUNK)]
+    return np.concatenate(parts).reshape(-1, width) if parts else np.empty((0, width))

@@ -128,3 +128,26 @@ def test_sqlite_counts_stay_exact_past_the_row_cap(tmp_path, monkeypatch):
                                         latency_ms=float(i), sample_weight=2.0, source="ingest") for i in range(10)])
         got = traffic_buckets(s, START, NOW, ORIGIN, BUCKET_S, 9)
     assert got.count.sum() == 10 and got.weighted.sum() == pytest.approx(20.0)
+
+
+def test_sqlite_percentiles_past_the_row_cap_cover_the_whole_range(tmp_path, monkeypatch):
+    """Past the cap the percentiles come from rows spread over the range: each bucket's median
+    stays near the numpy median of all its rows (the first rows alone left later buckets empty)."""
+    from storage.repositories import series_buckets
+
+    monkeypatch.setattr(series_buckets, "MAX_SAMPLE_ROWS", 40)
+    url = f"sqlite:///{tmp_path / 'd.db'}"
+    upgrade(url)
+    rows = []
+    for b in range(4):  # 30 rows a bucket, each bucket's latencies around a level of its own
+        for j in range(30):
+            rows.append(dict(id=f"b{b}-{j}", timestamp=START + timedelta(seconds=b * BUCKET_S + j), ingested_at=NOW,
+                             latency_ms=100.0 * (b + 1) + j, source="ingest"))
+    with session_factory(url)() as s:
+        s.execute(insert(Sample), rows)
+        got = traffic_buckets(s, START, NOW, ORIGIN, BUCKET_S, 9, quantiles=(0.5,))
+    first = _bucket(START)
+    assert got.count[first:first + 4].tolist() == [30] * 4
+    for b in range(4):
+        truth = np.median([100.0 * (b + 1) + j for j in range(30)])
+        assert abs(got.quantiles["latency_ms"][0, first + b] - truth) <= 3.0
