@@ -7,7 +7,8 @@ every client process starting together) and/or with Poisson arrivals at each of
 `--request-rates` (requests/s; `inf` sends all at once). Input and output lengths come from a
 workload (`random` or the chat-like `chat` mix), prompts as token ids, EOS ignored, greedy. Per
 run: request throughput, output tok/s, TTFT/TPOT/ITL p50/p90/p99, goodput at TTFT <= 200 ms and
-TPOT <= 50 ms, client CPU seconds, and the machine's load average (the machine may be shared).
+TPOT <= 50 ms, the API processes' CPU seconds (in all and per 1,000 streamed
+tokens: bench/process_cpu.py), client CPU seconds, and the machine's load average (the machine may be shared).
 The same jobs then run through the offline engine (LLMEngine, same model directory and
 settings, max_num_seqs = the concurrency) and served/offline output tok/s is reported.
 
@@ -50,6 +51,7 @@ from pathlib import Path
 import httpx
 
 from bench.model_shapes import SHAPES
+from bench.process_cpu import api_pids, total_cpu_seconds
 from bench.results_table import Table, write_results
 from bench.serving_load import KEY, Job, poisson_schedule, run_load, workload
 from bench.serving_server import (
@@ -177,11 +179,14 @@ def serve_runs(args, mode: str, sample_rate: float, jobs: list[Job], loads: list
     try:
         model = httpx.get(f"{base}/v1/models", headers={"Authorization": f"Bearer {KEY}"}).json()["data"][0]["id"]
         answered = run_load(base, model, jobs[:2], 1, 2)["completed"]  # warm-up (logged too)
+        pids = api_pids(proc.pid, api_servers, base)
         for kind, value in loads:
             if kind == "rate":
                 poisson_schedule(jobs, value)
             load_before = os.getloadavg()[0]
+            cpu_before = total_cpu_seconds(pids)
             summary = run_load(base, model, jobs, args.client_procs, int(value) if kind == "concurrency" else None)
+            summary.update(api_cpu(cpu_before, total_cpu_seconds(pids), summary))
             answered += summary["completed"]
             run = {"mode": mode, "api_servers": api_servers, "load": f"{kind} {value:g}", "sample_rate": sample_rate, "workload": args.workload,
                    "machine_load_1m": round(max(load_before, os.getloadavg()[0]), 2), **summary}
@@ -202,6 +207,14 @@ def serve_runs(args, mode: str, sample_rate: float, jobs: list[Job], loads: list
         for run in runs:
             run["logging"] = check
     return runs
+
+
+def api_cpu(before: float | None, after: float | None, summary: dict) -> dict:
+    """The API processes' CPU seconds over one load, in all and per 1,000 streamed tokens."""
+    tokens = summary["output_tok_s"] * summary["wall_s"]
+    if before is None or after is None or tokens <= 0:
+        return {"api_cpu_s": None, "api_cpu_s_per_1k_tok": None}
+    return {"api_cpu_s": round(after - before, 2), "api_cpu_s_per_1k_tok": round(1e3 * (after - before) / tokens, 4)}
 
 
 def _settled_counters(base: str, timeout_s: float = 60.0) -> dict[str, float]:
@@ -226,13 +239,15 @@ def report(args, runs: list[dict]) -> bool:
              f"{args.client_procs} client processes; SLO TTFT <= 200 ms, TPOT <= 50 ms")
     table = Table(title, ["engine process", "API servers", "load", "sample rate", "req/s", "output tok/s", "offline tok/s",
                           "served/offline", "TTFT p50/p90/p99 ms", "TPOT p50/p90/p99 ms", "ITL p50/p90/p99 ms",
-                          "goodput req/s", "client CPU s", "load avg 1m", "failed"])
+                          "goodput req/s", "API CPU s", "API CPU s / 1k tok", "client CPU s", "load avg 1m",
+                          "failed"])
     print(f"## {title}\n{table.header()}")
     for r in runs:
         print(table.add(r["mode"], r["api_servers"], r["load"], f"{r['sample_rate']:g}", f"{r['request_throughput']:.2f}",
                         f"{r['output_tok_s']:.1f}", f"{r['offline_output_tok_s']:.1f}",
                         f"{100 * r['served_over_offline']:.0f} %", _three(r, "ttft"), _three(r, "tpot"),
-                        _three(r, "itl"), f"{r['goodput_req_s']:.2f}", r["client_cpu_s"], r["machine_load_1m"],
+                        _three(r, "itl"), f"{r['goodput_req_s']:.2f}", r["api_cpu_s"], r["api_cpu_s_per_1k_tok"],
+                        r["client_cpu_s"], r["machine_load_1m"],
                         r["failed"]))
     tables, ok = [table], True
     logged = [r for r in runs if r["sample_rate"] > 0]
