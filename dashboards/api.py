@@ -30,7 +30,12 @@ from storage.repositories.series_buckets import (
     worst_results_per_bucket,
 )
 
-LABEL = r"^[^\x00-\x1f]{1,128}$"  # a test, feature, segment or tenant name: printable, bounded
+LABEL = r"^[^\x00-\x1f]{1,128}$"  # a test or feature name: printable, bounded
+# a tenant or segment name as storage keeps it: 1-128 characters, any but NUL (the sample record
+# refuses NUL, PostgreSQL text cannot hold it); control characters are names too
+NAME = r"^[^\x00]{1,128}$"
+# the series' `segment`: a segment name, or a drift label `<key>=<name>` (keys up to 14 characters)
+SLICE = r"^[^\x00]{1,143}$"
 
 
 class Kind(StrEnum):
@@ -85,8 +90,8 @@ def build_api_router(session_factory: sessionmaker[Session]) -> APIRouter:
         range: Annotated[Range, Query(description="24h, 7d or 30d, ending now")] = Range.day,
         test: Annotated[str | None, Query(pattern=LABEL)] = None,
         feature: Annotated[str | None, Query(pattern=LABEL)] = None,
-        segment: Annotated[str | None, Query(pattern=LABEL)] = None,
-        tenant: Annotated[str | None, Query(pattern=LABEL)] = None,
+        segment: Annotated[str | None, Query(pattern=SLICE)] = None,
+        tenant: Annotated[str | None, Query(pattern=NAME)] = None,
         baseline: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
     ) -> JSONResponse:
         with session_factory() as session:

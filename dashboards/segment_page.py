@@ -17,14 +17,14 @@ from fastapi.responses import HTMLResponse
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from dashboards.api import LABEL, Range
-from dashboards.templating import page
+from dashboards.api import NAME, Range
+from dashboards.templating import page, visible
 from storage.models import Alert, Sample
 
 ANY = "-"
 MAX_PROMPTS = 20
 PROMPT_CHARS = 200
-_LABEL = re.compile(LABEL)
+_NAME = re.compile(NAME)
 
 
 def segment_url(tenant: str | None, segment: str | None, range_: str | None = None) -> str:
@@ -35,9 +35,10 @@ def segment_url(tenant: str | None, segment: str | None, range_: str | None = No
 
 def segment_href(label: str) -> str | None:
     """The drill-down page of a drift segment label ("tenant=acme", "segment=web"), if any: not
-    for other keys, nor for a value the page would refuse (control characters, over 128)."""
+    for other keys, nor for a value storage cannot hold (empty, NUL, over 128 characters).
+    Control characters are percent-encoded like any other."""
     key, _, value = label.partition("=")
-    if key not in ("tenant", "segment") or not _LABEL.fullmatch(value):
+    if key not in ("tenant", "segment") or not _NAME.fullmatch(value):
         return None
     return segment_url(value, None) if key == "tenant" else segment_url(None, value)
 
@@ -45,7 +46,7 @@ def segment_href(label: str) -> str | None:
 def segment_context(session: Session, tenant: str | None, segment: str | None, range_: str) -> dict:
     labels = [f"tenant={tenant}"] if tenant else []
     labels += [f"segment={segment}"] if segment else []
-    charts = [("drift " + label, "/api/v1/series?" + urlencode({"kind": "drift", "range": range_, "segment": label}))
+    charts = [("drift " + visible(label), "/api/v1/series?" + urlencode({"kind": "drift", "range": range_, "segment": label}))
               for label in labels]
     traffic = {"kind": "traffic", "range": range_}
     if tenant:
@@ -71,7 +72,8 @@ def _segment_page(session_factory: sessionmaker[Session], tenant: str | None, se
         raise HTTPException(404, "name a tenant or a segment")
     with session_factory() as session:
         context = segment_context(session, tenant, segment, range_)
-    title = " / ".join(x for x in (f"tenant {tenant}" if tenant else "", f"segment {segment}" if segment else "") if x)
+    names = ((f"tenant {visible(tenant)}" if tenant else ""), (f"segment {visible(segment)}" if segment else ""))
+    title = " / ".join(x for x in names if x)
     return page("segment.html", title=title, range=range_,
                 ranges=[(r.value, segment_url(tenant, segment, r.value)) for r in Range], **context)
 
@@ -80,13 +82,13 @@ def build_segment_router(session_factory: sessionmaker[Session]) -> APIRouter:
     router = APIRouter()
 
     @router.get("/segments", response_class=HTMLResponse)
-    def segment_by_query(tenant: Annotated[str | None, Query(pattern=LABEL)] = None,
-                         segment: Annotated[str | None, Query(pattern=LABEL)] = None,
+    def segment_by_query(tenant: Annotated[str | None, Query(pattern=NAME)] = None,
+                         segment: Annotated[str | None, Query(pattern=NAME)] = None,
                          range: Range = Range.week) -> HTMLResponse:
         return _segment_page(session_factory, tenant, segment, range.value)
 
     @router.get("/segments/{tenant}/{segment}", response_class=HTMLResponse)
-    def segment_by_path(tenant: Annotated[str, Path(pattern=LABEL)], segment: Annotated[str, Path(pattern=LABEL)],
+    def segment_by_path(tenant: Annotated[str, Path(pattern=NAME)], segment: Annotated[str, Path(pattern=NAME)],
                         range: Range = Range.week) -> HTMLResponse:
         return _segment_page(session_factory, None if tenant == ANY else tenant, None if segment == ANY else segment,
                              range.value)

@@ -3,6 +3,7 @@ response headers every page carries. Scripts and styles come only from this site
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from fastapi.responses import HTMLResponse
@@ -16,6 +17,7 @@ CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline';
        "frame-ancestors 'none'; form-action 'self'")
 
 _env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]))
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # C0, DEL and C1: Unicode's control characters
 
 
 def ago(seconds: float | None) -> str:
@@ -28,10 +30,16 @@ def ago(seconds: float | None) -> str:
     return f"{max(seconds, 0):.0f} s"
 
 
+def visible(name: str | None) -> str:
+    """A stored tenant, segment or label for display: control characters as `\\xNN` (a tab as
+    `\\x09`), so none is invisible or breaks a line; HTML escaping is still the template's."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", name or "")
+
+
 def _register_filters() -> None:
     from dashboards.pages import redact_error, target_origin
 
-    _env.filters.update(ago=ago, origin=target_origin, redact_error=redact_error)
+    _env.filters.update(ago=ago, origin=target_origin, redact_error=redact_error, visible=visible)
 
 
 _register_filters()
