@@ -4,7 +4,8 @@ after Settings.retention_days.
 - samples older than the cutoff (their embeddings and eval scores go with them, ON DELETE
   CASCADE);
 - canary runs (and their probe results) started before now minus Settings.canary_retention_days,
-  except the newest compared run, which the canary gauges read;
+  except the newest compared run, which the canary gauges read; then the retired canary
+  baselines created before that cutoff that no remaining run references (never the active one);
 - the frozen samples of baselines that were retired or rejected before the cutoff (an active,
   validated or candidate baseline keeps its copy: it may still be used);
 - HTML drift reports in `report_dir` last written before the cutoff (the pages then say the run
@@ -24,7 +25,10 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from storage.models import Baseline, BaselineSample
-from storage.repositories.canaries import delete_canary_runs_older_than
+from storage.repositories.canaries import (
+    delete_canary_runs_older_than,
+    delete_retired_canary_baselines_older_than,
+)
 from storage.repositories.samples import delete_samples_older_than
 from vigil.config import Settings
 
@@ -40,6 +44,7 @@ class RetentionResult:
     baseline_samples: int = 0
     files: int = 0  # reports, dead-letter and corrupt-line files
     canary_runs: int = 0
+    canary_baselines: int = 0
 
 
 def _remove_older(directory: Path, patterns: tuple[str, ...], cutoff_ts: float) -> int:
@@ -63,9 +68,11 @@ def run_retention_job(
         deleted = delete_samples_older_than(session, cutoff)
         spent = select(Baseline.id).where(Baseline.status.in_(SPENT_BASELINES), Baseline.created_at < cutoff)
         frozen = session.execute(delete(BaselineSample).where(BaselineSample.baseline_id.in_(spent))).rowcount
-        canary = delete_canary_runs_older_than(session, now - timedelta(days=settings.canary_retention_days))
+        canary_cutoff = now - timedelta(days=settings.canary_retention_days)
+        canary = delete_canary_runs_older_than(session, canary_cutoff)
+        canary_baselines = delete_retired_canary_baselines_older_than(session, canary_cutoff)
         session.commit()
     files = _remove_older(Path(settings.report_dir), (REPORT_GLOB,), cutoff.timestamp())
     files += _remove_older(Path(settings.journal_dir), JOURNAL_SIDE_FILES, cutoff.timestamp())
     return RetentionResult(cutoff=cutoff, deleted=deleted, baseline_samples=int(frozen or 0), files=files,
-                           canary_runs=canary)
+                           canary_runs=canary, canary_baselines=canary_baselines)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, exists, select, update
 from sqlalchemy.orm import Session
 
 from storage.models import CanaryBaseline, CanaryResult, CanaryRun
@@ -129,3 +129,16 @@ def delete_canary_runs_older_than(session: Session, cutoff: datetime) -> int:
     results, runs = CanaryResult.__table__, CanaryRun.__table__
     session.execute(delete(results).where(results.c.run_id.in_(old)))
     return int(session.execute(delete(runs).where(runs.c.id.in_(old))).rowcount or 0)
+
+
+def delete_retired_canary_baselines_older_than(session: Session, cutoff: datetime) -> int:
+    """Retention: delete retired canary baselines (one is left behind by each calibration) created
+    before `cutoff` that no canary run references; run after `delete_canary_runs_older_than`, so
+    a baseline goes once its last kept run has. The active baseline is never deleted. Returns the
+    baselines deleted. Does not commit."""
+    baselines, runs = CanaryBaseline.__table__, CanaryRun.__table__
+    in_use = exists().where(runs.c.baseline_id == baselines.c.id)
+    spent = delete(baselines).where(
+        baselines.c.status == "retired", baselines.c.created_at < to_utc(cutoff), ~in_use
+    )
+    return int(session.execute(spent).rowcount or 0)

@@ -1,6 +1,7 @@
 """Retention of canary runs (SQLite and PostgreSQL): runs older than canary_retention_days go with
 their probe results, recent ones stay, the newest compared run stays whatever its age, and the
-readers (the run listing, the sidecar's /metrics canary gauges) still work afterwards."""
+readers (the run listing, the sidecar's /metrics canary gauges) still work afterwards. Retired
+canary baselines older than that go once no kept run references them; the active one stays."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from sqlalchemy import func, select
 from sidecar.app import create_app
 from sidecar.jobs.retention import run_retention_job
 from storage.db import session_factory
-from storage.models import CanaryResult, CanaryRun
+from storage.models import CanaryBaseline, CanaryResult, CanaryRun
 from storage.repositories.canaries import (
     CanaryResultRow,
     activate_canary_baseline,
@@ -91,3 +92,60 @@ def test_the_newest_compared_run_stays_whatever_its_age(migrated_db, make_settin
         assert len(get_canary_results(s, newest)) == len(PROBES)
         assert s.scalar(select(func.count()).select_from(CanaryResult).where(CanaryResult.run_id.in_((older, failed)))) == 0
     assert _gauges(migrated_db, settings)["vigil_canary_token_match_ratio{chat}"] == 0.75
+
+
+def _kept_baselines(session) -> tuple[set[int], set[int], set[int]]:
+    """(baseline ids, active ids, ids referenced by a canary run)."""
+    ids = set(session.scalars(select(CanaryBaseline.id)))
+    active = set(session.scalars(select(CanaryBaseline.id).where(CanaryBaseline.status == "active")))
+    used = set(session.scalars(select(CanaryRun.baseline_id).where(CanaryRun.baseline_id.is_not(None))))
+    return ids, active, used
+
+
+def test_retired_baselines_go_once_no_kept_run_references_them(migrated_db, make_settings):
+    """A calibration every 9 days and a compared run every day for 100 simulated days, retention
+    daily: each day exactly the active baseline, those a kept run references and those created
+    within the period remain."""
+    settings = make_settings(migrated_db, canary_retention_days=30)
+    factory = session_factory(migrated_db)
+    start, created, results = NOW - timedelta(days=100), {}, []
+    for day in range(100):
+        today = start + timedelta(days=day)
+        with factory() as s:
+            if day % 9 == 0:  # a calibration fixes a new baseline and retires the previous one
+                base = _baseline(s, today)
+                created[base] = today
+                _run(s, base, today, "calibration", 1.0)
+            _run(s, base, today + timedelta(hours=1), "ok" if day % 4 else "mismatch", 1.0)
+            s.commit()
+        result = run_retention_job(settings, factory, today + timedelta(hours=2))
+        cutoff = today + timedelta(hours=2) - timedelta(days=30)
+        with factory() as s:
+            ids, active, used = _kept_baselines(s)
+        assert active == {base}
+        assert ids == {b for b, at in created.items() if b == base or b in used or at >= cutoff}, day
+        results.append(result)
+    deleted = sum(r.canary_baselines for r in results)
+    assert deleted == len(created) - len(ids) and deleted >= 5  # the early ones went
+    assert min(ids) > min(created)
+
+
+def test_idle_canaries_keep_the_active_baseline_and_the_one_the_gauges_read(migrated_db, make_settings):
+    settings = make_settings(migrated_db, canary_retention_days=30)
+    factory = session_factory(migrated_db)
+    with factory() as s:
+        read = _baseline(s, NOW - timedelta(days=200))
+        _run(s, read, NOW - timedelta(days=200), "calibration", 1.0)
+        _run(s, read, NOW - timedelta(days=190), "mismatch", 0.5)  # the newest compared run
+        spent = _baseline(s, NOW - timedelta(days=180))
+        _run(s, spent, NOW - timedelta(days=180), "calibration", 1.0)
+        _run(s, spent, NOW - timedelta(days=175), "failed", 0.0)  # engine down since
+        active = _baseline(s, NOW - timedelta(days=170))  # no run at all
+        s.commit()
+    result = run_retention_job(settings, factory, NOW)
+    with factory() as s:
+        assert _kept_baselines(s) == ({read, active}, {active}, {read})
+        assert s.get(CanaryBaseline, spent) is None
+    assert (result.canary_runs, result.canary_baselines) == (3, 1)
+    assert _gauges(migrated_db, settings)["vigil_canary_token_match_ratio{chat}"] == 0.5
+    assert run_retention_job(settings, factory, NOW).canary_baselines == 0  # idempotent
