@@ -19,6 +19,7 @@ from serving.server.drain import DrainController, close_resources
 from serving.server.errors import install_error_handlers, openai_error_json
 from serving.server.metrics import ServerMetrics
 from serving.server.routes import router
+from serving.server.server_send import ServerSend
 from serving.server.state import Phase, ServerState
 from serving.traffic.logger import TrafficLogger
 from serving.traffic.sampler import TrafficSampler
@@ -114,10 +115,11 @@ def create_app(
     app.state.vigil = state
     app.state.drain = DrainController(state)
     install_error_handlers(app)
-    # outermost: the key is checked and the body bounded before any route reads a byte
+    # the key is checked and the body bounded before any route reads a byte
     app.add_middleware(RequestGuard, keyring=KeyRing.from_settings(settings), protected=("/v1/",),
                        max_bytes=settings.max_request_bytes, body_timeout_s=settings.body_timeout_s,
                        render=openai_error_json)
+    app.add_middleware(ServerSend)  # outside the guard: SSE body chunks skip the layers within
     app.include_router(router)
     return app
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import AsyncIterator
+from functools import partial
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
@@ -26,7 +27,7 @@ from serving.server.generation import (
 from serving.server.offload import run_sized
 from serving.server.params import add_token_ids, build_params, check_context
 from serving.server.protocol import ChatCompletionRequest
-from serving.server.sse import DONE, SSEResponse, event, safe_logprob
+from serving.server.sse import DONE, EventTemplate, SSEResponse, event, safe_logprob
 from serving.server.state import ServerState
 
 
@@ -128,42 +129,67 @@ def _completion(out: RequestOutput, request_id: str, created: int, model: str, l
     }
 
 
+def _text_event(base: dict, usage_field: dict, index: int, finish: str | None, text: str) -> dict:
+    """A content chunk without logprobs."""
+    return {**base, "choices": [{"index": index, "delta": {"content": text}, "logprobs": None,
+                                 "finish_reason": finish}], **usage_field}
+
+
 async def _chunks(
     stream: AsyncIterator[RequestOutput], request_id: str, created: int, model: str,
     logprobs: bool, include_usage: bool,
 ) -> AsyncIterator[str]:
+    """One item per engine output (its choices' events together); the last output's events go
+    out with the usage event and [DONE]."""
     base = {"id": request_id, "object": "chat.completion.chunk", "created": created, "model": model}
     usage_field = {"usage": None} if include_usage else {}
+    templates: dict[tuple[int, str | None], EventTemplate] = {}
     sent_text: dict[int, int] = {}  # choice index -> characters sent
     sent_lp: dict[int, int] = {}  # choice index -> logprob entries sent
     done: set[int] = set()  # choices whose finish chunk went out
     last: RequestOutput | None = None
+    held = ""  # the last output's events: sent with the end of the stream
 
     def chunk(index: int, delta: dict, lps: list[TokenLogprob] | None, finish: str | None) -> str:
         lp = {"content": _logprob_entries(lps)} if logprobs and lps is not None else None
         return event({**base, "choices": [{"index": index, "delta": delta, "logprobs": lp,
                                            "finish_reason": finish}], **usage_field})
 
+    def text_chunk(index: int, text: str, finish: str | None) -> str:
+        """chunk(index, {"content": text}, [], finish) without logprobs: only the text varies."""
+        key = (index, finish)
+        if key not in templates:
+            templates[key] = EventTemplate(partial(_text_event, base, usage_field, index, finish))
+        return templates[key].fill(text)
+
     try:
         async for out in stream:
             last = out
+            events = []
             for c in sorted(out.outputs, key=lambda c: c.index):
                 if c.index in done:
                     continue
                 if c.index not in sent_text:  # the first chunk of each choice names the role
                     sent_text[c.index], sent_lp[c.index] = 0, 0
-                    yield chunk(c.index, {"role": "assistant", "content": ""}, None, None)
+                    events.append(chunk(c.index, {"role": "assistant", "content": ""}, None, None))
                 text = c.text[sent_text[c.index]:]
                 new_lps = (c.logprobs or [])[sent_lp[c.index]:]
                 if text or new_lps or c.finished:
                     sent_text[c.index] += len(text)
                     sent_lp[c.index] += len(new_lps)
-                    delta = {"content": text} if text else {}
-                    yield chunk(c.index, delta, new_lps, c.finish_reason)
+                    if text and not logprobs:
+                        events.append(text_chunk(c.index, text, c.finish_reason))
+                    else:
+                        delta = {"content": text} if text else {}
+                        events.append(chunk(c.index, delta, new_lps, c.finish_reason))
                     if c.finished:
                         done.add(c.index)
+            if out.finished:  # every choice has finished: nothing follows but the stream's end
+                held += "".join(events)
+            elif events:
+                yield "".join(events)
         if include_usage and last is not None:
-            yield event({**base, "choices": [], "usage": _usage([last])})
+            held += event({**base, "choices": [], "usage": _usage([last])})
     except Exception as exc:  # headers are gone: report in-band, as OpenAI does
-        yield event(in_band(exc))
-    yield DONE
+        held += event(in_band(exc))
+    yield held + DONE

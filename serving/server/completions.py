@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import AsyncIterator
+from functools import partial
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
@@ -32,7 +33,7 @@ from serving.server.params import (
     check_context,
 )
 from serving.server.protocol import CompletionRequest
-from serving.server.sse import DONE, SSEResponse, event, safe_logprob
+from serving.server.sse import DONE, EventTemplate, SSEResponse, event, safe_logprob
 from serving.server.state import ServerState
 
 
@@ -144,19 +145,30 @@ def _usage(outputs: list[RequestOutput]) -> dict:
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
+def _text_event(base: dict, usage_field: dict, index: int, finish: str | None, text: str) -> dict:
+    """A chunk without logprobs: `_choice` of `text` (same keys, same order)."""
+    return {**base, "choices": [{"index": index, "text": text, "logprobs": None, "finish_reason": finish}],
+            **usage_field}
+
+
 async def _chunks(
     streams: list[AsyncIterator[RequestOutput]], request_id: str, created: int, model: str, n: int,
     logprobs: int | None, include_usage: bool,
 ) -> AsyncIterator[str]:
+    """One item per engine output (its choices' events together); the last output's events go
+    out with the usage event and [DONE]."""
     base = {"id": request_id, "object": "text_completion", "created": created, "model": model}
     usage_field = {"usage": None} if include_usage else {}
+    templates: dict[tuple[int, str | None], EventTemplate] = {}
     sent_text: dict[int, int] = {}
     sent_lp: dict[int, int] = {}
     done: set[int] = set()
     finals: dict[int, RequestOutput] = {}
+    held = ""  # the last output's events: sent with the end of the stream
     try:
         async for k, out in merge(streams):
             finals[k] = out
+            events = []
             for c in sorted(out.outputs, key=lambda c: c.index):
                 index = k * n + c.index
                 if index in done:
@@ -168,10 +180,20 @@ async def _chunks(
                 sent_text[index], sent_lp[index] = start + len(text), lp_start + len(new_lps)
                 if c.finished:
                     done.add(index)
-                choice = _choice(index, c, text, new_lps, start, logprobs)
-                yield event({**base, "choices": [choice], **usage_field})
+                if logprobs is None:  # the common case: only the text differs between events
+                    key = (index, c.finish_reason)
+                    if key not in templates:
+                        templates[key] = EventTemplate(partial(_text_event, base, usage_field, *key))
+                    events.append(templates[key].fill(text))
+                else:
+                    choice = _choice(index, c, text, new_lps, start, logprobs)
+                    events.append(event({**base, "choices": [choice], **usage_field}))
+            if len(done) == len(streams) * n:  # nothing follows but the stream's end
+                held += "".join(events)
+            elif events:
+                yield "".join(events)
         if include_usage:
-            yield event({**base, "choices": [], "usage": _usage(list(finals.values()))})
+            held += event({**base, "choices": [], "usage": _usage(list(finals.values()))})
     except Exception as exc:
-        yield event(in_band(exc))
-    yield DONE
+        held += event(in_band(exc))
+    yield held + DONE

@@ -107,7 +107,16 @@ async def generate(
     last: RequestOutput | None = None
     last_token_at: float | None = None
     try:
-        async for out in _mapped_errors(stream):
+        while True:
+            try:  # (not an `async for` over a wrapping generator: one layer less per token)
+                out = await anext(stream)
+            except StopAsyncIteration:
+                break
+            except Exception as exc:
+                mapped = api_error(exc)
+                if mapped is None:
+                    raise
+                raise mapped from None
             now = time.monotonic()
             if any(len(c.token_ids) > 0 for c in out.outputs):
                 if last_token_at is not None:
@@ -128,23 +137,21 @@ async def generate(
             await aclose()
 
 
-async def _mapped_errors(stream: AsyncIterator[RequestOutput]) -> AsyncIterator[RequestOutput]:
+def api_error(exc: Exception) -> APIError | None:
     """The engine's refusals as API errors: a bad request is a 400, a stopped engine a 503, an
-    engine core that died under the request or a failed engine step a 500."""
+    engine core that died under the request or a failed engine step a 500; None for others."""
     from serving.engine.async_engine import EngineNotRunningError, EngineStepError
     from serving.engine.core_client import EngineDeadError
 
-    try:
-        async for out in stream:
-            yield out
-    except EngineNotRunningError as exc:
-        raise APIError(str(exc), status=503, code="engine_not_running") from None
-    except EngineDeadError as exc:
-        raise APIError(str(exc), status=500, code="engine_dead") from None
-    except EngineStepError as exc:
-        raise APIError(str(exc), status=500, code="engine_step_failed") from None
-    except ValueError as exc:
-        raise APIError(str(exc), code="invalid_request") from None
+    if isinstance(exc, EngineNotRunningError):
+        return APIError(str(exc), status=503, code="engine_not_running")
+    if isinstance(exc, EngineDeadError):
+        return APIError(str(exc), status=500, code="engine_dead")
+    if isinstance(exc, EngineStepError):
+        return APIError(str(exc), status=500, code="engine_step_failed")
+    if isinstance(exc, ValueError):
+        return APIError(str(exc), code="invalid_request")
+    return None
 
 
 def _finished(state: ServerState, out: RequestOutput, segment: SegmentInfo, tools: list[str]) -> None:

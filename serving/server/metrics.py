@@ -178,42 +178,47 @@ class ServerMetrics:
             "Histogram of maximum number of requested generation tokens.",
             labels, buckets=tokens, registry=r)
         # children exist from the start, as in vLLM, so dashboards see zeros rather than gaps
-        for histogram in (self.ttft, self.itl, self.e2e, self.queue_time, self.tpot, self.tpot_per_token,
-                          self.prefill_time, self.decode_time, self.inference_time, self.prompt_tokens,
-                          self.generation_tokens, self.max_generation_tokens):
-            histogram.labels(model_name)
-        for reason in ("stop", "length", "abort"):
-            self.request_success.labels(model_name, reason)
+        # (kept: `labels()` looks a child up under a lock, and the token path observes per token)
+        self.child = {name: getattr(self, name).labels(model_name) for name in (
+            "ttft", "itl", "e2e", "queue_time", "tpot", "tpot_per_token", "prefill_time", "decode_time",
+            "inference_time", "prompt_tokens", "generation_tokens", "max_generation_tokens")}
+        self.success = {reason: self.request_success.labels(model_name, reason)
+                        for reason in ("stop", "length", "abort")}
 
     def observe_token_interval(self, seconds: float) -> None:
-        self.itl.labels(self.model_name).observe(max(0.0, seconds))
-        self.tpot_per_token.labels(self.model_name).observe(max(0.0, seconds))
+        seconds = max(0.0, seconds)
+        self.child["itl"].observe(seconds)
+        self.child["tpot_per_token"].observe(seconds)
 
     def observe_finished(self, output: RequestOutput) -> None:
         """Record a finished request's latencies and each choice's finish reason."""
-        name = self.model_name
+        child = self.child
         m = output.metrics
         if m.first_token_time is not None:
-            self.ttft.labels(name).observe(max(0.0, m.first_token_time - m.arrival_time))
+            child["ttft"].observe(max(0.0, m.first_token_time - m.arrival_time))
         if m.first_scheduled_time is not None:
-            self.queue_time.labels(name).observe(max(0.0, m.first_scheduled_time - m.arrival_time))
+            child["queue_time"].observe(max(0.0, m.first_scheduled_time - m.arrival_time))
         end = m.finished_time if m.finished_time is not None else m.last_token_time
         if end is not None:
-            self.e2e.labels(name).observe(max(0.0, end - m.arrival_time))
+            child["e2e"].observe(max(0.0, end - m.arrival_time))
         if m.first_scheduled_time is not None and m.first_token_time is not None:
-            self.prefill_time.labels(name).observe(max(0.0, m.first_token_time - m.first_scheduled_time))
+            child["prefill_time"].observe(max(0.0, m.first_token_time - m.first_scheduled_time))
         if m.first_token_time is not None and m.last_token_time is not None:
-            self.decode_time.labels(name).observe(max(0.0, m.last_token_time - m.first_token_time))
+            child["decode_time"].observe(max(0.0, m.last_token_time - m.first_token_time))
         if m.first_scheduled_time is not None and m.last_token_time is not None:
-            self.inference_time.labels(name).observe(max(0.0, m.last_token_time - m.first_scheduled_time))
+            child["inference_time"].observe(max(0.0, m.last_token_time - m.first_scheduled_time))
         n_out = max((len(c.token_ids) for c in output.outputs), default=0)
-        self.prompt_tokens.labels(name).observe(len(output.prompt_token_ids))
-        self.generation_tokens.labels(name).observe(sum(len(c.token_ids) for c in output.outputs))
-        self.max_generation_tokens.labels(name).observe(n_out)
+        child["prompt_tokens"].observe(len(output.prompt_token_ids))
+        child["generation_tokens"].observe(sum(len(c.token_ids) for c in output.outputs))
+        child["max_generation_tokens"].observe(n_out)
         if n_out > 1 and m.first_token_time is not None and m.last_token_time is not None:
-            self.tpot.labels(name).observe(max(0.0, m.last_token_time - m.first_token_time) / (n_out - 1))
+            child["tpot"].observe(max(0.0, m.last_token_time - m.first_token_time) / (n_out - 1))
         for choice in output.outputs:
-            self.request_success.labels(name, choice.finish_reason or "abort").inc()
+            reason = choice.finish_reason or "abort"
+            counter = self.success.get(reason)
+            if counter is None:
+                counter = self.request_success.labels(self.model_name, reason)
+            counter.inc()
 
     def render(self) -> bytes:
         if self.shared is not None:
