@@ -239,14 +239,14 @@ def report(args, runs: list[dict]) -> bool:
              f"{args.client_procs} client processes; SLO TTFT <= 200 ms, TPOT <= 50 ms")
     table = Table(title, ["engine process", "API servers", "load", "sample rate", "req/s", "output tok/s", "offline tok/s",
                           "served/offline", "TTFT p50/p90/p99 ms", "TPOT p50/p90/p99 ms", "ITL p50/p90/p99 ms",
-                          "goodput req/s", "API CPU s", "API CPU s / 1k tok", "client CPU s", "load avg 1m",
+                          "goodput req/s", "API CPU s", "API CPU s / 1k tok", "tok / event", "client CPU s", "load avg 1m",
                           "failed"])
     print(f"## {title}\n{table.header()}")
     for r in runs:
         print(table.add(r["mode"], r["api_servers"], r["load"], f"{r['sample_rate']:g}", f"{r['request_throughput']:.2f}",
                         f"{r['output_tok_s']:.1f}", f"{r['offline_output_tok_s']:.1f}",
                         f"{100 * r['served_over_offline']:.0f} %", _three(r, "ttft"), _three(r, "tpot"),
-                        _three(r, "itl"), f"{r['goodput_req_s']:.2f}", r["api_cpu_s"], r["api_cpu_s_per_1k_tok"],
+                        _three(r, "itl"), f"{r['goodput_req_s']:.2f}", r["api_cpu_s"], r["api_cpu_s_per_1k_tok"], r["tokens_per_event"],
                         r["client_cpu_s"], r["machine_load_1m"],
                         r["failed"]))
     tables, ok = [table], True

@@ -166,7 +166,9 @@ def summarize(results: list[dict]) -> dict:
     out = {"requests": len(results), "completed": completed, "failed": len(results) - len(ok),
            "wall_s": round(wall, 3),
            "request_throughput": len(ok) / wall, "output_tok_s": sum(r["tokens"] for r in ok) / wall,
-           "goodput_req_s": len(good) / wall}
+           "goodput_req_s": len(good) / wall,
+           # above 1 when the server fell behind and its outputs coalesced: fewer events to write
+           "tokens_per_event": round(sum(r["tokens"] for r in ok) / max(1, sum(len(r["stamps"]) for r in ok)), 3)}
     for name, values in (("ttft", ttft), ("tpot", tpot), ("itl", itl)):
         for q in (50, 90, 99):
             v = pct(values, q)

@@ -40,3 +40,11 @@ def test_api_cpu_per_thousand_streamed_tokens():
     assert api_cpu(10.0, 12.0, summary) == {"api_cpu_s": 2.0, "api_cpu_s_per_1k_tok": 0.5}
     assert api_cpu(None, 12.0, summary)["api_cpu_s_per_1k_tok"] is None
     assert api_cpu(1.0, 2.0, {"output_tok_s": 0.0, "wall_s": 4.0})["api_cpu_s"] is None
+
+
+def test_tokens_per_event_counts_coalesced_outputs():
+    from bench.serving_load import summarize
+
+    results = [{"start": 0.0, "end": 1.0, "stamps": [0.1, 0.2], "tokens": 4, "error": None},
+               {"start": 0.0, "end": 1.0, "stamps": [0.1, 0.2, 0.3, 0.4], "tokens": 4, "error": None}]
+    assert summarize(results)["tokens_per_event"] == round(8 / 6, 3)
