@@ -17,8 +17,9 @@ from fastapi import FastAPI
 
 from serving.server.drain import DrainController, close_resources
 from serving.server.errors import install_error_handlers, openai_error_json
+from serving.server.heap import freeze_startup_heap
 from serving.server.metrics import ServerMetrics
-from serving.server.routes import router
+from serving.server.routes import add_routes
 from serving.server.server_send import ServerSend
 from serving.server.state import Phase, ServerState
 from serving.traffic.logger import TrafficLogger
@@ -120,7 +121,7 @@ def create_app(
                        max_bytes=settings.max_request_bytes, body_timeout_s=settings.body_timeout_s,
                        render=openai_error_json)
     app.add_middleware(ServerSend)  # outside the guard: SSE body chunks skip the layers within
-    app.include_router(router)
+    add_routes(app)
     return app
 
 
@@ -141,6 +142,7 @@ async def _load(state: ServerState, on_engine_health, engine_loader) -> None:
             state.request_exit()
         return
     state.engine, state.owns_engine = engine, True
+    freeze_startup_heap()  # the engine client's imports and objects stay for the process's life
     if state.phase is Phase.LOADING:
         state.phase = Phase.READY
         log.info("model %s ready (context %d tokens)", state.settings.model_name, state.max_model_len)

@@ -1,8 +1,12 @@
-"""The HTTP routes: OpenAI's /v1 endpoints, /health and /metrics."""
+"""The HTTP routes: OpenAI's /v1 endpoints, /health and /metrics.
+
+`add_routes` registers them on the app itself: a router included with `include_router` is
+matched again at every level of nesting on each request (FastAPI's included routers resolve
+lazily), which the completion routes pay per request."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from serving.server.auth import request_principal
@@ -24,16 +28,12 @@ def get_state(request: Request) -> ServerState:
     return request.app.state.vigil
 
 
-async def require_api_key(request: Request) -> None:
-    # async: FastAPI runs a plain `def` dependency in a worker thread, a hop per request
-    request_principal(request)  # the guard middleware checked the key before the body was read
+def require_api_key(request: Request) -> None:
+    """Every /v1 handler's first line: the guard middleware checked the key before the body was
+    read and left the principal; without one (an app built without the guard) refuse."""
+    request_principal(request)
 
 
-router = APIRouter()
-v1 = APIRouter(prefix="/v1", dependencies=[Depends(require_api_key)], responses=ERROR_RESPONSES)
-
-
-@router.get("/health")
 async def health(request: Request) -> Response:
     state = get_state(request)
     if state.phase is Phase.READY:
@@ -42,7 +42,6 @@ async def health(request: Request) -> Response:
     return JSONResponse({"status": state.phase.value}, status_code=503)
 
 
-@router.get("/metrics")
 async def metrics(request: Request) -> Response:
     return Response(get_state(request).metrics.render(), media_type=CONTENT_TYPE)
 
@@ -74,13 +73,13 @@ def _engine_identity(engine) -> dict:
             "attention": ident.attention, "dtype": ident.dtype}
 
 
-@v1.get("/models")
 async def list_models(request: Request) -> dict:
+    require_api_key(request)
     return {"object": "list", "data": [_model_card(get_state(request))]}
 
 
-@v1.get("/models/{model_id:path}")
 async def retrieve_model(model_id: str, request: Request) -> dict:
+    require_api_key(request)
     state = get_state(request)
     if model_id != state.settings.model_name:
         raise APIError(f"The model `{model_id}` does not exist.", status=404, param="model",
@@ -88,14 +87,21 @@ async def retrieve_model(model_id: str, request: Request) -> dict:
     return _model_card(state)
 
 
-@v1.post("/chat/completions")
 async def create_chat_completion(body: ChatCompletionRequest, request: Request) -> Response:
+    require_api_key(request)
     return await chat_completions(request, body, get_state(request))
 
 
-@v1.post("/completions")
 async def create_completion(body: CompletionRequest, request: Request) -> Response:
+    require_api_key(request)
     return await completions(request, body, get_state(request))
 
 
-router.include_router(v1)
+
+def add_routes(app: FastAPI) -> None:
+    app.add_api_route("/health", health, methods=["GET"])
+    app.add_api_route("/metrics", metrics, methods=["GET"])
+    for path, endpoint, method in (("/models", list_models, "GET"), ("/models/{model_id:path}", retrieve_model, "GET"),
+                                   ("/chat/completions", create_chat_completion, "POST"),
+                                   ("/completions", create_completion, "POST")):
+        app.add_api_route("/v1" + path, endpoint, methods=[method], responses=ERROR_RESPONSES)
