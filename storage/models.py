@@ -93,11 +93,7 @@ class EvalScore(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     detail: Mapped[dict | None] = mapped_column(JSON)
 
-    __table_args__ = (
-        UniqueConstraint("sample_id", "name", name="uq_eval_score"),
-        # the eval reads join on sample_id and read name and score from the index alone
-        Index("ix_eval_scores_sample_name_score", "sample_id", "name", "score"),
-    )
+    __table_args__ = (UniqueConstraint("sample_id", "name", name="uq_eval_score"),)
 
 
 class Baseline(Base):
