@@ -20,6 +20,11 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from storage.types import UTCDateTime
+from vigil.sample_record.limits import MAX_SEGMENT_LABEL_CHARS
+
+# a drift segment label, `<key>=<value>`; declared 128 on SQLite, which does not enforce it
+# (migration 0006 widens PostgreSQL only)
+SEGMENT_LABEL = String(MAX_SEGMENT_LABEL_CHARS).with_variant(String(128), "sqlite")
 
 
 class Base(DeclarativeBase):
@@ -155,7 +160,7 @@ class DriftResult(Base):
     run_id: Mapped[int] = mapped_column(ForeignKey("drift_runs.id", ondelete="CASCADE"), index=True)
     test: Mapped[str] = mapped_column(String(32))
     feature: Mapped[str] = mapped_column(String(128))
-    segment: Mapped[str] = mapped_column(String(128), default="*")
+    segment: Mapped[str] = mapped_column(SEGMENT_LABEL, default="*")
     statistic: Mapped[float | None] = mapped_column(Float)
     p_value: Mapped[float | None] = mapped_column(Float)
     threshold: Mapped[float | None] = mapped_column(Float)
@@ -172,7 +177,7 @@ class Alert(Base):
     rule: Mapped[str] = mapped_column(String(64))
     kind: Mapped[str] = mapped_column(String(32))  # one of vigil.alert_table.KINDS
     severity: Mapped[str] = mapped_column(String(16))  # moderate|high|critical|review
-    segment: Mapped[str] = mapped_column(String(128), default="*")
+    segment: Mapped[str] = mapped_column(SEGMENT_LABEL, default="*")
     status: Mapped[str] = mapped_column(String(16), index=True)  # open|resolved
     summary: Mapped[str] = mapped_column(Text)
     evidence: Mapped[dict | None] = mapped_column(JSON)

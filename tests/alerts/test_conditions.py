@@ -102,3 +102,12 @@ def test_unknown_or_drift_rule_ids_are_refused(sessions, alerts_db):
         with pytest.raises(KeyError, match="is not a condition rule"), sessions() as s:
             raise_condition(s, name, healthy=False, now=T0, settings=settings)
     assert _count(sessions, Alert) == 0
+
+
+def test_an_alert_for_the_longest_segment_label(sessions, alerts_db):
+    settings = make_settings(alerts_db, ["http://127.0.0.1:9/a"])
+    label = "model_version=" + "m" * 128
+    raised = _report(sessions, settings, "monitor_window_failed", T0, healthy=False, segment=label)
+    assert raised[1:] == ("open", 1)
+    with sessions() as s:
+        assert s.scalars(select(Alert.segment)).all() == [label]

@@ -118,3 +118,15 @@ def test_drift_run_claim_results_and_rerun_after_kill(migrated_db):
         assert [r.feature for r in get_drift_results(s, first_id, segment="b")] == ["prompt_embedding"]
         with pytest.raises(ValueError, match="status"):
             finish_drift_run(s, first_id, status="weird")
+
+
+def test_longest_segment_label_is_stored(migrated_db):
+    """`prompt_version=` and a 128-character version: the longest label the drift job makes
+    (PostgreSQL refused it at 128 characters and the window's run failed)."""
+    label = "prompt_version=" + "v" * 128
+    with session_scope(migrated_db) as s:
+        run = start_drift_run(s, T0, T0 + timedelta(hours=1), baseline_id=None)
+        add_drift_results(s, run.id, [DriftResultRow("psi", "latency_ms", label, 0.3, None, 0.2, True)])
+        run_id = run.id
+    with session_scope(migrated_db) as s:
+        assert [r.segment for r in get_drift_results(s, run_id, segment=label)] == [label]

@@ -5,6 +5,9 @@ from __future__ import annotations
 MAX_ID_CHARS = 64  # samples.id is String(64)
 ID_PATTERN = r"^[A-Za-z0-9._:\-]+$"  # UUIDs, request ids; no spaces or control characters
 MAX_KEY_CHARS = 128  # tenant, segment, prompt_version, model_version, tool names
+# a drift segment label `<key>=<value>` (drift_results.segment, alerts.segment): a key of up to
+# 15 characters (`prompt_version`), '=', and a value of up to MAX_KEY_CHARS
+MAX_SEGMENT_LABEL_CHARS = 256
 MAX_FINISH_REASON_CHARS = 32
 MAX_TEXT_CHARS = 1_000_000  # prompt, response
 MAX_TOKENS = 10_000_000  # prompt_tokens, completion_tokens
