@@ -13,7 +13,9 @@ import asyncio
 import json
 import multiprocessing
 import random
+import re
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import httpx
@@ -59,6 +61,19 @@ def poisson_schedule(jobs: list[Job], rate: float, seed: int = 0) -> None:
         t += float(rng.exponential(1.0 / rate)) if rate != float("inf") else 0.0
 
 
+async def sse_lines(texts: AsyncIterator[str]) -> AsyncIterator[str]:
+    """Lines as SSE ends them (LF, CRLF or CR), not as str.splitlines() does (httpx's
+    aiter_lines): a token's text may hold U+2028 or U+0085 raw inside the JSON."""
+    pending = ""
+    async for text in texts:
+        pending += text
+        *lines, pending = re.split(r"\r\n|\n|\r(?=.)", pending, flags=re.S)
+        for line in lines:
+            yield line
+    if pending:
+        yield pending.rstrip("\r")
+
+
 async def _one(client: httpx.AsyncClient, url: str, model: str, job: Job) -> dict:
     body = {"model": model, "prompt": job.prompt_ids, "max_tokens": job.max_tokens, "temperature": 0.0,
             "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
@@ -69,7 +84,7 @@ async def _one(client: httpx.AsyncClient, url: str, model: str, job: Job) -> dic
         async with client.stream("POST", url, json=body, headers={"Authorization": f"Bearer {KEY}"}) as r:
             if r.status_code != 200:
                 error = f"{r.status_code}"
-            async for line in r.aiter_lines():
+            async for line in sse_lines(r.aiter_text()):
                 if not line.startswith("data: ") or line == "data: [DONE]":
                     continue
                 chunk = json.loads(line[6:])

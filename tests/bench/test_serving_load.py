@@ -27,3 +27,27 @@ def test_open_loop_deals_round_robin():
     jobs = workload("random", 5, 1000, 8, 4)
     parts = split_jobs(jobs, 2, None)
     assert [len(share) for share, _ in parts] == [3, 2] and all(lanes is None for _, lanes in parts)
+
+
+@given(events=st.lists(st.text(max_size=8), max_size=6), cuts=st.lists(st.integers(0, 200), max_size=5),
+       crlf=st.booleans())
+def test_sse_lines_split_only_at_sse_line_ends_wherever_the_chunks_break(events, cuts, crlf):
+    import asyncio
+    import json
+
+    from bench.serving_load import sse_lines
+
+    end = "\r\n" if crlf else "\n"
+    lines = [f"data: {json.dumps({'text': e}, ensure_ascii=False)}" for e in events]  # raw U+2028, U+0085
+    body = "".join(line + end + end for line in lines)
+    bounds = sorted({0, len(body), *(c for c in cuts if c < len(body))})
+    pieces = [body[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+
+    async def texts():
+        for piece in pieces:
+            yield piece
+
+    async def collect():
+        return [line async for line in sse_lines(texts())]
+
+    assert [line for line in asyncio.run(collect()) if line] == lines
