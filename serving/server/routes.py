@@ -97,7 +97,6 @@ async def create_completion(body: CompletionRequest, request: Request) -> Respon
     return await completions(request, body, get_state(request))
 
 
-
 def add_routes(app: FastAPI) -> None:
     app.add_api_route("/health", health, methods=["GET"])
     app.add_api_route("/metrics", metrics, methods=["GET"])
