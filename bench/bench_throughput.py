@@ -37,9 +37,10 @@ from bench.hf_random import hf_random_model, loaded_from_hf, make_engine
 from bench.model_shapes import HBM_BYTES_PER_S, SHAPES, decode_step_bytes
 from bench.results_table import Table, write_results
 from serving.kernels import gemv as gemv_kernels
+from serving.kernels import pdl
 from serving.sampling_params import SamplingParams
 
-COLUMNS = ["shape", "batch", "gemv", "async", "engine tok/s", "HF tok/s", "engine/HF", "roofline tok/s", "% roofline"]
+COLUMNS = ["shape", "batch", "gemv", "PDL", "async", "engine tok/s", "HF tok/s", "engine/HF", "roofline tok/s", "% roofline"]
 
 
 def run_engine(engine, prompts: list[list[int]], new_tokens: int) -> tuple[float, int]:
@@ -82,6 +83,7 @@ def bench_shape(name: str, batches: list[int], args, rows: list[dict], table: Ta
     for batch in batches:
         # the one-token GEMV only runs at batch 1: other batches run once
         gemv_modes = {"both": [False, True], "on": [True], "off": [False]}[args.gemv] if batch == 1 else [True]
+        pdl_modes = {"both": ["off", "auto"], "on": ["auto"], "off": ["off"]}[args.programmatic_launch]
         prompts = torch.randint(0, shape["vocab_size"], (batch, args.prompt), generator=g).tolist()
         run_engine(engine, prompts, 8)  # warm-up: compiles kernels, captures this batch's graph
         hf_tps = None
@@ -91,26 +93,29 @@ def bench_shape(name: str, batches: list[int], args, rows: list[dict], table: Ta
         kv_elem = 1 if args.kv_cache_dtype == "fp8" else 2
         step_bytes = decode_step_bytes(shape, batch, args.prompt + args.new / 2, kv_elem)
         roof = batch * HBM_BYTES_PER_S / step_bytes
-        for use_gemv in gemv_modes:
+        for use_gemv, pdl_mode in [(g, p) for g in gemv_modes for p in pdl_modes]:
             gemv_kernels.ENABLED = use_gemv
-            engine.runner.gpu.release_graphs()  # recaptured with this projection path
+            pdl.set_mode(pdl_mode)
+            engine.runner.gpu.release_graphs()  # recaptured with this projection path and launch mode
             run_engine(engine, prompts, 8)
+            pdl_label = "on" if pdl.enabled(torch.device("cuda")) else "off"
             for on in modes:
                 engine.set_async_scheduling(on)
                 t, generated = run_engine(engine, prompts, args.new)
                 assert generated == batch * args.new, (generated, batch * args.new)
                 ours = generated / t
                 row = {"shape": name, "batch": batch, "kv": args.kv_cache_dtype, "async_scheduling": on,
-                       "gemv": use_gemv and batch == 1, "engine_tok_s": ours, "hf_tok_s": hf_tps,
+                       "gemv": use_gemv and batch == 1, "pdl": pdl_label, "engine_tok_s": ours, "hf_tok_s": hf_tps,
                        "ratio": ours / hf_tps if hf_tps else None,
                        "roofline_tok_s": roof, "roofline_share": ours / roof, "engine_s": t}
                 rows.append(row)
                 ratio = f"{ours / hf_tps:.1f}x" if hf_tps else "-"
                 hf_s = f"{hf_tps:.0f}" if hf_tps else "-"
                 label = name + (" fp8-kv" if args.kv_cache_dtype == "fp8" else "")
-                print(table.add(label, batch, "on" if use_gemv and batch == 1 else "-", "on" if on else "off",
+                print(table.add(label, batch, "on" if use_gemv and batch == 1 else "-", pdl_label, "on" if on else "off",
                                 f"{ours:.0f}", hf_s, ratio, f"{roof:.0f}", f"{100 * ours / roof:.0f}%"), flush=True)
         gemv_kernels.ENABLED = True
+        pdl.set_mode("auto")
     del engine, hf, loaded
     gc.collect()
     torch.cuda.empty_cache()
@@ -194,6 +199,8 @@ def main() -> None:
     parser.add_argument("--async-scheduling", default="both", choices=["both", "on", "off"])
     parser.add_argument("--gemv", default="on", choices=["both", "on", "off"],
                         help="batch 1: projections as one-token GEMVs (serving/kernels/gemv.py) or cuBLAS")
+    parser.add_argument("--programmatic-launch", default="on", choices=["both", "on", "off"],
+                        help="decode kernels launched with programmatic dependent launch (serving/kernels/pdl.py)")
     parser.add_argument("--device", default="cuda", choices=["cuda"], help="the engine's device (GPU only)")
     parser.add_argument("--tensor-parallel-size", type=int, default=1)
     parser.add_argument("--tp-only-shapes", default="qwen3-32b", help="shapes run at TP=N only")

@@ -77,6 +77,10 @@ class Settings(BaseSettings):
     # tensor parallel all-reduce of the layers: "auto" = one-shot over NVLink peer memory (torch
     # symmetric memory) for small CUDA messages when every rank can, else NCCL (gloo on CPU)
     tp_allreduce: Literal["auto", "nccl", "symm_mem"] = "auto"
+    # programmatic dependent launch of the decode-path Triton kernels (serving/kernels/pdl.py):
+    # "auto" = on for GPUs of compute capability 9.0 and newer; each kernel of the chain starts
+    # while the one before it finishes (a GEMV's weight stream overlaps the norm before it)
+    programmatic_launch: Literal["auto", "off"] = "auto"
     host: str = "127.0.0.1"
     port: int = Field(8000, gt=0, lt=65536)
     api_keys: list[str] = Field(default_factory=lambda: [DEFAULT_DEV_API_KEY])

@@ -75,6 +75,7 @@ def _start(launch, inbox: Connection, outbox: Connection):
     from serving.distributed.partition import rank_config
     from serving.distributed.step_channel import StepChannel
     from serving.engine.runner import ModelRunner
+    from serving.kernels import pdl
     from serving.loader.shard import ShardSpec
     from serving.model import build_model
 
@@ -91,6 +92,7 @@ def _start(launch, inbox: Connection, outbox: Connection):
     model = build_model(loaded.config, loaded.state_dict, device, dtype, tp=tp)
     local = rank_config(loaded.config, launch.world_size, launch.rank)
     del loaded
+    pdl.set_mode(cfg.programmatic_launch)
     runner = ModelRunner(model, local, num_blocks, cfg.block_size, device,
                          cfg.resolve_kv_dtype(dtype), cfg.enable_cuda_graphs)
     return runner, StepChannel(tp, device), model

@@ -41,6 +41,7 @@ class EngineConfig:
     tensor_parallel_size: int = _setting("tensor_parallel_size")  # > 1: serving/distributed
     async_scheduling: str = _setting("async_scheduling")  # "auto" (CUDA only) | "on" | "off"
     tp_allreduce: str = _setting("tp_allreduce")  # "auto" | "nccl" | "symm_mem" (serving/distributed/all_reduce.py)
+    programmatic_launch: str = _setting("programmatic_launch")  # "auto" | "off" (serving/kernels/pdl.py)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> EngineConfig:

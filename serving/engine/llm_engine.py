@@ -25,6 +25,7 @@ from serving.engine.request import Request, Sequence
 from serving.engine.request_checks import check_new_request
 from serving.engine.runner import InflightStep, ModelRunner, SampleResult, kv_bytes_per_block
 from serving.engine.scheduler import Scheduler, SchedulerConfig, SchedulerOutput
+from serving.kernels import pdl
 from serving.model import build_model
 from serving.outputs import EngineStats, RequestMetrics, RequestOutput
 from serving.sampling_params import SamplingParams
@@ -39,6 +40,7 @@ class LLMEngine:
             torch.set_num_threads(cfg.torch_threads)
         self.config = cfg
         self.device = cfg.resolve_device()
+        pdl.set_mode(cfg.programmatic_launch)  # before any kernel runs, graph captures included
         dtype = cfg.resolve_dtype(self.device)
         kv_dtype = cfg.resolve_kv_dtype(dtype)  # fp8: e4m3 KV cache (GPU kernels)
         # tensor parallel: worker processes, rank 0's shard and its runner (serving/distributed)

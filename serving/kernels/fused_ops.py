@@ -8,7 +8,9 @@ Whether they pay is measured by bench/bench_kernels.py (figures in bench/results
 
 import torch
 
+from serving.kernels import pdl
 from serving.kernels._compat import require_triton, tl, triton
+from serving.kernels.pdl import launch_next, wait_for_prior
 
 
 @triton.jit
@@ -25,7 +27,10 @@ def _rms_norm_kernel(
     eps,
     HAS_RES: tl.constexpr,
     BLOCK: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
+    launch_next(USE_PDL)
+    wait_for_prior(USE_PDL)
     # row r is (token r // num_heads, head r % num_heads): per-head q/k norms read a fused qkv view
     row = tl.program_id(0).to(tl.int64)
     x_row = x_ptr + (row // num_heads) * x_stride_t + (row % num_heads) * x_stride_h
@@ -67,6 +72,7 @@ def rms_norm(
     rows = x.shape[0] * heads
     if rows:
         block = triton.next_power_of_2(n)
+        use_pdl = pdl.enabled(x.device)
         _rms_norm_kernel[(rows,)](
             x,
             residual if residual is not None else x,
@@ -80,7 +86,9 @@ def rms_norm(
             eps,
             HAS_RES=residual is not None,
             BLOCK=block,
+            USE_PDL=use_pdl,
             num_warps=min(16, max(1, block // 256)),
+            launch_pdl=use_pdl,
         )
     return out
 

@@ -5,7 +5,9 @@ for the Qwen3-4B layer shapes (bench/results/profile_step.md); a decode step at 
 weight reads, so that share is the step's speed. Here each program streams BLOCK_N whole rows
 of W (coalesced along K) against x held in registers, accumulates in fp32 and rounds once,
 as cuBLAS does; configurations are autotuned per (N, K) on first use, which the CUDA-graph
-warm-up runs before capture.
+warm-up runs before capture. The next weight chunk is loaded one iteration ahead, and the first one
+before waiting on the kernel before (programmatic dependent launch, serving/kernels/pdl.py), so the
+weight stream starts while a norm or attention kernel still runs.
 
 `gemv_silu` reads x as silu(gate) * up from a [gate | up] row, rounded like
 `fused_ops.silu_and_mul` (bf16 silu, then the bf16 product), so the MLP's down projection needs
@@ -16,15 +18,23 @@ Kernel files must not use `from __future__ import annotations` (see _compat.py).
 
 import torch
 
+from serving.kernels import pdl
 from serving.kernels._compat import HAS_TRITON, require_triton, tl, triton
+from serving.kernels.pdl import launch_next, wait_for_prior
 
 
 def _gemv_body(x_ptr, w_ptr, b_ptr, y_ptr, res_ptr, nw_ptr, new_res_ptr, N, K, stride_w, eps,
                HAS_BIAS: tl.constexpr, SILU: tl.constexpr, NORM: tl.constexpr, HAS_RES: tl.constexpr,
-               BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+               USE_PDL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     row_mask = rows < N
     cols = tl.arange(0, BLOCK_K)
+    w_rows = w_ptr + rows[:, None].to(tl.int64) * stride_w
+    # weights are never written by a step's kernels: the first chunk is read before the wait
+    w_next = tl.load(w_rows + cols[None, :], mask=row_mask[:, None] & (cols < K)[None, :], other=0.0,
+                     eviction_policy="evict_first")
+    launch_next(USE_PDL)
+    wait_for_prior(USE_PDL)
     first = tl.program_id(0) == 0
     rstd = 0.0
     if NORM:  # every program computes the norm of the whole (short) row; program 0 stores the sum
@@ -39,9 +49,12 @@ def _gemv_body(x_ptr, w_ptr, b_ptr, y_ptr, res_ptr, nw_ptr, new_res_ptr, N, K, s
             hf = h.to(tl.float32)
             sq += hf * hf
         rstd = tl.rsqrt(tl.sum(sq, 0) / K + eps)
-    w_rows = w_ptr + rows[:, None].to(tl.int64) * stride_w
     acc = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
     for k0 in range(0, K, BLOCK_K):
+        w = w_next
+        k_ahead = k0 + BLOCK_K + cols  # one chunk ahead: two weight loads in flight per program
+        w_next = tl.load(w_rows + k_ahead[None, :], mask=row_mask[:, None] & (k_ahead < K)[None, :],
+                         other=0.0, eviction_policy="evict_first")
         k = k0 + cols
         k_mask = k < K
         if SILU:
@@ -58,8 +71,6 @@ def _gemv_body(x_ptr, w_ptr, b_ptr, y_ptr, res_ptr, nw_ptr, new_res_ptr, N, K, s
             x = (normed.to(tl.float32) * nw.to(tl.float32)).to(h.dtype).to(tl.float32)
         else:
             x = tl.load(x_ptr + k, mask=k_mask, other=0.0).to(tl.float32)
-        w = tl.load(w_rows + k[None, :], mask=row_mask[:, None] & k_mask[None, :], other=0.0,
-                    eviction_policy="evict_first")
         acc += w.to(tl.float32) * x[None, :]
     y = tl.sum(acc, axis=1)
     if HAS_BIAS:
@@ -80,7 +91,7 @@ if HAS_TRITON:  # pragma: no cover - GPU machine
             (8, 256, 4, 4), (8, 512, 4, 4), (16, 512, 8, 3), (32, 128, 4, 4), (32, 256, 8, 3),
         ]
     ]
-    _gemv_kernel = triton.autotune(configs=_CONFIGS, key=["N", "K", "SILU", "NORM"])(triton.jit(_gemv_body))
+    _gemv_kernel = triton.autotune(configs=_CONFIGS, key=["N", "K", "SILU", "NORM", "USE_PDL"])(triton.jit(_gemv_body))
 else:
     _gemv_kernel = triton.jit(_gemv_body)
 
@@ -116,11 +127,13 @@ def _launch(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, si
     x = x.contiguous()
     y = torch.empty(1, n, dtype=x.dtype, device=x.device)
     norm_weight, eps = norm if norm is not None else (y, 0.0)
+    use_pdl = pdl.enabled(x.device)
     _gemv_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK_N"]),)](
         x, weight, bias if bias is not None else y, y,
         residual if residual is not None else y, norm_weight, new_residual if new_residual is not None else y,
         n, k, weight.stride(0), eps,
         HAS_BIAS=bias is not None, SILU=silu, NORM=norm is not None, HAS_RES=residual is not None,
+        USE_PDL=use_pdl, launch_pdl=use_pdl,
     )
     return y
 

@@ -11,7 +11,9 @@ program derives its actual range from the sequence's length read on the device.
 
 import torch
 
+from serving.kernels import pdl
 from serving.kernels._compat import RUNTIME_ARGS, require_triton, tl, triton
+from serving.kernels.pdl import launch_next, wait_for_prior
 
 LOG2E = 1.4426950408889634
 NUM_SMS_TARGET = 2 * 132  # two waves of programs fill an H200's 132 SMs
@@ -52,7 +54,10 @@ def _decode_kernel(
     BLOCK_N: tl.constexpr,
     NUM_SPLITS: tl.constexpr,
     FP8: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
+    launch_next(USE_PDL)
+    wait_for_prior(USE_PDL)
     seq = tl.program_id(0)
     kvh = tl.program_id(1)
     split = tl.program_id(2)
@@ -130,7 +135,10 @@ def _merge_kernel(
     D_PAD: tl.constexpr,
     NUM_SPLITS: tl.constexpr,
     S_PAD: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
+    launch_next(USE_PDL)
+    wait_for_prior(USE_PDL)
     seq = tl.program_id(0)
     h = tl.program_id(1)
     q_row = tl.load(qsl_ptr + seq).to(tl.int64)
@@ -211,6 +219,7 @@ def paged_decode(
         )
     else:
         part_out = part_lse = out  # unused by the kernel when NUM_SPLITS == 1
+    use_pdl = pdl.enabled(query.device)
     _decode_kernel[(num_seqs, num_kv_heads, num_splits)](
         query,
         k_cache,
@@ -241,8 +250,10 @@ def paged_decode(
         BLOCK_N=DECODE_BLOCK_N,
         NUM_SPLITS=num_splits,
         FP8=k_cache.dtype == torch.float8_e4m3fn,
+        USE_PDL=use_pdl,
         num_warps=4,
         num_stages=2,
+        launch_pdl=use_pdl,
     )
     if num_splits > 1:
         _merge_kernel[(num_seqs, num_q_heads)](
@@ -257,6 +268,8 @@ def paged_decode(
             D_PAD=d_pad,
             NUM_SPLITS=num_splits,
             S_PAD=max(2, triton.next_power_of_2(num_splits)),
+            USE_PDL=use_pdl,
             num_warps=4,
+            launch_pdl=use_pdl,
         )
     return out

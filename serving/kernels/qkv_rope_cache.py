@@ -12,7 +12,9 @@ rounded before the sum.
 
 import torch
 
+from serving.kernels import pdl
 from serving.kernels._compat import require_triton, tl, triton
+from serving.kernels.pdl import launch_next, wait_for_prior
 
 
 @triton.jit
@@ -55,7 +57,10 @@ def _qkv_rope_cache_kernel(
     QK_NORM: tl.constexpr,
     FP8: tl.constexpr,
     HALF: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
+    launch_next(USE_PDL)
+    wait_for_prior(USE_PDL)
     t = tl.program_id(0).to(tl.int64)
     row = qkv_ptr + t * qkv_stride
     offs = tl.arange(0, HALF)
@@ -140,6 +145,7 @@ def qkv_rope_cache(
         raise ValueError(f"k_cache must be contiguous [..., {num_kv_heads}, {head_dim}]")
     qk_norm = q_norm_weight is not None
     if t:
+        use_pdl = pdl.enabled(qkv.device)
         _qkv_rope_cache_kernel[(t,)](
             qkv, cos, sin,
             q_norm_weight if qk_norm else cos, k_norm_weight if qk_norm else cos,
@@ -149,7 +155,9 @@ def qkv_rope_cache(
             QH_PAD=triton.next_power_of_2(num_q_heads), KH_PAD=triton.next_power_of_2(num_kv_heads),
             HEAD_DIM=head_dim, QK_NORM=qk_norm, FP8=k_cache.dtype == torch.float8_e4m3fn,
             HALF=head_dim // 2,
+            USE_PDL=use_pdl,
             num_warps=4,
             enable_fp_fusion=False,
+            launch_pdl=use_pdl,
         )
     return qkv[:, : num_q_heads * head_dim].view(t, num_q_heads, head_dim)
