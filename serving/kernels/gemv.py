@@ -91,7 +91,7 @@ if HAS_TRITON:  # pragma: no cover - GPU machine
             (8, 256, 4, 4), (8, 512, 4, 4), (16, 512, 8, 3), (32, 128, 4, 4), (32, 256, 8, 3),
         ]
     ]
-    _gemv_kernel = triton.autotune(configs=_CONFIGS, key=["N", "K", "SILU", "NORM", "USE_PDL"])(triton.jit(_gemv_body))
+    _gemv_kernel = triton.autotune(configs=_CONFIGS, key=["N", "K", "SILU", "NORM"])(triton.jit(_gemv_body))
 else:
     _gemv_kernel = triton.jit(_gemv_body)
 
