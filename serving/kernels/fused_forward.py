@@ -79,11 +79,14 @@ def _norm_project(module: torch.nn.Module, norm: torch.nn.Module, hidden: torch.
 
 
 def _down(module: torch.nn.Module, gate_up: torch.Tensor) -> torch.Tensor:
-    """down_proj(silu(gate) * up), the activation read inside a one-token GEMV."""
+    """down_proj(silu(gate) * up), the activation read inside a one-token GEMV on short rows."""
     weight = module.weight
     if not (gemv_kernels.ENABLED and gemv_kernels.gemv_applies(gate_up, weight)):
         return module(silu_and_mul(gate_up))
-    partial = gemv_kernels.gemv_silu(gate_up, weight)
+    if weight.shape[1] <= gemv_kernels.MAX_FUSED_SILU_FEATURES:
+        partial = gemv_kernels.gemv_silu(gate_up, weight)
+    else:
+        partial = gemv_kernels.gemv(silu_and_mul(gate_up), weight)
     if hasattr(module, "reduce"):  # row-parallel: all-reduce, then the bias
         return module.reduce(partial)
     return partial if module.bias is None else partial + module.bias

@@ -95,8 +95,10 @@ def rms_norm(
 
 @triton.jit
 def _silu_mul_kernel(
-    gate_ptr, up_ptr, out_ptr, g_stride, u_stride, o_stride, n_cols, BLOCK: tl.constexpr
+    gate_ptr, up_ptr, out_ptr, g_stride, u_stride, o_stride, n_cols, BLOCK: tl.constexpr, USE_PDL: tl.constexpr
 ):
+    launch_next(USE_PDL)
+    wait_for_prior(USE_PDL)
     row = tl.program_id(0).to(tl.int64)
     offs = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n_cols
@@ -123,8 +125,10 @@ def silu_and_mul(gate: torch.Tensor, up: torch.Tensor | None = None) -> torch.Te
     if g2.shape[0]:
         block = 1024
         grid = (g2.shape[0], triton.cdiv(n, block))
+        use_pdl = pdl.enabled(up.device)
         _silu_mul_kernel[grid](
-            g2, u2, out, g2.stride(0), u2.stride(0), out.stride(0), n, BLOCK=block, num_warps=4
+            g2, u2, out, g2.stride(0), u2.stride(0), out.stride(0), n, BLOCK=block, USE_PDL=use_pdl, num_warps=4,
+            launch_pdl=use_pdl,
         )
     return out.view(up.shape)
 

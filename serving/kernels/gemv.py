@@ -105,6 +105,12 @@ _MIN_WEIGHT_ELEMENTS = 1 << 16
 # K = 2560: 329 -> 303)
 MAX_FUSED_NORM_FEATURES = 1024
 
+# SiLU-and-mul read inside the down projection: every program recomputes the activation of the
+# whole row, which is free next to the weight reads on short rows (SmolLM2, 1,536) and costs the
+# most of any projection on long ones (Qwen3-4B, 9,728: 2.5 TB/s against 3.2-3.8 for the others,
+# bench/results/gemv.md), where one separate activation kernel is cheaper
+MAX_FUSED_SILU_FEATURES = 4096
+
 
 def gemv_applies(x: torch.Tensor, weight: torch.Tensor) -> bool:
     return (
