@@ -95,6 +95,9 @@ if HAS_TRITON:  # pragma: no cover - GPU machine
 else:
     _gemv_kernel = triton.jit(_gemv_body)
 
+# (N, K, SiLU, norm, dtype) of the shapes autotuned so far
+_TUNED: set[tuple] = set()
+
 # where the kernel pays: one token, a 16-bit weight big enough that bandwidth is the cost
 _MIN_WEIGHT_ELEMENTS = 1 << 16
 
@@ -133,7 +136,11 @@ def _launch(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, si
     x = x.contiguous()
     y = torch.empty(1, n, dtype=x.dtype, device=x.device)
     norm_weight, eps = norm if norm is not None else (y, 0.0)
-    use_pdl = pdl.enabled(x.device)
+    # a shape's first call autotunes: without PDL, since timing back-to-back launches that overlap
+    # each other picks configurations that lose in a real decode chain
+    shape_key = (n, k, silu, norm is not None, x.dtype)
+    use_pdl = pdl.enabled(x.device) and shape_key in _TUNED
+    _TUNED.add(shape_key)
     _gemv_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK_N"]),)](
         x, weight, bias if bias is not None else y, y,
         residual if residual is not None else y, norm_weight, new_residual if new_residual is not None else y,
