@@ -42,7 +42,7 @@ def test_every_engine_setting_reaches_the_engine_config(monkeypatch):
         "max_model_len": 256, "enable_prefix_caching": False, "kv_cache_dtype": "fp8",
         "enable_chunked_prefill": False, "torch_threads": 2, "enable_cuda_graphs": False,
         "async_scheduling": "on", "tensor_parallel_size": 2, "capture_graphs_at_start": False,
-        "warm_up_at_start": False, "tp_allreduce": "nccl",
+        "warm_up_at_start": False, "tp_allreduce": "nccl", "programmatic_launch": "off",
     }  # fmt: skip
     assert sorted(changed) == sorted(SHARED)  # a new engine setting needs a value here
     for name, value in changed.items():
@@ -118,3 +118,15 @@ def test_cuda_graphs_switch_reaches_the_runner(tiny, monkeypatch, graphs):
     LLMEngine(dataclasses.replace(EngineConfig.from_settings(settings), num_kv_blocks=16),
               loaded=tiny)  # fmt: skip
     assert seen == [graphs]
+
+
+def test_the_engine_sets_the_kernel_launch_mode(tiny):
+    from serving.kernels import pdl
+
+    try:
+        LLMEngine(EngineConfig(device="cpu", num_kv_blocks=16, programmatic_launch="off"), loaded=tiny)
+        assert pdl.MODE == "off"
+        LLMEngine(EngineConfig(device="cpu", num_kv_blocks=16), loaded=tiny)
+        assert pdl.MODE == "auto"
+    finally:
+        pdl.set_mode("auto")

@@ -15,8 +15,8 @@ from serving.kernels import HAS_TRITON
 def test_every_gpu_module_imports_without_triton():
     for name in [
         "serving.kernels.kv_write", "serving.kernels.paged_decode", "serving.kernels.paged_prefill",
-        "serving.kernels.fused_ops", "serving.kernels.qkv_rope_cache",
-        "serving.kernels.fused_forward", "serving.attention.triton_backend", "serving.cuda_graphs",
+        "serving.kernels.fused_ops", "serving.kernels.qkv_rope_cache", "serving.kernels.gemv",
+        "serving.kernels.pdl", "serving.kernels.fused_forward", "serving.attention.triton_backend", "serving.cuda_graphs",
     ]:
         importlib.import_module(name)
 
@@ -71,3 +71,14 @@ def test_backend_requires_triton_or_positive_scales():
     else:
         with pytest.raises(ValueError, match="scales"):
             TritonAttentionBackend(k_scale=0.0)
+
+
+def test_programmatic_launch_is_off_where_it_cannot_run():
+    from serving.kernels import pdl
+
+    assert pdl.MODE == "auto"
+    assert not pdl.enabled(torch.device("cpu"))
+    with pytest.raises(ValueError, match="programmatic_launch"):
+        pdl.set_mode("on")
+    assert pdl.MODE == "auto"  # a refused mode leaves the last one
+
