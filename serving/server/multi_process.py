@@ -111,12 +111,51 @@ class ApiGroup:
         return code
 
 
+WORKDIR_PREFIX = "vigil-api-"
+OWNER_FILE = "owner.pid"
+
+
+def remove_stale_workdirs(parent: str | None = None) -> list[str]:
+    """Delete this user's work directories of parents that are gone (killed before their own
+    cleanup ran: their sockets and metric files would pile up in the temp directory). A
+    directory without an owner file, of another user, or of a live process is kept."""
+    parent = parent or tempfile.gettempdir()
+    removed = []
+    for name in os.listdir(parent):
+        path = os.path.join(parent, name)
+        if not name.startswith(WORKDIR_PREFIX) or not os.path.isdir(path) or os.stat(path).st_uid != os.getuid():
+            continue
+        try:
+            with open(os.path.join(path, OWNER_FILE)) as f:
+                pid = int(f.read().strip())
+        except (OSError, ValueError):
+            continue
+        if not _alive(pid):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process holds the pid now
+        return True
+    return True
+
+
 def run_multi_process(settings: Settings) -> int:
     """Serve with `settings.api_server_count` API processes until drained; the exit code."""
     from serving.engine import EngineConfig
     from serving.engine.core_host import CoreHost
 
-    workdir = tempfile.mkdtemp(prefix="vigil-api-")
+    for path in remove_stale_workdirs():
+        log.info("removed %s, left by an API parent that is gone", path)
+    workdir = tempfile.mkdtemp(prefix=WORKDIR_PREFIX)
+    with open(os.path.join(workdir, OWNER_FILE), "w") as f:
+        f.write(str(os.getpid()))
     metrics_dir = os.path.join(workdir, "metrics")
     os.mkdir(metrics_dir)
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir  # inherited by every spawned child

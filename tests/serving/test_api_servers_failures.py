@@ -123,3 +123,31 @@ def test_the_core_never_waits_on_an_api_process_that_left(tmp_path):
     for sock in (reader, *outboxes, loop.inbox):
         sock.close(linger=0)
     ctx.term()
+
+
+def test_work_directories_of_killed_parents_are_removed(tmp_path):
+    """A SIGKILLed parent cannot clean up its sockets and metric files; the next start removes
+    the directories whose owner is gone and nothing else."""
+    import subprocess
+    import sys
+
+    from serving.server.multi_process import OWNER_FILE, WORKDIR_PREFIX, remove_stale_workdirs
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+
+    def workdir(name: str, owner: str | None) -> str:
+        path = tmp_path / name
+        (path / "metrics").mkdir(parents=True)
+        if owner is not None:
+            (path / OWNER_FILE).write_text(owner)
+        return str(path)
+
+    stale = workdir(WORKDIR_PREFIX + "stale", str(dead.pid))
+    live = workdir(WORKDIR_PREFIX + "live", str(os.getpid()))
+    unowned = workdir(WORKDIR_PREFIX + "unowned", None)
+    garbled = workdir(WORKDIR_PREFIX + "garbled", "not a pid")
+    other = workdir("something-else", str(dead.pid))
+    assert remove_stale_workdirs(str(tmp_path)) == [stale]
+    assert not os.path.exists(stale)
+    assert all(os.path.isdir(p) for p in (live, unowned, garbled, other))
