@@ -76,7 +76,8 @@ class Embedding(Base):
     __tablename__ = "embeddings"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    sample_id: Mapped[str] = mapped_column(ForeignKey("samples.id", ondelete="CASCADE"), index=True)
+    # looked up through the unique constraint's index, which leads with sample_id
+    sample_id: Mapped[str] = mapped_column(ForeignKey("samples.id", ondelete="CASCADE"))
     field: Mapped[str] = mapped_column(String(16))  # prompt | response
     model: Mapped[str] = mapped_column(String(128))
     dim: Mapped[int] = mapped_column(Integer)
@@ -92,7 +93,8 @@ class EvalScore(Base):
     __tablename__ = "eval_scores"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    sample_id: Mapped[str] = mapped_column(ForeignKey("samples.id", ondelete="CASCADE"), index=True)
+    # looked up through the unique constraint's index, which leads with sample_id
+    sample_id: Mapped[str] = mapped_column(ForeignKey("samples.id", ondelete="CASCADE"))
     name: Mapped[str] = mapped_column(String(64))  # e.g. judge, relevancy, refusal
     score: Mapped[float] = mapped_column(Float)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())

@@ -110,3 +110,24 @@ def test_concurrent_upgrades_are_serialised(db_url):
     for t in threads:
         t.join(60)
     assert errors == [] and revisions == [head_revision()] * 3
+
+
+def test_lookups_by_sample_use_the_unique_indexes(db_url):
+    """The single-column sample_id indexes are gone (0007); the unique constraints' indexes,
+    which lead with sample_id, are what a lookup by sample uses."""
+    upgrade(db_url)
+    engine = make_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            insp = inspect(conn)
+            for table in ("eval_scores", "embeddings"):
+                assert [i["name"] for i in insp.get_indexes(table) if i["column_names"] == ["sample_id"]] == []
+                unique = [c["column_names"] for c in insp.get_unique_constraints(table)]
+                assert any(cols[0] == "sample_id" for cols in unique), unique
+            if engine.dialect.name == "sqlite":
+                for table in ("eval_scores", "embeddings"):
+                    plan = " ".join(str(row[-1]) for row in conn.exec_driver_sql(
+                        f"EXPLAIN QUERY PLAN SELECT * FROM {table} WHERE sample_id = 'x'"))
+                    assert "USING INDEX" in plan, plan
+    finally:
+        engine.dispose()
