@@ -18,6 +18,7 @@ from starlette.exceptions import HTTPException
 from sidecar.ingest_schema import IngestBody, IngestResult
 from sidecar.limits import RequestGuard, body_limit
 from sidecar.page_auth import PageAuth
+from vigil.auth_throttle import throttle_from_settings
 from vigil.config import Settings
 from vigil.keys import KeyRing, Principal
 
@@ -55,11 +56,13 @@ def create_app(
     app.state.settings = settings
     app.state.session_factory = session_factory
     keyring = KeyRing.from_settings(settings)
-    pages = PageAuth(settings, keyring)
+    throttle = throttle_from_settings(settings)  # key checks of the API and the login form alike
+    pages = PageAuth(settings, keyring, throttle)
     # the key is checked before the body is read, and every body is bounded while it streams
     app.add_middleware(RequestGuard, keyring=keyring, protected=("/v1/",),
                        max_bytes=body_limit(INGEST_PATH, settings.ingest_max_bytes),
-                       body_timeout_s=settings.body_timeout_s)
+                       body_timeout_s=settings.body_timeout_s, throttle=throttle,
+                       trusted_proxies=tuple(settings.trusted_proxies))
 
     # pydantic stops at the first sample past the limit: a huge batch is not validated whole
     bounded_body = create_model(

@@ -21,6 +21,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.exceptions import HTTPException
 
 from vigil.asgi_guard import ANONYMOUS
+from vigil.auth_throttle import AuthThrottle, client_address, retry_after_header
 from vigil.config import Settings
 from vigil.keys import KeyRing, Principal, from_trusted_proxy
 
@@ -63,9 +64,10 @@ def safe_next(target: str | None) -> str:
 
 
 class PageAuth:
-    def __init__(self, settings: Settings, keyring: KeyRing) -> None:
+    def __init__(self, settings: Settings, keyring: KeyRing, throttle: AuthThrottle | None = None) -> None:
         self.settings = settings
         self.keyring = keyring
+        self.throttle = throttle  # shared with the API's key check: one count per address
 
     def principal(self, request: Request) -> Principal | None:
         header = request.headers.get("authorization")
@@ -113,8 +115,18 @@ class PageAuth:
             form = parse_qs((await request.body()).decode("utf-8", "replace"), max_num_fields=4)
             key = (form.get("key") or [""])[0].strip()
             target = safe_next((form.get("next") or [None])[0])
+            client = client_address(request.client.host if request.client else None,
+                                    request.headers.get("x-forwarded-for"), self.settings.trusted_proxies)
+            wait = self.throttle.retry_after(client) if self.throttle is not None else 0.0
+            if wait:
+                refused = login_page(target, error="Too many failed attempts from this address; try again in "
+                                     f"{retry_after_header(wait)} seconds.", status=429)
+                refused.headers["Retry-After"] = retry_after_header(wait)
+                return refused
             principal = self.keyring.lookup(key) if key else None
             if principal is None or not principal.can_view_all:
+                if self.throttle is not None and key:
+                    self.throttle.failed(client)
                 return login_page(target, error="That key is not accepted here.", status=401)
             response = RedirectResponse(target, status_code=303)
             response.set_cookie(COOKIE, sign_session(principal, self.settings.secret_key,

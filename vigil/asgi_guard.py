@@ -2,7 +2,8 @@
 
 In this order, before the app reads a byte of the body:
 1. on protected paths, the `Authorization` header must name a known key (401 otherwise), and the
-   caller's `Principal` is put in `scope["state"]["principal"]` for the handlers;
+   caller's `Principal` is put in `scope["state"]["principal"]` for the handlers; an address
+   with too many recent failures gets a 429 without its key being checked (`AuthThrottle`);
 2. a declared `Content-Length` above the limit is a 413 at once;
 3. the body is counted as it streams (chunked uploads, lying lengths) and must arrive within a
    deadline, so a slowly trickled body cannot hold a connection forever (408).
@@ -17,6 +18,7 @@ from collections.abc import Callable
 
 from starlette.exceptions import HTTPException
 
+from vigil.auth_throttle import AuthThrottle, client_address, retry_after_header
 from vigil.keys import KeyRing, Principal
 
 ANONYMOUS = Principal("anonymous")
@@ -58,9 +60,13 @@ class RequestGuard:
         max_bytes: int | Callable[[str], int],
         body_timeout_s: float = 30.0,
         render: ErrorRenderer = detail_json,
+        throttle: AuthThrottle | None = None,
+        trusted_proxies: tuple[str, ...] = (),
     ) -> None:
         self.app = app
         self.keyring = keyring
+        self.throttle = throttle
+        self.trusted_proxies = trusted_proxies
         self.protected = protected
         self.limit_for = max_bytes if callable(max_bytes) else (lambda _path, n=max_bytes: n)
         self.body_timeout_s = body_timeout_s
@@ -71,8 +77,16 @@ class RequestGuard:
             return await self.app(scope, receive, send)
         path = scope["path"]
         if self.protected and path.startswith(self.protected):
+            client = self._client(scope) if self.throttle is not None else ""
+            wait = self.throttle.retry_after(client) if self.throttle is not None else 0.0
+            if wait:
+                return await self._reject(
+                    send, 429, f"too many failed key checks from this address; retry in "
+                    f"{retry_after_header(wait)} s", "too_many_auth_failures", retry_after=wait)
             principal, problem = self._authenticate(scope)
             if principal is None:
+                if self.throttle is not None and problem[2] == "invalid_api_key":  # a guess; no key is none
+                    self.throttle.failed(client)
                 return await self._reject(send, *problem)
             scope.setdefault("state", {})["principal"] = principal
         limit = self.limit_for(path)
@@ -96,6 +110,12 @@ class RequestGuard:
         if problem == "missing":
             return None, (401, "missing API key: send 'Authorization: Bearer <key>'", "missing_api_key")
         return None, (401, "invalid API key", "invalid_api_key")
+
+    def _client(self, scope) -> str:
+        peer = scope.get("client")
+        forwarded = _header(scope, b"x-forwarded-for")
+        return client_address(peer[0] if peer else None, forwarded.decode("latin-1") if forwarded else None,
+                              self.trusted_proxies)
 
     async def _guarded(self, scope, receive, send, limit: int) -> None:
         seen = 0
@@ -138,11 +158,13 @@ class RequestGuard:
                 await self._reject(send, exc.status_code, exc.detail, "body_too_large"
                                    if exc.status_code == 413 else "body_timeout")
 
-    async def _reject(self, send, status: int, message: str, code: str) -> None:
+    async def _reject(self, send, status: int, message: str, code: str, retry_after: float = 0.0) -> None:
         body = self.render(status, message, code)
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                    (b"connection", b"close")]
         if status == 401:
             headers.append((b"www-authenticate", b"Bearer"))
+        if retry_after:
+            headers.append((b"retry-after", retry_after_header(retry_after).encode()))
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})

@@ -159,6 +159,9 @@ class Settings(BaseSettings):
     session_ttl_s: int = Field(8 * 3600, gt=0)
     max_request_bytes: int = Field(2 * 1024 * 1024, gt=0)  # any engine request body
     body_timeout_s: float = Field(30.0, gt=0)  # a request body must arrive within this
+    # failed key checks (API, ingest, page login) per client address per minute before it gets
+    # 429s (vigil/auth_throttle.py); 0: no limit
+    auth_failures_per_minute: int = Field(20, ge=0)
 
     @field_validator("sample_rate")
     @classmethod

@@ -25,6 +25,7 @@ from serving.server.state import Phase, ServerState
 from serving.traffic.logger import TrafficLogger
 from serving.traffic.sampler import TrafficSampler
 from vigil.asgi_guard import RequestGuard
+from vigil.auth_throttle import throttle_from_settings
 from vigil.config import Settings
 from vigil.keys import KeyRing
 
@@ -119,7 +120,8 @@ def create_app(
     # the key is checked and the body bounded before any route reads a byte
     app.add_middleware(RequestGuard, keyring=KeyRing.from_settings(settings), protected=("/v1/",),
                        max_bytes=settings.max_request_bytes, body_timeout_s=settings.body_timeout_s,
-                       render=openai_error_json)
+                       render=openai_error_json, throttle=throttle_from_settings(settings),
+                       trusted_proxies=tuple(settings.trusted_proxies))
     app.add_middleware(ServerSend)  # outside the guard: SSE body chunks skip the layers within
     add_routes(app)
     return app
