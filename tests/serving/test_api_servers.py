@@ -86,7 +86,7 @@ def test_both_processes_serve_the_same_greedy_completions_as_one_server(server, 
     assert texts == _one_server_completions(model_dir)
     body = {"model": MODEL, "prompt": PROMPTS[0], "max_tokens": 12, "temperature": 0}
     seen: dict[int, str] = {}
-    for _ in range(30):
+    for _ in range(200):  # until both processes answered (accepts can run to one for a while)
         r = _fresh_post(server.url + "/v1/completions", json=body, headers=AUTH)
         assert r.status_code == 200
         seen[served_by(r)] = r.json()["choices"][0]["text"]
@@ -109,15 +109,18 @@ def test_metrics_count_every_request_once_over_both_processes(server):
         return sum(s.value for s in family.samples)
 
     before = completion_total(scrape()[1])
-    k, servers = 8, set()
+    # the kernel hands each new connection to whichever process accepts first: under load one
+    # may take a long run of them, so requests go on until both have answered some
+    k, servers = 0, set()
     body = {"model": MODEL, "prompt": "metrics", "max_tokens": 3, "temperature": 0}
-    for _ in range(k):
+    while k < 8 or (len(servers) < 2 and k < 200):
         r = _fresh_post(server.url + "/v1/completions", json=body, headers=AUTH)
         assert r.status_code == 200
         servers.add(served_by(r))
-    assert len(servers) == 2, "all requests went to one process: the sum is not tested"
+        k += 1
+    assert len(servers) == 2, f"all {k} requests went to one process: the sum is not tested"
     scraped_by = set()
-    for _ in range(30):
+    for _ in range(200):
         pid, text = scrape()
         scraped_by.add(pid)
         assert completion_total(text) == before + k  # whichever process answers, both counted
@@ -156,7 +159,7 @@ def test_killed_core_fails_streams_in_both_processes_then_both_recover(server):
     assert wait_for(lambda: server.core_pid() != old_core, timeout=60), server.log()
     assert wait_for(server.healthy, timeout=60, interval=0.2)
     healthy_pids = set()
-    for _ in range(30):
+    for _ in range(200):  # until both processes answered (accepts can run to one for a while)
         r = _fresh_get(server.url + "/health")
         assert r.status_code == 200, r.text
         healthy_pids.add(served_by(r))
