@@ -1,8 +1,9 @@
 """One of several API server processes (`VIGIL_API_SERVER_COUNT` > 1), started by the parent in
 serving/server/multi_process.py.
 
-It serves the parent's listening socket (uvicorn `Server.run(sockets=[sock])`, as uvicorn's own
-multi-process supervisor does: the kernel hands each connection to one of the processes), is a
+It serves the listening socket the parent bound for it (uvicorn `Server.run(sockets=[sock])`; the
+sockets of all API processes share the port through SO_REUSEPORT, and the kernel spreads new
+connections over them), is a
 client of the parent's engine core (`AttachedCoreClient`), and drains on SIGTERM as a single
 `vigil serve` does. It runs in its own process group, so a terminal's Ctrl-C reaches the parent
 only, which forwards one SIGTERM; if the parent disappears, it drains and exits by itself.
