@@ -77,15 +77,15 @@ class RequestGuard:
             return await self.app(scope, receive, send)
         path = scope["path"]
         if self.protected and path.startswith(self.protected):
-            client = self._client(scope) if self.throttle is not None else ""
-            wait = self.throttle.retry_after(client) if self.throttle is not None else 0.0
+            client = self._client(scope) if self.throttle is not None else None
+            wait = self.throttle.retry_after(client) if client is not None else 0.0
             if wait:
                 return await self._reject(
                     send, 429, f"too many failed key checks from this address; retry in "
                     f"{retry_after_header(wait)} s", "too_many_auth_failures", retry_after=wait)
             principal, problem = self._authenticate(scope)
             if principal is None:
-                if self.throttle is not None and problem[2] == "invalid_api_key":  # a guess; no key is none
+                if client is not None and problem[2] == "invalid_api_key":  # a guess; no key is none
                     self.throttle.failed(client)
                 return await self._reject(send, *problem)
             scope.setdefault("state", {})["principal"] = principal

@@ -51,7 +51,7 @@ def bind_listeners(host: str, port: int, count: int) -> list[socket.socket]:
     """One listening socket per API process on one port. The port must be free first: a plain
     bind would otherwise join a group left by another Vigil still draining there, and split its
     connections with it."""
-    if count == 1 or not hasattr(socket, "SO_REUSEPORT"):
+    if not hasattr(socket, "SO_REUSEPORT"):  # one shared socket, as before
         return [bind_listener(host, port)] * count
     bind_listener(host, port).close()  # "address in use" here, as a single server would say
     return [bind_listener(host, port, reuse_port=True) for _ in range(count)]
