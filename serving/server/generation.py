@@ -106,6 +106,7 @@ async def generate(
         stream = latest_only(stream)
     last: RequestOutput | None = None
     last_token_at: float | None = None
+    steps_seen = 0  # tokens of the longest choice so far: one per engine step that sampled
     try:
         while True:
             try:  # (not an `async for` over a wrapping generator: one layer less per token)
@@ -117,11 +118,11 @@ async def generate(
                 if mapped is None:
                     raise
                 raise mapped from None
-            now = time.monotonic()
-            if any(len(c.token_ids) > 0 for c in out.outputs):
-                if last_token_at is not None:
-                    state.metrics.observe_token_interval(now - last_token_at)
-                last_token_at = now
+            steps = max((len(c.token_ids) for c in out.outputs), default=0)
+            if steps > steps_seen:
+                now = time.monotonic()
+                _observe_intervals(state, out, steps - steps_seen, last_token_at, now)
+                steps_seen, last_token_at = steps, now
             last = out
             if out.finished:
                 _finished(state, out, segment, tools)
@@ -135,6 +136,19 @@ async def generate(
         aclose = getattr(stream, "aclose", None)
         if aclose is not None:
             await aclose()
+
+
+def _observe_intervals(state: ServerState, out: RequestOutput, new_steps: int, last_token_at: float | None,
+                       now: float) -> None:
+    """One inter-token interval per step after the first token, also when one output carries
+    several (a stream that fell behind gets them coalesced): the time since the previous output
+    is shared out, and within the first output the engine's own first-to-last token span."""
+    if last_token_at is not None:
+        state.metrics.observe_token_intervals(now - last_token_at, new_steps)
+    elif new_steps > 1:
+        m = out.metrics
+        span = m.last_token_time - m.first_token_time if m.first_token_time and m.last_token_time else 0.0
+        state.metrics.observe_token_intervals(span, new_steps - 1)
 
 
 def api_error(exc: Exception) -> APIError | None:

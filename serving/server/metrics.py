@@ -185,10 +185,13 @@ class ServerMetrics:
         self.success = {reason: self.request_success.labels(model_name, reason)
                         for reason in ("stop", "length", "abort")}
 
-    def observe_token_interval(self, seconds: float) -> None:
-        seconds = max(0.0, seconds)
-        self.child["itl"].observe(seconds)
-        self.child["tpot_per_token"].observe(seconds)
+    def observe_token_intervals(self, seconds: float, count: int) -> None:
+        """`count` tokens arrived over `seconds` (several at once when a stream's outputs were
+        coalesced): one interval each, of an equal share."""
+        share = max(0.0, seconds) / count
+        for _ in range(count):
+            self.child["itl"].observe(share)
+            self.child["tpot_per_token"].observe(share)
 
     def observe_finished(self, output: RequestOutput) -> None:
         """Record a finished request's latencies and each choice's finish reason."""

@@ -11,6 +11,7 @@ from test_server_support import API_KEY, ServerThread, make_settings, shared_eng
 from serving.outputs import CompletionOutput, EngineStats, RequestMetrics, RequestOutput
 from serving.server.app import create_app
 from serving.server.metrics import SampleCounters, ServerMetrics
+from serving.server.state import Phase
 
 VLLM_COUNTERS = ["vllm:prompt_tokens", "vllm:generation_tokens", "vllm:request_success",
                  "vllm:num_preemptions", "vllm:prefix_cache_queries", "vllm:prefix_cache_hits"]
@@ -112,3 +113,59 @@ def test_counters_move_as_requests_run(server):
     assert delta("vllm:inter_token_latency_seconds_count") == expected_itl
     assert delta("vllm:prefix_cache_queries_total") >= 1
     assert after[f"vllm:num_requests_running{{{label}}}"] == 0
+
+
+class CoalescedEngine:
+    """Outputs as a lagging stream receives them: several tokens at once (2, then 3, then 1)."""
+
+    coalesces_outputs = True
+    max_model_len = 512
+
+    class tokenizer:  # noqa: N801
+        @staticmethod
+        def decode(ids, skip_special_tokens=False):
+            return "t" * len(ids)
+
+    def num_waiting(self):
+        return 0
+
+    def abort(self, request_id):
+        pass
+
+    def stats(self):
+        return None
+
+    async def generate(self, request_id, ids, params, prompt=None):
+        import asyncio
+        import time
+
+        start = time.monotonic()
+        metrics = RequestMetrics(arrival_time=start, first_token_time=start + 0.01, last_token_time=start + 0.02)
+        for count in (2, 5, 6):
+            last = count == 6
+            choice = CompletionOutput(0, "t" * count, "", list(range(count)), None, "length" if last else None)
+            yield RequestOutput(request_id, prompt, ids, [choice], last, metrics)
+            await asyncio.sleep(0.01)
+
+
+def test_coalesced_tokens_each_count_one_inter_token_interval():
+    """Was: one interval per output, so a stream that fell behind (several tokens per output)
+    undercounted vllm:inter_token_latency_seconds (5 tokens after the first gave 2)."""
+    import asyncio
+
+    settings = make_settings()
+    app = create_app(settings, engine=CoalescedEngine(), log_traffic=False)
+
+    async def run() -> str:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://engine") as client:
+            r = await client.post("/v1/completions", headers={"Authorization": f"Bearer {API_KEY}"},
+                                  json={"model": settings.model_name, "prompt": [1, 2], "max_tokens": 6})
+            assert r.status_code == 200
+            return (await client.get("/metrics")).text
+
+    app.state.vigil.phase = Phase.READY  # the lifespan would do this; ASGITransport skips it
+    v = scrape(asyncio.run(run()))
+    label = f"model_name={settings.model_name}"
+    assert v[f"vllm:inter_token_latency_seconds_count{{{label}}}"] == 5
+    # the first output's second token: the engine's 10 ms first-to-last span; then the gaps
+    assert v[f"vllm:inter_token_latency_seconds_sum{{{label}}}"] >= 0.01 + 0.015
