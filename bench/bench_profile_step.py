@@ -13,6 +13,11 @@ model forward, at a short and at a long generated length (O(length) work shows a
 cProfile's top functions at the long length.
 
     .venv/bin/python -m bench.bench_profile_step --device cpu [--batch 256|1] [--new 480]
+
+`--prefill N`: instead of decode steps, a lone prompt of N tokens at a time (bench/profile_prefill.py):
+the engine's time to first token, the prefill's launch host time and forward GPU time.
+
+    python -m bench.bench_profile_step --shape qwen3-4b --prefill 128
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=14)
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     parser.add_argument("--new", type=int, default=480, help="cpu: generated tokens per sequence")
+    parser.add_argument("--prefill", type=int, default=0, help="profile a lone prompt of this many tokens")
     args = parser.parse_args()
     if args.device == "cpu":
         from bench.profile_host import profile_host
@@ -49,6 +55,12 @@ def main() -> None:
     loaded = loaded_from_hf(hf, shape, args.shape)
     del hf
     engine = make_engine(loaded, max_num_seqs=args.batch, kv_tokens=args.batch * 1200)
+    if args.prefill:
+        from bench.profile_prefill import profile_prefill
+
+        table = profile_prefill(engine, args.shape, shape["vocab_size"], args.prefill, reps=10, top=args.top)
+        write_results("profile_step", [table])
+        return
     params = SamplingParams(max_tokens=1000, temperature=0.0, ignore_eos=True)
     g = torch.Generator().manual_seed(0)
     for i in range(args.batch):

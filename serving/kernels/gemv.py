@@ -4,8 +4,9 @@ At M = 1 cuBLAS picks split-K GEMM kernels that reach about 63 % of HBM bandwidt
 for the Qwen3-4B layer shapes (bench/results/profile_step.md); a decode step at batch 1 is all
 weight reads, so that share is the step's speed. Here each program streams BLOCK_N whole rows
 of W (coalesced along K) against x held in registers, accumulates in fp32 and rounds once,
-as cuBLAS does; configurations are autotuned per (N, K) on first use, which the CUDA-graph
-warm-up runs before capture. The next weight chunk is loaded one iteration ahead, and the first one
+as cuBLAS does. A shape's launch configuration is chosen on its first call (the CUDA-graph
+warm-up makes that call before capture) by timing every candidate as a decode step runs it:
+back-to-back over L2-overflowing weight copies (serving/kernels/gemv_tuning.py). The next weight chunk is loaded one iteration ahead, and the first one
 before waiting on the kernel before (programmatic dependent launch, serving/kernels/pdl.py), so the
 weight stream starts while a norm or attention kernel still runs.
 
@@ -16,9 +17,11 @@ no separate activation kernel.
 Kernel files must not use `from __future__ import annotations` (see _compat.py).
 """
 
+import logging
+
 import torch
 
-from serving.kernels import pdl
+from serving.kernels import gemv_tuning, pdl
 from serving.kernels._compat import HAS_TRITON, require_triton, tl, triton
 from serving.kernels.pdl import launch_next, wait_for_prior
 
@@ -91,12 +94,13 @@ if HAS_TRITON:  # pragma: no cover - GPU machine
             (8, 256, 4, 4), (8, 512, 4, 4), (16, 512, 8, 3), (32, 128, 4, 4), (32, 256, 8, 3),
         ]
     ]
-    _gemv_kernel = triton.autotune(configs=_CONFIGS, key=["N", "K", "SILU", "NORM"])(triton.jit(_gemv_body))
-else:
-    _gemv_kernel = triton.jit(_gemv_body)
+_gemv_kernel = triton.jit(_gemv_body)
 
-# (N, K, SiLU, norm, dtype) of the shapes autotuned so far
-_TUNED: set[tuple] = set()
+log = logging.getLogger("vigil.kernels")
+
+# (N, K, SiLU, norm, dtype, device) -> the configuration chosen for it; one per shape
+# whatever the launch mode, so launches with and without PDL compute the same bits
+_CHOSEN: dict[tuple, "triton.Config"] = {}
 
 # where the kernel pays: one token, a 16-bit weight big enough that bandwidth is the cost
 _MIN_WEIGHT_ELEMENTS = 1 << 16
@@ -132,23 +136,45 @@ def _launch(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, si
             residual: torch.Tensor | None = None, norm: tuple[torch.Tensor, float] | None = None,
             new_residual: torch.Tensor | None = None) -> torch.Tensor:
     require_triton()
-    n, k = weight.shape
     x = x.contiguous()
+    key = (*weight.shape, silu, norm is not None, x.dtype, x.device)
+    config = _CHOSEN.get(key)
+    if config is None:
+        config = _choose(key, x, weight, bias, silu, residual, norm)
+    return _run(config, x, weight, bias, silu, residual, norm, new_residual)
+
+
+def _run(config, x, weight, bias, silu, residual, norm, new_residual) -> torch.Tensor:
+    n, k = weight.shape
     y = torch.empty(1, n, dtype=x.dtype, device=x.device)
     norm_weight, eps = norm if norm is not None else (y, 0.0)
-    # a shape's first call autotunes: without PDL, since timing back-to-back launches that overlap
-    # each other picks configurations that lose in a real decode chain
-    shape_key = (n, k, silu, norm is not None, x.dtype)
-    use_pdl = pdl.enabled(x.device) and shape_key in _TUNED
-    _TUNED.add(shape_key)
-    _gemv_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK_N"]),)](
+    use_pdl = pdl.enabled(x.device)
+    _gemv_kernel[(triton.cdiv(n, config.kwargs["BLOCK_N"]),)](
         x, weight, bias if bias is not None else y, y,
         residual if residual is not None else y, norm_weight, new_residual if new_residual is not None else y,
         n, k, weight.stride(0), eps,
         HAS_BIAS=bias is not None, SILU=silu, NORM=norm is not None, HAS_RES=residual is not None,
-        USE_PDL=use_pdl, launch_pdl=use_pdl,
+        USE_PDL=use_pdl, launch_pdl=use_pdl, num_warps=config.num_warps, num_stages=config.num_stages,
+        **config.kwargs,
     )
     return y
+
+
+def _choose(key: tuple, x, weight, bias, silu, residual, norm):
+    """Time every configuration on copies of this call's arguments; remember the fastest."""
+    if torch.cuda.is_current_stream_capturing():  # no timing inside a capture: a safe default
+        log.warning("GEMV %s first called inside a CUDA-graph capture: untuned configuration", key[:2])
+        return _CONFIGS[0]
+    copies = gemv_tuning.copies_for(weight.numel() * weight.element_size(), x.device)
+    weights = [weight.clone() for _ in range(copies)]
+    scratch = torch.empty_like(residual) if residual is not None else None
+
+    def chain(config) -> None:
+        for w in weights:
+            _run(config, x, w, bias, silu, residual, norm, scratch)
+
+    _CHOSEN[key] = config = gemv_tuning.fastest(_CONFIGS, chain)
+    return config  # the copies go with this frame
 
 
 def gemv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:

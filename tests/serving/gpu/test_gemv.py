@@ -112,3 +112,53 @@ def test_engine_batch1_gemv_decode_scores_like_cublas_prefill():
         prefill_lp = torch.tensor([t.logprob for t in scored.prompt_logprobs[len(prompt):]])
         diffs = (gemv_lp - prefill_lp).abs()
         assert diffs.max() < 0.25 and diffs.mean() < 0.05, (name, diffs)
+
+
+@pytest.mark.parametrize("n,k,silu", [(960, 576, False), (2560, 4096, False), (576, 1536, True)])
+def test_every_candidate_configuration_matches_the_product(n, k, silu):
+    """The tuner may pick any candidate: each one must compute the product."""
+    from serving.kernels import gemv as gemv_module
+
+    g = torch.Generator(device="cuda").manual_seed(n + 3 * k)
+    w = torch.randn(n, k, device="cuda", generator=g).to(torch.bfloat16) * 0.05
+    x = torch.randn(1, 2 * k if silu else k, device="cuda", generator=g).to(torch.bfloat16)
+    ref = (silu_and_mul(x) if silu else x).float() @ w.float().T
+    for config in gemv_module._CONFIGS:
+        out = gemv_module._run(config, x, w, None, silu, None, None, None)
+        assert ((out.float() - ref).abs() <= _ulp_bound(ref)).all(), config
+
+
+def test_a_shape_is_tuned_once_and_keeps_its_configuration(monkeypatch):
+    from serving.kernels import gemv as gemv_module
+    from serving.kernels import gemv_tuning
+
+    n, k = 1234, 4321  # a shape no other test tunes
+    x = torch.randn(1, k, device="cuda").to(torch.bfloat16)
+    w = torch.randn(n, k, device="cuda").to(torch.bfloat16) * 0.05
+    calls = []
+    real = gemv_tuning.fastest
+    monkeypatch.setattr(gemv_tuning, "fastest", lambda configs, chain: calls.append(1) or real(configs, chain))
+    first = gemv(x, w)
+    second = gemv(x, w)
+    assert len(calls) == 1
+    key = (n, k, False, False, torch.bfloat16, x.device)
+    assert gemv_module._CHOSEN[key] in gemv_module._CONFIGS
+    assert torch.equal(first, second)  # one configuration: the same bits every call
+
+
+def test_fastest_picks_the_cheaper_chain_and_skips_failing_configurations():
+    from serving.kernels import gemv_tuning
+
+    src = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+
+    def chain(copies: int) -> None:
+        if copies == 0:
+            raise RuntimeError("does not fit this device")
+        for _ in range(copies):
+            dst.copy_(src)
+
+    assert gemv_tuning.fastest([8, 0, 1, 4], chain) == 1
+    with pytest.raises(RuntimeError, match="no GEMV configuration"):
+        gemv_tuning.fastest([0], chain)
+    assert gemv_tuning.copies_for(1 << 20, src.device) >= 2
