@@ -40,7 +40,7 @@ from serving.kernels import gemv as gemv_kernels
 from serving.kernels import pdl
 from serving.sampling_params import SamplingParams
 
-COLUMNS = ["shape", "batch", "gemv", "PDL", "async", "engine tok/s", "HF tok/s", "engine/HF", "roofline tok/s", "% roofline"]
+COLUMNS = ["shape", "batch", "gemv", "PDL", "norm in GEMV up to", "async", "engine tok/s", "HF tok/s", "engine/HF", "roofline tok/s", "% roofline"]
 
 
 def run_engine(engine, prompts: list[list[int]], new_tokens: int) -> tuple[float, int]:
@@ -80,6 +80,7 @@ def bench_shape(name: str, batches: list[int], args, rows: list[dict], table: Ta
                          kv_cache_dtype=args.kv_cache_dtype)
     g = torch.Generator().manual_seed(0)
     modes = {"both": [False, True], "on": [True], "off": [False]}[args.async_scheduling]
+    default_norm = gemv_kernels.MAX_FUSED_NORM_FEATURES
     for batch in batches:
         # the one-token GEMV only runs at batch 1: other batches run once
         gemv_modes = {"both": [False, True], "on": [True], "off": [False]}[args.gemv] if batch == 1 else [True]
@@ -93,8 +94,10 @@ def bench_shape(name: str, batches: list[int], args, rows: list[dict], table: Ta
         kv_elem = 1 if args.kv_cache_dtype == "fp8" else 2
         step_bytes = decode_step_bytes(shape, batch, args.prompt + args.new / 2, kv_elem)
         roof = batch * HBM_BYTES_PER_S / step_bytes
-        for use_gemv, pdl_mode in [(g, p) for g in gemv_modes for p in pdl_modes]:
+        norm_limits = [int(v) for v in args.fused_norm_max.split(",")] if batch == 1 else [default_norm]
+        for use_gemv, pdl_mode, norm_limit in [(g, p, m) for g in gemv_modes for p in pdl_modes for m in norm_limits]:
             gemv_kernels.ENABLED = use_gemv
+            gemv_kernels.MAX_FUSED_NORM_FEATURES = norm_limit
             pdl.set_mode(pdl_mode)
             engine.runner.gpu.release_graphs()  # recaptured with this projection path and launch mode
             run_engine(engine, prompts, 8)
@@ -105,16 +108,19 @@ def bench_shape(name: str, batches: list[int], args, rows: list[dict], table: Ta
                 assert generated == batch * args.new, (generated, batch * args.new)
                 ours = generated / t
                 row = {"shape": name, "batch": batch, "kv": args.kv_cache_dtype, "async_scheduling": on,
-                       "gemv": use_gemv and batch == 1, "pdl": pdl_label, "engine_tok_s": ours, "hf_tok_s": hf_tps,
+                       "gemv": use_gemv and batch == 1, "pdl": pdl_label, "fused_norm_max": norm_limit,
+                       "engine_tok_s": ours, "hf_tok_s": hf_tps,
                        "ratio": ours / hf_tps if hf_tps else None,
                        "roofline_tok_s": roof, "roofline_share": ours / roof, "engine_s": t}
                 rows.append(row)
                 ratio = f"{ours / hf_tps:.1f}x" if hf_tps else "-"
                 hf_s = f"{hf_tps:.0f}" if hf_tps else "-"
                 label = name + (" fp8-kv" if args.kv_cache_dtype == "fp8" else "")
-                print(table.add(label, batch, "on" if use_gemv and batch == 1 else "-", pdl_label, "on" if on else "off",
+                print(table.add(label, batch, "on" if use_gemv and batch == 1 else "-", pdl_label, norm_limit,
+                                "on" if on else "off",
                                 f"{ours:.0f}", hf_s, ratio, f"{roof:.0f}", f"{100 * ours / roof:.0f}%"), flush=True)
         gemv_kernels.ENABLED = True
+        gemv_kernels.MAX_FUSED_NORM_FEATURES = default_norm
         pdl.set_mode("auto")
     del engine, hf, loaded
     gc.collect()
@@ -201,6 +207,9 @@ def main() -> None:
                         help="batch 1: projections as one-token GEMVs (serving/kernels/gemv.py) or cuBLAS")
     parser.add_argument("--programmatic-launch", default="on", choices=["both", "on", "off"],
                         help="decode kernels launched with programmatic dependent launch (serving/kernels/pdl.py)")
+    parser.add_argument("--fused-norm-max", default=str(gemv_kernels.MAX_FUSED_NORM_FEATURES),
+                        help="batch 1: RMSNorm read inside the GEMV for rows up to this many features, "
+                             "comma-separated values each run (serving/kernels/gemv.py)")
     parser.add_argument("--device", default="cuda", choices=["cuda"], help="the engine's device (GPU only)")
     parser.add_argument("--tensor-parallel-size", type=int, default=1)
     parser.add_argument("--tp-only-shapes", default="qwen3-32b", help="shapes run at TP=N only")

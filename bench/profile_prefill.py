@@ -1,7 +1,8 @@
 """Where a lone prompt's time to first token goes in the engine on the GPU.
 
 One sequence at a time (batch 1, a fresh prompt each, no prefix-cache hit): the engine's TTFT
-(add_request until the step that emits the first token returns), the host time of the prefill's
+(add_request until the step that emits the first token returns), with the prefill replayed from
+its CUDA graph and run eagerly, the host time of the prefill's
 launch (the Python that queues its kernels), the GPU time of its forward (CUDA events around it),
 and torch.profiler's top operators by host time over a few prefills.
 """
@@ -36,14 +37,14 @@ def profile_prefill(engine, shape_name: str, vocab: int, prompt_len: int, reps: 
     launch = engine.runner.launch
     host_ms: list[float] = []
     gpu_events: list[tuple[torch.cuda.Event, torch.cuda.Event]] = []
-    eager = gpu._eager
+    forward = gpu.forward
 
-    def timed_eager(ids, pos, meta):
+    def timed_forward(ids, pos, meta):
         if ids.shape[0] < prompt_len:
-            return eager(ids, pos, meta)
+            return forward(ids, pos, meta)
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
-        out = eager(ids, pos, meta)
+        out = forward(ids, pos, meta)
         e.record()
         gpu_events.append((s, e))
         return out
@@ -57,21 +58,25 @@ def profile_prefill(engine, shape_name: str, vocab: int, prompt_len: int, reps: 
         return result
 
     g = torch.Generator().manual_seed(1)
-    prompts = [torch.randint(0, vocab, (prompt_len,), generator=g).tolist() for _ in range(2 * reps + 3)]
-    gpu._eager, engine.runner.launch = timed_eager, timed_launch
+    modes = [(False, True), (True, False), (True, True)]  # (prefill graphs, async scheduling)
+    prompts = [torch.randint(0, vocab, (prompt_len,), generator=g).tolist()
+               for _ in range(len(modes) * (reps + 1) + 3)]
+    buckets = gpu.prefill_buckets
+    gpu.forward, engine.runner.launch = timed_forward, timed_launch
     table = Table(f"lone prompt of {prompt_len} tokens, {reps} prompts each way",
-                  ["shape", "async", "engine TTFT ms p50 (min)", "prefill launch host ms p50",
+                  ["shape", "prefill", "async", "engine TTFT ms p50 (min)", "prefill launch host ms p50",
                    "prefill forward GPU ms p50"])
     try:
-        for on in (False, True):
+        for graphs, on in modes:
+            gpu.prefill_buckets = buckets if graphs else ()
             engine.set_async_scheduling(on)
             _ttft_once(engine, prompts.pop(), "warm")
             host_ms.clear()
             gpu_events.clear()
-            ttft = [1e3 * _ttft_once(engine, prompts.pop(), f"p{on}{i}") for i in range(reps)]
+            ttft = [1e3 * _ttft_once(engine, prompts.pop(), f"p{graphs}{on}{i}") for i in range(reps)]
             torch.cuda.synchronize()
             fwd = [s.elapsed_time(e) for s, e in gpu_events]
-            row = table.add(shape_name, "on" if on else "off",
+            row = table.add(shape_name, "graph" if graphs and buckets else "eager", "on" if on else "off",
                             f"{statistics.median(ttft):.2f} ({min(ttft):.2f})",
                             f"{statistics.median(host_ms):.2f}", f"{statistics.median(fwd):.2f}")
             print(row, flush=True)
@@ -85,5 +90,6 @@ def profile_prefill(engine, shape_name: str, vocab: int, prompt_len: int, reps: 
         print(averages.table(sort_by="self_cpu_time_total", row_limit=top))
         print(averages.table(sort_by="self_cuda_time_total", row_limit=top))
     finally:
-        gpu._eager, engine.runner.launch = eager, launch
+        gpu.forward, engine.runner.launch = forward, launch
+        gpu.prefill_buckets = buckets
     return table

@@ -27,7 +27,11 @@ if TYPE_CHECKING:
 MAX_SEQS = 64
 # 1 and 16: the specialised token counts; 7, 17, 33: others; 64+: the tall prefill tile
 LENGTHS = (1, 7, 16, 17, 33, 64, 300)
-ALONE = (1, 17, 64, 64)  # the second 64 finds its first blocks in the prefix cache
+# (length, first token id): the second 64 repeats the first and finds its blocks in the prefix
+# cache; a lone prompt of up to 512 tokens replays a prefill graph (serving/cuda_graphs.py), so
+# 520 and 528, sharing no block with the others, run the eager lone-prompt path in both
+# token-count classes
+ALONE = ((1, 0), (17, 0), (64, 0), (64, 0), (520, 100), (528, 200))
 REQUEST_PREFIX = "__vigil_warmup-"
 
 
@@ -41,8 +45,9 @@ def warm_up(engine: LLMEngine) -> int:
     vocab = min(engine.model_config.vocab_size, 1000)
     params = SamplingParams(max_tokens=2, temperature=0.0, ignore_eos=True)
     steps = 0
-    for i, n in enumerate(ALONE):
-        engine.add_request(f"{REQUEST_PREFIX}alone-{i}", [j % vocab for j in range(min(n, longest))], params)
+    for i, (n, first) in enumerate(ALONE):
+        engine.add_request(f"{REQUEST_PREFIX}alone-{i}", [(first + j) % vocab for j in range(min(n, longest))],
+                           params)
         steps += _run_to_end(engine)
     for i in range(min(cfg.max_num_seqs, MAX_SEQS)):
         n = lengths[i % len(lengths)]

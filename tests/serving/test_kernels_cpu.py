@@ -62,6 +62,33 @@ def test_graph_buckets_pad_up_and_fall_back_past_the_largest():
     assert gf._bucket(17) is None  # larger decode batches run eagerly
 
 
+def test_prefill_graphs_take_one_sequence_of_prefill_rows_only():
+    from serving.attention.base import AttentionMetadata
+    from serving.cuda_graphs import PREFILL_BUCKETS, prefill_bucket
+
+    def meta(qlens: list[int], ctx: int = 0) -> AttentionMetadata:
+        starts = [0]
+        for q in qlens:
+            starts.append(starts[-1] + q)
+        nd = next((i for i, q in enumerate(qlens) if q != 1), len(qlens))
+        return AttentionMetadata(
+            query_start_loc=torch.tensor(starts, dtype=torch.int32),
+            seq_lens=torch.tensor([ctx + q for q in qlens], dtype=torch.int32),
+            slot_mapping=torch.zeros(sum(qlens), dtype=torch.int64),
+            block_tables=torch.zeros(len(qlens), 4, dtype=torch.int32),
+            max_query_len=max(qlens), max_seq_len=ctx + max(qlens), num_decode_tokens=nd if nd < len(qlens) else 0,
+        )
+
+    assert [prefill_bucket(meta([n]), n, PREFILL_BUCKETS) for n in (2, 16, 17, 100, 128, 512)] == [
+        16, 16, 32, 128, 128, 512]
+    assert prefill_bucket(meta([200], ctx=300), 200, PREFILL_BUCKETS) == 256  # a later chunk or a prefix hit
+    assert prefill_bucket(meta([513]), 513, PREFILL_BUCKETS) is None  # past the largest: eager
+    assert prefill_bucket(meta([1]), 1, PREFILL_BUCKETS) is None  # one token: the decode graphs' case
+    assert prefill_bucket(meta([40, 30]), 70, PREFILL_BUCKETS) is None  # two prompts: eager
+    assert prefill_bucket(meta([1, 30]), 31, PREFILL_BUCKETS) is None  # a decode row joined: eager
+    assert prefill_bucket(meta([64]), 64, ()) is None  # prefill graphs off
+
+
 def test_backend_requires_triton_or_positive_scales():
     from serving.attention.triton_backend import TritonAttentionBackend
 

@@ -134,6 +134,58 @@ def test_cuda_graph_decode_matches_eager_and_pads_buckets():
         assert (k1[unused.cuda()] == 0).all() and (v1[unused.cuda()] == 0).all()  # padding wrote nothing
 
 
+@pytest.mark.parametrize("ctx,qlen", [(0, 37), (0, 128), (45, 70), (0, 2)])
+def test_cuda_graph_prefill_matches_eager_and_pads_write_nothing(ctx, qlen):
+    """One sequence's prefill (from the start, or a later chunk over cached context) replayed from
+    its padded bucket's graph: the rows and the cache it writes match the eager forward."""
+    model = random_model("qwen3", seed=4)
+    cfg = model.config
+    bs, nb = 16, 64
+    tables = torch.randperm(nb)[:16].view(1, 16).int()
+    backend = TritonAttentionBackend()
+    caches = new_caches(cfg, nb, bs)
+    gpu = GpuForward(model, caches, backend, max_batch=4, max_blocks_per_seq=16, max_seq_len_hint=256)
+    g = torch.Generator().manual_seed(5)
+    if ctx:  # the earlier chunk, eager on both sides' caches
+        ids0 = torch.randint(0, cfg.vocab_size, (ctx,), generator=g).cuda()
+        pos0, meta0 = step_meta([0], [ctx], tables, bs)
+        with torch.inference_mode():
+            fused_forward(model, ids0, pos0, caches, meta0, backend)
+    eager_caches = [(k.clone(), v.clone()) for k, v in caches]
+    ids = torch.randint(0, cfg.vocab_size, (qlen,), generator=g).cuda()
+    pos, meta = step_meta([ctx], [qlen], tables, bs)
+    with torch.inference_mode():
+        eager = fused_forward(model, ids, pos, eager_caches, meta, backend)
+    graphed = gpu.forward(ids, pos, meta).clone()
+    bucket = next(b for b in gpu.prefill_buckets if b >= qlen)
+    assert list(gpu.prefill_graphs) == [bucket] and not gpu.graphs
+    assert graphed.shape == eager.shape
+    rel = float((graphed.float() - eager.float()).norm() / eager.float().norm())
+    assert rel < 1e-2, rel  # GEMMs of the padded height may round differently: close, not bit-equal
+    unused = torch.ones(nb, dtype=torch.bool)
+    unused[tables.flatten().long()] = False
+    for (k1, v1), (k2, v2) in zip(caches, eager_caches, strict=True):
+        assert float((k1.float() - k2.float()).norm() / k2.float().norm()) < 1e-2
+        assert float((v1.float() - v2.float()).norm() / v2.float().norm()) < 1e-2
+        assert (k1[unused.cuda()] == 0).all() and (v1[unused.cuda()] == 0).all()  # padding wrote nothing
+    # the same step again (it rewrites the same K/V): the same bits
+    assert torch.equal(gpu.forward(ids, pos, meta), graphed)
+
+
+def test_several_prompts_in_one_step_run_eagerly():
+    model = random_model("llama", seed=6)
+    cfg = model.config
+    bs, nb = 16, 64
+    tables = torch.randperm(nb)[:8].view(2, 4).int()
+    backend = TritonAttentionBackend()
+    gpu = GpuForward(model, new_caches(cfg, nb, bs), backend, max_batch=4, max_blocks_per_seq=4,
+                     max_seq_len_hint=64)
+    ids = torch.randint(0, cfg.vocab_size, (50,), generator=torch.Generator().manual_seed(7)).cuda()
+    pos, meta = step_meta([0, 0], [20, 30], tables, bs)
+    gpu.forward(ids, pos, meta)
+    assert not gpu.prefill_graphs and not gpu.graphs
+
+
 def test_engine_captures_every_bucket_at_start_and_none_while_serving():
     from bench.model_shapes import SHAPES
     from serving.engine.config import EngineConfig
@@ -146,14 +198,17 @@ def test_engine_captures_every_bucket_at_start_and_none_while_serving():
     engine = LLMEngine(cfg, loaded=random_loaded(SHAPES["smollm2-135m"], seed=0, device="cuda"))
     graphs = engine.runner.gpu.graphs
     assert sorted(graphs) == [1, 2, 4, 8]  # 6 sequences use bucket 8
+    assert sorted(engine.runner.gpu.prefill_graphs) == [16, 32, 64, 128, 256, 512]
     captured = {b: id(g) for b, (g, _) in graphs.items()}
+    captured_prefill = {b: id(g) for b, (g, _) in engine.runner.gpu.prefill_graphs.items()}
     for i in range(5):
         engine.add_request(str(i), list(range(10 + i, 30 + i)), SamplingParams(max_tokens=6 + i, ignore_eos=True))
     while engine.has_unfinished_requests():
         engine.step()
     assert {b: id(g) for b, (g, _) in engine.runner.gpu.graphs.items()} == captured
+    assert {b: id(g) for b, (g, _) in engine.runner.gpu.prefill_graphs.items()} == captured_prefill
 
     off = LLMEngine(EngineConfig(device="cuda", dtype="bfloat16", block_size=16, num_kv_blocks=64, max_num_seqs=4,
                                  capture_graphs_at_start=False, warm_up_at_start=False),
                     loaded=random_loaded(SHAPES["smollm2-135m"], seed=0, device="cuda"))
-    assert off.runner.gpu.graphs == {}
+    assert off.runner.gpu.graphs == {} and off.runner.gpu.prefill_graphs == {}
