@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from serving.kernels import logit_stats
 from serving.sampling_params import SamplingParams
 
 GREEDY_EPS = 1e-5  # temperatures below this are treated as greedy (dividing by ~0 overflows)
@@ -131,10 +132,13 @@ class DeviceSample:
     top_values: torch.Tensor | None  # float32 [B, kmax] when a row asked for top logprobs
     top_indices: torch.Tensor | None  # int64 [B, kmax]
     wanted: list[int] | None  # per row, how many alternatives it asked for (None: no row asked)
+    ready_packed: torch.Tensor | None = None  # `packed()` as a kernel wrote it already
 
     def packed(self) -> torch.Tensor:
         """token ids, logprobs and entropies as one float64 [3, B] tensor: one device->host copy
         (float64 holds token ids exactly and float32 values unchanged)."""
+        if self.ready_packed is not None:
+            return self.ready_packed
         return torch.stack([self.token_ids.double(), self.logprobs.double(), self.entropies.double()])
 
 
@@ -173,45 +177,81 @@ def sample_on_device(
             f"{len(output_token_ids)} output lists"
         )
     logits = logits.float()
-    dev = logits.device
+    if logit_stats.applies(logits):  # GPU: two kernels instead of a dozen (serving/kernels/logit_stats.py)
+        return _sample_with_logit_stats(logits, params, generators, output_token_ids)
     raw_logprobs = torch.log_softmax(logits, dim=-1)
     entropies = _entropy(raw_logprobs)
 
-    def column(values: list[float], dtype=np.float32) -> torch.Tensor:
-        # via numpy: torch.tensor(list) costs ~0.2 us per element on the host
-        return torch.from_numpy(np.asarray(values, dtype=dtype)).to(dev, non_blocking=True)
+    token_ids = _choose_tokens(logits, params, generators, output_token_ids, None)
+    chosen = raw_logprobs.gather(1, token_ids[:, None]).squeeze(1)
+    wanted, values, indices = _top_alternatives(raw_logprobs, params)
+    return DeviceSample(token_ids, chosen, entropies, values, indices, wanted)
 
+
+def _sample_with_logit_stats(logits, params, generators, output_token_ids) -> DeviceSample:
+    """`sample_on_device` over the fused row statistics: the same values, computed from the
+    log-normaliser instead of a materialised log_softmax (logprob = logit - lse)."""
+    lse, greedy_ids, packed = logit_stats.logit_stats(logits)
+    entropies = packed[2]
+    if not _needs_scores(params):  # every row greedy, no penalty: all in `packed`
+        token_ids, chosen, ready = greedy_ids, packed[1], packed
+    else:
+        token_ids = _choose_tokens(logits, params, generators, output_token_ids, greedy_ids)
+        chosen = logits.gather(1, token_ids[:, None]).squeeze(1) - lse
+        ready = None
+    wanted, values, indices = _top_alternatives(logits, params)
+    if values is not None:
+        values = values - lse[:, None]
+    return DeviceSample(token_ids, chosen, entropies, values, indices, wanted, ready)
+
+
+def _needs_scores(params: list[SamplingParams]) -> bool:
+    return any(p.frequency_penalty or p.presence_penalty or p.temperature >= GREEDY_EPS for p in params)
+
+
+def _column(values: list[float], dev: torch.device, dtype=np.float32) -> torch.Tensor:
+    # via numpy: torch.tensor(list) costs ~0.2 us per element on the host
+    return torch.from_numpy(np.asarray(values, dtype=dtype)).to(dev, non_blocking=True)
+
+
+def _choose_tokens(logits, params, generators, output_token_ids, greedy_ids) -> torch.Tensor:
+    """One token per row: the argmax of the (penalised) scores for greedy rows, a draw from the
+    processed distribution for the others. `greedy_ids`: the raw logits' argmax, if known."""
+    dev = logits.device
     scores = logits
     # decided on the host: no per-step tensors (or device sync) when no row has a penalty
     if any(p.frequency_penalty or p.presence_penalty for p in params):
-        freq = column([p.frequency_penalty for p in params])
-        pres = column([p.presence_penalty for p in params])
+        freq = _column([p.frequency_penalty for p in params], dev)
+        pres = _column([p.presence_penalty for p in params], dev)
         scores = apply_penalties(logits, output_token_ids, freq, pres)
-
-    token_ids = scores.argmax(dim=-1)  # greedy rows keep this
+    token_ids = scores.argmax(dim=-1) if greedy_ids is None or scores is not logits else greedy_ids
     rows = [i for i, p in enumerate(params) if p.temperature >= GREEDY_EPS]
     if rows:
         sub = [params[i] for i in rows]
         vocab = logits.shape[-1]
-        x = scores[rows] / column([p.temperature for p in sub])[:, None]
+        x = scores[rows] / _column([p.temperature for p in sub], dev)[:, None]
         # each filter is skipped on the host when no row uses it (its own check reads the device)
         if any(0 < p.top_k < vocab for p in sub):
-            x = apply_top_k(x, column([p.top_k for p in sub], np.int64))
+            x = apply_top_k(x, _column([p.top_k for p in sub], dev, np.int64))
         if any(p.top_p < 1.0 for p in sub):
-            x = apply_top_p(x, column([p.top_p for p in sub]))
+            x = apply_top_p(x, _column([p.top_p for p in sub], dev))
         if any(p.min_p > 0.0 for p in sub):
-            x = apply_min_p(x, column([p.min_p for p in sub]))
+            x = apply_min_p(x, _column([p.min_p for p in sub], dev))
         token_ids[rows] = _draw(x.softmax(dim=-1), [generators[i] for i in rows])
+    return token_ids
 
-    chosen = raw_logprobs.gather(1, token_ids[:, None]).squeeze(1)
-    values = indices = None
-    wanted = None
-    if any(p.logprobs is not None for p in params):
-        wanted = [p.logprobs or 0 for p in params]
-        kmax = max(wanted)
-        if kmax > 0:
-            values, indices = raw_logprobs.topk(kmax, dim=-1)
-    return DeviceSample(token_ids, chosen, entropies, values, indices, wanted)
+
+def _top_alternatives(scores: torch.Tensor, params: list[SamplingParams]):
+    """(wanted, values, indices): each row's most likely tokens, as many as the row asked for
+    (values in the units of `scores`); wanted None when no row asked."""
+    if not any(p.logprobs is not None for p in params):
+        return None, None, None
+    wanted = [p.logprobs or 0 for p in params]
+    kmax = max(wanted)
+    if kmax == 0:
+        return wanted, None, None
+    values, indices = scores.topk(kmax, dim=-1)
+    return wanted, values, indices
 
 
 def sample(
