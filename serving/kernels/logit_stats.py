@@ -25,7 +25,7 @@ _NO_INDEX = 2**31 - 1
 
 @triton.jit
 def _chunk_kernel(x_ptr, m_ptr, i_ptr, s_ptr, t_ptr, n_ptr, V, stride_row, num_chunks,
-                  CHUNK_SIZE: tl.constexpr):
+                  CHUNK_SIZE: tl.constexpr, NO_INDEX: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     chunk = tl.program_id(1)
     offs = chunk * CHUNK_SIZE + tl.arange(0, CHUNK_SIZE)
@@ -34,8 +34,8 @@ def _chunk_kernel(x_ptr, m_ptr, i_ptr, s_ptr, t_ptr, n_ptr, V, stride_row, num_c
     is_nan = x != x
     clean = tl.where(is_nan, float("-inf"), x)
     m = tl.max(clean, 0)
-    first = tl.min(tl.where(valid & (clean == m), offs, _NO_INDEX), 0)
-    first_nan = tl.min(tl.where(is_nan, offs, _NO_INDEX), 0)
+    first = tl.min(tl.where(valid & (clean == m), offs, NO_INDEX), 0)
+    first_nan = tl.min(tl.where(is_nan, offs, NO_INDEX), 0)
     m_safe = tl.where(m == float("-inf"), 0.0, m)
     shifted = clean - m_safe
     p = tl.exp(shifted)
@@ -51,18 +51,18 @@ def _chunk_kernel(x_ptr, m_ptr, i_ptr, s_ptr, t_ptr, n_ptr, V, stride_row, num_c
 
 @triton.jit
 def _fold_kernel(m_ptr, i_ptr, s_ptr, t_ptr, n_ptr, lse_ptr, ids_ptr, packed_ptr, num_rows, num_chunks,
-                 C_PAD: tl.constexpr):
+                 C_PAD: tl.constexpr, NO_INDEX: tl.constexpr):
     row = tl.program_id(0)
     offs = tl.arange(0, C_PAD)
     mask = offs < num_chunks
     base = row.to(tl.int64) * num_chunks
     m = tl.load(m_ptr + base + offs, mask=mask, other=float("-inf"))
-    idx = tl.load(i_ptr + base + offs, mask=mask, other=_NO_INDEX)
+    idx = tl.load(i_ptr + base + offs, mask=mask, other=NO_INDEX)
     s = tl.load(s_ptr + base + offs, mask=mask, other=0.0)
     t = tl.load(t_ptr + base + offs, mask=mask, other=0.0)
-    first_nan = tl.min(tl.load(n_ptr + base + offs, mask=mask, other=_NO_INDEX), 0)
+    first_nan = tl.min(tl.load(n_ptr + base + offs, mask=mask, other=NO_INDEX), 0)
     big_m = tl.max(m, 0)
-    argmax = tl.min(tl.where(mask & (m == big_m), idx, _NO_INDEX), 0)  # chunks in order: the first
+    argmax = tl.min(tl.where(mask & (m == big_m), idx, NO_INDEX), 0)  # chunks in order: the first
     m_safe = tl.where(big_m == float("-inf"), 0.0, big_m)
     w = tl.where(s > 0.0, tl.exp(m - m_safe), 0.0)
     total_s = tl.sum(s * w, 0)
@@ -71,13 +71,13 @@ def _fold_kernel(m_ptr, i_ptr, s_ptr, t_ptr, n_ptr, lse_ptr, ids_ptr, packed_ptr
     lse = m_safe + log_s
     entropy = log_s - total_t / total_s
     logprob = -log_s
-    has_nan = first_nan != _NO_INDEX
+    has_nan = first_nan != NO_INDEX
     empty = total_s == 0.0  # every logit -inf: no distribution
     nan = float("nan")
     lse = tl.where(has_nan | empty, nan, lse)
     entropy = tl.where(has_nan | empty, nan, entropy)
     logprob = tl.where(has_nan | empty, nan, logprob)
-    argmax = tl.where(has_nan, first_nan, tl.where(argmax == _NO_INDEX, 0, argmax))
+    argmax = tl.where(has_nan, first_nan, tl.where(argmax == NO_INDEX, 0, argmax))
     tl.store(lse_ptr + row, lse)
     tl.store(ids_ptr + row, argmax.to(tl.int64))
     tl.store(packed_ptr + row, argmax.to(tl.float64))
@@ -105,7 +105,7 @@ def logit_stats(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch
     ids = torch.empty(rows, dtype=torch.int64, device=dev)
     packed = torch.empty(3, rows, dtype=torch.float64, device=dev)
     _chunk_kernel[(rows, chunks)](logits, m, idx, s, t, first_nan, vocab, logits.stride(0), chunks,
-                                  CHUNK_SIZE=CHUNK, num_warps=4)
+                                  CHUNK_SIZE=CHUNK, NO_INDEX=_NO_INDEX, num_warps=4)
     _fold_kernel[(rows,)](m, idx, s, t, first_nan, lse, ids, packed, rows, chunks,
-                          C_PAD=max(16, triton.next_power_of_2(chunks)), num_warps=4)
+                          C_PAD=max(16, triton.next_power_of_2(chunks)), NO_INDEX=_NO_INDEX, num_warps=4)
     return lse, ids, packed
