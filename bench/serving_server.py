@@ -154,8 +154,9 @@ def start_server(args, mode: str, max_num_seqs: int, sample_rate: float, storage
     base = f"http://127.0.0.1:{args.port}"
     deadline = time.monotonic() + 900
     while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"vigil serve exited with {proc.returncode}; see {log_path}")
+        if proc.poll() is not None:  # the log's end in the message: a remote run may keep nothing else
+            tail = "".join(Path(log_path).read_text(errors="replace").splitlines(keepends=True)[-40:])
+            raise RuntimeError(f"vigil serve exited with {proc.returncode}; the end of {log_path}:\n{tail}")
         try:
             if httpx.get(f"{base}/health", timeout=2).status_code == 200:
                 return proc

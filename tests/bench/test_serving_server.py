@@ -60,3 +60,23 @@ def test_prompt_vocab_of_a_model_directory_given_without_a_shape(tmp_path):
     assert prompt_vocab(str(tmp_path), None) == 256  # the tokenizer's 256 ids, not the model's 600
     (tmp_path / "config.json").write_text(json.dumps({"vocab_size": 100}))
     assert prompt_vocab(str(tmp_path), None) == 100
+
+
+def test_a_server_that_dies_at_start_up_is_reported_with_the_end_of_its_log(tmp_path):
+    """A run on a remote machine keeps only its output: the error must carry the server's words."""
+    import argparse
+    import socket
+
+    import pytest
+
+    from bench.serving_server import Storage, start_server
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    missing = tmp_path / "no-such-model"
+    args = argparse.Namespace(device="cpu", kv_cache_mb=64, model=str(missing), torch_threads=1, port=port,
+                              log_prefix=str(tmp_path / "serve"))
+    with pytest.raises(RuntimeError, match="exited with 1") as failed:
+        start_server(args, "separate", 2, 0.0, Storage(tmp_path / "storage"))
+    assert str(missing) in str(failed.value)  # the server's own line naming what it could not load
