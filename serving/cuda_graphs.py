@@ -148,7 +148,7 @@ class GpuForward:
     def capture_up_to(self, batch: int) -> int:
         """Capture every decode bucket a batch of up to `batch` sequences uses, now: at start-up,
         not in the first steps of each size, where the first requests of a fresh server would
-        wait for the captures (and the one-token GEMV's autotuning). Returns how many."""
+        wait for the captures (and the one-token GEMV's configuration timing). Returns how many."""
         if not self.use_graphs:
             return 0
         top = self._bucket(min(batch, self.max_batch))

@@ -63,9 +63,10 @@ class Settings(BaseSettings):
     max_waiting_requests: int = Field(256, gt=0)
     enable_prefix_caching: bool = True
     enable_chunked_prefill: bool = True  # off: a prompt is prefilled whole, in one step
-    enable_cuda_graphs: bool = True  # GPU only: decode steps replayed from captured graphs
-    # GPU only: capture every decode batch size up to max_num_seqs when the engine starts (a few
-    # seconds), so no early request waits for a capture
+    # GPU only: decode steps, and one sequence's prefill of up to 512 tokens, replayed from graphs
+    enable_cuda_graphs: bool = True
+    # GPU only: capture every decode batch size up to max_num_seqs and the prefill buckets when
+    # the engine starts (a few seconds), so no early request waits for a capture
     capture_graphs_at_start: bool = True
     # GPU only: a dummy burst at start-up compiles the kernel variants early requests would need
     warm_up_at_start: bool = True
