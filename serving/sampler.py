@@ -193,7 +193,7 @@ def _sample_with_logit_stats(logits, params, generators, output_token_ids) -> De
     log-normaliser instead of a materialised log_softmax (logprob = logit - lse)."""
     lse, greedy_ids, packed = logit_stats.logit_stats(logits)
     entropies = packed[2]
-    if not _needs_scores(params):  # every row greedy, no penalty: all in `packed`
+    if _plain_greedy(params):  # every row greedy, no penalty: all in `packed`
         token_ids, chosen, ready = greedy_ids, packed[1], packed
     else:
         token_ids = _choose_tokens(logits, params, generators, output_token_ids, greedy_ids)
@@ -205,8 +205,8 @@ def _sample_with_logit_stats(logits, params, generators, output_token_ids) -> De
     return DeviceSample(token_ids, chosen, entropies, values, indices, wanted, ready)
 
 
-def _needs_scores(params: list[SamplingParams]) -> bool:
-    return any(p.frequency_penalty or p.presence_penalty or p.temperature >= GREEDY_EPS for p in params)
+def _plain_greedy(params: list[SamplingParams]) -> bool:
+    return not any(p.frequency_penalty or p.presence_penalty or p.temperature >= GREEDY_EPS for p in params)
 
 
 def _column(values: list[float], dev: torch.device, dtype=np.float32) -> torch.Tensor:
