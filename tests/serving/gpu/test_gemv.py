@@ -162,3 +162,4 @@ def test_fastest_picks_the_cheaper_chain_and_skips_failing_configurations():
     with pytest.raises(RuntimeError, match="no GEMV configuration"):
         gemv_tuning.fastest([0], chain)
     assert gemv_tuning.copies_for(1 << 20, src.device) >= 2
+    assert gemv_tuning.copies_for(16 << 30, src.device) == 1  # past the L2 many times: no copy
