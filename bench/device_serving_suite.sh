@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The served targets on a GPU machine, one run each, tables to $OUT (serving.md) and each run's
+# output to $OUT/<name>.txt. Needs what bench/device_setup.sh prepared (.whl, .gpuassets carried).
+#   bash bench/device_serving_suite.sh COMMIT [NAME ...]   (default: every run below, in order)
+# Runs: q1 s1 (batch 1), burst (64 short prompts at once, SmolLM2), s64 q64 (64 and 256 streams).
+# All five take up to ~15 minutes: split them over two calls of at most 10 (q1 s1 burst; s64 q64).
+set -u
+commit=${1:?the commit the tree is at}
+shift
+out=${OUT:?where the results go}
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+  >/dev/null 2>&1 || { echo "wheel install failed"; exit 1; }
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 VIGIL_BENCH_RESULTS_DIR=$out VIGIL_BENCH_COMMIT=$commit
+python3 -c "import vigil.cli, serving.server.app" || exit 1  # a missing package, before any run
+
+serve() {  # serve NAME SECONDS ARGS...: one bench_serving run
+  local name=$1 limit=$2
+  shift 2
+  timeout "$limit" python3 -m bench.bench_serving --device cuda --tokenizer-dir .gpuassets/tok \
+    --modes separate --client-procs 4 --kv-cache-mb 24576 --json-dir "/tmp/json-$name" "$@" \
+    > "$out/$name.txt" 2>&1
+  grep "^| sep" "$out/$name.txt" || tail -n 30 "$out/$name.txt"
+}
+
+runs=${*:-q1 s1 burst s64 q64}
+for run in $runs; do
+  case $run in
+    q1) serve q1 200 --shape qwen3-4b --concurrency 1 --num-prompts 8 --input-len 128 --output-len 256 ;;
+    s1) serve s1 120 --shape smollm2-135m --concurrency 1 --num-prompts 16 --input-len 128 --output-len 256 ;;
+    burst) serve burst 120 --shape smollm2-135m --concurrency 64 --num-prompts 64 --input-len 32 --output-len 64 ;;
+    s64) serve s64 200 --shape smollm2-135m --concurrency 64,256 --num-prompts 512 --input-len 128 --output-len 256 ;;
+    q64) serve q64 240 --shape qwen3-4b --concurrency 64,256 --num-prompts 512 --input-len 128 --output-len 256 ;;
+    *) echo "unknown run $run" ;;
+  esac
+done
