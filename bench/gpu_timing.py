@@ -1,5 +1,6 @@
-"""Timing helpers for the GPU benches: CUDA events around graph replays (no launch gaps) or
-around plain calls, medians over repeats, after warm-up."""
+"""Timing helpers for the GPU benches: CUDA events around graph replays (no launch gaps; the
+engine's own timer, serving/kernels/gemv_tuning.py) or around plain calls, medians over repeats,
+after warm-up."""
 
 from __future__ import annotations
 
@@ -8,22 +9,17 @@ from collections.abc import Callable
 
 import torch
 
+from serving.kernels.gemv_tuning import graph_seconds
+
 
 def time_graph(fn: Callable[[], object], inner: int = 10, repeats: int = 15) -> float:
     """Median seconds of one `fn()` when `inner` calls are captured into one CUDA graph."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(2):
-            fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+
+    def calls() -> None:
         for _ in range(inner):
             fn()
-    graph.replay()
-    torch.cuda.synchronize()
-    return _median_events(graph.replay, repeats) / inner
+
+    return graph_seconds(calls, replays=repeats, warmup=2) / inner
 
 
 def time_eager(fn: Callable[[], object], repeats: int = 10, warmup: int = 2) -> float:

@@ -42,7 +42,7 @@ def fastest(configs: Sequence[Any], run_chain: Callable[[Any], None]) -> Any:
     best, best_seconds = None, math.inf
     for config in configs:
         try:
-            seconds = _graph_seconds(lambda config=config: run_chain(config))
+            seconds = graph_seconds(lambda config=config: run_chain(config))
         except Exception as exc:  # out of shared memory or registers for this device: not a candidate
             log.debug("GEMV configuration %s skipped: %s", config, exc)
             continue
@@ -53,18 +53,21 @@ def fastest(configs: Sequence[Any], run_chain: Callable[[Any], None]) -> Any:
     return best
 
 
-def _graph_seconds(fn: Callable[[], None]) -> float:
+def graph_seconds(fn: Callable[[], object], replays: int = REPLAYS, warmup: int = 1) -> float:
+    """Median seconds of one replay of a CUDA graph of what `fn` queues (compiled and warmed up
+    on a side stream first, outside the capture)."""
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):  # compiles the configuration outside the capture
-        fn()
+    with torch.cuda.stream(stream):
+        for _ in range(warmup):
+            fn()
     torch.cuda.current_stream().wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         fn()
     graph.replay()
     times = []
-    for _ in range(REPLAYS):
+    for _ in range(replays):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         graph.replay()
