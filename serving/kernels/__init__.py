@@ -10,6 +10,9 @@ points are the Python wrappers:
 - `serving.kernels.fused_ops.rms_norm / silu_and_mul / rotary_inplace`
 - `serving.kernels.qkv_rope_cache.qkv_rope_cache(...)`  (q/k norm + rotary + KV write, one kernel)
 - `serving.kernels.fused_forward.fused_forward(model, ids, positions, kv_caches, meta, backend)`
+- `serving.kernels.gemv.gemv / gemv_silu / gemv_rms_norm`  (one decode token; configurations chosen
+  by `serving.kernels.gemv_tuning`)
+- `serving.kernels.logit_stats.logit_stats(logits)`  (the sampler's lse, entropy and argmax per row)
 """
 
 from serving.kernels._compat import HAS_TRITON
