@@ -7,8 +7,10 @@ every client process starting together) and/or with Poisson arrivals at each of
 `--request-rates` (requests/s; `inf` sends all at once). Input and output lengths come from a
 workload (`random` or the chat-like `chat` mix), prompts as token ids, EOS ignored, greedy. Per
 run: request throughput, output tok/s, TTFT/TPOT/ITL p50/p90/p99, goodput at TTFT <= 200 ms and
-TPOT <= 50 ms, the API processes' CPU seconds (in all and per 1,000 streamed
-tokens: bench/process_cpu.py), client CPU seconds, and the machine's load average (the machine may be shared).
+TPOT <= 50 ms, the server's own mean TTFT and queue time (its vllm: histograms: the client's TTFT
+minus these is spent on HTTP, parsing and streaming), the API processes' CPU seconds (in all and
+per 1,000 streamed tokens: bench/process_cpu.py), client CPU seconds, and the machine's load
+average (the machine may be shared).
 The same jobs then run through the offline engine (LLMEngine, same model directory and
 settings, max_num_seqs = the concurrency) and served/offline output tok/s is reported.
 
@@ -57,6 +59,8 @@ from bench.serving_load import KEY, Job, poisson_schedule, run_load, workload
 from bench.serving_server import (
     Storage,
     kv_tokens,
+    latency_means,
+    latency_totals,
     prompt_vocab,
     sample_metrics,
     start_server,
@@ -184,9 +188,10 @@ def serve_runs(args, mode: str, sample_rate: float, jobs: list[Job], loads: list
             if kind == "rate":
                 poisson_schedule(jobs, value)
             load_before = os.getloadavg()[0]
-            cpu_before = total_cpu_seconds(pids)
+            cpu_before, latency_before = total_cpu_seconds(pids), latency_totals(base)
             summary = run_load(base, model, jobs, args.client_procs, int(value) if kind == "concurrency" else None)
             summary.update(api_cpu(cpu_before, total_cpu_seconds(pids), summary))
+            summary.update(latency_means(latency_before, latency_totals(base)))
             answered += summary["completed"]
             run = {"mode": mode, "api_servers": api_servers, "load": f"{kind} {value:g}", "sample_rate": sample_rate, "workload": args.workload,
                    "machine_load_1m": round(max(load_before, os.getloadavg()[0]), 2), **summary}
@@ -231,6 +236,10 @@ def _three(r: dict, name: str) -> str:
     return "/".join("-" if r[f"{name}_p{q}_ms"] is None else f"{r[f'{name}_p{q}_ms']:.0f}" for q in (50, 90, 99))
 
 
+def _server_latency(r: dict) -> str:
+    return "/".join("-" if r.get(k) is None else f"{r[k]:.1f}" for k in ("server_ttft_mean_ms", "server_queue_mean_ms"))
+
+
 def report(args, runs: list[dict]) -> bool:
     """Print and keep the tables; False when a logging check failed."""
     shape = f"random {args.shape} weights, " if args.shape else ""
@@ -238,14 +247,14 @@ def report(args, runs: list[dict]) -> bool:
              f"{args.input_len}, output ~{args.output_len} tokens, greedy, EOS ignored), "
              f"{args.client_procs} client processes; SLO TTFT <= 200 ms, TPOT <= 50 ms")
     table = Table(title, ["engine process", "API servers", "load", "sample rate", "req/s", "output tok/s", "offline tok/s",
-                          "served/offline", "TTFT p50/p90/p99 ms", "TPOT p50/p90/p99 ms", "ITL p50/p90/p99 ms",
+                          "served/offline", "TTFT p50/p90/p99 ms", "server TTFT / queue mean ms", "TPOT p50/p90/p99 ms", "ITL p50/p90/p99 ms",
                           "goodput req/s", "API CPU s", "API CPU s / 1k tok", "tok / event", "client CPU s", "load avg 1m",
                           "failed"])
     print(f"## {title}\n{table.header()}")
     for r in runs:
         print(table.add(r["mode"], r["api_servers"], r["load"], f"{r['sample_rate']:g}", f"{r['request_throughput']:.2f}",
                         f"{r['output_tok_s']:.1f}", f"{r['offline_output_tok_s']:.1f}",
-                        f"{100 * r['served_over_offline']:.0f} %", _three(r, "ttft"), _three(r, "tpot"),
+                        f"{100 * r['served_over_offline']:.0f} %", _three(r, "ttft"), _server_latency(r), _three(r, "tpot"),
                         _three(r, "itl"), f"{r['goodput_req_s']:.2f}", r["api_cpu_s"], r["api_cpu_s_per_1k_tok"], r["tokens_per_event"],
                         r["client_cpu_s"], r["machine_load_1m"],
                         r["failed"]))

@@ -177,14 +177,45 @@ def stop_server(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
-def sample_metrics(base: str) -> dict[str, float]:
-    """The server's traffic-logging counters from /metrics (sampled, logged, journaled, dropped)."""
+def _families(base: str):
     from prometheus_client.parser import text_string_to_metric_families
 
+    text = httpx.get(f"{base}/metrics", headers={"Authorization": f"Bearer {KEY}"}, timeout=10).text
+    return text_string_to_metric_families(text)
+
+
+def sample_metrics(base: str) -> dict[str, float]:
+    """The server's traffic-logging counters from /metrics (sampled, logged, journaled, dropped)."""
     names = {"vigil:requests_sampled": "sampled", "vigil:samples_logged": "logged",
              "vigil:samples_journaled": "journaled", "vigil:samples_dropped": "dropped"}
     out = {}
-    for family in text_string_to_metric_families(httpx.get(f"{base}/metrics", timeout=10).text):
+    for family in _families(base):
         if family.name in names:
             out[names[family.name]] = sum(s.value for s in family.samples if s.name.endswith("_total"))
+    return out
+
+
+# the server's own latency histograms: from the request reaching the engine client to its first
+# token (and to its first scheduling); client TTFT minus these is HTTP, parsing and streaming
+LATENCY_HISTOGRAMS = {"vllm:time_to_first_token_seconds": "server_ttft", "vllm:request_queue_time_seconds": "server_queue"}
+
+
+def latency_totals(base: str) -> dict[str, tuple[float, float]]:
+    """(sum, count) of each of LATENCY_HISTOGRAMS, over every label set."""
+    out = {name: (0.0, 0.0) for name in LATENCY_HISTOGRAMS.values()}
+    for family in _families(base):
+        if family.name in LATENCY_HISTOGRAMS:
+            key = LATENCY_HISTOGRAMS[family.name]
+            total = sum(s.value for s in family.samples if s.name.endswith("_sum"))
+            count = sum(s.value for s in family.samples if s.name.endswith("_count"))
+            out[key] = (total, count)
+    return out
+
+
+def latency_means(before: dict, after: dict) -> dict[str, float | None]:
+    """Mean milliseconds of each histogram over what was observed between two latency_totals."""
+    out = {}
+    for key, (total, count) in after.items():
+        n = count - before[key][1]
+        out[f"{key}_mean_ms"] = round(1e3 * (total - before[key][0]) / n, 2) if n > 0 else None
     return out
