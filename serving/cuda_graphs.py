@@ -6,12 +6,17 @@ the graphs read: each replay copies the step's ids, positions, slots, lengths an
 into them. Padded rows have seq_len 0 and slot -1, so they write nothing and read nothing.
 The decode kernel's split count comes from `max_seq_len_hint`, fixed at capture.
 
-A step that is one sequence's prefill (a lone prompt, or one chunk of it) of up to 512 tokens
-is replayed from a graph too, its tokens padded up to a prefill bucket (16, 32, ..., 512) with
-slot -1 and no sequence: eagerly, such a step is ~330 kernel launches whose host time (~13 ms for
-Qwen3-4B on an H200, against ~3 ms of GPU work) was a lone request's time to first token. Padded
-rows compute garbage that no real row reads (every kernel but attention is row-wise, and
-attention reads only the sequence's rows). Steps of several sequences run eagerly.
+A step with prompt rows in it (a lone prompt, a chunk of one, or a burst of new prompts joined by
+decode rows) of up to 2,048 tokens is replayed from a prefill graph too: its tokens padded up to
+a prefill bucket (16, 32, ..., 2048) with slot -1 and no sequence, its sequences padded up to the
+graph's width (1 for a lone prompt, else `prefill_width`) with empty queries. Eagerly such a
+step is ~330 kernel launches whose host time (~11-13 ms on an H200, against 1-3 ms of GPU work
+for a short prompt) was the time to first token of a lone request and, step after step, of a
+burst of them. Padded rows compute garbage that no real row reads (every kernel but attention is
+row-wise, and attention reads only each sequence's rows). In the graph every row, decode rows
+included, goes through the prefill kernel, whose flat grid needs no per-sequence length; decode
+rows have no split-K there, so a step whose decode rows reach past `GRAPHED_DECODE_CONTEXT`
+tokens runs eagerly, as does a step wider than the graph.
 
 The runner hook: `GpuForward(model, kv_caches, backend, ...)`, then `.forward(ids, pos, meta)`
 in place of `model(ids, pos, kv_caches, meta, backend)`.
@@ -27,14 +32,24 @@ from serving.attention.base import AttentionBackend, AttentionMetadata
 from serving.kernels.fused_forward import fused_forward
 
 DEFAULT_BUCKETS = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 224, 256, 320, 384, 448, 512)
-PREFILL_BUCKETS = (16, 32, 64, 128, 256, 512)  # tokens of a one-sequence prefill step
+PREFILL_BUCKETS = (16, 32, 64, 128, 256, 512, 1024, 2048)  # tokens of a step with prompt rows
+PREFILL_WIDTH = 64  # sequences of a prefill graph, until capture_up_to sizes it to the engine's
+GRAPHED_DECODE_CONTEXT = 4096  # longest decode row a prefill graph takes (no split-K there)
 
 
-def prefill_bucket(meta: AttentionMetadata, num_tokens: int, buckets: tuple[int, ...]) -> int | None:
-    """The prefill graph a step replays: one sequence, every row of it a query (no decode row),
-    at most the largest bucket; None for any other step."""
-    if meta.num_seqs != 1 or meta.num_decode_tokens or num_tokens < 2 or meta.max_query_len != num_tokens:
+def prefill_bucket(meta: AttentionMetadata, num_tokens: int, buckets: tuple[int, ...], width: int) -> int | None:
+    """The token bucket of the prefill graph a step replays: a step with a prompt row (not
+    decode-only) of at most the largest bucket's tokens and `width` sequences, whose decode rows
+    reach no further than GRAPHED_DECODE_CONTEXT; None for any other step."""
+    if meta.is_decode_only or num_tokens < 2 or meta.num_seqs > width:
         return None
+    if meta.num_seqs > 1:
+        if meta.query_lens_cpu is None or meta.seq_lens_cpu is None:
+            return None
+        longest_decode = max((s for q, s in zip(meta.query_lens_cpu, meta.seq_lens_cpu, strict=True) if q == 1),
+                             default=0)
+        if longest_decode > GRAPHED_DECODE_CONTEXT:
+            return None
     return next((b for b in buckets if b >= num_tokens), None)
 
 
@@ -62,8 +77,10 @@ class GpuForward:
         self.max_batch = max_batch
         self.max_seq_len_hint = max_seq_len_hint
         self.prefill_buckets = prefill_buckets
+        self.prefill_width = min(PREFILL_WIDTH, max_batch)
         self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
-        self.prefill_graphs: dict[int, tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
+        # (token bucket, sequences): width 1 for a lone prompt, else prefill_width
+        self.prefill_graphs: dict[tuple[int, int], tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
         self._pool = None
         if use_graphs:
             device = kv_caches[0][0].device
@@ -75,7 +92,7 @@ class GpuForward:
             self.seq_lens = torch.zeros(max_batch, **i32)
             self.block_tables = torch.zeros(max_batch, max_blocks_per_seq, **i32)
             self.query_start_loc = torch.arange(max_batch + 1, **i32)
-            self.prefill_query_start_loc = torch.zeros(2, **i32)  # [0, the prompt's tokens]
+            self.prefill_query_start_loc = torch.zeros(max_batch + 1, **i32)
 
     @classmethod
     def for_runner(cls, runner, max_batch: int = 512) -> GpuForward:
@@ -117,20 +134,22 @@ class GpuForward:
             num_decode_tokens=b,
         )
 
-    def _prefill_meta(self, b: int) -> AttentionMetadata:
+    def _prefill_meta(self, b: int, width: int) -> AttentionMetadata:
+        """No host lengths and no decode count: every row goes to the prefill kernel."""
         return AttentionMetadata(
-            query_start_loc=self.prefill_query_start_loc,
-            seq_lens=self.seq_lens[:1],
+            query_start_loc=self.prefill_query_start_loc[: width + 1],
+            seq_lens=self.seq_lens[:width],
             slot_mapping=self.slot_mapping[:b],
-            block_tables=self.block_tables[:1],
+            block_tables=self.block_tables[:width],
             max_query_len=b,
             max_seq_len=self.max_seq_len_hint,
         )
 
-    def _capture(self, b: int, prefill: bool = False) -> tuple[torch.cuda.CUDAGraph, torch.Tensor]:
-        meta = self._prefill_meta(b) if prefill else self._static_meta(b)
+    def _capture(self, b: int, width: int = 0) -> tuple[torch.cuda.CUDAGraph, torch.Tensor]:
+        """The decode graph of batch `b`, or (width > 0) the prefill graph of `b` tokens."""
+        meta = self._prefill_meta(b, width) if width else self._static_meta(b)
         ids, pos = self.input_ids[:b], self.positions[:b]
-        self.seq_lens[:b].fill_(0)  # warm-up and capture read and write nothing
+        self.seq_lens[: max(b, width)].fill_(0)  # warm-up and capture read and write nothing
         self.slot_mapping[:b].fill_(-1)
         self.prefill_query_start_loc.fill_(0)
         stream = torch.cuda.Stream()
@@ -146,11 +165,16 @@ class GpuForward:
         return graph, out
 
     def capture_up_to(self, batch: int) -> int:
-        """Capture every decode bucket a batch of up to `batch` sequences uses, now: at start-up,
-        not in the first steps of each size, where the first requests of a fresh server would
-        wait for the captures (and the one-token GEMV's configuration timing). Returns how many."""
+        """Capture every decode bucket a batch of up to `batch` sequences uses, and the prefill
+        graphs `batch` wide, now: at start-up, not in the first steps of each size, where the
+        first requests of a fresh server would wait for the captures (and the one-token GEMV's
+        configuration timing). Returns how many."""
         if not self.use_graphs:
             return 0
+        width = max(1, min(batch, self.max_batch))
+        if width != self.prefill_width:  # graphs of the old width would never replay again
+            self.prefill_graphs = {key: g for key, g in self.prefill_graphs.items() if key[1] == 1}
+            self.prefill_width = width
         top = self._bucket(min(batch, self.max_batch))
         for b in self.buckets:
             if b > top:
@@ -158,8 +182,9 @@ class GpuForward:
             if b not in self.graphs:
                 self.graphs[b] = self._capture(b)
         for b in self.prefill_buckets:
-            if b not in self.prefill_graphs:
-                self.prefill_graphs[b] = self._capture(b, prefill=True)
+            for w in sorted({1, self.prefill_width}):
+                if (b, w) not in self.prefill_graphs:
+                    self.prefill_graphs[b, w] = self._capture(b, w)
         return len(self.graphs) + len(self.prefill_graphs)
 
     def release_graphs(self) -> None:
@@ -188,13 +213,18 @@ class GpuForward:
                 self.graphs[b] = self._capture(b)
             graph, out = self.graphs[b]
         else:
-            b = prefill_bucket(meta, n, self.prefill_buckets)
+            b = prefill_bucket(meta, n, self.prefill_buckets, self.prefill_width)
             if b is None:
                 return self._eager(input_ids, positions, meta)
-            if b not in self.prefill_graphs:
-                self.prefill_graphs[b] = self._capture(b, prefill=True)
-            graph, out = self.prefill_graphs[b]
-            self.prefill_query_start_loc.copy_(meta.query_start_loc)
+            rows = meta.num_seqs
+            width = 1 if rows == 1 else self.prefill_width
+            if (b, width) not in self.prefill_graphs:
+                self.prefill_graphs[b, width] = self._capture(b, width)
+            graph, out = self.prefill_graphs[b, width]
+            self.prefill_query_start_loc[: rows + 1].copy_(meta.query_start_loc)
+            if width > rows:  # the padding sequences: empty queries after the last row, no context
+                self.prefill_query_start_loc[rows + 1 : width + 1].fill_(n)
+                self.seq_lens[rows:width].fill_(0)
         self.input_ids[:n].copy_(input_ids)
         self.positions[:n].copy_(positions)
         self.slot_mapping[:n].copy_(meta.slot_mapping)

@@ -63,7 +63,7 @@ class Settings(BaseSettings):
     max_waiting_requests: int = Field(256, gt=0)
     enable_prefix_caching: bool = True
     enable_chunked_prefill: bool = True  # off: a prompt is prefilled whole, in one step
-    # GPU only: decode steps, and one sequence's prefill of up to 512 tokens, replayed from graphs
+    # GPU only: decode steps, and steps with prompt rows of up to 2,048 tokens, replayed from graphs
     enable_cuda_graphs: bool = True
     # GPU only: capture every decode batch size up to max_num_seqs and the prefill buckets when
     # the engine starts (a few seconds), so no early request waits for a capture

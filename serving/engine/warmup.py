@@ -4,10 +4,11 @@ Triton compiles a kernel variant the first time it meets a new specialisation: a
 height, a token count of another alignment class (1, a multiple of 16, other), a block-table
 width of another class. On a fresh GPU machine each compile takes a few hundred milliseconds
 inside a step, and a burst of new users waited for them (TTFT ~550 ms for 64 short prompts on
-an H200, ~80 ms once warm). The warm-up runs prompts of lengths that cover those classes, as
-one batch and as decodes, a few alone (one sequence per step, a prefix-cache hit), and runs the
-attention kernels once per split count and prefill tile on dummy rows (a mixed step runs the
-decode kernel outside the CUDA graphs with a split count chosen per step). Then the engine gets a
+an H200, ~80 ms once warm). The warm-up runs, with CUDA graphs off (their captures compiled
+what they replay), prompts of lengths that cover those classes, as one batch and as decodes, a
+few alone (one sequence per step, a prefix-cache hit), and runs the attention kernels once per
+split count and prefill tile on dummy rows (a step that falls back to eager runs the decode
+kernel with a split count chosen per step). Then the engine gets a
 fresh block manager, scheduler and counters, so no metric and no prefix-cache entry remembers it.
 """
 
@@ -28,8 +29,7 @@ MAX_SEQS = 64
 # 1 and 16: the specialised token counts; 7, 17, 33: others; 64+: the tall prefill tile
 LENGTHS = (1, 7, 16, 17, 33, 64, 300)
 # (length, first token id): the second 64 repeats the first and finds its blocks in the prefix
-# cache; a lone prompt of up to 512 tokens replays a prefill graph (serving/cuda_graphs.py), so
-# 520 and 528, sharing no block with the others, run the eager lone-prompt path in both
+# cache; 520 and 528, sharing no block with the others, run the lone-prompt path in both
 # token-count classes
 ALONE = ((1, 0), (17, 0), (64, 0), (64, 0), (520, 100), (528, 200))
 REQUEST_PREFIX = "__vigil_warmup-"
@@ -44,20 +44,33 @@ def warm_up(engine: LLMEngine) -> int:
     lengths = [min(n, longest) for n in LENGTHS]
     vocab = min(engine.model_config.vocab_size, 1000)
     params = SamplingParams(max_tokens=2, temperature=0.0, ignore_eos=True)
+    gpu = engine.runner.gpu
+    graphs_on = gpu is not None and gpu.use_graphs
+    if graphs_on:  # the graphs compiled their kernels when captured; this is for the eager steps
+        gpu.use_graphs = False
+    try:
+        steps = _warm_up_requests(engine, lengths, longest, vocab, params)
+    finally:
+        if graphs_on:
+            gpu.use_graphs = True
+    if gpu is not None:
+        compile_attention_variants(engine.runner)
+        load_gemm_kernels(engine.runner.model, cfg.max_num_batched_tokens, cfg.max_num_seqs)
+    fresh_state(engine)
+    return steps
+
+
+def _warm_up_requests(engine: LLMEngine, lengths: list[int], longest: int, vocab: int,
+                      params: SamplingParams) -> int:
     steps = 0
     for i, (n, first) in enumerate(ALONE):
         engine.add_request(f"{REQUEST_PREFIX}alone-{i}", [(first + j) % vocab for j in range(min(n, longest))],
                            params)
         steps += _run_to_end(engine)
-    for i in range(min(cfg.max_num_seqs, MAX_SEQS)):
+    for i in range(min(engine.config.max_num_seqs, MAX_SEQS)):
         n = lengths[i % len(lengths)]
         engine.add_request(f"{REQUEST_PREFIX}{i}", [(i * 31 + j) % vocab for j in range(n)], params)
-    steps += _run_to_end(engine)
-    if engine.runner.gpu is not None:
-        compile_attention_variants(engine.runner)
-        load_gemm_kernels(engine.runner.model, cfg.max_num_batched_tokens, cfg.max_num_seqs)
-    fresh_state(engine)
-    return steps
+    return steps + _run_to_end(engine)
 
 
 def _run_to_end(engine: LLMEngine) -> int:

@@ -2,8 +2,15 @@
 
 Runs after this step's K/V were written into the cache, so every key, whether from an earlier
 chunk, a prefix-cache hit or this step, is read from the paged cache through the block table.
-Grid (num_seqs, query tiles, num_q_heads). Query row r of sequence i sits at absolute position
-`seq_len - query_len + r` and attends causally to keys 0..that position.
+Query row r of sequence i sits at absolute position `seq_len - query_len + r` and attends
+causally to keys 0..that position.
+
+Grid (tile slots, num_q_heads), flat over the step's query tiles as in vLLM's unified attention:
+sequence i owns slots from `(qsl[i] - qsl[0]) // BLOCK_M + i`, which leaves room for its
+`cdiv(query_len, BLOCK_M)` tiles, and a program finds its sequence by binary search. The slot
+count, `num_tokens // BLOCK_M + num_seqs`, depends on no per-sequence length, so one launch
+serves any mix of prompt chunks and decode rows of a padded step replayed from a CUDA graph
+(serving/cuda_graphs.py); zero-length sequences own empty slots and exit at once.
 """
 
 import torch
@@ -13,9 +20,9 @@ from serving.kernels._compat import RUNTIME_ARGS, require_triton, tl, triton
 LOG2E = 1.4426950408889634
 
 
-# Per-step values are not specialised on: a block-table width or a row offset of another
-# alignment class would otherwise compile a new variant inside a serving step (~0.4 s).
-@triton.jit(do_not_specialize=RUNTIME_ARGS)
+# Per-step values are not specialised on: a block-table width, a row offset or a sequence count
+# of another alignment class would otherwise compile a new variant inside a serving step (~0.4 s).
+@triton.jit(do_not_specialize=[*RUNTIME_ARGS, "num_seqs"])
 def _prefill_kernel(
     q_ptr,
     k_cache_ptr,
@@ -36,6 +43,7 @@ def _prefill_kernel(
     c_stride_tok,
     c_stride_head,
     block_size,
+    num_seqs,
     GROUP: tl.constexpr,
     HEAD_DIM: tl.constexpr,
     D_PAD: tl.constexpr,
@@ -43,10 +51,20 @@ def _prefill_kernel(
     BLOCK_N: tl.constexpr,
     FP8: tl.constexpr,
 ):
-    seq = tl.program_id(0)
-    tile = tl.program_id(1)
-    h = tl.program_id(2)
+    slot = tl.program_id(0)
+    h = tl.program_id(1)
+    q_first = tl.load(qsl_ptr)
+    # the last sequence whose first slot is at or before this one (slot starts strictly increase)
+    lo = 0
+    hi = num_seqs - 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        starts_before = (tl.load(qsl_ptr + mid) - q_first) // BLOCK_M + mid <= slot
+        lo = tl.where(starts_before, mid, lo)
+        hi = tl.where(starts_before, hi, mid - 1)
+    seq = lo
     q_start = tl.load(qsl_ptr + seq)
+    tile = slot - ((q_start - q_first) // BLOCK_M + seq)
     q_len = tl.load(qsl_ptr + seq + 1) - q_start
     if tile * BLOCK_M >= q_len:
         return
@@ -124,7 +142,8 @@ def paged_prefill(
 
     Handles any query length (decode rows too, only less efficiently than `paged_decode`).
     `query_start_loc` [num_seqs + 1] holds absolute row offsets into query/out, so a caller may
-    pass a slice of the step's sequences.
+    pass a slice of the step's sequences. `max_query_len` picks the tile height only (a bound
+    on every sequence's query length: a CUDA graph passes its padded token count).
     """
     require_triton()
     num_seqs = seq_lens.shape[0]
@@ -138,7 +157,7 @@ def paged_prefill(
         return out
     block_m = 64 if max_query_len > 16 else 16
     block_n = 64
-    grid = (num_seqs, triton.cdiv(max_query_len, block_m), num_q_heads)
+    grid = (query.shape[0] // block_m + num_seqs, num_q_heads)
     _prefill_kernel[grid](
         query,
         k_cache,
@@ -159,6 +178,7 @@ def paged_prefill(
         k_cache.stride(1),
         k_cache.stride(2),
         block_size,
+        num_seqs,
         GROUP=num_q_heads // num_kv_heads,
         HEAD_DIM=head_dim,
         D_PAD=triton.next_power_of_2(head_dim),

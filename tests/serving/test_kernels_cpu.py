@@ -62,31 +62,47 @@ def test_graph_buckets_pad_up_and_fall_back_past_the_largest():
     assert gf._bucket(17) is None  # larger decode batches run eagerly
 
 
-def test_prefill_graphs_take_one_sequence_of_prefill_rows_only():
+def test_prefill_graphs_take_steps_with_prompt_rows_up_to_their_width_and_decode_context():
     from serving.attention.base import AttentionMetadata
-    from serving.cuda_graphs import PREFILL_BUCKETS, prefill_bucket
+    from serving.cuda_graphs import GRAPHED_DECODE_CONTEXT, PREFILL_BUCKETS, prefill_bucket
 
-    def meta(qlens: list[int], ctx: int = 0) -> AttentionMetadata:
+    def meta(qlens: list[int], ctx: int | list[int] = 0) -> AttentionMetadata:
+        ctxs = ctx if isinstance(ctx, list) else [ctx] * len(qlens)
         starts = [0]
         for q in qlens:
             starts.append(starts[-1] + q)
         nd = next((i for i, q in enumerate(qlens) if q != 1), len(qlens))
+        slens = [c + q for c, q in zip(ctxs, qlens, strict=True)]
         return AttentionMetadata(
             query_start_loc=torch.tensor(starts, dtype=torch.int32),
-            seq_lens=torch.tensor([ctx + q for q in qlens], dtype=torch.int32),
+            seq_lens=torch.tensor(slens, dtype=torch.int32),
             slot_mapping=torch.zeros(sum(qlens), dtype=torch.int64),
             block_tables=torch.zeros(len(qlens), 4, dtype=torch.int32),
-            max_query_len=max(qlens), max_seq_len=ctx + max(qlens), num_decode_tokens=nd if nd < len(qlens) else 0,
+            max_query_len=max(qlens), max_seq_len=max(slens), num_decode_tokens=nd if nd < len(qlens) else 0,
+            query_lens_cpu=list(qlens), seq_lens_cpu=slens,
         )
 
-    assert [prefill_bucket(meta([n]), n, PREFILL_BUCKETS) for n in (2, 16, 17, 100, 128, 512)] == [
-        16, 16, 32, 128, 128, 512]
-    assert prefill_bucket(meta([200], ctx=300), 200, PREFILL_BUCKETS) == 256  # a later chunk or a prefix hit
-    assert prefill_bucket(meta([513]), 513, PREFILL_BUCKETS) is None  # past the largest: eager
-    assert prefill_bucket(meta([1]), 1, PREFILL_BUCKETS) is None  # one token: the decode graphs' case
-    assert prefill_bucket(meta([40, 30]), 70, PREFILL_BUCKETS) is None  # two prompts: eager
-    assert prefill_bucket(meta([1, 30]), 31, PREFILL_BUCKETS) is None  # a decode row joined: eager
-    assert prefill_bucket(meta([64]), 64, ()) is None  # prefill graphs off
+    def bucket(m: AttentionMetadata, buckets=PREFILL_BUCKETS, width: int = 8) -> int | None:
+        return prefill_bucket(m, int(m.query_start_loc[-1]), buckets, width)
+
+    assert [bucket(meta([n])) for n in (2, 16, 17, 100, 128, 512, 513, 2048)] == [
+        16, 16, 32, 128, 128, 512, 1024, 2048]
+    assert bucket(meta([200], ctx=300)) == 256  # a later chunk or a prefix hit
+    assert bucket(meta([2049])) is None  # past the largest: eager
+    assert bucket(meta([1])) is None  # one token: the decode graphs' case
+    assert bucket(meta([1, 1, 1])) is None  # decode-only: the decode graphs' case
+    assert bucket(meta([40, 30])) == 128  # a burst of prompts
+    assert bucket(meta([1, 1, 30], ctx=[500, 90, 0])) == 32  # decode rows joined by a prompt
+    assert bucket(meta([1] * 8 + [5])) is None  # wider than the graph: eager
+    assert bucket(meta([1] * 8 + [5]), width=9) == 16
+    far = GRAPHED_DECODE_CONTEXT
+    assert bucket(meta([1, 30], ctx=[far - 1, 0])) == 32  # the decode row reaches the limit exactly
+    assert bucket(meta([1, 30], ctx=[far, 0])) is None  # past it: eager (split-K decode kernel)
+    assert bucket(meta([30], ctx=far * 2)) == 32  # a prompt row's context has no limit
+    assert bucket(meta([64]), buckets=()) is None  # prefill graphs off
+    no_host = meta([40, 30])
+    no_host.query_lens_cpu = None
+    assert bucket(no_host) is None  # several sequences and no host lengths: cannot check, eager
 
 
 def test_backend_requires_triton_or_positive_scales():

@@ -9,7 +9,7 @@ import torch
 from serving.attention.base import AttentionMetadata
 from serving.attention.torch_ref import TorchRefBackend
 from serving.attention.triton_backend import TritonAttentionBackend
-from serving.cuda_graphs import GpuForward
+from serving.cuda_graphs import PREFILL_BUCKETS, GpuForward
 from serving.kernels.fused_forward import fused_forward
 from serving.loader.config import ModelConfig
 from serving.model.llama import LlamaForCausalLM
@@ -112,7 +112,7 @@ def test_cuda_graph_decode_matches_eager_and_pads_buckets():
     prompt = [20, 45, 3]
     ids = torch.randint(0, cfg.vocab_size, (sum(prompt),), generator=g).cuda()
     pos, meta = step_meta([0] * n, prompt, tables[:n], bs)
-    gpu.forward(ids, pos, meta)  # prefill: eager
+    gpu.forward(ids, pos, meta)  # the prompts: a prefill graph
     eager_caches = [(k.clone(), v.clone()) for k, v in caches]
     ctx = list(prompt)
     for _ in range(4):
@@ -158,7 +158,7 @@ def test_cuda_graph_prefill_matches_eager_and_pads_write_nothing(ctx, qlen):
         eager = fused_forward(model, ids, pos, eager_caches, meta, backend)
     graphed = gpu.forward(ids, pos, meta).clone()
     bucket = next(b for b in gpu.prefill_buckets if b >= qlen)
-    assert list(gpu.prefill_graphs) == [bucket] and not gpu.graphs
+    assert list(gpu.prefill_graphs) == [(bucket, 1)] and not gpu.graphs  # a lone prompt: width 1
     assert graphed.shape == eager.shape
     rel = float((graphed.float() - eager.float()).norm() / eager.float().norm())
     assert rel < 1e-2, rel  # GEMMs of the padded height may round differently: close, not bit-equal
@@ -172,18 +172,64 @@ def test_cuda_graph_prefill_matches_eager_and_pads_write_nothing(ctx, qlen):
     assert torch.equal(gpu.forward(ids, pos, meta), graphed)
 
 
-def test_several_prompts_in_one_step_run_eagerly():
+@pytest.mark.parametrize("arch", ["llama", "qwen3"])
+def test_mixed_step_replays_the_wide_prefill_graph_like_eager(arch):
+    """Decode rows, fresh prompts and a later chunk over cached context in one step, padded to
+    the graph's tokens and sequences: the rows and the cache match the eager forward (which runs
+    the decode rows on the split-K kernel), the padding writes nothing, a replay is bit-stable."""
+    model = random_model(arch, seed=8)
+    cfg = model.config
+    bs, nb = 16, 96
+    tables = torch.randperm(nb)[:48].view(6, 8).int()
+    backend = TritonAttentionBackend()
+    caches = new_caches(cfg, nb, bs)
+    gpu = GpuForward(model, caches, backend, max_batch=8, max_blocks_per_seq=8, max_seq_len_hint=128)
+    g = torch.Generator().manual_seed(9)
+    ctx = [30, 77, 0, 0, 40, 0]  # the first two decode, the fifth continues its prompt
+    qlens = [1, 1, 25, 3, 50, 9]
+    for i in (0, 1, 4):  # their earlier tokens, eagerly into both caches
+        ids0 = torch.randint(0, cfg.vocab_size, (ctx[i],), generator=g).cuda()
+        pos0, meta0 = step_meta([0], [ctx[i]], tables[i : i + 1], bs)
+        with torch.inference_mode():
+            fused_forward(model, ids0, pos0, caches, meta0, backend)
+    eager_caches = [(k.clone(), v.clone()) for k, v in caches]
+    ids = torch.randint(0, cfg.vocab_size, (sum(qlens),), generator=g).cuda()
+    pos, meta = step_meta(ctx, qlens, tables, bs)
+    with torch.inference_mode():
+        eager = fused_forward(model, ids, pos, eager_caches, meta, backend)
+    graphed = gpu.forward(ids, pos, meta).clone()
+    assert list(gpu.prefill_graphs) == [(128, 8)] and not gpu.graphs  # 89 tokens, 6 of 8 sequences
+    for r in range(len(qlens)):  # every sequence's rows, the decode rows included
+        rows = slice(sum(qlens[:r]), sum(qlens[: r + 1]))
+        rel = float((graphed[rows].float() - eager[rows].float()).norm() / eager[rows].float().norm())
+        assert rel < 1e-2, (r, rel)
+    unused = torch.ones(nb, dtype=torch.bool)
+    unused[tables.flatten().long()] = False
+    for (k1, v1), (k2, v2) in zip(caches, eager_caches, strict=True):
+        assert float((k1.float() - k2.float()).norm() / k2.float().norm()) < 1e-2
+        assert float((v1.float() - v2.float()).norm() / v2.float().norm()) < 1e-2
+        assert (k1[unused.cuda()] == 0).all() and (v1[unused.cuda()] == 0).all()
+    assert torch.equal(gpu.forward(ids, pos, meta), graphed)
+
+
+def test_steps_wider_than_the_graph_or_with_long_decode_rows_run_eagerly(monkeypatch):
+    import serving.cuda_graphs as cuda_graphs
+
     model = random_model("llama", seed=6)
     cfg = model.config
     bs, nb = 16, 64
-    tables = torch.randperm(nb)[:8].view(2, 4).int()
+    tables = torch.randperm(nb)[:15].view(3, 5).int()
     backend = TritonAttentionBackend()
-    gpu = GpuForward(model, new_caches(cfg, nb, bs), backend, max_batch=4, max_blocks_per_seq=4,
-                     max_seq_len_hint=64)
-    ids = torch.randint(0, cfg.vocab_size, (50,), generator=torch.Generator().manual_seed(7)).cuda()
-    pos, meta = step_meta([0, 0], [20, 30], tables, bs)
-    gpu.forward(ids, pos, meta)
+    gpu = GpuForward(model, new_caches(cfg, nb, bs), backend, max_batch=2, max_blocks_per_seq=5,
+                     max_seq_len_hint=80)
+    ids = torch.randint(0, cfg.vocab_size, (60,), generator=torch.Generator().manual_seed(7)).cuda()
+    pos, meta = step_meta([0, 0, 0], [20, 30, 10], tables, bs)
+    gpu.forward(ids, pos, meta)  # three sequences, the graph holds two
     assert not gpu.prefill_graphs and not gpu.graphs
+    monkeypatch.setattr(cuda_graphs, "GRAPHED_DECODE_CONTEXT", 32)
+    pos, meta = step_meta([40, 0], [1, 30], tables[:2], bs)
+    gpu.forward(ids[:31], pos, meta)  # its decode row reads 41 tokens: past the limit
+    assert not gpu.prefill_graphs
 
 
 def test_engine_captures_every_bucket_at_start_and_none_while_serving():
@@ -198,7 +244,7 @@ def test_engine_captures_every_bucket_at_start_and_none_while_serving():
     engine = LLMEngine(cfg, loaded=random_loaded(SHAPES["smollm2-135m"], seed=0, device="cuda"))
     graphs = engine.runner.gpu.graphs
     assert sorted(graphs) == [1, 2, 4, 8]  # 6 sequences use bucket 8
-    assert sorted(engine.runner.gpu.prefill_graphs) == [16, 32, 64, 128, 256, 512]
+    assert sorted(engine.runner.gpu.prefill_graphs) == [(b, w) for b in PREFILL_BUCKETS for w in (1, 6)]
     captured = {b: id(g) for b, (g, _) in graphs.items()}
     captured_prefill = {b: id(g) for b, (g, _) in engine.runner.gpu.prefill_graphs.items()}
     for i in range(5):

@@ -58,6 +58,28 @@ def test_prefill_and_chunked_prefill_match_reference(heads, head_dim):
     assert max(errs) < TOL, errs
 
 
+@pytest.mark.parametrize("heads", [(9, 3), (32, 8)])
+def test_prefill_kernel_over_a_padded_step_as_a_graph_replays_it(heads):
+    """The layout of a prefill CUDA graph: every row (decode rows too) through the prefill
+    kernel, tokens padded past the last sequence, sequences padded with empty queries, and the
+    tile height from the padded token count. Real rows match the reference; padding stays untouched."""
+    hq, hk = heads
+    specs = [(40, 1), (2047, 1), (0, 77), (500, 128), (0, 2), (16, 1), (63, 65)]
+    case = make_case(specs, hq, hk, 64, seed=13)
+    real, pad_tokens, pad_seqs = case.query.shape[0], 90, 9
+    query = torch.cat([case.query, torch.randn(pad_tokens, hq, 64, device="cuda").bfloat16()])
+    m = case.meta
+    qsl = torch.cat([m.query_start_loc, torch.full((pad_seqs,), real, dtype=torch.int32, device="cuda")])
+    seq_lens = torch.cat([m.seq_lens, torch.zeros(pad_seqs, dtype=torch.int32, device="cuda")])
+    tables = torch.cat([m.block_tables, torch.zeros(pad_seqs, m.block_tables.shape[1], dtype=torch.int32,
+                                                    device="cuda")])
+    out = torch.full_like(query, float("nan"))
+    paged_prefill(query, case.k_cache, case.v_cache, tables, seq_lens, qsl, out, 0.125, query.shape[0])
+    ref = reference_attention(case.query, case.k_cache, case.v_cache, m, 0.125)
+    assert not out[:real].isnan().any() and out[real:].isnan().all()
+    assert max(per_seq_rel_errors(out[:real], ref, case.query_lens)) < TOL
+
+
 @pytest.mark.parametrize("block_size", [16, 32])
 def test_mixed_step_through_backend_matches_both_references(block_size):
     from serving.attention.torch_ref import TorchRefBackend
