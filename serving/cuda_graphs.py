@@ -32,7 +32,9 @@ from serving.attention.base import AttentionBackend, AttentionMetadata
 from serving.kernels.fused_forward import fused_forward
 
 DEFAULT_BUCKETS = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 224, 256, 320, 384, 448, 512)
-PREFILL_BUCKETS = (16, 32, 64, 128, 256, 512, 1024, 2048)  # tokens of a step with prompt rows
+# tokens of a step with prompt rows; 384, 768, 1536: a step of many decode rows and one prompt
+# pads less (its GEMMs run at the padded height)
+PREFILL_BUCKETS = (16, 32, 64, 128, 256, 384, 512, 768, 1024, 1536, 2048)
 PREFILL_WIDTH = 64  # sequences of a prefill graph, until capture_up_to sizes it to the engine's
 GRAPHED_DECODE_CONTEXT = 4096  # longest decode row a prefill graph takes (no split-K there)
 

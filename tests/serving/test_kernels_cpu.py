@@ -85,8 +85,8 @@ def test_prefill_graphs_take_steps_with_prompt_rows_up_to_their_width_and_decode
     def bucket(m: AttentionMetadata, buckets=PREFILL_BUCKETS, width: int = 8) -> int | None:
         return prefill_bucket(m, int(m.query_start_loc[-1]), buckets, width)
 
-    assert [bucket(meta([n])) for n in (2, 16, 17, 100, 128, 512, 513, 2048)] == [
-        16, 16, 32, 128, 128, 512, 1024, 2048]
+    assert [bucket(meta([n])) for n in (2, 16, 17, 100, 128, 300, 512, 513, 1100, 2048)] == [
+        16, 16, 32, 128, 128, 384, 512, 768, 1536, 2048]
     assert bucket(meta([200], ctx=300)) == 256  # a later chunk or a prefix hit
     assert bucket(meta([2049])) is None  # past the largest: eager
     assert bucket(meta([1])) is None  # one token: the decode graphs' case

@@ -199,10 +199,15 @@ def test_mixed_step_replays_the_wide_prefill_graph_like_eager(arch):
         eager = fused_forward(model, ids, pos, eager_caches, meta, backend)
     graphed = gpu.forward(ids, pos, meta).clone()
     assert list(gpu.prefill_graphs) == [(128, 8)] and not gpu.graphs  # 89 tokens, 6 of 8 sequences
-    for r in range(len(qlens)):  # every sequence's rows, the decode rows included
+    rel = float((graphed.float() - eager.float()).norm() / eager.float().norm())
+    assert rel < 1e-2, rel
+    # every sequence's rows, the decode rows included: the graph runs those on the prefill
+    # kernel (bf16 P@V), eager on the split-K decode kernel, so one row may differ by ~1 % after
+    # three layers; a row that read the wrong context would be off by ~100 %
+    for r in range(len(qlens)):
         rows = slice(sum(qlens[:r]), sum(qlens[: r + 1]))
         rel = float((graphed[rows].float() - eager[rows].float()).norm() / eager[rows].float().norm())
-        assert rel < 1e-2, (r, rel)
+        assert rel < 3e-2, (r, rel)
     unused = torch.ones(nb, dtype=torch.bool)
     unused[tables.flatten().long()] = False
     for (k1, v1), (k2, v2) in zip(caches, eager_caches, strict=True):
