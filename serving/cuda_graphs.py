@@ -13,10 +13,13 @@ graph's width (1 for a lone prompt, else `prefill_width`) with empty queries. Ea
 step is ~330 kernel launches whose host time (~11-13 ms on an H200, against 1-3 ms of GPU work
 for a short prompt) was the time to first token of a lone request and, step after step, of a
 burst of them. Padded rows compute garbage that no real row reads (every kernel but attention is
-row-wise, and attention reads only each sequence's rows). In the graph every row, decode rows
-included, goes through the prefill kernel, whose flat grid needs no per-sequence length; decode
-rows have no split-K there, so a step whose decode rows reach past `GRAPHED_DECODE_CONTEXT`
-tokens runs eagerly, as does a step wider than the graph.
+row-wise, and attention reads only each sequence's rows). Decode rows may sit anywhere in such a
+step, so the graph runs the split-K decode kernel over every sequence, with a length of 0 for
+all but the one-token queries (`graph_decode_layout`, inside the graph), then the prefill kernel,
+whose grid is flat over query tiles and needs no per-sequence length, skipping one-token
+queries. The decode split count is fixed for the graph's width: a step whose decode rows reach
+past `GRAPHED_DECODE_CONTEXT` tokens runs eagerly (its split count chosen for its own rows), as
+does a step wider than the graph.
 
 The runner hook: `GpuForward(model, kv_caches, backend, ...)`, then `.forward(ids, pos, meta)`
 in place of `model(ids, pos, kv_caches, meta, backend)`.
@@ -37,6 +40,19 @@ DEFAULT_BUCKETS = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 224, 256, 
 PREFILL_BUCKETS = (16, 32, 64, 128, 256, 384, 512, 768, 1024, 1536, 2048)
 PREFILL_WIDTH = 64  # sequences of a prefill graph, until capture_up_to sizes it to the engine's
 GRAPHED_DECODE_CONTEXT = 4096  # longest decode row a prefill graph takes (no split-K there)
+
+
+def graph_decode_layout(query_start_loc: torch.Tensor, seq_lens: torch.Tensor, decode_seq_lens: torch.Tensor,
+                        decode_rows: torch.Tensor) -> None:
+    """Fill a prefill graph's decode inputs from its step (device ops only: captured, replayed).
+    A one-token query keeps its length and row; any other sequence, padding included, gets
+    length 0 (its decode program reads nothing) and the first row of the step's first prompt,
+    which the prefill kernel rewrites after the decode kernel's throwaway write."""
+    q_lens = query_start_loc[1:] - query_start_loc[:-1]
+    one = q_lens == 1
+    first_prompt = torch.argmax((q_lens > 1).to(torch.int32)).view(1)
+    decode_seq_lens.copy_(torch.where(one, seq_lens, 0))
+    decode_rows.copy_(torch.where(one, query_start_loc[:-1], query_start_loc.index_select(0, first_prompt)))
 
 
 def prefill_bucket(meta: AttentionMetadata, num_tokens: int, buckets: tuple[int, ...], width: int) -> int | None:
@@ -95,6 +111,8 @@ class GpuForward:
             self.block_tables = torch.zeros(max_batch, max_blocks_per_seq, **i32)
             self.query_start_loc = torch.arange(max_batch + 1, **i32)
             self.prefill_query_start_loc = torch.zeros(max_batch + 1, **i32)
+            self.decode_seq_lens = torch.zeros(max_batch, **i32)  # graph_decode_layout's
+            self.decode_rows = torch.zeros(max_batch, **i32)
 
     @classmethod
     def for_runner(cls, runner, max_batch: int = 512) -> GpuForward:
@@ -137,7 +155,8 @@ class GpuForward:
         )
 
     def _prefill_meta(self, b: int, width: int) -> AttentionMetadata:
-        """No host lengths and no decode count: every row goes to the prefill kernel."""
+        """No host lengths and no decode count; wider than one sequence, the decode layout."""
+        wide = width > 1  # a lone prompt's graph has no decode row
         return AttentionMetadata(
             query_start_loc=self.prefill_query_start_loc[: width + 1],
             seq_lens=self.seq_lens[:width],
@@ -145,7 +164,14 @@ class GpuForward:
             block_tables=self.block_tables[:width],
             max_query_len=b,
             max_seq_len=self.max_seq_len_hint,
+            decode_seq_lens=self.decode_seq_lens[:width] if wide else None,
+            decode_rows=self.decode_rows[:width] if wide else None,
         )
+
+    def _graphed_step(self, ids, pos, meta: AttentionMetadata) -> torch.Tensor:
+        if meta.decode_seq_lens is not None:
+            graph_decode_layout(meta.query_start_loc, meta.seq_lens, meta.decode_seq_lens, meta.decode_rows)
+        return self._eager(ids, pos, meta)
 
     def _capture(self, b: int, width: int = 0) -> tuple[torch.cuda.CUDAGraph, torch.Tensor]:
         """The decode graph of batch `b`, or (width > 0) the prefill graph of `b` tokens."""
@@ -158,11 +184,11 @@ class GpuForward:
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):  # compile kernels, set up cuBLAS, outside the capture
             for _ in range(2):
-                self._eager(ids, pos, meta)
+                self._graphed_step(ids, pos, meta)
         torch.cuda.current_stream().wait_stream(stream)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=self._pool):
-            out = self._eager(ids, pos, meta)
+            out = self._graphed_step(ids, pos, meta)
         self._pool = graph.pool()
         return graph, out
 

@@ -65,8 +65,14 @@ class TritonAttentionBackend:
         scale = faulted_scale(scale, k_cache)  # test-only switch; a no-op unless set
         out = torch.empty(query.shape, dtype=query.dtype, device=query.device)
         num_seqs = meta.num_seqs
-        nd = _leading_decodes(meta)
         scales = {"k_scale": self.k_scale, "v_scale": self.v_scale}
+        if meta.decode_seq_lens is not None:  # a prefill graph: decode rows anywhere, then the rest
+            paged_decode(query, k_cache, v_cache, meta.block_tables, meta.decode_seq_lens, meta.decode_rows,
+                         out, scale, meta.max_seq_len, **scales)
+            paged_prefill(query, k_cache, v_cache, meta.block_tables, meta.seq_lens, meta.query_start_loc,
+                          out, scale, meta.max_query_len, skip_single=True, **scales)
+            return out
+        nd = _leading_decodes(meta)
         if nd:
             paged_decode(
                 query,

@@ -50,6 +50,7 @@ def _prefill_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     FP8: tl.constexpr,
+    SKIP_SINGLE: tl.constexpr,
 ):
     slot = tl.program_id(0)
     h = tl.program_id(1)
@@ -66,7 +67,10 @@ def _prefill_kernel(
     q_start = tl.load(qsl_ptr + seq)
     tile = slot - ((q_start - q_first) // BLOCK_M + seq)
     q_len = tl.load(qsl_ptr + seq + 1) - q_start
-    if tile * BLOCK_M >= q_len:
+    done = tile * BLOCK_M >= q_len
+    if SKIP_SINGLE:  # the decode kernel answered the one-token queries
+        done = done | (q_len == 1)
+    if done:
         return
     seq_len = tl.load(seq_lens_ptr + seq)
     ctx = seq_len - q_len
@@ -137,6 +141,7 @@ def paged_prefill(
     max_query_len: int,
     k_scale: float = 1.0,
     v_scale: float = 1.0,
+    skip_single: bool = False,
 ) -> torch.Tensor:
     """Causal attention of each sequence's query rows over its paged context, written into `out`.
 
@@ -144,6 +149,7 @@ def paged_prefill(
     `query_start_loc` [num_seqs + 1] holds absolute row offsets into query/out, so a caller may
     pass a slice of the step's sequences. `max_query_len` picks the tile height only (a bound
     on every sequence's query length: a CUDA graph passes its padded token count).
+    `skip_single`: leave sequences with one query row alone (the decode kernel's).
     """
     require_triton()
     num_seqs = seq_lens.shape[0]
@@ -185,6 +191,7 @@ def paged_prefill(
         BLOCK_M=block_m,
         BLOCK_N=block_n,
         FP8=k_cache.dtype == torch.float8_e4m3fn,
+        SKIP_SINGLE=skip_single,
         num_warps=4,
         num_stages=2,
     )

@@ -8,6 +8,8 @@ import importlib
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from serving.kernels import HAS_TRITON
 
@@ -103,6 +105,32 @@ def test_prefill_graphs_take_steps_with_prompt_rows_up_to_their_width_and_decode
     no_host = meta([40, 30])
     no_host.query_lens_cpu = None
     assert bucket(no_host) is None  # several sequences and no host lengths: cannot check, eager
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([1, 1, 2, 5, 40]), min_size=1, max_size=12), st.integers(0, 5),
+       st.randoms(use_true_random=False))
+def test_graph_decode_layout_keeps_one_token_queries_and_points_the_rest_at_a_prompt_row(qlens, pad, rnd):
+    """Against a loop over the sequences: a one-token query keeps its length and row; every
+    other sequence, the padding ones included, gets length 0 and the first row of the first
+    prompt (which the prefill kernel rewrites after the decode kernel)."""
+    from serving.cuda_graphs import graph_decode_layout
+
+    if all(q == 1 for q in qlens):
+        qlens = [*qlens, 3]  # a prefill graph holds a prompt row by construction
+    starts = [0]
+    for q in qlens:
+        starts.append(starts[-1] + q)
+    starts += [starts[-1]] * pad
+    lens = [rnd.randint(q, q + 300) for q in qlens] + [0] * pad
+    width = len(lens)
+    got_lens, got_rows = torch.full((width,), -1, dtype=torch.int32), torch.full((width,), -1, dtype=torch.int32)
+    graph_decode_layout(torch.tensor(starts, dtype=torch.int32), torch.tensor(lens, dtype=torch.int32),
+                        got_lens, got_rows)
+    first_prompt_row = next(starts[i] for i, q in enumerate(qlens) if q > 1)
+    q_all = [*qlens, *[0] * pad]
+    assert got_lens.tolist() == [lens[i] if q_all[i] == 1 else 0 for i in range(width)]
+    assert got_rows.tolist() == [starts[i] if q_all[i] == 1 else first_prompt_row for i in range(width)]
 
 
 def test_backend_requires_triton_or_positive_scales():

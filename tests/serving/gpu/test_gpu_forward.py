@@ -175,8 +175,8 @@ def test_cuda_graph_prefill_matches_eager_and_pads_write_nothing(ctx, qlen):
 @pytest.mark.parametrize("arch", ["llama", "qwen3"])
 def test_mixed_step_replays_the_wide_prefill_graph_like_eager(arch):
     """Decode rows, fresh prompts and a later chunk over cached context in one step, padded to
-    the graph's tokens and sequences: the rows and the cache match the eager forward (which runs
-    the decode rows on the split-K kernel), the padding writes nothing, a replay is bit-stable."""
+    the graph's tokens and sequences: the rows and the cache match the eager forward, the
+    padding writes nothing, a replay is bit-stable."""
     model = random_model(arch, seed=8)
     cfg = model.config
     bs, nb = 16, 96
@@ -201,9 +201,10 @@ def test_mixed_step_replays_the_wide_prefill_graph_like_eager(arch):
     assert list(gpu.prefill_graphs) == [(128, 8)] and not gpu.graphs  # 89 tokens, 6 of 8 sequences
     rel = float((graphed.float() - eager.float()).norm() / eager.float().norm())
     assert rel < 1e-2, rel
-    # every sequence's rows, the decode rows included: the graph runs those on the prefill
-    # kernel (bf16 P@V), eager on the split-K decode kernel, so one row may differ by ~1 % after
-    # three layers; a row that read the wrong context would be off by ~100 %
+    # every sequence's rows, the decode rows included: both run those on the split-K decode
+    # kernel, but with split counts for 8 rows (graph) and for 2 (eager), and the GEMMs at
+    # padded heights, so one row may differ by ~1 % after three layers; a row that read the
+    # wrong context would be off by ~100 %
     for r in range(len(qlens)):
         rows = slice(sum(qlens[:r]), sum(qlens[: r + 1]))
         rel = float((graphed[rows].float() - eager[rows].float()).norm() / eager[rows].float().norm())
