@@ -122,14 +122,16 @@ def build_step_inputs(
     if num_decode == len(order):
         return _decode_only(scheduled, order, input_ids, starts, slens, rows, block_tables, block_size, device,
                             targets, pending_rows, pending_src)
-    start_t = _host_tensor(starts, np.int64)
-    q = _host_tensor(qlens, np.int64)
-    ends = q.cumsum(0)
-    owner = torch.repeat_interleave(torch.arange(len(order)), q)
-    positions = start_t[owner] + torch.arange(num_tokens) - (ends - q)[owner]
-    qsl = torch.cat([torch.zeros(1, dtype=torch.int64), ends]).to(torch.int32)
-    block = block_tables[owner, positions // block_size]
-    slots = block.long() * block_size + positions % block_size
+    # in numpy: on small arrays each torch CPU op costs ~10 us more (a step of 256 decode rows and a
+    # prompt: ~95 us -> ~27 us for these lines on the 2-core box)
+    q = np.asarray(qlens, dtype=np.int64)
+    ends = np.cumsum(q)
+    owner = np.repeat(np.arange(len(order)), q)
+    positions_np = np.asarray(starts, dtype=np.int64)[owner] + np.arange(num_tokens) - (ends - q)[owner]
+    qsl = torch.from_numpy(np.concatenate([[0], ends]).astype(np.int32))
+    block = block_tables.numpy()[owner, positions_np // block_size]
+    slots = torch.from_numpy(block.astype(np.int64) * block_size + positions_np % block_size)
+    positions = torch.from_numpy(positions_np)
     meta = AttentionMetadata(
         query_start_loc=qsl.to(device, non_blocking=True),
         seq_lens=_host_tensor(slens, np.int32).to(device, non_blocking=True),
