@@ -27,7 +27,7 @@ from serving.engine.async_engine import EngineNotRunningError, EngineStepError, 
 from serving.engine.config import EngineConfig
 from serving.engine.core_handle import CoreHandle, CoreUnavailable
 from serving.engine.core_supervisor import CoreSupervisor
-from serving.engine.frontend_outputs import FrontRequest
+from serving.engine.frontend_outputs import FrontRequest, next_output
 from serving.engine.identity import UNKNOWN, EngineIdentity
 from serving.engine.messages import AbortRequests, AddRequest, Shutdown, StepOutputs
 from serving.engine.output_slot import OutputSlot, read_slot
@@ -252,7 +252,9 @@ class EngineCoreClient:
                 live = self._requests.get(delta.request_id)
                 if live is None:  # already answered (stop string, abort): the core's echo
                     continue
-                out = live.front.apply(delta)
+                out = next_output(live.front, live.slot, delta)
+                if out is None:  # its reader is behind: the next output carries this step's text
+                    continue
                 if out.finished:
                     del self._requests[delta.request_id]
                     if not delta.finished:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from serving.engine.messages import RequestDelta, SeqDelta
 from serving.engine.output_processor import SeqTextState
+from serving.engine.output_slot import OutputSlot
 from serving.outputs import (
     CompletionOutput,
     ListPrefix,
@@ -72,6 +73,12 @@ class FrontRequest:
         """Fold in one delta from the core; returns the request's output after it. When a stop
         string finishes the last running sequence the output is final (`finished`) even though
         the core is still running it: the caller aborts it there."""
+        self.fold(delta)
+        return self.output()
+
+    def fold(self, delta: RequestDelta) -> bool:
+        """`apply` without building the output (`output()` builds it, with every delta's text
+        since the last one built); returns whether the request is finished."""
         for sd in delta.seqs:
             seq = self._seq(sd.index)
             if seq.finish_reason is None:
@@ -89,7 +96,7 @@ class FrontRequest:
             m.finished_time = delta.finished_time or time.monotonic()
             if delta.prompt_logprobs is not None:
                 self.prompt_logprobs = self._prompt_logprobs(delta.prompt_logprobs)
-        return self.output()
+        return self.finished
 
     def _apply_seq(self, seq: FrontSeq, sd: SeqDelta) -> None:
         tokenizer, state = self.tokenizer, seq.text_state
@@ -159,3 +166,14 @@ class FrontRequest:
             TokenLogprob(t, token_text(tok, t), lp, [(a, token_text(tok, a), b) for a, b in top[:k]])
             for t, lp, top in rows
         ]
+
+
+def next_output(front: FrontRequest, slot: OutputSlot, delta: RequestDelta) -> RequestOutput | None:
+    """Fold `delta` into `front`; the output to hand to `slot` now, or None while the slot's
+    reader has not taken the last one (`slot.behind`): outputs are cumulative, so the next one
+    built carries this step's text, and a stream that fell behind costs one output per read,
+    not one per step. A finished request's output is always built."""
+    if not front.fold(delta) and slot.behind:
+        return None
+    slot.behind = True
+    return front.output()

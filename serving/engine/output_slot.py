@@ -5,7 +5,8 @@ The engine side puts an output per step (from any thread, through `call_soon_thr
 reader that falls behind does not build a queue: outputs are cumulative (whole text, token ids
 and logprobs so far), so the newest replaces the waiting one, and the waiting one's per-step
 `delta` is prepended to the newest's, so the reader still gets every piece of text exactly once.
-Memory per request stays one output however slow the client.
+Memory per request stays one output however slow the client, and a producer that sees the
+reader `behind` need not build outputs that would only be merged away.
 
 `read_slot` is the reader's loop, shared by both engine fronts.
 """
@@ -31,12 +32,16 @@ def merge_outputs(older: RequestOutput, newer: RequestOutput) -> RequestOutput:
 class OutputSlot:
     """Single-reader, event-loop-side; `put` is called on the reader's loop."""
 
-    __slots__ = ("_item", "_ready", "merged")
+    __slots__ = ("_item", "_ready", "merged", "behind")
 
     def __init__(self) -> None:
         self._item: RequestOutput | BaseException | None = None
         self._ready = asyncio.Event()
         self.merged = 0  # outputs folded into a newer one (the reader was behind)
+        # set by the producer when it hands an output over, cleared when the reader takes one: a
+        # producer that finds it set may skip building this step's output, since the next one
+        # carries this step's text too (outputs are cumulative, deltas since the last one built)
+        self.behind = False
 
     def put(self, item: RequestOutput | BaseException) -> None:
         held = self._item
@@ -53,6 +58,7 @@ class OutputSlot:
             self._ready.clear()
             await self._ready.wait()
         item, self._item = self._item, None
+        self.behind = False
         return item
 
 

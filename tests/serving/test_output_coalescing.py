@@ -134,3 +134,40 @@ def test_front_request_text_matches_the_oracle_for_any_chunking(tokens, stops, c
     choice = out.outputs[0]
     assert out.finished and choice.text == want_text and streamed == want_text
     assert (choice.finish_reason, choice.stop_reason) == (("stop", want_stop) if want_stop else ("length", None))
+
+
+@settings(max_examples=150, derandomize=True, deadline=None)
+@given(tokens=st.lists(st.integers(97, 100), min_size=1, max_size=40),
+       reads=st.lists(st.booleans(), min_size=40, max_size=40),
+       stops=st.lists(st.text(alphabet="abcd", min_size=2, max_size=3), max_size=2))
+def test_next_output_skips_while_the_reader_is_behind_and_loses_no_text(tokens, reads, stops):
+    """One token per step; the reader takes what waits after step i when reads[i]. The text it
+    receives is the whole text, once, as when every step's output is built and merged; while it
+    is behind no output is built, and the finished output always is."""
+    from serving.engine.frontend_outputs import next_output
+
+    params = SamplingParams(max_tokens=len(tokens), stop=stops)
+    front = FrontRequest("r", None, [1], params, _AsciiTokenizer(), arrival_time=0.0)
+    oracle = FrontRequest("r", None, [1], params, _AsciiTokenizer(), arrival_time=0.0)
+    slot, received, built, final = OutputSlot(), "", 0, None
+    for i, tok in enumerate(tokens):
+        last = i == len(tokens) - 1
+        delta = RequestDelta("r", [SeqDelta(0, [tok], [-1.0], [0.5], finish_reason="length" if last else None)], last)
+        behind = slot.behind
+        out = next_output(front, slot, delta)
+        final = oracle.apply(delta)
+        if out is not None:
+            built += 1
+            slot.put(out)
+        else:
+            assert behind and not final.finished  # skipped only while behind, never the end
+        if reads[i] or final.finished:
+            item, slot._item = slot._item, None  # what OutputSlot.get hands the reader
+            slot.behind = False
+            if item is not None:
+                received += item.outputs[0].delta
+        if final.finished:
+            break
+    assert received == final.outputs[0].text
+    assert slot.merged <= 1  # only the finished output may land on an unread one
+    assert built <= sum(reads[: len(tokens)]) + 1
