@@ -5,7 +5,7 @@
 # Runs: q1 s1 (batch 1), burst (64 short prompts at once, twice on one server: the first burst
 # after start-up, then a warm one; SmolLM2), burst16 (the same from 16 client processes instead of
 # 4: shows whether the clients bound the TTFT), qburst (the burst on the Qwen3-4B shape), s64 q64
-# (64 and 256 streams).
+# (64 and 256 streams), s256x4 (SmolLM2 at 256 streams with 4 API servers).
 # All five take up to ~15 minutes: split them over two calls of at most 10 (q1 s1 burst; s64 q64).
 set -u
 commit=${1:?the commit the tree is at}
@@ -35,6 +35,8 @@ for run in $runs; do
       --client-procs 16 ;;
     qburst) serve qburst 150 --shape qwen3-4b --concurrency 64,64 --num-prompts 64 --input-len 32 --output-len 64 ;;
     s64) serve s64 200 --shape smollm2-135m --concurrency 64,256 --num-prompts 512 --input-len 128 --output-len 256 ;;
+    s256x4) serve s256x4 200 --shape smollm2-135m --api-server-count 4 --concurrency 256 --num-prompts 512 \
+      --input-len 128 --output-len 256 ;;
     q64) serve q64 240 --shape qwen3-4b --concurrency 64,256 --num-prompts 512 --input-len 128 --output-len 256 ;;
     *) echo "unknown run $run" ;;
   esac
