@@ -6,8 +6,8 @@ and the slot merges it into the unread one; `next_output` builds an output only 
 has taken the last one. Both run the same deltas of real SmolLM2 token ids (a GGUF text's
 tokenization, streamed) for 256 requests whose readers take an output every K steps (K = 1: the
 reader keeps up; the H200 runs at 256 streams coalesced ~11 tokens per event). The text each
-reader receives is checked to be the same in both paths. Readers are simulated: "take" empties
-the slot as `OutputSlot.get` does, without an event loop.
+reader receives is checked to be the same in both paths. Readers take outputs with
+`OutputSlot.take` (what `get` does once one waits), without an event loop.
 
     python -m bench.bench_front_outputs [--requests 256 --steps 128]
 """
@@ -25,12 +25,6 @@ from serving.sampling_params import SamplingParams
 
 TEXT = ("Drift monitoring watches what users ask and what the model answers, hour by hour, and "
         "says so when either moves: a new topic, a longer prompt, a slide in the judge's score. ") * 8
-
-
-def _take(slot: OutputSlot):
-    item, slot._item = slot._item, None  # what OutputSlot.get hands the reader
-    slot.behind = False
-    return item
 
 
 def run(tokenizer, ids: list[int], requests: int, steps: int, every: int, naive: bool) -> tuple[float, list[str]]:
@@ -54,7 +48,7 @@ def run(tokenizer, ids: list[int], requests: int, steps: int, every: int, naive:
         busy += time.perf_counter() - t
         if (s + 1) % every == 0 or s == steps - 1:
             for i, slot in enumerate(slots):
-                item = _take(slot)
+                item = slot.take()
                 if item is not None:
                     received[i] += item.outputs[0].delta
     return busy / steps, received

@@ -39,7 +39,7 @@ DEFAULT_BUCKETS = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 224, 256, 
 # pads less (its GEMMs run at the padded height)
 PREFILL_BUCKETS = (16, 32, 64, 128, 256, 384, 512, 768, 1024, 1536, 2048)
 PREFILL_WIDTH = 64  # sequences of a prefill graph, until capture_up_to sizes it to the engine's
-GRAPHED_DECODE_CONTEXT = 4096  # longest decode row a prefill graph takes (no split-K there)
+GRAPHED_DECODE_CONTEXT = 4096  # longest decode row a prefill graph takes (its split count is fixed)
 
 
 def graph_decode_layout(query_start_loc: torch.Tensor, seq_lens: torch.Tensor, decode_seq_lens: torch.Tensor,
@@ -177,7 +177,7 @@ class GpuForward:
         """The decode graph of batch `b`, or (width > 0) the prefill graph of `b` tokens."""
         meta = self._prefill_meta(b, width) if width else self._static_meta(b)
         ids, pos = self.input_ids[:b], self.positions[:b]
-        self.seq_lens[: max(b, width)].fill_(0)  # warm-up and capture read and write nothing
+        self.seq_lens.fill_(0)  # warm-up and capture read and write nothing
         self.slot_mapping[:b].fill_(-1)
         self.prefill_query_start_loc.fill_(0)
         stream = torch.cuda.Stream()

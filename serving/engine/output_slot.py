@@ -53,13 +53,18 @@ class OutputSlot:
         self._item = item
         self._ready.set()
 
+    def take(self) -> RequestOutput | BaseException | None:
+        """What waits, if anything, now; the slot is empty after it and its reader caught up."""
+        item, self._item = self._item, None
+        if item is not None:
+            self.behind = False
+        return item
+
     async def get(self) -> RequestOutput | BaseException:
         while self._item is None:
             self._ready.clear()
             await self._ready.wait()
-        item, self._item = self._item, None
-        self.behind = False
-        return item
+        return self.take()
 
 
 async def read_slot(slot: OutputSlot, abort: Callable[[], None]) -> AsyncIterator[RequestOutput]:

@@ -8,8 +8,8 @@ an H200, ~80 ms once warm). The warm-up runs, with CUDA graphs off (their captur
 what they replay), prompts of lengths that cover those classes, as one batch and as decodes, a
 few alone (one sequence per step, a prefix-cache hit), and runs the attention kernels once per
 split count and prefill tile on dummy rows (a step that falls back to eager runs the decode
-kernel with a split count chosen per step). Then the engine gets a
-fresh block manager, scheduler and counters, so no metric and no prefix-cache entry remembers it.
+kernel with a split count chosen per step). Then the engine gets a fresh block manager,
+scheduler and counters, so no metric and no prefix-cache entry remembers it.
 """
 
 from __future__ import annotations

@@ -162,8 +162,7 @@ def test_next_output_skips_while_the_reader_is_behind_and_loses_no_text(tokens, 
         else:
             assert behind and not final.finished  # skipped only while behind, never the end
         if reads[i] or final.finished:
-            item, slot._item = slot._item, None  # what OutputSlot.get hands the reader
-            slot.behind = False
+            item = slot.take()
             if item is not None:
                 received += item.outputs[0].delta
         if final.finished:
