@@ -18,6 +18,12 @@ cProfile's top functions at the long length.
 the engine's time to first token, the prefill's launch host time and forward GPU time.
 
     python -m bench.bench_profile_step --shape qwen3-4b --prefill 128
+
+`--staggered N`: N streams at fixed concurrency, requests ending at different steps and replaced
+at once, as a server sees them, against the same jobs queued at once (bench/profile_staggered.py):
+decode-only and mixed steps' wall and GPU time.
+
+    python -m bench.bench_profile_step --shape smollm2-135m --staggered 64
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ def main() -> None:
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     parser.add_argument("--new", type=int, default=480, help="cpu: generated tokens per sequence")
     parser.add_argument("--prefill", type=int, default=0, help="profile a lone prompt of this many tokens")
+    parser.add_argument("--staggered", type=int, default=0, help="profile this many streams at fixed concurrency")
     args = parser.parse_args()
     if args.device == "cpu":
         from bench.profile_host import profile_host
@@ -49,7 +56,7 @@ def main() -> None:
         table = profile_host(batch=args.batch or 256, new=args.new, top=args.top)
         write_results("profile_step", [table])
         return
-    args.batch = args.batch or 1
+    args.batch = args.batch or args.staggered or 1
     shape = SHAPES[args.shape]
     hf = hf_random_model(shape)
     loaded = loaded_from_hf(hf, shape, args.shape)
@@ -59,6 +66,12 @@ def main() -> None:
         from bench.profile_prefill import profile_prefill
 
         table = profile_prefill(engine, args.shape, shape["vocab_size"], args.prefill, reps=10, top=args.top)
+        write_results("profile_step", [table])
+        return
+    if args.staggered:
+        from bench.profile_staggered import profile_staggered
+
+        table = profile_staggered(engine, args.shape, shape["vocab_size"], args.staggered, 128, 256, args.steps)
         write_results("profile_step", [table])
         return
     params = SamplingParams(max_tokens=1000, temperature=0.0, ignore_eos=True)
