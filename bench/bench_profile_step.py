@@ -71,8 +71,8 @@ def main() -> None:
     if args.staggered:
         from bench.profile_staggered import profile_staggered
 
-        table = profile_staggered(engine, args.shape, shape["vocab_size"], args.staggered, 128, 256, args.steps)
-        write_results("profile_step", [table])
+        tables = profile_staggered(engine, args.shape, shape["vocab_size"], args.staggered, 128, 256, args.steps)
+        write_results("profile_step", list(tables))
         return
     params = SamplingParams(max_tokens=1000, temperature=0.0, ignore_eos=True)
     g = torch.Generator().manual_seed(0)

@@ -107,7 +107,7 @@ def _waves(engine, prompts, streams: int, new: int, waves: int) -> float:
 
 
 def profile_staggered(engine, shape_name: str, vocab: int, streams: int, prompt_len: int, new: int,
-                      steps: int) -> Table:
+                      steps: int) -> tuple[Table, Table]:
     g = torch.Generator().manual_seed(2)
     prompts = [torch.randint(0, vocab, (prompt_len,), generator=g).tolist() for _ in range(4 * streams)]
     table = Table(f"{streams} streams, prompts of {prompt_len}, {new} tokens each; {steps} steps measured",
@@ -131,4 +131,22 @@ def profile_staggered(engine, shape_name: str, vocab: int, streams: int, prompt_
                                 f"{statistics.median(f):.3f} ({statistics.fmean(f):.3f})" if f else "-",
                                 f"{rate:.0f}"), flush=True)
     engine.set_async_scheduling(True)
+    return table, _phases(engine, shape_name, prompts, streams, new, steps)
+
+
+def _phases(engine, shape_name: str, prompts, streams: int, new: int, steps: int) -> Table:
+    """Host microseconds per step by phase, staggered, async scheduling on."""
+    from bench.step_phases import StepPhases
+
+    with _Timer(engine) as timer, StepPhases(engine) as phases:
+        t0 = time.perf_counter()
+        wall, _ = _staggered(engine, timer, prompts, streams, new, steps)
+        elapsed = time.perf_counter() - t0
+    measured = 2 * steps  # the phases also count the warm half
+    table = Table(f"{shape_name}, {streams} streams staggered, async on: host microseconds per step by phase "
+                  "(nested phases indented, counted in their parent too)", ["phase", "us per step"])
+    print(table.header(), flush=True)
+    for name, us in phases.per_step_us(measured).items():
+        print(table.add(name, f"{us:.0f}"), flush=True)
+    print(table.add("step wall (all)", f"{1e6 * elapsed / measured:.0f}"), flush=True)
     return table
