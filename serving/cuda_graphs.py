@@ -32,6 +32,7 @@ import gc
 import torch
 
 from serving.attention.base import AttentionBackend, AttentionMetadata
+from serving.graph_logits import GraphedLogits, SampleStats
 from serving.kernels.fused_forward import fused_forward
 
 DEFAULT_BUCKETS = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 224, 256, 320, 384, 448, 512)
@@ -85,6 +86,7 @@ class GpuForward:
         use_fused: bool = True,
         buckets: tuple[int, ...] = DEFAULT_BUCKETS,
         prefill_buckets: tuple[int, ...] = PREFILL_BUCKETS,
+        graphed_logits: bool = False,
     ):
         self.model = model
         self.kv_caches = kv_caches
@@ -100,6 +102,9 @@ class GpuForward:
         # (token bucket, sequences): width 1 for a lone prompt, else prefill_width
         self.prefill_graphs: dict[tuple[int, int], tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
         self._pool = None
+        # decode graphs that end with the lm_head and the sampler's statistics (serving/graph_logits.py)
+        self.logits = GraphedLogits(model.lm_head_weight, max(self.buckets)) if graphed_logits else None
+        self._replayed: tuple[int, int] | None = None  # (decode bucket, rows) of the last forward
         if use_graphs:
             device = kv_caches[0][0].device
             i32 = {"dtype": torch.int32, "device": device}
@@ -130,6 +135,7 @@ class GpuForward:
             max_blocks_per_seq=-(-max_len // block_size),
             max_seq_len_hint=max_len,
             prefill_buckets=() if parallel else PREFILL_BUCKETS,
+            graphed_logits=not parallel and GraphedLogits.applies(runner.model),
         )
 
     def _eager(self, input_ids, positions, meta: AttentionMetadata) -> torch.Tensor:
@@ -174,9 +180,11 @@ class GpuForward:
         return self._eager(ids, pos, meta)
 
     def _capture(self, b: int, width: int = 0) -> tuple[torch.cuda.CUDAGraph, torch.Tensor]:
-        """The decode graph of batch `b`, or (width > 0) the prefill graph of `b` tokens."""
+        """The decode graph of batch `b` (with the logits' tail when `self.logits`), or
+        (width > 0) the prefill graph of `b` tokens."""
         meta = self._prefill_meta(b, width) if width else self._static_meta(b)
         ids, pos = self.input_ids[:b], self.positions[:b]
+        tail = self.logits if not width else None
         self.seq_lens.fill_(0)  # warm-up and capture read and write nothing
         self.slot_mapping[:b].fill_(-1)
         self.prefill_query_start_loc.fill_(0)
@@ -184,11 +192,15 @@ class GpuForward:
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):  # compile kernels, set up cuBLAS, outside the capture
             for _ in range(2):
-                self._graphed_step(ids, pos, meta)
+                hidden = self._graphed_step(ids, pos, meta)
+                if tail is not None:
+                    tail.run(hidden, b)
         torch.cuda.current_stream().wait_stream(stream)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=self._pool):
             out = self._graphed_step(ids, pos, meta)
+            if tail is not None:
+                tail.run(out, b)
         self._pool = graph.pool()
         return graph, out
 
@@ -222,6 +234,9 @@ class GpuForward:
         torch.cuda.synchronize()
         self.graphs.clear()
         self.prefill_graphs.clear()
+        if self.logits is not None:
+            self.logits.clear()
+        self._replayed = None
         self._pool = None
         gc.collect()
         torch.cuda.synchronize()
@@ -231,6 +246,7 @@ class GpuForward:
         self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata
     ) -> torch.Tensor:
         n = input_ids.shape[0]
+        self._replayed = None
         if not self.use_graphs or meta.block_tables.shape[1] > self.block_tables.shape[1]:
             return self._eager(input_ids, positions, meta)
         if meta.is_decode_only:
@@ -265,4 +281,13 @@ class GpuForward:
             if meta.is_decode_only:
                 self.seq_lens[n:b].fill_(0)
         graph.replay()
+        if meta.is_decode_only:
+            self._replayed = (b, n)
         return out[:n]
+
+    def sampled_rows(self, n: int) -> tuple[torch.Tensor, SampleStats] | None:
+        """When the last forward replayed a decode graph with the logits' tail over `n` rows:
+        those rows' bf16 logits and sampler statistics, valid until the next replay; else None."""
+        if self.logits is None or self._replayed is None or self._replayed[1] != n:
+            return None
+        return self.logits.rows(self._replayed[0], n)

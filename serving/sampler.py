@@ -165,6 +165,7 @@ def sample_on_device(
     params: list[SamplingParams],
     generators: list[torch.Generator | None],
     output_token_ids: list[list[int]],
+    stats: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
 ) -> DeviceSample:
     """Sample one token per row of `logits` [B, V] (float32) without reading anything back to the
     host: every choice of what to run is made from `params` (host values), so on a GPU nothing
@@ -176,6 +177,8 @@ def sample_on_device(
             f"sample: {batch} logit rows but {len(params)} params, {len(generators)} generators, "
             f"{len(output_token_ids)} output lists"
         )
+    if stats is not None:
+        return _sample_with_logit_stats(logits, params, generators, output_token_ids, stats)
     logits = logits.float()
     if logit_stats.applies(logits):  # GPU: two kernels instead of a dozen (serving/kernels/logit_stats.py)
         return _sample_with_logit_stats(logits, params, generators, output_token_ids)
@@ -188,12 +191,15 @@ def sample_on_device(
     return DeviceSample(token_ids, chosen, entropies, values, indices, wanted)
 
 
-def _sample_with_logit_stats(logits, params, generators, output_token_ids) -> DeviceSample:
+def _sample_with_logit_stats(logits, params, generators, output_token_ids, stats=None) -> DeviceSample:
     """`sample_on_device` over the fused row statistics: the same values, computed from the
     log-normaliser instead of a materialised log_softmax (logprob = logit - lse)."""
-    lse, greedy_ids, packed = logit_stats.logit_stats(logits)
+    lse, greedy_ids, packed = stats if stats is not None else logit_stats.logit_stats(logits)
     entropies = packed[2]
-    if _plain_greedy(params):  # every row greedy, no penalty: all in `packed`
+    plain = _plain_greedy(params)
+    if not plain or any(p.logprobs is not None for p in params):
+        logits = logits.float()  # (a graph's are bf16: the processors and top-k read float32)
+    if plain:  # every row greedy, no penalty: all in `packed`
         token_ids, chosen, ready = greedy_ids, packed[1], packed
     else:
         token_ids = _choose_tokens(logits, params, generators, output_token_ids, greedy_ids)

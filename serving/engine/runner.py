@@ -40,8 +40,9 @@ def kv_bytes_per_block(config, block_size: int, dtype: torch.dtype) -> int:
 _NO_TOKENS: list[int] = []  # shared, never mutated
 
 
-def sample_rows(logits: torch.Tensor, seqs: list[Sequence]) -> DeviceSample:
-    """Sample row i of `logits` for seqs[i], on the device."""
+def sample_rows(logits: torch.Tensor, seqs: list[Sequence], stats=None) -> DeviceSample:
+    """Sample row i of `logits` for seqs[i], on the device (`stats`: the rows' logit statistics,
+    when a decode graph computed them)."""
     params = [s.request.params for s in seqs]
     # penalties need a row's generated tokens; copy them only for rows that have penalties
     # (a zero-penalty row's counts are multiplied by 0: [] gives the same scores)
@@ -49,7 +50,7 @@ def sample_rows(logits: torch.Tensor, seqs: list[Sequence]) -> DeviceSample:
         s.output_token_ids if (p.frequency_penalty or p.presence_penalty) else _NO_TOKENS
         for s, p in zip(seqs, params, strict=True)
     ]
-    return sample_on_device(logits, params, [s.generator for s in seqs], history)
+    return sample_on_device(logits, params, [s.generator for s in seqs], history, stats)
 
 
 class InflightStep:
@@ -157,8 +158,13 @@ class ModelRunner:
             record_prompt_logprobs(self.model, hidden, out.scheduled)
         if not inputs.sample_seqs:
             return InflightStep([], None, self.device)
-        logits = self.model.compute_logits(hidden[inputs.logits_rows])
-        return InflightStep(inputs.sample_seqs, sample_rows(logits, inputs.sample_seqs), self.device)
+        graphed = self.gpu.sampled_rows(len(inputs.sample_seqs)) if self.gpu is not None and inputs.samples_every_row \
+            else None
+        if graphed is not None:  # the decode graph ran the lm_head and the statistics
+            logits, stats = graphed
+        else:
+            logits, stats = self.model.compute_logits(hidden[inputs.logits_rows]), None
+        return InflightStep(inputs.sample_seqs, sample_rows(logits, inputs.sample_seqs, stats), self.device)
 
     def _take_pending(
         self, input_ids: torch.Tensor, rows: list[int], src: list[int], previous: InflightStep | None

@@ -37,6 +37,8 @@ class StepInputs:
     # async scheduling: input rows whose id is taken from the previous step's sampled ids
     pending_rows: list[int] = field(default_factory=list)
     pending_src: list[int] = field(default_factory=list)
+    # logits_rows is 0..num_tokens-1: one sample per row, in order (a decode step without a fork)
+    samples_every_row: bool = False
 
 
 def _host_tensor(values: list[int], dtype: np.dtype) -> torch.Tensor:
@@ -190,4 +192,5 @@ def _decode_only(scheduled, order, input_ids, starts, slens, rows, block_tables,
         seq_lens=slens,
         pending_rows=pending_rows,
         pending_src=pending_src,
+        samples_every_row=len(rows) == n and rows == list(range(n)),
     )
