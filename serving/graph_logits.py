@@ -23,7 +23,7 @@ SampleStats = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # lse, greedy ids
 
 class GraphedLogits:
     def __init__(self, lm_head_weight: torch.Tensor, max_rows: int):
-        self.weight = lm_head_weight
+        self.weight = lm_head_weight.detach()
         self.max_rows = max_rows
         self.logits: torch.Tensor | None = None  # [max_rows, vocab], allocated at the first capture
         self.stats: dict[int, SampleStats] = {}  # per decode bucket: its graph's outputs
@@ -37,10 +37,15 @@ class GraphedLogits:
     def run(self, hidden: torch.Tensor, bucket: int) -> SampleStats:
         """The graph's tail (during warm-up and capture): logits and statistics of `bucket` rows."""
         if self.logits is None:
-            self.logits = torch.empty(self.max_rows, self.weight.shape[0], dtype=hidden.dtype, device=hidden.device)
+            # a normal tensor even when the first capture runs in inference mode: start-up
+            # captures (outside it) write into it too
+            with torch.inference_mode(False):
+                self.logits = torch.empty(self.max_rows, self.weight.shape[0], dtype=hidden.dtype,
+                                          device=hidden.device)
         rows = self.logits[:bucket]
-        torch.mm(hidden, self.weight.t(), out=rows)
-        stats = logit_stats.logit_stats(rows)
+        with torch.no_grad():  # start-up captures run in grad mode, and out= is not differentiable
+            torch.mm(hidden, self.weight.t(), out=rows)
+            stats = logit_stats.logit_stats(rows)
         self.stats[bucket] = stats
         return stats
 

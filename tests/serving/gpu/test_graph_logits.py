@@ -79,8 +79,9 @@ def test_sampling_with_graph_stats_equals_sampling_the_logits(kind):
         return [torch.Generator(device="cuda").manual_seed(10 + i) if kind == "temperature" else None
                 for i in range(n)]
 
-    with_stats = sample_on_device(logits, params, gens(), [[] for _ in range(n)], stats)
-    plain = sample_on_device(logits.float(), params, gens(), [[] for _ in range(n)])
+    with torch.inference_mode():  # as the runner samples (the graph's outputs are inference tensors)
+        with_stats = sample_on_device(logits, params, gens(), [[] for _ in range(n)], stats)
+        plain = sample_on_device(logits.float(), params, gens(), [[] for _ in range(n)])
     assert torch.equal(with_stats.token_ids, plain.token_ids)
     torch.testing.assert_close(with_stats.logprobs, plain.logprobs, rtol=1e-6, atol=1e-5)
     torch.testing.assert_close(with_stats.entropies, plain.entropies, rtol=1e-6, atol=1e-5)
