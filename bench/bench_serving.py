@@ -113,6 +113,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--concurrency", default="8", help="fixed-concurrency runs, comma-separated ('' for none)")
     p.add_argument("--request-rates", default="", help="Poisson runs: requests/s, comma-separated, 'inf' allowed")
     p.add_argument("--sample-rates", default="0", help="traffic sample rates, one server each (e.g. 0,1)")
+    p.add_argument("--server-per-concurrency", action="store_true",
+                   help="a server per concurrency, max_num_seqs = that concurrency, as the offline engine it is "
+                        "compared with (default: one server, max_num_seqs = the largest concurrency)")
     p.add_argument("--num-prompts", type=int, default=32)
     p.add_argument("--workload", default="random", choices=["random", "chat"])
     p.add_argument("--input-len", type=int, default=64)
@@ -158,7 +161,12 @@ def main() -> None:
                 print(f"skipped: {api_servers} API servers need the separate engine process, not {mode}")
                 continue
             for sample_rate in sample_rates:
-                runs += serve_runs(args, mode, sample_rate, jobs, loads, max_seqs, api_servers)
+                if args.server_per_concurrency:
+                    for load in loads:
+                        seqs = int(load[1]) if load[0] == "concurrency" else max_seqs
+                        runs += serve_runs(args, mode, sample_rate, jobs, [load], seqs, api_servers)
+                else:
+                    runs += serve_runs(args, mode, sample_rate, jobs, loads, max_seqs, api_servers)
     offline_by_seqs = {}
     for run in runs:
         seqs = int(float(run["load"].split()[1])) if run["load"].startswith("concurrency") else max_seqs
@@ -193,7 +201,8 @@ def serve_runs(args, mode: str, sample_rate: float, jobs: list[Job], loads: list
             summary.update(api_cpu(cpu_before, total_cpu_seconds(pids), summary))
             summary.update(latency_means(latency_before, latency_totals(base)))
             answered += summary["completed"]
-            run = {"mode": mode, "api_servers": api_servers, "load": f"{kind} {value:g}", "sample_rate": sample_rate, "workload": args.workload,
+            run = {"mode": mode, "api_servers": api_servers, "load": f"{kind} {value:g}", "server_max_num_seqs": max_seqs,
+                   "sample_rate": sample_rate, "workload": args.workload,
                    "machine_load_1m": round(max(load_before, os.getloadavg()[0]), 2), **summary}
             if sample_rate >= 1.0:  # every answered request so far is a row (the writer lags a little)
                 run["rows_expected"], run["rows_in_db"] = answered, storage.wait_rows(answered)
@@ -246,13 +255,14 @@ def report(args, runs: list[dict]) -> bool:
     title = (f"vigil serve on {args.device}, {shape}{args.workload} workload ({args.num_prompts} requests, input ~"
              f"{args.input_len}, output ~{args.output_len} tokens, greedy, EOS ignored), "
              f"{args.client_procs} client processes; SLO TTFT <= 200 ms, TPOT <= 50 ms")
-    table = Table(title, ["engine process", "API servers", "load", "sample rate", "req/s", "output tok/s", "offline tok/s",
+    table = Table(title, ["engine process", "API servers", "load", "server max seqs", "sample rate", "req/s", "output tok/s", "offline tok/s",
                           "served/offline", "TTFT p50/p90/p99 ms", "server TTFT / queue mean ms", "TPOT p50/p90/p99 ms", "ITL p50/p90/p99 ms",
                           "goodput req/s", "API CPU s", "API CPU s / 1k tok", "tok / event", "client CPU s", "load avg 1m",
                           "failed"])
     print(f"## {title}\n{table.header()}")
     for r in runs:
-        print(table.add(r["mode"], r["api_servers"], r["load"], f"{r['sample_rate']:g}", f"{r['request_throughput']:.2f}",
+        print(table.add(r["mode"], r["api_servers"], r["load"], r["server_max_num_seqs"], f"{r['sample_rate']:g}",
+                        f"{r['request_throughput']:.2f}",
                         f"{r['output_tok_s']:.1f}", f"{r['offline_output_tok_s']:.1f}",
                         f"{100 * r['served_over_offline']:.0f} %", _three(r, "ttft"), _server_latency(r), _three(r, "tpot"),
                         _three(r, "itl"), f"{r['goodput_req_s']:.2f}", r["api_cpu_s"], r["api_cpu_s_per_1k_tok"], r["tokens_per_event"],
