@@ -2,11 +2,12 @@
 
 Eagerly, after the graph replays the model, a decode step still queues the gather of the rows to
 sample, the lm_head GEMM, its float32 cast, the statistics' eight buffers and two Triton kernels
-(serving/kernels/logit_stats.py): host time on every step, and a SmolLM2 step at 64 sequences is
-bound by its host time (bench_profile_step --staggered). In the graph they cost none: the graph computes bf16 logits for every padded row into one buffer shared
-by all decode graphs (graphs replay one at a time; the largest bucket's rows by the vocabulary in
-bf16: 50 MB for SmolLM2's, 155 MB for Qwen3's), then the statistics; a step whose samples
-are its rows in order (every decode step without a fork) takes the first rows of both.
+(serving/kernels/logit_stats.py): host time on every step, where a SmolLM2 step at 64 sequences
+was bound by its host time (bench_profile_step --staggered). In the graph they cost none: the
+graph computes bf16 logits for every padded row into one buffer shared by all decode graphs
+(graphs replay one at a time; the largest bucket's rows by the vocabulary, in bf16: 50 MB for
+SmolLM2's, 155 MB for Qwen3's), then the statistics; a step whose samples are its rows in order
+(every decode step without a fork) takes the first rows of both.
 
 The statistics read the bf16 logits and compute in float32, as they do on the eager path's
 float32 copy of the same bf16 values; a sampler that needs the logits themselves (temperature,
