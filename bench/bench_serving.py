@@ -72,12 +72,14 @@ from bench.serving_server import (
 def offline(args, jobs: list[Job], max_num_seqs: int) -> dict:
     """The same jobs through LLMEngine in this process, as fast as it steps."""
     from serving.engine import EngineConfig, LLMEngine
+    from serving.heap import freeze_startup_heap
     from serving.sampling_params import SamplingParams
     from vigil.config import load_settings
 
     settings = load_settings(device=args.device, max_num_seqs=max_num_seqs, kv_cache_memory_mb=args.kv_cache_mb,
                              model_path=args.model, torch_threads=args.torch_threads)
     engine = LLMEngine(EngineConfig.from_settings(settings))
+    freeze_startup_heap()  # as the served engine core does before it is ready: no full collections over it
     warm = SamplingParams(max_tokens=4, temperature=0.0, ignore_eos=True)
     engine.add_request("warm", jobs[0].prompt_ids, warm)
     while engine.has_unfinished_requests():
@@ -91,6 +93,7 @@ def offline(args, jobs: list[Job], max_num_seqs: int) -> dict:
             if out.finished:
                 tokens += len(out.outputs[0].token_ids)
     wall = time.perf_counter() - start
+    gc.unfreeze()
     del engine  # its weights and KV cache, before the next offline engine takes the memory
     gc.collect()
     if args.device.startswith("cuda"):

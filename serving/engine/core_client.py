@@ -73,6 +73,7 @@ class EngineCoreClient:
         self.max_model_len = 0
         self.vocab_size = 0
         self.device = "?"
+        self.core_frozen_objects = 0  # as the running core reported it (serving/heap.py)
         self._identity = UNKNOWN
 
     # ---- lifecycle -------------------------------------------------------------------------
@@ -95,6 +96,7 @@ class EngineCoreClient:
         if self.tokenizer is None:  # the same model on every restart
             self.tokenizer = pickle.loads(ready.tokenizer_pickle)
         self.max_model_len, self.vocab_size, self.device = ready.max_model_len, ready.vocab_size, ready.device
+        self.core_frozen_objects = ready.frozen_objects
         self._identity = EngineIdentity(ready.device, ready.dtype, ready.attention)
         with self._lock:
             self._core, self._adds_sent, self._adds_seen = core, 0, 0

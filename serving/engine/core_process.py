@@ -35,6 +35,7 @@ from serving.engine.messages import (
     Shutdown,
     StepOutputs,
 )
+from serving.heap import freeze_startup_heap
 
 log = logging.getLogger("vigil.engine_core")
 
@@ -81,7 +82,10 @@ def run_engine_core(launch: CoreLaunch) -> None:
             outbox.close()
         ctx.term()
         return
-    ready = codec.encoder.encode(_ready(engine, launch.generation))
+    # the model, tokenizer and engine live as long as the process: out of every full collection,
+    # which would otherwise stall every stream for a quarter of a second
+    frozen = freeze_startup_heap()
+    ready = codec.encoder.encode(_ready(engine, launch.generation, frozen))
     for outbox in outboxes:
         outbox.send(ready)
     if launch.ready is not None:
@@ -104,12 +108,12 @@ def _load(launch: CoreLaunch):
     return engine
 
 
-def _ready(engine, generation: int) -> CoreReady:
+def _ready(engine, generation: int, frozen_objects: int = 0) -> CoreReady:
     ident = identify(engine)
     return CoreReady(
         tokenizer_pickle=pickle.dumps(engine.tokenizer), vocab_size=int(engine.model_config.vocab_size),
         max_model_len=int(engine.max_model_len), device=ident.device, dtype=ident.dtype,
-        attention=ident.attention, generation=generation, pid=os.getpid(),
+        attention=ident.attention, generation=generation, pid=os.getpid(), frozen_objects=frozen_objects,
     )
 
 

@@ -88,6 +88,7 @@ class CoreReady(msgspec.Struct, tag="ready", array_like=True):
     attention: str
     generation: int = 0  # the parent's count of cores started (several API processes)
     pid: int = 0
+    frozen_objects: int = 0  # start-up objects the core froze out of garbage collection
 
 
 class CoreFailed(msgspec.Struct, tag="failed", array_like=True):

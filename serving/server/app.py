@@ -15,9 +15,9 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from serving.heap import freeze_startup_heap
 from serving.server.drain import DrainController, close_resources
 from serving.server.errors import install_error_handlers, openai_error_json
-from serving.server.heap import freeze_startup_heap
 from serving.server.metrics import ServerMetrics
 from serving.server.routes import add_routes
 from serving.server.server_send import ServerSend

@@ -104,6 +104,11 @@ def test_stop_string_aborts_the_request_in_the_core(model_dir, client):
     assert stats.generation_tokens_total < 400 + 40 + 200  # it did not run on to 400 tokens
 
 
+def test_the_core_froze_its_start_up_heap_before_it_was_ready(client):
+    # the model, tokenizer and engine: far more objects than the engine's own few
+    assert client.core_frozen_objects > 10_000
+
+
 def test_bad_request_is_refused_before_it_reaches_the_core(client):
     with pytest.raises(ValueError, match="outside the vocabulary"):
         client.validate_request("x", [10**6], greedy(2))

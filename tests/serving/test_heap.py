@@ -1,5 +1,6 @@
-"""The API process freezes its start-up heap once the engine is loaded (serving/server/heap.py),
-so full garbage collections while serving walk only what requests allocated."""
+"""Serving processes freeze their start-up heap once ready (serving/heap.py), so full garbage
+collections while serving walk only what requests allocated: the API process once its engine is
+loaded (here), the engine-core process before it says it is ready (test_engine_core_process)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import asyncio
 import gc
 import time
 
+from serving.heap import freeze_startup_heap
 from serving.server.app import create_app
-from serving.server.heap import freeze_startup_heap
 from serving.server.state import Phase
 from vigil.config import load_settings
 

@@ -1,0 +1,153 @@
+"""What the engine-core process adds to each engine step, on the host: the offline engine's step
+(outputs as RequestOutputs) against the core loop's iteration (commands read, the step with
+token deltas, StepOutputs encoded and pushed over ZeroMQ to a reader process), both on a tiny
+random model on the CPU with the model forward timed by hooks and subtracted, so what is compared
+is the Python around it. Both run with the start-up heap frozen (serving/heap.py), as the core
+process runs; a second table times one full garbage collection over the same process's heap,
+unfrozen and frozen: the stall every stream sees when the core collects.
+
+    .venv/bin/python -m bench.bench_core_loop [--seqs 64,256] [--steps 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import multiprocessing
+import os
+import tempfile
+import time
+
+import torch
+import zmq
+
+from bench.hf_random import hf_random_model, loaded_from_hf, make_engine
+from bench.profile_host import TINY
+from bench.results_table import Table, write_results
+from serving.engine.core_outputs import TokenDeltaProcessor
+from serving.engine.core_process import CoreLoop
+from serving.engine.messages import Codec
+from serving.heap import freeze_startup_heap
+from serving.sampling_params import SamplingParams
+
+
+def _engine(loaded, seqs: int, steps: int, core: bool):
+    engine = make_engine(loaded, max_num_seqs=seqs, kv_tokens=seqs * (128 + 2 * steps + 64), device="cpu")
+    if core:
+        engine.output = TokenDeltaProcessor(engine.eos_token_ids, engine.max_model_len)
+    g = torch.Generator().manual_seed(0)
+    params = SamplingParams(max_tokens=2 * steps + 40, temperature=0.0, ignore_eos=True)
+    for i in range(seqs):
+        engine.add_request(f"r{i}", torch.randint(0, TINY["vocab_size"], (128,), generator=g).tolist(), params)
+    for _ in range(20):  # the prefill and a few decode steps
+        engine.step()
+    freeze_startup_heap()
+    return engine
+
+
+class _Forward:
+    """Seconds spent in the model forward (module hooks)."""
+
+    def __init__(self, model: torch.nn.Module):
+        self.total, self._start = 0.0, 0.0
+        model.register_forward_pre_hook(self._pre)
+        model.register_forward_hook(self._post)
+
+    def _pre(self, *_):
+        self._start = time.perf_counter()
+
+    def _post(self, *_):
+        self.total += time.perf_counter() - self._start
+
+
+def _offline_us(loaded, seqs: int, steps: int) -> float:
+    engine = _engine(loaded, seqs, steps, core=False)
+    fwd = _Forward(engine.runner.model)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        engine.step()
+    elapsed = time.perf_counter() - t0
+    gc.unfreeze()
+    return 1e6 * (elapsed - fwd.total) / steps
+
+
+def _drain(address: str, messages: int) -> None:
+    """The API side's reader: another process, as the API server is."""
+    ctx = zmq.Context()
+    reader = ctx.socket(zmq.PULL)
+    reader.bind(address)
+    for _ in range(messages):
+        reader.recv(copy=False)
+    reader.close(linger=0)
+    ctx.term()
+
+
+def _core_us(loaded, seqs: int, steps: int) -> float:
+    engine = _engine(loaded, seqs, steps, core=True)
+    fwd = _Forward(engine.runner.model)
+    address = f"ipc://{tempfile.mkdtemp(prefix='vigil-core-loop-')}/outputs"
+    reader = multiprocessing.get_context("spawn").Process(target=_drain, args=(address, steps))
+    reader.start()
+    ctx = zmq.Context()
+    inbox, outbox = ctx.socket(zmq.PULL), ctx.socket(zmq.PUSH)
+    inbox.bind(f"inproc://commands-{os.getpid()}")
+    outbox.connect(address)
+    loop = CoreLoop(engine, inbox, [outbox], Codec(), parent_pid=0)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        deltas, failed = [], []
+        loop._handle_commands(deltas, failed)
+        loop._step(deltas, failed)
+        loop._send(deltas, failed)
+    elapsed = time.perf_counter() - t0
+    gc.unfreeze()
+    reader.join(timeout=30)
+    inbox.close(linger=0)
+    outbox.close(linger=0)
+    ctx.term()
+    return 1e6 * (elapsed - fwd.total) / steps
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seqs", default="64,256")
+    parser.add_argument("--steps", type=int, default=200)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    hf = hf_random_model(TINY, device="cpu")
+    loaded = loaded_from_hf(hf, TINY, "tiny-llama")
+    del hf
+    table = Table(f"host microseconds per decode step outside the model forward, tiny model on the CPU, "
+                  f"{args.steps} steps", ["sequences", "offline engine step", "engine-core iteration",
+                                          "core / offline", "core extra per sequence"])
+    print(table.header(), flush=True)
+    for seqs in [int(s) for s in args.seqs.split(",")]:
+        offline = min(_offline_us(loaded, seqs, args.steps) for _ in range(2))
+        core = min(_core_us(loaded, seqs, args.steps) for _ in range(2))
+        print(table.add(seqs, f"{offline:.0f}", f"{core:.0f}", f"{core / offline:.2f}",
+                        f"{(core - offline) / seqs:.2f}"), flush=True)
+    write_results("core_loop", [table, _full_collection(loaded)])
+
+
+def _full_collection(loaded) -> Table:
+    """One full collection's time with an engine of 256 running sequences alive, before and after
+    the start-up heap is frozen."""
+    table = Table("one full garbage collection (generation 2) with a 256-sequence engine alive",
+                  ["heap", "objects the collector scans", "ms"])
+    engine = _engine(loaded, 256, 50, core=True)  # (freezes: undone to time the unfrozen pass)
+    gc.unfreeze()
+    gc.collect()
+    for label in ("unfrozen", "frozen"):
+        if label == "frozen":
+            gc.freeze()
+        t0 = time.perf_counter()
+        gc.collect()
+        ms = 1e3 * (time.perf_counter() - t0)
+        print(table.add(label, len(gc.get_objects()), f"{ms:.1f}"), flush=True)
+    gc.unfreeze()
+    del engine
+    return table
+
+
+if __name__ == "__main__":
+    main()
