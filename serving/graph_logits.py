@@ -54,8 +54,9 @@ class GraphedLogits:
     def rows(self, bucket: int, n: int) -> tuple[torch.Tensor, SampleStats] | None:
         """After `bucket`'s graph replayed a step of `n` rows: their logits and statistics."""
         stats = self.stats.get(bucket)
-        if stats is None or self.logits is None:
+        if stats is None:
             return None
+        assert self.logits is not None  # run() allocated it with the first statistics
         lse, ids, packed = stats
         return self.logits[:n], (lse[:n], ids[:n], packed[:, :n])
 

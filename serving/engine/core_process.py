@@ -108,7 +108,7 @@ def _load(launch: CoreLaunch):
     return engine
 
 
-def _ready(engine, generation: int, frozen_objects: int = 0) -> CoreReady:
+def _ready(engine, generation: int, frozen_objects: int) -> CoreReady:
     ident = identify(engine)
     return CoreReady(
         tokenizer_pickle=pickle.dumps(engine.tokenizer), vocab_size=int(engine.model_config.vocab_size),

@@ -158,8 +158,9 @@ class ModelRunner:
             record_prompt_logprobs(self.model, hidden, out.scheduled)
         if not inputs.sample_seqs:
             return InflightStep([], None, self.device)
-        graphed = self.gpu.sampled_rows(len(inputs.sample_seqs)) if self.gpu is not None and inputs.samples_every_row \
-            else None
+        graphed = None
+        if self.gpu is not None and inputs.samples_every_row:
+            graphed = self.gpu.sampled_rows(len(inputs.sample_seqs))
         if graphed is not None:  # the decode graph ran the lm_head and the statistics
             logits, stats = graphed
         else:

@@ -192,5 +192,5 @@ def _decode_only(scheduled, order, input_ids, starts, slens, rows, block_tables,
         seq_lens=slens,
         pending_rows=pending_rows,
         pending_src=pending_src,
-        samples_every_row=len(rows) == n and rows == list(range(n)),
+        samples_every_row=rows == list(range(n)),
     )
