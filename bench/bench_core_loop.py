@@ -2,8 +2,9 @@
 (outputs as RequestOutputs) against the core loop's iteration (commands read, the step with
 token deltas, StepOutputs encoded and pushed over ZeroMQ to a reader process), both on a tiny
 random model on the CPU with the model forward timed by hooks and subtracted, so what is compared
-is the Python around it. Both run with the start-up heap frozen (serving/heap.py), as the core
-process runs; a second table times one full garbage collection over the same process's heap,
+is the Python around it. The core runs both ways: every advance a RequestDelta (the earlier
+protocol) and one-token advances as `TokenRows`. All run with the start-up heap frozen
+(serving/heap.py), as the core process runs; a second table times one full garbage collection over the same process's heap,
 unfrozen and frozen: the stall every stream sees when the core collects.
 
     .venv/bin/python -m bench.bench_core_loop [--seqs 64,256] [--steps 200]
@@ -31,10 +32,10 @@ from serving.heap import freeze_startup_heap
 from serving.sampling_params import SamplingParams
 
 
-def _engine(loaded, seqs: int, steps: int, core: bool):
+def _engine(loaded, seqs: int, steps: int, core: bool, rows: bool = True):
     engine = make_engine(loaded, max_num_seqs=seqs, kv_tokens=seqs * (128 + 2 * steps + 64), device="cpu")
     if core:
-        engine.output = TokenDeltaProcessor(engine.eos_token_ids, engine.max_model_len)
+        engine.output = TokenDeltaProcessor(engine.eos_token_ids, engine.max_model_len, rows=rows)
     g = torch.Generator().manual_seed(0)
     params = SamplingParams(max_tokens=2 * steps + 40, temperature=0.0, ignore_eos=True)
     for i in range(seqs):
@@ -82,8 +83,10 @@ def _drain(address: str, messages: int) -> None:
     ctx.term()
 
 
-def _core_us(loaded, seqs: int, steps: int) -> float:
-    engine = _engine(loaded, seqs, steps, core=True)
+def _core_us(loaded, seqs: int, steps: int, rows: bool = True) -> tuple[float, float]:
+    """Host microseconds per iteration outside the forward, and of them the output side's
+    (the engine's emit of deltas or rows, encoding and sending)."""
+    engine = _engine(loaded, seqs, steps, core=True, rows=rows)
     fwd = _Forward(engine.runner.model)
     address = f"ipc://{tempfile.mkdtemp(prefix='vigil-core-loop-')}/outputs"
     reader = multiprocessing.get_context("spawn").Process(target=_drain, args=(address, steps))
@@ -93,6 +96,8 @@ def _core_us(loaded, seqs: int, steps: int) -> float:
     inbox.bind(f"inproc://commands-{os.getpid()}")
     outbox.connect(address)
     loop = CoreLoop(engine, inbox, [outbox], Codec(), parent_pid=0)
+    outputs = _Timed()
+    engine._emit, loop._send = outputs.wrap(engine._emit), outputs.wrap(loop._send)
     t0 = time.perf_counter()
     for _ in range(steps):
         deltas, failed = [], []
@@ -105,7 +110,23 @@ def _core_us(loaded, seqs: int, steps: int) -> float:
     inbox.close(linger=0)
     outbox.close(linger=0)
     ctx.term()
-    return 1e6 * (elapsed - fwd.total) / steps
+    return 1e6 * (elapsed - fwd.total) / steps, 1e6 * outputs.total / steps
+
+
+class _Timed:
+    """Seconds spent in the wrapped calls."""
+
+    def __init__(self):
+        self.total = 0.0
+
+    def wrap(self, fn):
+        def timed(*a, **kw):
+            start = time.perf_counter()
+            try:
+                return fn(*a, **kw)
+            finally:
+                self.total += time.perf_counter() - start
+        return timed
 
 
 def main() -> None:
@@ -118,14 +139,20 @@ def main() -> None:
     loaded = loaded_from_hf(hf, TINY, "tiny-llama")
     del hf
     table = Table(f"host microseconds per decode step outside the model forward, tiny model on the CPU, "
-                  f"{args.steps} steps", ["sequences", "offline engine step", "engine-core iteration",
-                                          "core / offline", "core extra per sequence"])
+                  f"{args.steps} steps, best of 2 (runs interleaved)",
+                  ["sequences", "offline engine step", "core iteration: deltas", "core iteration: rows",
+                   "core (rows) / offline", "core output side: deltas", "core output side: rows",
+                   "output side deltas / rows"])
     print(table.header(), flush=True)
     for seqs in [int(s) for s in args.seqs.split(",")]:
-        offline = min(_offline_us(loaded, seqs, args.steps) for _ in range(2))
-        core = min(_core_us(loaded, seqs, args.steps) for _ in range(2))
-        print(table.add(seqs, f"{offline:.0f}", f"{core:.0f}", f"{core / offline:.2f}",
-                        f"{(core - offline) / seqs:.2f}"), flush=True)
+        offline, deltas, rows = [], [], []
+        for _ in range(2):
+            offline.append(_offline_us(loaded, seqs, args.steps))
+            deltas.append(_core_us(loaded, seqs, args.steps, rows=False))
+            rows.append(_core_us(loaded, seqs, args.steps, rows=True))
+        best_off, (d_all, d_out), (r_all, r_out) = min(offline), min(deltas), min(rows)
+        print(table.add(seqs, f"{best_off:.0f}", f"{d_all:.0f}", f"{r_all:.0f}", f"{r_all / best_off:.2f}",
+                        f"{d_out:.0f}", f"{r_out:.0f}", f"{d_out / r_out:.2f}"), flush=True)
     write_results("core_loop", [table, _full_collection(loaded)])
 
 

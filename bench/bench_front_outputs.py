@@ -6,7 +6,8 @@ and the slot merges it into the unread one; `next_output` builds an output only 
 has taken the last one. Both run the same deltas of real SmolLM2 token ids (a GGUF text's
 tokenization, streamed) for 256 requests whose readers take an output every K steps (K = 1: the
 reader keeps up; the H200 runs at 256 streams coalesced ~11 tokens per event). The text each
-reader receives is checked to be the same in both paths. Readers take outputs with
+reader receives is checked to be the same in both paths. A second table takes each step's
+message as bytes (decode + `fold_step`): every token a RequestDelta against one-token rows. Readers take outputs with
 `OutputSlot.take` (what `get` does once one waits), without an event loop.
 
     python -m bench.bench_front_outputs [--requests 256 --steps 128]
@@ -19,8 +20,10 @@ import time
 
 from bench.results_table import Table, write_results
 from serving.engine.frontend_outputs import FrontRequest, next_output
-from serving.engine.messages import RequestDelta, SeqDelta
+from serving.engine.messages import Codec, RequestDelta, SeqDelta, StepOutputs, TokenRows
 from serving.engine.output_slot import OutputSlot
+from serving.engine.step_fold import LiveRequest, fold_step
+from serving.outputs import EngineStats
 from serving.sampling_params import SamplingParams
 
 TEXT = ("Drift monitoring watches what users ask and what the model answers, hour by hour, and "
@@ -84,9 +87,62 @@ def main() -> None:
             best[naive] = min(times)
         print(table.add(f"{every} steps", f"{1e6 * best[True]:.0f}", f"{1e6 * best[False]:.0f}",
                         f"{best[True] / best[False]:.2f}"))
-    write_results("front_outputs", [table], [
+    wire = _wire_table(tokenizer, ids, args)
+    write_results("front_outputs", [table, wire], [
         "Same deltas, same text received (checked); the work is the API process's output thread's, "
         "per engine step, for every running request."])
+
+
+def run_wire(tokenizer, ids: list[int], requests: int, steps: int, rows: bool) -> tuple[float, list[str]]:
+    """Each step's StepOutputs as bytes, decoded and folded (`fold_step`) as the output thread
+    does, the reader taking every output; the first and last token of a request always travel
+    as RequestDeltas (as the core sends them), the rest as deltas or as one `TokenRows`."""
+    codec = Codec()
+    params = SamplingParams(max_tokens=steps, ignore_eos=True)
+    live = {f"r{i}": LiveRequest(FrontRequest(f"r{i}", None, [1], params, tokenizer, 0.0), OutputSlot(), None)
+            for i in range(requests)}
+    received = {rid: "" for rid in live}
+    wires = []
+    for s in range(steps):
+        toks = [ids[(i + s) % len(ids)] for i in range(requests)]
+        end = s == steps - 1
+        if rows and 0 < s < steps - 1:
+            msg = StepOutputs([], EngineStats(), 0, rows=TokenRows(
+                list(live), toks, [-1.0] * requests, [0.5] * requests, [float(s)] * requests))
+        else:
+            msg = StepOutputs([RequestDelta(rid, [SeqDelta(0, [tok], [-1.0], [0.5],
+                                                           finish_reason="length" if end else None)], end,
+                                            last_token_time=float(s)) for rid, tok in zip(live, toks, strict=True)],
+                              EngineStats(), 0)
+        wires.append(codec.encoder.encode(msg))
+    decode, busy = codec.from_core.decode, 0.0
+    for data in wires:
+        t = time.perf_counter()
+        per_loop, _ = fold_step(live, decode(data))
+        busy += time.perf_counter() - t
+        for slot, out in per_loop.get(None, []):
+            received[out.request_id] += out.outputs[0].delta
+            slot.behind = False  # taken
+    return busy / steps, list(received.values())
+
+
+def _wire_table(tokenizer, ids: list[int], args) -> Table:
+    table = Table(f"API-side decode and fold of each step's message, {args.requests} streams, {args.steps} steps, "
+                  f"best of {args.repeats}: every token a RequestDelta against one-token rows (TokenRows)",
+                  ["deltas us / step", "rows us / step", "deltas / rows"])
+    best: dict = {}
+    for rows in (False, True):
+        times = []
+        for _ in range(args.repeats):
+            per_step, got = run_wire(tokenizer, ids, args.requests, args.steps, rows)
+            times.append(per_step)
+            best.setdefault("text", got)
+            if got != best["text"]:
+                raise SystemExit("rows and deltas handed the readers different text")
+        best[rows] = min(times)
+    print(table.header())
+    print(table.add(f"{1e6 * best[False]:.0f}", f"{1e6 * best[True]:.0f}", f"{best[False] / best[True]:.2f}"))
+    return table
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 Same surface as AsyncLLMEngine (generate / abort / stats / drain / shutdown), so the server
 does not care which it has. One output thread receives the core's per-step message, folds
-every request's new tokens into text (detokenizer + stop strings, `FrontRequest`) and hands each
+every request's new tokens into text (`fold_step`: detokenizer + stop strings) and hands each
 event loop its outputs in one `call_soon_threadsafe`; requests a stop string finished are
 aborted in the core in one message. A supervisor thread watches the core process: when it dies,
 every request in flight fails with EngineDeadError (never hangs), health listeners hear
@@ -19,19 +19,19 @@ import pickle
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 
 import zmq
 
-from serving.engine.async_engine import EngineNotRunningError, EngineStepError, put_all
+from serving.engine.async_engine import EngineNotRunningError, put_all
 from serving.engine.config import EngineConfig
 from serving.engine.core_handle import CoreHandle, CoreUnavailable
 from serving.engine.core_supervisor import CoreSupervisor
-from serving.engine.frontend_outputs import FrontRequest, next_output
+from serving.engine.frontend_outputs import FrontRequest
 from serving.engine.identity import UNKNOWN, EngineIdentity
 from serving.engine.messages import AbortRequests, AddRequest, Shutdown, StepOutputs
 from serving.engine.output_slot import OutputSlot, read_slot
 from serving.engine.request_checks import check_new_request
+from serving.engine.step_fold import LiveRequest, fold_step
 from serving.outputs import EngineStats, RequestOutput
 from serving.sampling_params import SamplingParams
 
@@ -40,13 +40,6 @@ log = logging.getLogger(__name__)
 
 class EngineDeadError(RuntimeError):
     """The engine-core process died while the request was in flight."""
-
-
-@dataclass(eq=False)
-class _Live:
-    front: FrontRequest
-    slot: OutputSlot
-    loop: asyncio.AbstractEventLoop
 
 
 class EngineCoreClient:
@@ -58,7 +51,7 @@ class EngineCoreClient:
         self.config, self._loaded = config, loaded
         self.auto_restart, self.ready_timeout_s = auto_restart, ready_timeout_s
         self._lock = threading.Lock()  # guards _requests and the liveness flags
-        self._requests: dict[str, _Live] = {}
+        self._requests: dict[str, LiveRequest] = {}
         self._core: CoreHandle | None = None
         self._generation = 0
         self._alive = False
@@ -183,7 +176,7 @@ class EngineCoreClient:
             if not self._alive or self._core is None:
                 raise EngineNotRunningError("the engine core is restarting; retry shortly")
             self.validate_request(request_id, ids, params)
-            live = _Live(FrontRequest(request_id, prompt, ids, params, self.tokenizer, arrival),
+            live = LiveRequest(FrontRequest(request_id, prompt, ids, params, self.tokenizer, arrival),
                          OutputSlot(), asyncio.get_running_loop())
             self._requests[request_id] = live
             core = self._core
@@ -246,28 +239,9 @@ class EngineCoreClient:
                     log.exception("could not process the engine core's outputs")
 
     def _on_step(self, core: CoreHandle, msg: StepOutputs) -> None:
-        per_loop: dict[asyncio.AbstractEventLoop, list] = {}
-        stop_aborts: list[str] = []
         with self._lock:
             self._stats, self._adds_seen = msg.stats, msg.adds_seen
-            for delta in msg.deltas:
-                live = self._requests.get(delta.request_id)
-                if live is None:  # already answered (stop string, abort): the core's echo
-                    continue
-                out = next_output(live.front, live.slot, delta)
-                if out is None:  # its reader is behind: the next output carries this step's text
-                    continue
-                if out.finished:
-                    del self._requests[delta.request_id]
-                    if not delta.finished:
-                        stop_aborts.append(delta.request_id)
-                per_loop.setdefault(live.loop, []).append((live.slot, out))
-            for failure in msg.failed:
-                live = self._requests.pop(failure.request_id, None)
-                if live is not None:
-                    exc = ValueError(failure.message) if failure.bad_request else \
-                        EngineStepError(f"the engine step failed: {failure.message}")
-                    per_loop.setdefault(live.loop, []).append((live.slot, exc))
+            per_loop, stop_aborts = fold_step(self._requests, msg)
         if stop_aborts:
             with contextlib.suppress(CoreUnavailable):
                 core.send(AbortRequests(stop_aborts))

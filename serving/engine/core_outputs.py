@@ -2,7 +2,9 @@
 
 `TokenDeltaProcessor` stands in for the engine's OutputProcessor with no tokenizer, so finish
 conditions that need no text (EOS, stop token ids, max_tokens, context length) are decided
-here, and per request it builds a `RequestDelta` of what was sampled since the last one.
+here, and per request it builds a `RequestDelta` of what was sampled since the last one, or, when
+that is one plain token of a request already under way, a row of the step's `TokenRows`
+(`take_rows`).
 Detokenization and stop strings happen in the API process (`serving/engine/frontend_outputs.py`).
 """
 
@@ -10,20 +12,33 @@ from __future__ import annotations
 
 import time
 
-from serving.engine.messages import RequestDelta, SeqDelta
+from serving.engine.messages import RequestDelta, SeqDelta, TokenRows
 from serving.engine.output_processor import OutputProcessor
 from serving.engine.request import Request, Sequence
 
 
 class TokenDeltaProcessor(OutputProcessor):
-    def __init__(self, eos_token_ids: list[int], max_model_len: int):
+    def __init__(self, eos_token_ids: list[int], max_model_len: int, rows: bool = True):
         super().__init__(None, eos_token_ids, max_model_len)
+        self.rows = rows  # False: every advance a RequestDelta (benchmarks' peer)
         self._sent: dict[int, int] = {}  # seq_id -> generated tokens already sent
+        self._rows = TokenRows()
 
-    def request_output(self, req: Request) -> RequestDelta:  # type: ignore[override]
-        """Called by LLMEngine.step() for every request that advanced, and by abort()."""
+    def take_rows(self) -> TokenRows | None:
+        """The rows gathered since the last call (None for none)."""
+        rows = self._rows
+        if not rows.request_ids:
+            return None
+        self._rows = TokenRows()
+        return rows
+
+    def request_output(self, req: Request) -> RequestDelta | None:  # type: ignore[override]
+        """Called by LLMEngine.step() for every request that advanced, and by abort(); None when
+        the advance went into the step's rows instead."""
         finished = req.is_finished
         m = req.metrics
+        if self.rows and not finished and len(req.seqs) == 1 and self._row(req, req.seqs[0]):
+            return None
         if finished and m.finished_time is None:
             m.finished_time = time.monotonic()
         seqs = req.seqs if len(req.seqs) == 1 else sorted(req.seqs, key=lambda s: s.index)
@@ -41,6 +56,24 @@ class TokenDeltaProcessor(OutputProcessor):
             for s in req.seqs:
                 self._sent.pop(s.seq_id, None)
         return delta
+
+    def _row(self, req: Request, seq: Sequence) -> bool:
+        """One new token of a running one-sequence request whose first token went already, with
+        nothing a row cannot carry (top logprobs, n > 1, a preemption count to report)."""
+        start = self._sent.get(seq.seq_id)
+        end = len(seq.logprobs)
+        params = req.params
+        if (start is None or end - start != 1 or params.n != 1 or params.logprobs is not None
+                or req.metrics.num_preemptions):
+            return False
+        self._sent[seq.seq_id] = end
+        rows = self._rows
+        rows.request_ids.append(req.request_id)
+        rows.token_ids.append(seq.token_ids[seq.num_prompt_tokens + start])
+        rows.logprobs.append(seq.logprobs[start])
+        rows.entropies.append(seq.entropies[start])
+        rows.token_times.append(req.metrics.last_token_time)
+        return True
 
     def _seq_delta(self, seq: Sequence) -> SeqDelta:
         start = self._sent.get(seq.seq_id, 0)

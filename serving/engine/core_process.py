@@ -34,6 +34,7 @@ from serving.engine.messages import (
     RequestFailed,
     Shutdown,
     StepOutputs,
+    TokenRows,
 )
 from serving.heap import freeze_startup_heap
 
@@ -185,16 +186,20 @@ class CoreLoop:
 
     def _send(self, deltas: list[RequestDelta], failed: list[RequestFailed]) -> None:
         stats = self.engine.stats()
+        rows = self.engine.output.take_rows()
         if len(self.outboxes) == 1:
-            msg = StepOutputs(deltas=deltas, stats=stats, adds_seen=self.adds_seen[0], failed=failed)
+            msg = StepOutputs(deltas=deltas, stats=stats, adds_seen=self.adds_seen[0], failed=failed, rows=rows)
             self.outboxes[0].send(self.codec.encoder.encode(msg), copy=False)
             return
         routed = route(self.owner, deltas, failed, len(self.outboxes))
+        routed_rows = route_rows(self.owner, rows, len(self.outboxes))
         for index, outbox in enumerate(self.outboxes):
             own_deltas, own_failed = routed[index]
-            msg = StepOutputs(deltas=own_deltas, stats=stats, adds_seen=self.adds_seen[index], failed=own_failed)
+            own_rows = routed_rows[index]
+            msg = StepOutputs(deltas=own_deltas, stats=stats, adds_seen=self.adds_seen[index], failed=own_failed,
+                              rows=own_rows)
             data = self.codec.encoder.encode(msg)
-            if own_deltas or own_failed:
+            if own_deltas or own_failed or own_rows is not None:
                 outbox.send(data, copy=False)  # its streams wait on it: backpressure, as with one
             else:
                 # stats only: an API process that drained and exited reads nothing any more,
@@ -213,3 +218,19 @@ def route(owner: dict[str, int], deltas: list[RequestDelta], failed: list[Reques
     for failure in failed:
         routed[owner.pop(failure.request_id, 0)][1].append(failure)
     return routed
+
+
+def route_rows(owner: dict[str, int], rows: TokenRows | None, n: int) -> list[TokenRows | None]:
+    """Split a step's rows by the API process that added each request (rows never finish one)."""
+    if rows is None:
+        return [None] * n
+    routed = [TokenRows() for _ in range(n)]
+    columns = zip(rows.request_ids, rows.token_ids, rows.logprobs, rows.entropies, rows.token_times, strict=True)
+    for rid, tok, lp, h, at in columns:
+        own = routed[owner.get(rid, 0)]
+        own.request_ids.append(rid)
+        own.token_ids.append(tok)
+        own.logprobs.append(lp)
+        own.entropies.append(h)
+        own.token_times.append(at)
+    return [r if r.request_ids else None for r in routed]

@@ -98,6 +98,31 @@ class FrontRequest:
                 self.prompt_logprobs = self._prompt_logprobs(delta.prompt_logprobs)
         return self.finished
 
+    def fold_token(self, token_id: int, logprob: float, entropy: float, token_time: float) -> bool:
+        """`fold` of one `TokenRows` row: one plain token of this one-sequence request."""
+        seq = self._seq(0)
+        if seq.finish_reason is None:
+            seq.token_ids.append(token_id)
+            seq.logprob_sum += logprob
+            seq.entropy_sum += entropy
+            seq.num_scored += 1
+            if seq.text_state is not None:
+                self._add_text(seq, token_id)
+        self.metrics.last_token_time = token_time
+        if seq.finish_reason is not None and not self.finished:  # a stop string ended it here
+            self.finished = True
+            self.metrics.finished_time = time.monotonic()
+        return self.finished
+
+    def _add_text(self, seq: FrontSeq, token_id: int) -> bool:
+        """Detokenize one token into the text; True when a stop string ended the sequence."""
+        text, hit = seq.text_state.add(token_id)
+        seq.text += text
+        if hit is None:
+            return False
+        seq.finish_reason, seq.stop_reason = "stop", hit
+        return True
+
     def _apply_seq(self, seq: FrontSeq, sd: SeqDelta) -> None:
         tokenizer, state = self.tokenizer, seq.text_state
         last = len(sd.token_ids) - 1
@@ -113,12 +138,8 @@ class FrontRequest:
             # the core ended on an EOS or stop token: its text is never shown
             if i == last and sd.finish_reason == "stop":
                 break
-            if state is not None:
-                text, hit = state.add(tok)
-                seq.text += text
-                if hit is not None:
-                    seq.finish_reason, seq.stop_reason = "stop", hit
-                    return
+            if state is not None and self._add_text(seq, tok):
+                return
         if sd.finish_reason is not None:
             if state is not None:
                 seq.text += state.flush()
@@ -173,7 +194,12 @@ def next_output(front: FrontRequest, slot: OutputSlot, delta: RequestDelta) -> R
     reader has not taken the last one (`slot.behind`): outputs are cumulative, so the next one
     built carries this step's text, and a stream that fell behind costs one output per read,
     not one per step. A finished request's output is always built."""
-    if not front.fold(delta) and slot.behind:
+    return output_for(front, slot, front.fold(delta))
+
+
+def output_for(front: FrontRequest, slot: OutputSlot, finished: bool) -> RequestOutput | None:
+    """After a fold (`finished`: what it returned): `next_output`'s choice."""
+    if not finished and slot.behind:
         return None
     slot.behind = True
     return front.output()

@@ -268,7 +268,9 @@ class LLMEngine:
             progressed[req.request_id] = req
         outputs = []
         for req in progressed.values():
-            outputs.append(self.output.request_output(req))
+            out = self.output.request_output(req)
+            if out is not None:  # None: the engine core's processor batched it (TokenRows)
+                outputs.append(out)
             if req.is_finished:
                 del self.requests[req.request_id]
                 self.runner.prompt_logprob_requests.discard(req.request_id)

@@ -4,7 +4,8 @@ over ZeroMQ (msgpack on the wire).
 API -> core: `AddRequest`, `AbortRequests`, `Shutdown` (with several API processes, only their
 parent sends `Shutdown`, and publishes `CoreDown` to them when the core died). Core -> API: `CoreReady` once the model
 is loaded (or `CoreFailed`), then one `StepOutputs` per engine step (or per batch of handled
-commands): the new token ids of every request that advanced, with the step's engine stats. Text
+commands): the new token ids of every request that advanced (plain one-token advances as
+`TokenRows` columns, the rest as `RequestDelta`s), with the step's engine stats. Text
 is never built in the core: detokenization and stop strings run on the API side.
 """
 
@@ -69,11 +70,26 @@ class RequestFailed(msgspec.Struct, array_like=True):
     bad_request: bool  # True: the request itself was invalid (a 400), else the step failed
 
 
+class TokenRows(msgspec.Struct, array_like=True):
+    """A step's common case in columns: row i is one new token of request `request_ids[i]`, a
+    running request of one sequence without top logprobs or preemptions, whose first token (and
+    with it every metric but the token time) went in an earlier `RequestDelta`. Five list items
+    per request instead of two Structs and three lists: ~10x less to build, encode and decode at
+    256 streams."""
+
+    request_ids: list[str] = []
+    token_ids: list[int] = []
+    logprobs: list[float] = []
+    entropies: list[float] = []
+    token_times: list[float] = []
+
+
 class StepOutputs(msgspec.Struct, tag="step", array_like=True):
     deltas: list[RequestDelta]
     stats: EngineStats
     adds_seen: int  # AddRequests handled so far by this core: the rest are still in flight
     failed: list[RequestFailed] = []
+    rows: TokenRows | None = None  # requests that advanced by one plain token (never in `deltas` too)
 
 
 class CoreReady(msgspec.Struct, tag="ready", array_like=True):

@@ -87,11 +87,14 @@ def test_the_core_never_waits_on_an_api_process_that_left(tmp_path):
 
     import zmq
 
+    from serving.engine.core_outputs import TokenDeltaProcessor
     from serving.engine.core_process import CoreLoop
     from serving.engine.messages import Codec
     from serving.outputs import EngineStats
 
     class Engine:
+        output = TokenDeltaProcessor([], 1024)
+
         def stats(self) -> EngineStats:
             return EngineStats()
 
