@@ -4,8 +4,9 @@ token deltas, StepOutputs encoded and pushed over ZeroMQ to a reader process), b
 random model on the CPU with the model forward timed by hooks and subtracted, so what is compared
 is the Python around it. The core runs both ways: every advance a RequestDelta (the earlier
 protocol) and one-token advances as `TokenRows`. All run with the start-up heap frozen
-(serving/heap.py), as the core process runs; a second table times one full garbage collection over the same process's heap,
-unfrozen and frozen: the stall every stream sees when the core collects.
+(serving/heap.py), as the core process runs; a second table times one full garbage collection
+over the same process's heap, unfrozen and frozen: the stall every stream sees when the core
+collects.
 
     .venv/bin/python -m bench.bench_core_loop [--seqs 64,256] [--steps 200]
 """

@@ -67,12 +67,8 @@ class TokenDeltaProcessor(OutputProcessor):
                 or req.metrics.num_preemptions):
             return False
         self._sent[seq.seq_id] = end
-        rows = self._rows
-        rows.request_ids.append(req.request_id)
-        rows.token_ids.append(seq.token_ids[seq.num_prompt_tokens + start])
-        rows.logprobs.append(seq.logprobs[start])
-        rows.entropies.append(seq.entropies[start])
-        rows.token_times.append(req.metrics.last_token_time)
+        self._rows.add(req.request_id, seq.token_ids[seq.num_prompt_tokens + start], seq.logprobs[start],
+                       seq.entropies[start], req.metrics.last_token_time)
         return True
 
     def _seq_delta(self, seq: Sequence) -> SeqDelta:

@@ -225,12 +225,6 @@ def route_rows(owner: dict[str, int], rows: TokenRows | None, n: int) -> list[To
     if rows is None:
         return [None] * n
     routed = [TokenRows() for _ in range(n)]
-    columns = zip(rows.request_ids, rows.token_ids, rows.logprobs, rows.entropies, rows.token_times, strict=True)
-    for rid, tok, lp, h, at in columns:
-        own = routed[owner.get(rid, 0)]
-        own.request_ids.append(rid)
-        own.token_ids.append(tok)
-        own.logprobs.append(lp)
-        own.entropies.append(h)
-        own.token_times.append(at)
+    for entry in rows.entries():
+        routed[owner.get(entry[0], 0)].add(*entry)
     return [r if r.request_ids else None for r in routed]

@@ -83,6 +83,17 @@ class TokenRows(msgspec.Struct, array_like=True):
     entropies: list[float] = []
     token_times: list[float] = []
 
+    def add(self, request_id: str, token_id: int, logprob: float, entropy: float, token_time: float) -> None:
+        self.request_ids.append(request_id)
+        self.token_ids.append(token_id)
+        self.logprobs.append(logprob)
+        self.entropies.append(entropy)
+        self.token_times.append(token_time)
+
+    def entries(self):
+        """(request id, token id, logprob, entropy, token time) per row."""
+        return zip(self.request_ids, self.token_ids, self.logprobs, self.entropies, self.token_times, strict=True)
+
 
 class StepOutputs(msgspec.Struct, tag="step", array_like=True):
     deltas: list[RequestDelta]

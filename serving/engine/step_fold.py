@@ -10,8 +10,9 @@ from dataclasses import dataclass
 
 from serving.engine.async_engine import EngineStepError
 from serving.engine.frontend_outputs import FrontRequest, next_output, output_for
-from serving.engine.messages import StepOutputs, TokenRows
+from serving.engine.messages import StepOutputs
 from serving.engine.output_slot import OutputSlot
+from serving.outputs import RequestOutput
 
 # event loop -> (slot, output or exception) pairs to hand to it
 PerLoop = dict[asyncio.AbstractEventLoop, list]
@@ -31,18 +32,15 @@ def fold_step(requests: dict[str, LiveRequest], msg: StepOutputs) -> tuple[PerLo
     stop_aborts: list[str] = []
     for delta in msg.deltas:
         live = requests.get(delta.request_id)
-        if live is None:  # already answered (stop string, abort): the core's echo
-            continue
-        out = next_output(live.front, live.slot, delta)
-        if out is None:  # its reader is behind: the next output carries this step's text
-            continue
-        if out.finished:
-            del requests[delta.request_id]
-            if not delta.finished:
-                stop_aborts.append(delta.request_id)
-        per_loop.setdefault(live.loop, []).append((live.slot, out))
+        if live is not None:  # else already answered (stop string, abort): the core's echo
+            _hand(requests, delta.request_id, live, next_output(live.front, live.slot, delta), delta.finished,
+                  per_loop, stop_aborts)
     if msg.rows is not None:
-        _fold_rows(requests, msg.rows, per_loop, stop_aborts)
+        for rid, token_id, logprob, entropy, token_time in msg.rows.entries():
+            live = requests.get(rid)
+            if live is not None:  # a row never finishes a request in the core
+                finished = live.front.fold_token(token_id, logprob, entropy, token_time)
+                _hand(requests, rid, live, output_for(live.front, live.slot, finished), False, per_loop, stop_aborts)
     for failure in msg.failed:
         live = requests.pop(failure.request_id, None)
         if live is not None:
@@ -52,16 +50,14 @@ def fold_step(requests: dict[str, LiveRequest], msg: StepOutputs) -> tuple[PerLo
     return per_loop, stop_aborts
 
 
-def _fold_rows(requests: dict[str, LiveRequest], rows: TokenRows, per_loop: PerLoop, stop_aborts: list[str]) -> None:
-    columns = zip(rows.request_ids, rows.token_ids, rows.logprobs, rows.entropies, rows.token_times, strict=True)
-    for rid, token_id, logprob, entropy, token_time in columns:
-        live = requests.get(rid)
-        if live is None:
-            continue
-        out = output_for(live.front, live.slot, live.front.fold_token(token_id, logprob, entropy, token_time))
-        if out is None:
-            continue
-        if out.finished:  # a stop string: the core never finishes a request in a row
-            del requests[rid]
+def _hand(requests: dict[str, LiveRequest], rid: str, live: LiveRequest, out: RequestOutput | None,
+          core_finished: bool, per_loop: PerLoop, stop_aborts: list[str]) -> None:
+    """Queue `out` for its stream (None: the reader is behind, the next output carries this
+    text); a request finished here but not in the core (a stop string) is listed for an abort."""
+    if out is None:
+        return
+    if out.finished:
+        del requests[rid]
+        if not core_finished:
             stop_aborts.append(rid)
-        per_loop.setdefault(live.loop, []).append((live.slot, out))
+    per_loop.setdefault(live.loop, []).append((live.slot, out))
