@@ -6,8 +6,9 @@
 # after start-up, then a warm one; SmolLM2), burst16 (the same from 16 client processes instead of
 # 4: shows whether the clients bound the TTFT), qburst (the burst on the Qwen3-4B shape), s64 q64
 # (64 and 256 streams, a server each whose max_num_seqs is the concurrency, as the offline engine
-# it is compared with), s256x4 (SmolLM2 at 256 streams with 4 API servers). The ratio runs (s64,
-# q64, s256x4) take 1,536 jobs and two offline passes: 512-job runs last 2-5 s and vary by a fifth
+# it is compared with), s64x2 (s64 with 2 API servers: at 64 streams one API process can be the
+# limit), s256x4 (SmolLM2 at 256 streams with 4 API servers). The ratio runs (s64,
+# s64x2, q64, s256x4) take 1,536 jobs and two offline passes: 512-job runs last 2-5 s and vary by a fifth
 # from run to run. Each call at most 10 minutes: q1 s1 burst; s64 s256x4; q64 alone.
 set -u
 commit=${1:?the commit the tree is at}
@@ -37,6 +38,8 @@ for run in $runs; do
       --client-procs 16 ;;
     qburst) serve qburst 150 --shape qwen3-4b --concurrency 64,64 --num-prompts 64 --input-len 32 --output-len 64 ;;
     s64) serve s64 330 --shape smollm2-135m --server-per-concurrency --concurrency 64,256 --num-prompts 1536 --input-len 128 --output-len 256 ;;
+    s64x2) serve s64x2 330 --shape smollm2-135m --api-server-count 2 --server-per-concurrency --concurrency 64,256 \
+      --num-prompts 1536 --input-len 128 --output-len 256 ;;
     s256x4) serve s256x4 260 --shape smollm2-135m --api-server-count 4 --concurrency 256 --num-prompts 1536 \
       --input-len 128 --output-len 256 ;;
     q64) serve q64 480 --shape qwen3-4b --server-per-concurrency --concurrency 64,256 --num-prompts 1536 --input-len 128 --output-len 256 ;;
