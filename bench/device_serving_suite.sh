@@ -9,7 +9,8 @@
 # it is compared with), s64x2 (s64 with 2 API servers: at 64 streams one API process can be the
 # limit), s256x4 (SmolLM2 at 256 streams with 4 API servers). The ratio runs (s64,
 # s64x2, q64, s256x4) take 1,536 jobs and two offline passes: 512-job runs last 2-5 s and vary by a fifth
-# from run to run. Each call at most 10 minutes: q1 s1 burst; s64 s256x4; q64 alone.
+# from run to run. Groups that fit a 10-minute call: q1 s1 burst qburst; the GPU tests and s256x4;
+# s64; s64x2 q64.
 set -u
 commit=${1:?the commit the tree is at}
 shift
@@ -28,6 +29,7 @@ serve() {  # serve NAME SECONDS ARGS...: one bench_serving run
   grep "^| sep" "$out/$name.txt" || tail -n 30 "$out/$name.txt"
 }
 
+ratio_jobs=(--num-prompts 1536 --input-len 128 --output-len 256)  # the ratio runs' jobs
 runs=${*:-q1 s1 burst s64 q64}
 for run in $runs; do
   case $run in
@@ -37,12 +39,10 @@ for run in $runs; do
     burst16) serve burst16 120 --shape smollm2-135m --concurrency 64,64 --num-prompts 64 --input-len 32 --output-len 64 \
       --client-procs 16 ;;
     qburst) serve qburst 150 --shape qwen3-4b --concurrency 64,64 --num-prompts 64 --input-len 32 --output-len 64 ;;
-    s64) serve s64 330 --shape smollm2-135m --server-per-concurrency --concurrency 64,256 --num-prompts 1536 --input-len 128 --output-len 256 ;;
-    s64x2) serve s64x2 330 --shape smollm2-135m --api-server-count 2 --server-per-concurrency --concurrency 64,256 \
-      --num-prompts 1536 --input-len 128 --output-len 256 ;;
-    s256x4) serve s256x4 260 --shape smollm2-135m --api-server-count 4 --concurrency 256 --num-prompts 1536 \
-      --input-len 128 --output-len 256 ;;
-    q64) serve q64 480 --shape qwen3-4b --server-per-concurrency --concurrency 64,256 --num-prompts 1536 --input-len 128 --output-len 256 ;;
+    s64) serve s64 330 --shape smollm2-135m --server-per-concurrency --concurrency 64,256 "${ratio_jobs[@]}" ;;
+    s64x2) serve s64x2 330 --shape smollm2-135m --api-server-count 2 --server-per-concurrency --concurrency 64,256 "${ratio_jobs[@]}" ;;
+    s256x4) serve s256x4 260 --shape smollm2-135m --api-server-count 4 --concurrency 256 "${ratio_jobs[@]}" ;;
+    q64) serve q64 480 --shape qwen3-4b --server-per-concurrency --concurrency 64,256 "${ratio_jobs[@]}" ;;
     *) echo "unknown run $run" ;;
   esac
 done
