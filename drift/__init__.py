@@ -7,7 +7,7 @@ Entry points:
     drift.calibrate  calibrate_baseline(baseline, window_size=...) (thresholds from its own noise)
     drift.job        run_drift(baseline, current_frame, segment_by=..., rng_seed=...) -> DriftReport
     drift.rules      DEFAULT_RULES, rules_from_dicts(), merge_rules()
-    drift.registry   TestSpec, register(), get_test(name), tests_for(kind)
+    drift.registry   TestSpec, register(), get_test(name), tests_for(kind), decide() (tests: drift.stattests)
     drift.clusters   fit_clusters(), detect_clusters()
     drift.embed      embed_texts(texts) (offline MiniLM, 384-d)
     drift.errors     InputError: the one exception for input the drift code cannot use

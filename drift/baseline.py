@@ -16,15 +16,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from drift.battery import Frozen, Levels
-from drift.categorical import category_levels
+from drift.battery_inputs import Frozen, Levels
+from drift.categories import category_levels
 from drift.clusters import ClusterModel, fit_clusters
 from drift.codec import decode_array, encode_array
 from drift.features import EmbeddingBlock, FeatureSet, extract_features
-from drift.mmd import MAX_SAMPLES, MMDReference, prepare_reference
-from drift.psi import psi_edges
 from drift.result import jsonable
-from drift.wasserstein import reference_scale
+from drift.stattests.mmd import MAX_SAMPLES, MMDReference, prepare_reference
+from drift.stattests.psi import psi_edges
+from drift.stattests.wasserstein import reference_scale
 from drift.weights import Population, population_sample
 
 DEFAULT_MAX_SAMPLES = 100_000

@@ -1,82 +1,33 @@
 """Every test between two feature sets: the unit the job (per segment), baseline validation
 (first half vs second half) and calibration (chunk vs rest) all run.
 
-Numeric features get PSI, KS and normalised Wasserstein (KS p-values Benjamini–Hochberg
-adjusted across the features of this pair), eval scores also the eval trend; categoricals get
-chi-square and Jensen–Shannon; embeddings get MMD and, with a cluster model, the new-cluster
-and cluster-growth checks; prompt embeddings also the cluster-mix test, and responses the
-prompt-conditioned MMD (drift.prompt_response). Results carry the feature name; the caller
-sets the segment.
+The tests come from the registry by kind: numeric features get the numeric tests (PSI, KS,
+normalised Wasserstein; KS p-values Benjamini–Hochberg adjusted across the features of this
+pair), eval scores also the eval trend; categoricals the categorical tests (chi-square,
+Jensen–Shannon); embeddings the embedding tests run per feature (MMD) and, with a cluster
+model, the new-cluster and cluster-growth checks; prompt embeddings also the cluster-mix test,
+and responses the prompt-conditioned MMD (drift.prompt_response). Results carry the feature
+name; the caller sets the segment.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import Any
+from collections import defaultdict
+from dataclasses import replace
 
 import numpy as np
 
-from drift.clusters import ClusterModel, cluster_results
+from drift.battery_inputs import BatteryOptions, Frozen, Levels, TestInputs, run_test
+from drift.clusters import cluster_results
 from drift.eval_trend import eval_trend_test
 from drift.features import FeatureSet
-from drift.mmd import MMDReference
 from drift.multitest import benjamini_hochberg
 from drift.prompt_response import conditional_results, prompt_mix_results
-from drift.registry import get_test
+from drift.registry import find_test, get_test, tests_for
 from drift.result import TestResult
+from drift.stattests.mmd import MMDReference
 
-NUMERIC_TESTS = ("psi", "ks", "wasserstein")
-CATEGORICAL_TESTS = ("chi2", "js")
-
-
-@dataclass
-class Frozen:
-    """What the baseline froze: PSI edges, Wasserstein scales, category levels, clusters."""
-
-    psi_edges: dict[str, np.ndarray] = field(default_factory=dict)
-    scales: dict[str, float] = field(default_factory=dict)
-    levels: dict[str, list[str]] = field(default_factory=dict)
-    clusters: dict[str, ClusterModel] = field(default_factory=dict)
-
-
-@dataclass
-class Levels:
-    """Thresholds and effect floors by test then feature; missing entries use the spec default."""
-
-    thresholds: dict[str, dict[str, float]] = field(default_factory=dict)
-    effect_floors: dict[str, dict[str, float]] = field(default_factory=dict)
-    min_samples: dict[str, int] = field(default_factory=dict)
-
-    def threshold(self, test: str, feature: str) -> float:
-        by_test = self.thresholds.get(test, {})
-        return by_test.get(feature, by_test.get("*", get_test(test).default_threshold))
-
-    def floor(self, test: str, feature: str) -> float | None:
-        by_test = self.effect_floors.get(test, {})
-        return by_test.get(feature, by_test.get("*"))
-
-    def need(self, test: str) -> int:
-        return self.min_samples.get(test, get_test(test).min_samples)
-
-
-@dataclass
-class BatteryOptions:
-    mmd_permutations: int = 999
-    mmd_max_samples: int = 2000
-    eval_alpha: float = 0.01
-    eval_drop: float = 0.05
-    eval_window_days: float = 7.0
-    eval_min_samples: int = 20
-    cluster_min_samples: int = 50
-    cluster_kwargs: dict[str, Any] = field(default_factory=dict)
-    tests: tuple[str, ...] | None = None  # restrict to these test names (None: all)
-
-    def wants(self, name: str) -> bool:
-        return self.tests is None or name in self.tests
-
-
-def _finite(x: np.ndarray) -> np.ndarray:
-    return x[np.isfinite(x)]
+__all__ = ["BatteryOptions", "Frozen", "Levels", "run_battery"]
 
 
 def run_battery(
@@ -90,76 +41,58 @@ def run_battery(
     options: BatteryOptions | None = None,
 ) -> list[TestResult]:
     opt = options or BatteryOptions()
+    inputs = TestInputs(frozen=frozen, levels=levels, options=opt, rng=rng, mmd_refs=mmd_refs or {})
     out: list[TestResult] = []
-    ks_results: list[int] = []
+    numeric = [s for s in tests_for("numeric", per_feature=True) if opt.wants(s.name)]
     for name in ref.numeric:
         if name not in cur.numeric:
             continue
         r, c = ref.numeric[name], cur.numeric[name]
-        for test in NUMERIC_TESTS:
-            if not opt.wants(test):
-                continue
-            extra: dict[str, Any] = {"min_samples": levels.need(test)}
-            if test == "psi":
-                extra["edges"] = frozen.psi_edges.get(name)
-            elif test == "wasserstein":
-                extra["scale"] = frozen.scales.get(name)
-            else:
-                extra["effect_floor"] = levels.floor(test, name)
-            res = get_test(test).run(r if test == "psi" else _finite(r),
-                                     c if test == "psi" else _finite(c),
-                                     threshold=levels.threshold(test, name), rng=rng, **extra)
-            if test == "ks" and not res.insufficient:
-                ks_results.append(len(out))
-            out.append(res.with_context(feature=name))
+        out += [run_test(spec, name, r, c, inputs) for spec in numeric]
         if name.startswith("eval_") and opt.wants("eval_trend"):
             res = eval_trend_test(r, c, threshold=opt.eval_drop, timestamps=cur.timestamps,
                                   alpha=opt.eval_alpha, window_days=opt.eval_window_days,
                                   min_samples=opt.eval_min_samples)
             out.append(res.with_context(feature=name))
-    _adjust_ks(out, ks_results)
+    adjust_across_features(out)
 
+    categorical = [s for s in tests_for("categorical", per_feature=True) if opt.wants(s.name)]
     for name in ref.categorical:
         if name not in cur.categorical:
             continue
         r, c = ref.categorical_values(name), cur.categorical_values(name)
-        for test in CATEGORICAL_TESTS:
-            if not opt.wants(test):
-                continue
-            extra = {"levels": frozen.levels.get(name), "min_samples": levels.need(test)}
-            if test == "chi2":
-                extra["effect_floor"] = levels.floor(test, name)
-            res = get_test(test).run(r, c, threshold=levels.threshold(test, name), rng=rng, **extra)
-            out.append(res.with_context(feature=name))
+        out += [run_test(spec, name, r, c, inputs) for spec in categorical]
 
+    embedding = [s for s in tests_for("embedding", per_feature=True) if opt.wants(s.name)]
     for name, block in ref.embeddings.items():
         if name not in cur.embeddings:
             continue
         y = cur.embeddings[name].vectors
-        if opt.wants("mmd"):
-            res = get_test("mmd").run(
-                block.vectors, y, threshold=levels.threshold("mmd", name), rng=rng,
-                prepared=(mmd_refs or {}).get(name), n_permutations=opt.mmd_permutations,
-                max_samples=opt.mmd_max_samples, min_samples=levels.need("mmd"),
-                effect_floor=levels.floor("mmd", name))
-            out.append(res.with_context(feature=name))
+        out += [run_test(spec, name, block.vectors, y, inputs) for spec in embedding]
         if opt.wants("new_cluster") and name in frozen.clusters:
             for res in cluster_results(frozen.clusters[name], y, rng=rng,
                                        min_samples=opt.cluster_min_samples, **opt.cluster_kwargs):
                 out.append(res.with_context(feature=name))
-    out += prompt_mix_results(ref, cur, levels=levels, rng=rng, options=opt)
-    out += conditional_results(ref, cur, frozen=frozen, levels=levels, rng=rng, options=opt)
+    out += prompt_mix_results(ref, cur, inputs)
+    out += conditional_results(ref, cur, inputs)
     return out
 
 
-def _adjust_ks(results: list[TestResult], positions: list[int]) -> None:
-    """Replace the KS p-values of this family by their BH-adjusted values and re-decide."""
-    if not positions:
-        return
-    adjusted = benjamini_hochberg([results[i].p_value for i in positions])
-    for i, p_adj in zip(positions, adjusted, strict=True):
-        r = results[i]
-        floor = r.detail.get("effect_floor")
-        big_enough = floor is None or r.statistic > floor
-        results[i] = replace(r, p_value=float(p_adj), drifted=bool(p_adj <= r.threshold and big_enough),
-                             detail={**r.detail, "p_bh": float(p_adj), "family_size": len(positions)})
+def adjust_across_features(results: list[TestResult]) -> None:
+    """For each test whose spec asks for it, replace its p-values across this pair's features by
+    their Benjamini–Hochberg adjusted values and re-decide with the spec's verdict."""
+    positions: dict[str, list[int]] = defaultdict(list)
+    for i, r in enumerate(results):
+        spec = find_test(r.test)
+        if spec and spec.adjusted_across_features and not r.insufficient and r.p_value is not None:
+            positions[r.test].append(i)
+    for test, idx in positions.items():
+        spec = get_test(test)
+        adjusted = benjamini_hochberg([results[i].p_value for i in idx])
+        for i, p_adj in zip(idx, adjusted, strict=True):
+            r = results[i]
+            drifted = spec.verdict(r.statistic, float(p_adj), float(r.threshold or 0.0),
+                                   r.detail.get("effect_floor"))
+            results[i] = replace(r, p_value=float(p_adj), drifted=drifted,
+                                 detail={**r.detail, "p_bh": float(p_adj), "family_size": len(idx)})
+

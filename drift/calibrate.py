@@ -3,7 +3,7 @@
 The baseline (time-ordered) is cut into up to `max_chunks` contiguous chunks of the window size;
 each chunk is tested against the rest with every test. Then, per test and feature:
 
-- statistic tests (PSI, Wasserstein, JS): threshold = max(canonical default, the `quantile` of
+- statistic tests (PSI, Wasserstein, JS: every registered test read by its statistic): threshold = max(canonical default, the `quantile` of
   the chunk statistics, their mean + k·sd) — never below the canonical value (PSI 0.25, ...);
 - p-value tests (KS, chi-square, MMD): if chunks come out significant more often than α plus a
   3-sd binomial margin (the baseline's windows differ more than i.i.d. samples would), an
@@ -23,10 +23,8 @@ import numpy as np
 
 from drift.baseline import Baseline
 from drift.battery import BatteryOptions, Levels, run_battery
-from drift.registry import get_test
+from drift.registry import all_tests, get_test
 
-STAT_TESTS = ("psi", "wasserstein", "js")
-P_TESTS = ("ks", "chi2", "mmd")
 MIN_CHUNK = 30
 CAL_ALPHA = 0.01
 CAL_PERMUTATIONS = 199
@@ -47,7 +45,7 @@ def calibrate_baseline(
     *,
     window_size: int,
     max_chunks: int = 10,
-    mmd_chunks: int = 5,
+    costly_chunks: int = 5,
     quantile: float = 0.99,
     k_sd: float = 3.0,
     options: BatteryOptions | None = None,
@@ -67,12 +65,16 @@ def calibrate_baseline(
     base = options or BatteryOptions()
     stats_by: dict[tuple[str, str], list[float]] = defaultdict(list)
     pvals_by: dict[tuple[str, str], list[float]] = defaultdict(list)
-    # MMD at CAL_ALPHA so its permutation count can stay at CAL_PERMUTATIONS
-    plain = Levels(thresholds={"mmd": {"*": CAL_ALPHA}}, min_samples=baseline.levels.min_samples)
+    calibrated = [s for s in all_tests() if s.per_feature]
+    # p-value tests stricter than CAL_ALPHA (MMD's 0.001) run at CAL_ALPHA, so a permutation
+    # test's count can stay at CAL_PERMUTATIONS
+    plain = Levels(thresholds={s.name: {"*": CAL_ALPHA} for s in calibrated
+                               if s.direction == "p_value" and s.default_threshold < CAL_ALPHA},
+                   min_samples=baseline.levels.min_samples)
     for i, (lo, hi) in enumerate(bounds):
         idx = np.arange(fs.n)
         inside = (idx >= lo) & (idx < hi)
-        tests = ("psi", "ks", "wasserstein", "chi2", "js") + (("mmd",) if i < mmd_chunks else ())
+        tests = tuple(s.name for s in calibrated if not s.costly or i < costly_chunks)
         opt = BatteryOptions(mmd_permutations=min(base.mmd_permutations, CAL_PERMUTATIONS),
                              mmd_max_samples=base.mmd_max_samples, tests=tests)
         rng = np.random.default_rng([baseline.seed, 3, i])
@@ -82,15 +84,16 @@ def calibrate_baseline(
             if r.insufficient or r.statistic is None:
                 continue
             stats_by[(r.test, r.feature)].append(float(r.statistic))
-            if r.test in P_TESTS:
+            if get_test(r.test).direction == "p_value":
                 pvals_by[(r.test, r.feature)].append(float(r.detail.get("p_raw", r.p_value)))
 
     for (test, feature), values in stats_by.items():
         v = np.asarray(values)
-        default = get_test(test).default_threshold
+        spec = get_test(test)
+        default = spec.default_threshold
         entry: dict[str, Any] = {"n": int(v.size), "mean": float(v.mean()), "sd": float(v.std()),
                                  "quantile": float(np.quantile(v, quantile))}
-        if test in STAT_TESTS:
+        if spec.direction == "statistic":
             thr = max(default, entry["quantile"], entry["mean"] + k_sd * entry["sd"])
             baseline.levels.thresholds.setdefault(test, {})[feature] = float(thr)
             entry["threshold"] = float(thr)

@@ -20,11 +20,11 @@ import pandas as pd
 from drift.attribution import attribute_alerts
 from drift.baseline import Baseline
 from drift.battery import BatteryOptions, Frozen, run_battery
-from drift.categorical import new_values_test
 from drift.errors import InputError
 from drift.eval_trend import eval_trend_test
 from drift.features import MULTI_VALUED, EmbeddingBlock, FeatureSet, extract_features
 from drift.formatting import clean_text, fmt_num
+from drift.new_values import new_values_test
 from drift.report import DriftReport, ProposedAlert
 from drift.result import ALL, TestResult
 from drift.rules import DEFAULT_RULES, Rule

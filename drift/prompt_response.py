@@ -1,7 +1,7 @@
 """The battery's prompt-mix and prompt-conditioned response tests for one pair of feature sets.
 
-Prompt side: `cluster_mix` on the prompt embeddings (drift.cluster_proportions). Response
-side, with prompts held to the same clusters: `conditional_mmd` (drift.conditional) on the
+Prompt side: `cluster_mix` on the prompt embeddings (drift.stattests.cluster_mix). Response
+side, with prompts held to the same clusters: `conditional_mmd` (drift.stattests.conditional_mmd) on the
 response embeddings and on "response_stats", the token statistics one row per sample
 (mean logprob, mean entropy, log completion tokens, log response length; each standardised
 by the reference's mean and sd). Strata are the frozen baseline prompt clusters; rows without
@@ -11,16 +11,13 @@ a prompt embedding take no part in the conditional tests.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from drift.battery_inputs import Frozen, TestInputs, run_test
 from drift.features import FeatureSet
 from drift.registry import get_test
 from drift.result import TestResult
-
-if TYPE_CHECKING:
-    from drift.battery import BatteryOptions, Frozen, Levels
 
 PROMPT = "prompt_embedding"
 RESPONSE = "response_embedding"
@@ -67,22 +64,17 @@ def _on_rows(values: np.ndarray, rows: np.ndarray, strata: tuple[np.ndarray, np.
     return values[in_values], s_labels[in_strata]
 
 
-def prompt_mix_results(ref: FeatureSet, cur: FeatureSet, *, levels: Levels, rng: np.random.Generator,
-                       options: BatteryOptions) -> list[TestResult]:
-    if not options.wants("cluster_mix") or PROMPT not in ref.embeddings or PROMPT not in cur.embeddings:
+def prompt_mix_results(ref: FeatureSet, cur: FeatureSet, inputs: TestInputs) -> list[TestResult]:
+    if not inputs.options.wants("cluster_mix") or PROMPT not in ref.embeddings or PROMPT not in cur.embeddings:
         return []
-    res = get_test("cluster_mix").run(
-        ref.embeddings[PROMPT].vectors, cur.embeddings[PROMPT].vectors,
-        threshold=levels.threshold("cluster_mix", PROMPT), rng=rng,
-        min_samples=levels.need("cluster_mix"), effect_floor=levels.floor("cluster_mix", PROMPT))
-    return [res.with_context(feature=PROMPT)]
+    return [run_test(get_test("cluster_mix"), PROMPT, ref.embeddings[PROMPT].vectors,
+                     cur.embeddings[PROMPT].vectors, inputs)]
 
 
-def conditional_results(ref: FeatureSet, cur: FeatureSet, *, frozen: Frozen, levels: Levels,
-                        rng: np.random.Generator, options: BatteryOptions) -> list[TestResult]:
-    if not options.wants("conditional_mmd"):
+def conditional_results(ref: FeatureSet, cur: FeatureSet, inputs: TestInputs) -> list[TestResult]:
+    if not inputs.options.wants("conditional_mmd"):
         return []
-    ref_strata, cur_strata = prompt_strata(ref, frozen), prompt_strata(cur, frozen)
+    ref_strata, cur_strata = prompt_strata(ref, inputs.frozen), prompt_strata(cur, inputs.frozen)
     if ref_strata is None or cur_strata is None:
         return []
     pairs: list[tuple[str, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
@@ -96,11 +88,8 @@ def conditional_results(ref: FeatureSet, cur: FeatureSet, *, frozen: Frozen, lev
     for name, rv, rrows, cv, crows in pairs:
         x, sx = _on_rows(rv, rrows, ref_strata)
         y, sy = _on_rows(cv, crows, cur_strata)
-        res = spec.run(x, y, threshold=levels.threshold("conditional_mmd", name), rng=rng,
-                       ref_strata=sx, cur_strata=sy, n_permutations=options.mmd_permutations,
-                       min_samples=levels.need("conditional_mmd"),
-                       effect_floor=levels.floor("conditional_mmd", name))
+        res = run_test(spec, name, x, y, inputs, ref_strata=sx, cur_strata=sy)
         if name == RESPONSE_STATS and not res.insufficient:
             res = replace(res, detail={**res.detail, "columns": cols})
-        out.append(res.with_context(feature=name))
+        out.append(res)
     return out

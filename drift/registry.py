@@ -1,29 +1,56 @@
-"""The registry of drift tests: a spec per test and one pure function signature for all.
+"""The registry of drift tests: each test is one module in drift.stattests with one TestSpec.
 
-Every test is `func(reference, current, *, threshold, rng, **frozen) -> TestResult`, where
-`frozen` carries what the baseline froze for it (PSI bin edges, category levels, the MMD
-bandwidth and reference kernel cache). `direction` says how `threshold` is read:
-"statistic" — drift when statistic > threshold; "p_value" — drift when p ≤ threshold.
+Every test is `func(reference, current, *, threshold, rng, min_samples, **frozen) -> TestResult`.
+The spec says everything the battery and calibration need to run it without naming it:
+
+- `kind`: which features it applies to (numeric, categorical, embedding);
+- `direction`: how `threshold` is read — "statistic": drift when statistic > threshold;
+  "p_value": drift when p ≤ threshold and the statistic is above the calibrated effect floor
+  (p-value tests take `effect_floor`); `verdict` is that one rule, which every test applies;
+- `args`: the frozen arguments for one feature (PSI edges, category levels, MMD reference);
+- `per_feature`: run on each feature of its kind by the battery (the prompt-mix and
+  prompt-conditioned tests are run by drift.prompt_response instead);
+- `adjusted_across_features`: its p-values are Benjamini–Hochberg adjusted across the features
+  of one segment (KS); `costly`: calibration runs it on a few chunks only (MMD).
+
+Adding a test is one module in drift/stattests that calls `register` (found by discovery).
 """
 
 from __future__ import annotations
 
 import importlib
+import pkgutil
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from drift.result import TestResult
 
+if TYPE_CHECKING:
+    from drift.battery_inputs import TestInputs
+
 Kind = Literal["numeric", "categorical", "embedding"]
 Direction = Literal["statistic", "p_value"]
 TestFunc = Callable[..., TestResult]
+ArgsFunc = Callable[["TestInputs", str], dict[str, Any]]
 
-_BUILTIN_MODULES = ("drift.psi", "drift.ks", "drift.wasserstein", "drift.categorical", "drift.mmd",
-                    "drift.cluster_proportions", "drift.conditional")
+BUILTIN_PACKAGE = "drift.stattests"
+
+
+def decide(direction: Direction, statistic: float | None, p_value: float | None,
+           threshold: float, effect_floor: float | None = None) -> bool:
+    """The one drift verdict: statistic above threshold, or p at most alpha with a big effect."""
+    if direction == "statistic":
+        return statistic is not None and bool(statistic > threshold)
+    big_enough = effect_floor is None or (statistic is not None and statistic > effect_floor)
+    return p_value is not None and bool(p_value <= threshold and big_enough)
+
+
+def no_args(inputs: TestInputs, feature: str) -> dict[str, Any]:
+    return {}
 
 
 @dataclass(frozen=True)
@@ -43,6 +70,18 @@ class TestSpec:
     min_samples: int
     func: TestFunc
     description: str = ""
+    args: ArgsFunc = no_args
+    per_feature: bool = True
+    adjusted_across_features: bool = False
+    costly: bool = False
+
+    @property
+    def takes_effect_floor(self) -> bool:
+        return self.direction == "p_value"
+
+    def verdict(self, statistic: float | None, p_value: float | None, threshold: float,
+                effect_floor: float | None = None) -> bool:
+        return decide(self.direction, statistic, p_value, threshold, effect_floor)
 
     def run(
         self,
@@ -51,7 +90,7 @@ class TestSpec:
         *,
         threshold: float | None = None,
         rng: np.random.Generator | int | None = None,
-        **frozen,
+        **frozen: Any,
     ) -> TestResult:
         rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
         thr = self.default_threshold if threshold is None else float(threshold)
@@ -77,25 +116,33 @@ def _ensure_builtins() -> None:
         return
     with _loading:
         if not _loaded:
-            for name in _BUILTIN_MODULES:
-                importlib.import_module(name)
+            package = importlib.import_module(BUILTIN_PACKAGE)
+            for info in pkgutil.iter_modules(package.__path__, BUILTIN_PACKAGE + "."):
+                importlib.import_module(info.name)
             _loaded = True
 
 
+def find_test(name: str) -> TestSpec | None:
+    """The spec of a registered test; None for results of checks outside the registry."""
+    _ensure_builtins()
+    return _REGISTRY.get(name)
+
+
 def get_test(name: str) -> TestSpec:
-    _ensure_builtins()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
+    spec = find_test(name)
+    if spec is None:
         known = ", ".join(sorted(_REGISTRY))
-        raise KeyError(f"unknown drift test {name!r}; registered: {known}") from None
+        raise KeyError(f"unknown drift test {name!r}; registered: {known}")
+    return spec
 
 
-def tests_for(kind: Kind) -> list[TestSpec]:
+def tests_for(kind: Kind, *, per_feature: bool | None = None) -> list[TestSpec]:
+    """The registered tests of `kind` (optionally only those run per feature), in a stable order."""
     _ensure_builtins()
-    return [spec for spec in _REGISTRY.values() if spec.kind == kind]
+    return [spec for spec in all_tests()
+            if spec.kind == kind and (per_feature is None or spec.per_feature == per_feature)]
 
 
 def all_tests() -> list[TestSpec]:
     _ensure_builtins()
-    return list(_REGISTRY.values())
+    return sorted(_REGISTRY.values(), key=lambda s: (s.kind, s.name))

@@ -88,7 +88,7 @@ DRIFT_RULES: tuple[Rule, ...] = (
          "prompts fill the baseline's fine clusters differently (e.g. a silent rewording)"),
     Rule("response_conditional_mmd", "conditional_mmd", ("response_embedding", "response_stats"),
          "high", "model", "responses changed within matched prompt clusters"),
-    # a value the baseline never had (drift.categorical.new_values_test), named in the summary
+    # a value the baseline never had (drift.new_values.new_values_test), named in the summary
     _new_value("new_model_version", ("model_version",), "high", "model", "a model version"),
     _new_value("new_prompt_version", ("prompt_version",), "moderate", "prompt", "a prompt version"),
     _new_value("new_segment", ("tenant", "segment"), "review", "persona", "a tenant or segment"),

@@ -9,13 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from drift.cluster_proportions import (
+from drift.registry import get_test
+from drift.stattests.cluster_mix import (
     cluster_mix_test,
     homogeneity_chi2,
     partition_for,
     pool_small_cells,
 )
-from drift.registry import get_test
 
 DIM = 32
 _WORLD = np.random.default_rng(1)

@@ -10,12 +10,12 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from drift.battery import BatteryOptions, Frozen, Levels
+from drift.battery_inputs import BatteryOptions, Frozen, Levels, TestInputs
 from drift.clusters import fit_clusters
-from drift.conditional import stratified_mmd_test
 from drift.features import extract_features
 from drift.prompt_response import conditional_results
 from drift.registry import get_test
+from drift.stattests.conditional_mmd import stratified_mmd_test
 
 PD, RD = 32, 16
 _W = np.random.default_rng(11)
@@ -109,8 +109,8 @@ def test_model_change_with_prompts_steady_is_found(world):
     opt, levels = BatteryOptions(), Levels()
 
     def detected(change):
-        results = conditional_results(ref, extract_features(frame(rng, 300, change)),
-                                      frozen=frozen, levels=levels, rng=rng, options=opt)
+        inputs = TestInputs(frozen=frozen, levels=levels, options=opt, rng=rng)
+        results = conditional_results(ref, extract_features(frame(rng, 300, change)), inputs)
         assert {r.feature for r in results} == {"response_embedding", "response_stats"}
         return any(r.drifted for r in results)
 
@@ -127,6 +127,6 @@ def test_prompt_mix_change_alone_moves_plain_mmd_but_not_conditional(world):
     plain = get_test("mmd").run(ref.embeddings["response_embedding"].vectors,
                                 cur.embeddings["response_embedding"].vectors, rng=rng)
     assert plain.drifted
-    results = conditional_results(ref, cur, frozen=frozen, levels=Levels(), rng=rng,
-                                  options=BatteryOptions())
+    results = conditional_results(ref, cur, TestInputs(frozen=frozen, levels=Levels(),
+                                                        options=BatteryOptions(), rng=rng))
     assert not any(r.drifted for r in results), [(r.feature, r.p_value) for r in results]

@@ -24,9 +24,9 @@ from odd_windows import QUIRKS, fake_embed, odd_pair, write_records
 
 from dashboards.report.build import write_run_report
 from drift.baseline import build_baseline
-from drift.categorical import new_values_test
 from drift.errors import InputError
 from drift.job import DEFAULT_SEGMENT_BY, propose_alerts, run_drift
+from drift.new_values import new_values_test
 from drift.rules import DEFAULT_RULES
 from vigil.check_cli import EXIT_BAD_INPUT, EXIT_DRIFT, EXIT_OK, check_command
 

@@ -12,12 +12,12 @@ from scipy import stats
 from scipy.spatial.distance import cdist
 
 from drift import registry
-from drift.categorical import OTHER, category_levels
-from drift.mmd import median_bandwidth
+from drift.categories import OTHER, category_levels
 from drift.multitest import benjamini_hochberg
-from drift.psi import psi_edges
 from drift.registry import get_test
-from drift.wasserstein import w1_distance
+from drift.stattests.mmd import median_bandwidth
+from drift.stattests.psi import psi_edges
+from drift.stattests.wasserstein import w1_distance
 
 
 def hand_psi(ref: np.ndarray, cur: np.ndarray, edges: np.ndarray, eps: float = 1e-4) -> float:
@@ -148,7 +148,7 @@ def test_mmd_permutation_p_value_matches_brute_force_permutations():
     """The vectorised permutations equal re-running the brute force on each permuted split."""
     import torch
 
-    from drift.mmd import _as_tensor, permutation_mmd2, rbf_kernel
+    from drift.stattests.mmd import _as_tensor, permutation_mmd2, rbf_kernel
     rng = np.random.default_rng(6)
     x, y = rng.normal(size=(30, 4)), rng.normal(0.3, 1, size=(25, 4))
     pooled = np.vstack([x, y])

@@ -11,10 +11,15 @@ small segments lean on PSI, whose floor is exact.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
-from drift.registry import TestSpec, register
+from drift.registry import TestSpec, decide, register
 from drift.result import TestResult, insufficient
+
+if TYPE_CHECKING:
+    from drift.battery_inputs import TestInputs
 
 NOISE_COEF = 2.7
 
@@ -73,10 +78,14 @@ def wasserstein_test(
         statistic=value,
         p_value=None,
         threshold=applied,
-        drifted=bool(value > applied),
+        drifted=decide("statistic", value, None, applied),
         detail={"scale": scale, "noise_floor": noise,
                 "n_reference": int(ref.size), "n_current": int(cur.size)},
     )
+
+
+def frozen_args(inputs: TestInputs, feature: str) -> dict[str, Any]:
+    return {"scale": inputs.frozen.scales.get(feature)}
 
 
 SPEC = register(
@@ -87,6 +96,7 @@ SPEC = register(
         default_threshold=0.1,
         min_samples=30,
         func=wasserstein_test,
+        args=frozen_args,
         description="Wasserstein-1 distance / reference standard deviation",
     )
 )

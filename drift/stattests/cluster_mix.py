@@ -29,7 +29,7 @@ from scipy import stats
 from sklearn.cluster import KMeans
 from threadpoolctl import threadpool_limits
 
-from drift.registry import TestSpec, register
+from drift.registry import TestSpec, decide, register
 from drift.result import TestResult, insufficient
 
 MIN_EXPECTED = 5.0
@@ -175,7 +175,6 @@ def cluster_mix_test(
     outside = np.array([[ref_counts[-1], ref_counts[:-1].sum()], [cur_counts[-1], cur_counts[:-1].sum()]])
     stat_out, _, p_out = homogeneity_chi2(outside)
     p = min(1.0, 2.0 * min(p_cells, p_out))  # Bonferroni over the two views of one table
-    big_enough = effect_floor is None or stat > effect_floor
     ref_share, cur_share = ref_counts / ref_counts.sum(), cur_counts / cur_counts.sum()
     top = np.argsort(-(cur_share - ref_share), kind="stable")[:3]
     return TestResult(
@@ -183,7 +182,7 @@ def cluster_mix_test(
         statistic=stat,
         p_value=p,
         threshold=threshold,
-        drifted=bool(p <= threshold and big_enough),
+        drifted=decide("p_value", stat, p, threshold, effect_floor),
         detail={"dof": dof, "p_raw": p, "p_cells": p_cells, "p_outside": p_out,
                 "outside_statistic": stat_out, "cells": part.k, "groups": int(table.shape[1]),
                 "baseline_outside_share": float(ref_share[-1]),
@@ -204,6 +203,7 @@ SPEC = register(
         default_threshold=0.001,
         min_samples=50,
         func=cluster_mix_test,
+        per_feature=False,  # prompt embeddings only: drift.prompt_response runs it
         description="chi-square homogeneity of occupancy of fine baseline k-means cells",
     )
 )

@@ -15,12 +15,16 @@ divergence) holds from ~200 samples but is 2x too low at 60, where empty bins hi
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy import stats
 
-from drift.registry import TestSpec, register
+from drift.registry import TestSpec, decide, register
 from drift.result import TestResult, insufficient
+
+if TYPE_CHECKING:
+    from drift.battery_inputs import TestInputs
 
 EPSILON = 1e-4
 DEFAULT_BINS = 10
@@ -117,7 +121,7 @@ def psi_test(
         statistic=value,
         p_value=None,
         threshold=applied,
-        drifted=bool(value > applied),
+        drifted=decide("statistic", value, None, applied),
         detail={
             "bins": n_bins,
             "level": "major" if value > 0.25 else "minor" if value > MINOR else "none",
@@ -129,6 +133,10 @@ def psi_test(
     )
 
 
+def frozen_args(inputs: TestInputs, feature: str) -> dict[str, Any]:
+    return {"edges": inputs.frozen.psi_edges.get(feature)}
+
+
 SPEC = register(
     TestSpec(
         name="psi",
@@ -137,6 +145,7 @@ SPEC = register(
         default_threshold=0.25,
         min_samples=50,
         func=psi_test,
+        args=frozen_args,
         description="Population Stability Index on reference-quantile bins",
     )
 )

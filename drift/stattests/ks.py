@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from drift.registry import TestSpec, register
+from drift.registry import TestSpec, decide, register
 from drift.result import TestResult, insufficient
 
 
@@ -29,13 +29,12 @@ def ks_test(
         return insufficient("ks", threshold, ref.size, cur.size, min_samples)
     res = stats.ks_2samp(ref, cur)
     stat, p = float(res.statistic), float(res.pvalue)
-    big_enough = effect_floor is None or stat > effect_floor
     return TestResult(
         test="ks",
         statistic=stat,
         p_value=p,
         threshold=threshold,
-        drifted=bool(p <= threshold and big_enough),
+        drifted=decide("p_value", stat, p, threshold, effect_floor),
         detail={"n_reference": int(ref.size), "n_current": int(cur.size), "p_raw": p,
                 "effect_floor": effect_floor},
     )
@@ -49,6 +48,7 @@ SPEC = register(
         default_threshold=0.01,
         min_samples=20,
         func=ks_test,
+        adjusted_across_features=True,
         description="two-sample Kolmogorov–Smirnov (scipy), Benjamini–Hochberg across features",
     )
 )

@@ -9,7 +9,7 @@ baseline/window labels only within each stratum (a row's stratum never changes, 
 are fixed), which is exact under "same responses given the prompt cluster":
 p = (1 + #{permuted ≥ observed}) / (1 + B).
 
-The kernel is the RBF of drift.mmd, bandwidth by the median heuristic on the reference only.
+The kernel is the RBF of drift.stattests.mmd, bandwidth by the median heuristic on the reference only.
 Strata with fewer than `min_stratum` rows on either side are left out (recorded); each side of
 a stratum is capped at `max_per_stratum` rows by a seeded subsample. Used on response
 embeddings and on the standardised token statistics (logprob, entropy, lengths).
@@ -18,13 +18,17 @@ embeddings and on the standardised token statistics (logprob, entropy, lengths).
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
-from drift.mmd import median_bandwidth, permutation_mmd2, rbf_kernel
-from drift.registry import TestSpec, register
+from drift.registry import TestSpec, decide, register
 from drift.result import TestResult, insufficient
+from drift.stattests.mmd import median_bandwidth, permutation_mmd2, rbf_kernel
+
+if TYPE_CHECKING:
+    from drift.battery_inputs import TestInputs
 
 N_PERMUTATIONS = 999
 MAX_PER_STRATUM = 400
@@ -105,18 +109,21 @@ def stratified_mmd_test(
                             "mmd2": float(stats_s[0])})
     observed = float(total[0])
     p = (1 + int(np.sum(total[1:] >= observed))) / (1 + n_permutations)
-    big_enough = effect_floor is None or observed > effect_floor
     return TestResult(
         test="conditional_mmd",
         statistic=observed,
         p_value=p,
         threshold=threshold,
-        drifted=bool(p <= threshold and big_enough),
+        drifted=decide("p_value", observed, p, threshold, effect_floor),
         detail={"bandwidth": sigma, "n_reference": n_ref, "n_current": n_cur,
                 "strata": per_stratum, "strata_dropped": len(dropped),
                 "rows_dropped": int(sum(ix.size + iy.size for _, ix, iy in dropped)),
                 "permutations": n_permutations, "effect_floor": effect_floor},
     )
+
+
+def frozen_args(inputs: TestInputs, feature: str) -> dict[str, Any]:
+    return {"n_permutations": inputs.options.mmd_permutations}
 
 
 SPEC = register(
@@ -127,6 +134,8 @@ SPEC = register(
         default_threshold=0.001,
         min_samples=50,
         func=stratified_mmd_test,
+        args=frozen_args,
+        per_feature=False,  # needs prompt strata: drift.prompt_response runs it
         description="MMD² of responses within matched prompt clusters, stratified permutation p-value",
     )
 )

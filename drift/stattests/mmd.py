@@ -21,12 +21,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
-from drift.registry import TestSpec, register
+from drift.registry import TestSpec, decide, register
 from drift.result import TestResult, insufficient
+
+if TYPE_CHECKING:
+    from drift.battery_inputs import TestInputs
 
 MAX_SAMPLES = 2000
 N_PERMUTATIONS = 999
@@ -146,17 +150,21 @@ def mmd_test(
     observed = float(stats_all[0])
     exceed = int((stats_all[1:] >= stats_all[0]).sum())
     p = (1 + exceed) / (1 + n_permutations)
-    big_enough = effect_floor is None or observed > effect_floor
     return TestResult(
         test="mmd",
         statistic=observed,
         p_value=p,
         threshold=threshold,
-        drifted=bool(p <= threshold and big_enough),
+        drifted=decide("p_value", observed, p, threshold, effect_floor),
         detail={"bandwidth": ref.bandwidth, "n_reference": m, "n_current": n,
                 "n_current_total": n_cur_all, "permutations": n_permutations,
                 "effect_floor": effect_floor},
     )
+
+
+def frozen_args(inputs: TestInputs, feature: str) -> dict[str, Any]:
+    return {"prepared": inputs.mmd_refs.get(feature), "n_permutations": inputs.options.mmd_permutations,
+            "max_samples": inputs.options.mmd_max_samples}
 
 
 SPEC = register(
@@ -167,6 +175,8 @@ SPEC = register(
         default_threshold=0.001,
         min_samples=20,
         func=mmd_test,
+        args=frozen_args,
+        costly=True,
         description="unbiased MMD², RBF kernel (median heuristic), permutation p-value",
     )
 )

@@ -1,0 +1,88 @@
+"""What a battery run hands each test: the baseline's frozen state, the calibrated levels, the
+options, and the one call that runs a registered test on one feature with all of it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from drift.registry import TestSpec, get_test
+from drift.result import TestResult
+
+if TYPE_CHECKING:
+    from drift.clusters import ClusterModel
+    from drift.stattests.mmd import MMDReference
+
+
+@dataclass
+class Frozen:
+    """What the baseline froze: PSI edges, Wasserstein scales, category levels, clusters."""
+
+    psi_edges: dict[str, np.ndarray] = field(default_factory=dict)
+    scales: dict[str, float] = field(default_factory=dict)
+    levels: dict[str, list[str]] = field(default_factory=dict)
+    clusters: dict[str, ClusterModel] = field(default_factory=dict)
+
+
+@dataclass
+class Levels:
+    """Thresholds and effect floors by test then feature; missing entries use the spec default."""
+
+    thresholds: dict[str, dict[str, float]] = field(default_factory=dict)
+    effect_floors: dict[str, dict[str, float]] = field(default_factory=dict)
+    min_samples: dict[str, int] = field(default_factory=dict)
+
+    def threshold(self, test: str, feature: str) -> float:
+        by_test = self.thresholds.get(test, {})
+        return by_test.get(feature, by_test.get("*", get_test(test).default_threshold))
+
+    def floor(self, test: str, feature: str) -> float | None:
+        by_test = self.effect_floors.get(test, {})
+        return by_test.get(feature, by_test.get("*"))
+
+    def need(self, test: str) -> int:
+        return self.min_samples.get(test, get_test(test).min_samples)
+
+
+@dataclass
+class BatteryOptions:
+    mmd_permutations: int = 999
+    mmd_max_samples: int = 2000
+    eval_alpha: float = 0.01
+    eval_drop: float = 0.05
+    eval_window_days: float = 7.0
+    eval_min_samples: int = 20
+    cluster_min_samples: int = 50
+    cluster_kwargs: dict[str, Any] = field(default_factory=dict)
+    tests: tuple[str, ...] | None = None  # restrict to these test names (None: all)
+
+    def wants(self, name: str) -> bool:
+        return self.tests is None or name in self.tests
+
+
+@dataclass(frozen=True)
+class TestInputs:
+    """One battery run's shared inputs (the same for every feature and test)."""
+
+    __test__ = False  # not a pytest class
+
+    frozen: Frozen
+    levels: Levels
+    options: BatteryOptions
+    rng: np.random.Generator
+    mmd_refs: dict[str, MMDReference] = field(default_factory=dict)
+
+
+def run_test(spec: TestSpec, feature: str, reference: np.ndarray, current: np.ndarray,
+             inputs: TestInputs, **extra: Any) -> TestResult:
+    """Run `spec` on one feature with its calibrated threshold, floor and frozen arguments."""
+    args: dict[str, Any] = {"min_samples": inputs.levels.need(spec.name),
+                            **spec.args(inputs, feature), **extra}
+    if spec.takes_effect_floor:
+        args["effect_floor"] = inputs.levels.floor(spec.name, feature)
+    res = spec.run(reference, current, threshold=inputs.levels.threshold(spec.name, feature),
+                   rng=inputs.rng, **args)
+    return res.with_context(feature=feature)
