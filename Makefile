@@ -34,15 +34,19 @@ test-setup:
 	python3 -m vigil.doctor --fix
 
 # test-setup before install: make builds prerequisites left to right
-test: test-setup install
+test: test-setup install lint
 	$(PY) -m pytest -q -ra tests
 
 # what this machine has: Python, torch build, models, PostgreSQL, Chromium, GPU
 doctor:
 	$(if $(wildcard $(PY)),$(PY),python3) -m vigil.doctor
 
+# ruff, the package arrows of docs/architecture.md (import-linter) and types where they are
+# checked (mypy: the pure statistics first; more packages join as they come clean)
 lint: install
 	$(VENV)/bin/ruff check vigil serving drift storage alerts sidecar dashboards tests bench
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy drift
 
 bench: install
 	$(PY) -m bench.bench_ingest

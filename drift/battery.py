@@ -88,7 +88,7 @@ def adjust_across_features(results: list[TestResult]) -> None:
             positions[r.test].append(i)
     for test, idx in positions.items():
         spec = get_test(test)
-        adjusted = benjamini_hochberg([results[i].p_value for i in idx])
+        adjusted = benjamini_hochberg([float(results[i].p_value or 0.0) for i in idx])
         for i, p_adj in zip(idx, adjusted, strict=True):
             r = results[i]
             drifted = spec.verdict(r.statistic, float(p_adj), float(r.threshold or 0.0),

@@ -85,7 +85,8 @@ def calibrate_baseline(
                 continue
             stats_by[(r.test, r.feature)].append(float(r.statistic))
             if get_test(r.test).direction == "p_value":
-                pvals_by[(r.test, r.feature)].append(float(r.detail.get("p_raw", r.p_value)))
+                p_raw = r.detail.get("p_raw", r.p_value)
+                pvals_by[(r.test, r.feature)].append(float(1.0 if p_raw is None else p_raw))
 
     for (test, feature), values in stats_by.items():
         v = np.asarray(values)

@@ -162,7 +162,7 @@ def sample_weights(col: pd.Series) -> np.ndarray:
 
 def _vector(value: object, row: int, name: object) -> np.ndarray | None:
     """A row's embedding as float32, None when it has none (missing, empty, NaN/inf inside)."""
-    if value is None or isinstance(value, str | bytes) or np.ndim(value) == 0:
+    if value is None or isinstance(value, str | bytes) or np.ndim(value) == 0:  # type: ignore[arg-type]
         if value is None or (isinstance(value, float) and np.isnan(value)):
             return None
         raise InputError(f"row {row}: {name} is not a list of numbers ({type(value).__name__})")

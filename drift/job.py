@@ -48,8 +48,10 @@ def segment_values(fs: FeatureSet, key: str, limit: int) -> list[str]:
     if key not in fs.keys:
         return []
     vals = [v for v in fs.keys[key] if v is not None]
-    uniq, counts = np.unique(np.asarray(vals, dtype=str), return_counts=True) if vals else ([], [])
-    order = np.argsort(-np.asarray(counts), kind="stable")
+    if not vals:
+        return []
+    uniq, counts = np.unique(np.asarray(vals, dtype=str), return_counts=True)
+    order = np.argsort(-counts, kind="stable")
     return [str(uniq[i]) for i in order[:limit]]
 
 

@@ -83,7 +83,7 @@ class CusumDetector:
     h: float
     arl0: float
     streams: tuple[str, ...] = STREAMS
-    state: np.ndarray = field(default=None)  # (2d,) current S+ then S-
+    state: np.ndarray = field(default_factory=lambda: np.empty(0))  # (2d,) S+ then S-; empty: fresh
     seen: int = 0
     alarms: int = 0
     last_alarm_seen: int | None = None
@@ -91,9 +91,8 @@ class CusumDetector:
     def __post_init__(self) -> None:
         self.center = np.asarray(self.center, dtype=np.float64)
         self.scale = np.asarray(self.scale, dtype=np.float64)
-        if self.state is None:
-            self.state = np.zeros(2 * len(self.streams))
-        self.state = np.asarray(self.state, dtype=np.float64)
+        state = np.asarray(self.state, dtype=np.float64)
+        self.state = state if state.size else np.zeros(2 * len(self.streams))
 
     def standardise(self, values: np.ndarray) -> np.ndarray:
         z = (transform(values, self.streams) - self.center) / self.scale

@@ -91,7 +91,7 @@ def thinning_rows(weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 def population_sample(fs: FeatureSet, rng: np.random.Generator) -> Population:
     """`fs` thinned to the population mix (embeddings in step), or `fs` itself if unweighted."""
-    if is_uniform(fs.weights):
+    if fs.weights is None or is_uniform(fs.weights):
         return Population(fs)
     rows = thinning_rows(fs.weights, rng)
     info = Weighting(n_rows=fs.n, ess=effective_sample_size(fs.weights), n_kept=int(rows.size))

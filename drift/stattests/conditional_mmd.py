@@ -89,7 +89,8 @@ def stratified_mmd_test(
         raise ValueError(f"conditional_mmd: current has dimension {y.shape[1]}, reference {x.shape[1]}")
     # enough permutations that p can reach the threshold at all: min p = 1 / (1 + B)
     n_permutations = max(int(n_permutations), math.ceil(1.0 / threshold - 1.0 - 1e-9))
-    used, dropped = [], []
+    used: list[tuple[Any, np.ndarray, np.ndarray]] = []
+    dropped: list[tuple[Any, np.ndarray, np.ndarray]] = []
     for s in np.unique(np.concatenate([sx, sy])):
         ix, iy = np.flatnonzero(sx == s), np.flatnonzero(sy == s)
         (used if min(ix.size, iy.size) >= min_stratum else dropped).append((s, ix, iy))
@@ -104,7 +105,7 @@ def stratified_mmd_test(
         stats_s = stratum_statistics(x[_cap(ix, max_per_stratum, rng)], y[_cap(iy, max_per_stratum, rng)],
                                      sigma, n_permutations, rng)
         total += iy.size / n_cur * stats_s
-        per_stratum.append({"stratum": int(s) if np.issubdtype(type(s), np.integer) else str(s),
+        per_stratum.append({"stratum": int(s) if isinstance(s, int | np.integer) else str(s),
                             "n_reference": int(ix.size), "n_current": int(iy.size),
                             "mmd2": float(stats_s[0])})
     observed = float(total[0])
