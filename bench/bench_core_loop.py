@@ -26,9 +26,9 @@ import zmq
 from bench.hf_random import hf_random_model, loaded_from_hf, make_engine
 from bench.profile_host import TINY
 from bench.results_table import Table, write_results
-from serving.engine.core_outputs import TokenDeltaProcessor
-from serving.engine.core_process import CoreLoop
-from serving.engine.messages import Codec
+from serving.engine.core.token_deltas import TokenDeltaProcessor
+from serving.engine.frontend.core_process import CoreLoop
+from serving.engine.frontend.messages import Codec
 from serving.heap import freeze_startup_heap
 from serving.sampling_params import SamplingParams
 

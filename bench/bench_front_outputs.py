@@ -19,10 +19,10 @@ import argparse
 import time
 
 from bench.results_table import Table, write_results
-from serving.engine.frontend_outputs import FrontRequest, next_output
-from serving.engine.messages import Codec, RequestDelta, SeqDelta, StepOutputs, TokenRows
-from serving.engine.output_slot import OutputSlot
-from serving.engine.step_fold import LiveRequest, fold_step
+from serving.engine.frontend.messages import Codec, RequestDelta, SeqDelta, StepOutputs, TokenRows
+from serving.engine.frontend.output_slot import OutputSlot
+from serving.engine.frontend.request_text import FrontRequest, next_output
+from serving.engine.frontend.step_fold import LiveRequest, fold_step
 from serving.outputs import EngineStats
 from serving.sampling_params import SamplingParams
 

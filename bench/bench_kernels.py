@@ -162,7 +162,7 @@ def random_model(shape: str):
 
 
 def _step_fn(mode, model, caches, backend, ids, pos, meta, per):
-    from serving.cuda_graphs import GpuForward
+    from serving.engine.worker.cuda_graphs import GpuForward
 
     if mode == "eager":
         def step():

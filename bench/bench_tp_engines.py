@@ -8,7 +8,7 @@ import torch
 
 from serving.distributed.source import ModelSource
 from serving.engine.config import EngineConfig
-from serving.engine.llm_engine import LLMEngine
+from serving.engine.core.llm_engine import LLMEngine
 
 
 def make_tp_engine(shape: dict, *, tp: int, max_num_seqs: int, kv_tokens: int, kv_cache_dtype: str = "auto",

@@ -41,8 +41,8 @@ def make_engine(
     loaded, *, max_num_seqs: int, kv_tokens: int, kv_cache_dtype: str = "auto", device: str = "cuda"
 ):
     from serving.engine.config import EngineConfig
-    from serving.engine.llm_engine import LLMEngine
-    from serving.engine.runner import kv_bytes_per_block
+    from serving.engine.core.llm_engine import LLMEngine
+    from serving.engine.worker.runner import kv_bytes_per_block
 
     kv_dtype = torch.float8_e4m3fn if kv_cache_dtype == "fp8" else torch.bfloat16
     block = 16

@@ -11,7 +11,7 @@ from collections import defaultdict
 
 import torch
 
-from serving.engine import runner as runner_module
+from serving.engine.worker import runner as runner_module
 
 
 class StepPhases:

@@ -33,7 +33,7 @@ class AttentionMetadata:
     # host copies so CPU code needs no device sync
     query_lens_cpu: list[int] | None = None
     seq_lens_cpu: list[int] | None = None
-    # a prefill CUDA graph's layout (serving/cuda_graphs.py), where decode rows may sit anywhere:
+    # a prefill CUDA graph's layout (engine/worker/cuda_graphs.py), decode rows anywhere:
     # the decode kernel runs over every sequence with these lengths (0 but for one-token queries)
     # and rows (a non-decode sequence's points at a row the prefill kernel rewrites after it), and
     # the prefill kernel skips one-token queries. None: decode rows lead, `num_decode_tokens` of them.

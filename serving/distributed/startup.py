@@ -82,7 +82,7 @@ def start_tensor_parallel(
     init_timeout_s: float = DEFAULT_INIT_TIMEOUT_S,
 ) -> TensorParallel:
     """`loaded`: None (read `cfg.model_path`), a full LoadedModel, or a ModelSource."""
-    from serving.engine.runner import kv_bytes_per_block
+    from serving.engine.worker.runner import kv_bytes_per_block
     from serving.model import build_model
 
     world_size = cfg.tensor_parallel_size

@@ -14,9 +14,15 @@ from __future__ import annotations
 import torch
 
 from serving.distributed.step_channel import DeviceStep, StepChannel
-from serving.engine.prompt_logprobs import record_prompt_logprobs, wants_prompt_logprobs
-from serving.engine.runner import InflightStep, ModelRunner, SampleResult, sample_rows, take_pending
-from serving.engine.step_inputs import build_step_inputs
+from serving.engine.worker.prompt_logprobs import record_prompt_logprobs, wants_prompt_logprobs
+from serving.engine.worker.runner import (
+    InflightStep,
+    ModelRunner,
+    SampleResult,
+    sample_rows,
+    take_pending,
+)
+from serving.engine.worker.step_inputs import build_step_inputs
 
 HOST = torch.device("cpu")
 

@@ -74,7 +74,7 @@ def _start(launch, inbox: Connection, outbox: Connection):
     from serving.distributed.group import init_group
     from serving.distributed.partition import rank_config
     from serving.distributed.step_channel import StepChannel
-    from serving.engine.runner import ModelRunner
+    from serving.engine.worker.runner import ModelRunner
     from serving.kernels import pdl
     from serving.loader.shard import ShardSpec
     from serving.model import build_model

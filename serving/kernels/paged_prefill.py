@@ -10,7 +10,7 @@ sequence i owns slots from `(qsl[i] - qsl[0]) // BLOCK_M + i`, which leaves room
 `cdiv(query_len, BLOCK_M)` tiles, and a program finds its sequence by binary search. The slot
 count, `num_tokens // BLOCK_M + num_seqs`, depends on no per-sequence length, so one launch
 serves any mix of prompt chunks and decode rows of a padded step replayed from a CUDA graph
-(serving/cuda_graphs.py); zero-length sequences own empty slots and exit at once.
+(serving/engine/worker/cuda_graphs.py); zero-length sequences own empty slots and exit at once.
 """
 
 import torch

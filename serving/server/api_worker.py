@@ -30,7 +30,7 @@ PARENT_POLL_S = 1.0
 @dataclass
 class ApiWorkerSpec:
     settings: Settings
-    attachment: Any  # serving.engine.attached_client.CoreAttachment
+    attachment: Any  # serving.engine.frontend.attached_client.CoreAttachment
     parent_pid: int
     multiprocess_dir: str
 
@@ -66,7 +66,7 @@ def run_api_worker(spec: ApiWorkerSpec, sock: socket.socket) -> None:
 
     def load_attached(settings: Settings) -> Any:
         from serving.engine import EngineConfig
-        from serving.engine.attached_client import AttachedCoreClient
+        from serving.engine.frontend.attached_client import AttachedCoreClient
 
         engine = AttachedCoreClient(EngineConfig.from_settings(settings), spec.attachment)
         engine.start()

@@ -38,7 +38,7 @@ def load_engine(settings: Settings) -> Any:
     from serving.engine import AsyncLLMEngine, EngineConfig, LLMEngine
 
     if settings.engine_process == "separate":
-        from serving.engine.core_client import EngineCoreClient
+        from serving.engine.frontend.core_client import EngineCoreClient
 
         engine = EngineCoreClient(EngineConfig.from_settings(settings))
     else:

@@ -154,8 +154,8 @@ def _observe_intervals(state: ServerState, out: RequestOutput, new_steps: int, l
 def api_error(exc: Exception) -> APIError | None:
     """The engine's refusals as API errors: a bad request is a 400, a stopped engine a 503, an
     engine core that died under the request or a failed engine step a 500; None for others."""
-    from serving.engine.async_engine import EngineNotRunningError, EngineStepError
-    from serving.engine.core_client import EngineDeadError
+    from serving.engine.frontend.async_engine import EngineNotRunningError, EngineStepError
+    from serving.engine.frontend.core_client import EngineDeadError
 
     if isinstance(exc, EngineNotRunningError):
         return APIError(str(exc), status=503, code="engine_not_running")

@@ -61,7 +61,7 @@ class ApiGroup:
     """The N API processes and the parent's signal handling."""
 
     def __init__(self, settings: Settings, host: Any, socks: list[socket.socket], workdir: str, metrics_dir: str):
-        from serving.engine.attached_client import CoreAttachment
+        from serving.engine.frontend.attached_client import CoreAttachment
         from serving.server.api_worker import ApiWorkerSpec, run_api_worker
 
         self.settings, self.host = settings, host
@@ -163,7 +163,7 @@ def _alive(pid: int) -> bool:
 def run_multi_process(settings: Settings) -> int:
     """Serve with `settings.api_server_count` API processes until drained; the exit code."""
     from serving.engine import EngineConfig
-    from serving.engine.core_host import CoreHost
+    from serving.engine.frontend.core_host import CoreHost
 
     for path in remove_stale_workdirs():
         log.info("removed %s, left by an API parent that is gone", path)

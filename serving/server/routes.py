@@ -61,7 +61,7 @@ def _engine_identity(engine) -> dict:
 
     import torch
 
-    from serving.engine.identity import UNKNOWN
+    from serving.engine.frontend.identity import UNKNOWN
 
     identity = getattr(engine, "identity", None)
     ident = identity() if identity is not None else UNKNOWN

@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 
 import torch
+from engine_fixtures import byte_tokenizer_json
 from safetensors.torch import load_file
 
 from bench.serving_server import prompt_vocab, tokenizer_vocab, write_random_model
 from serving.engine import EngineConfig, LLMEngine
 from serving.sampling_params import SamplingParams
-from tests.serving.engine_fixtures import byte_tokenizer_json
 
 TINY_QWEN3 = {  # a Qwen3-like shape, its vocabulary 600 against a 256-token tokenizer
     "model_type": "qwen3", "vocab_size": 600, "hidden_size": 64, "intermediate_size": 128,

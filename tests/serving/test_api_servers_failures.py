@@ -17,8 +17,8 @@ from core_fixtures import tiny_model_dir
 from multi_server_support import AUTH, MODEL, MultiServer, free_port, gone, served_by
 from test_server_support import wait_for
 
-from serving.engine.core_process import route
-from serving.engine.messages import RequestDelta, RequestFailed
+from serving.engine.frontend.core_process import route
+from serving.engine.frontend.messages import RequestDelta, RequestFailed
 
 
 @pytest.fixture(scope="module")
@@ -87,9 +87,9 @@ def test_the_core_never_waits_on_an_api_process_that_left(tmp_path):
 
     import zmq
 
-    from serving.engine.core_outputs import TokenDeltaProcessor
-    from serving.engine.core_process import CoreLoop
-    from serving.engine.messages import Codec
+    from serving.engine.core.token_deltas import TokenDeltaProcessor
+    from serving.engine.frontend.core_process import CoreLoop
+    from serving.engine.frontend.messages import Codec
     from serving.outputs import EngineStats
 
     class Engine:

@@ -18,7 +18,8 @@ def test_every_gpu_module_imports_without_triton():
     for name in [
         "serving.kernels.kv_write", "serving.kernels.paged_decode", "serving.kernels.paged_prefill",
         "serving.kernels.fused_ops", "serving.kernels.qkv_rope_cache", "serving.kernels.gemv",
-        "serving.kernels.pdl", "serving.kernels.fused_forward", "serving.attention.triton_backend", "serving.cuda_graphs",
+        "serving.kernels.pdl", "serving.kernels.fused_forward", "serving.attention.triton_backend",
+        "serving.engine.worker.cuda_graphs",
     ]:
         importlib.import_module(name)
 
@@ -56,7 +57,7 @@ def test_split_count_fills_the_gpu_and_never_exceeds_the_tiles():
 
 
 def test_graph_buckets_pad_up_and_fall_back_past_the_largest():
-    from serving.cuda_graphs import GpuForward
+    from serving.engine.worker.cuda_graphs import GpuForward
 
     gf = GpuForward.__new__(GpuForward)  # the bucket policy alone, no GPU buffers
     gf.buckets = (1, 2, 4, 8, 16)
@@ -66,7 +67,11 @@ def test_graph_buckets_pad_up_and_fall_back_past_the_largest():
 
 def test_prefill_graphs_take_steps_with_prompt_rows_up_to_their_width_and_decode_context():
     from serving.attention.base import AttentionMetadata
-    from serving.cuda_graphs import GRAPHED_DECODE_CONTEXT, PREFILL_BUCKETS, prefill_bucket
+    from serving.engine.worker.cuda_graphs import (
+        GRAPHED_DECODE_CONTEXT,
+        PREFILL_BUCKETS,
+        prefill_bucket,
+    )
 
     def meta(qlens: list[int], ctx: int | list[int] = 0) -> AttentionMetadata:
         ctxs = ctx if isinstance(ctx, list) else [ctx] * len(qlens)
@@ -114,7 +119,7 @@ def test_graph_decode_layout_keeps_one_token_queries_and_points_the_rest_at_a_pr
     """Against a loop over the sequences: a one-token query keeps its length and row; every
     other sequence, the padding ones included, gets length 0 and the first row of the first
     prompt (which the prefill kernel rewrites after the decode kernel)."""
-    from serving.cuda_graphs import graph_decode_layout
+    from serving.engine.worker.cuda_graphs import graph_decode_layout
 
     if all(q == 1 for q in qlens):
         qlens = [*qlens, 3]  # a prefill graph holds a prompt row by construction

@@ -47,7 +47,7 @@ def new_engine(**overrides):
     settings = make_settings(**overrides)
     config = EngineConfig.from_settings(settings)
     if settings.engine_process == "separate":
-        from serving.engine.core_client import EngineCoreClient
+        from serving.engine.frontend.core_client import EngineCoreClient
 
         engine = EngineCoreClient(config)
         engine.start()

@@ -47,7 +47,7 @@ def _hf_model(shape: dict):
 
 def _engine(hf, shape: dict, name: str):
     from serving.engine.config import EngineConfig
-    from serving.engine.llm_engine import LLMEngine
+    from serving.engine.core.llm_engine import LLMEngine
     from serving.loader.config import config_from_hf
     from serving.loader.load import LoadedModel
 

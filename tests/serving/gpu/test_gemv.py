@@ -86,7 +86,7 @@ def test_engine_batch1_gemv_decode_scores_like_cublas_prefill():
     greedy run's tokens."""
     from bench.model_shapes import SHAPES as MODEL_SHAPES
     from serving.engine.config import EngineConfig
-    from serving.engine.llm_engine import LLMEngine
+    from serving.engine.core.llm_engine import LLMEngine
     from serving.loader.random_weights import random_loaded
     from serving.sampling_params import SamplingParams
 

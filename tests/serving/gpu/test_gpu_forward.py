@@ -9,7 +9,7 @@ from gpu_model_ref import new_caches, random_model, step_meta
 
 from serving.attention.torch_ref import TorchRefBackend
 from serving.attention.triton_backend import TritonAttentionBackend
-from serving.cuda_graphs import PREFILL_BUCKETS, GpuForward
+from serving.engine.worker.cuda_graphs import PREFILL_BUCKETS, GpuForward
 from serving.kernels.fused_forward import fused_forward
 
 pytestmark = pytest.mark.gpu
@@ -161,7 +161,7 @@ def test_mixed_step_replays_the_wide_prefill_graph_like_eager(arch):
 
 
 def test_steps_wider_than_the_graph_or_with_long_decode_rows_run_eagerly(monkeypatch):
-    import serving.cuda_graphs as cuda_graphs
+    import serving.engine.worker.cuda_graphs as cuda_graphs
 
     model = random_model("llama", seed=6)
     cfg = model.config
@@ -183,7 +183,7 @@ def test_steps_wider_than_the_graph_or_with_long_decode_rows_run_eagerly(monkeyp
 def test_engine_captures_every_bucket_at_start_and_none_while_serving():
     from bench.model_shapes import SHAPES
     from serving.engine.config import EngineConfig
-    from serving.engine.llm_engine import LLMEngine
+    from serving.engine.core.llm_engine import LLMEngine
     from serving.loader.random_weights import random_loaded
     from serving.sampling_params import SamplingParams
 

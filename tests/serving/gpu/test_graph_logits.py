@@ -1,4 +1,5 @@
-"""Decode graphs that end with the lm_head and the sampler's statistics (serving/graph_logits.py):
+"""Decode graphs that end with the lm_head and the sampler's statistics 
+(serving/engine/worker/graph_logits.py):
 the logits match the eager lm_head, the statistics are logit_stats of those logits, the sampler
 given them samples what it samples from the logits alone, and the engine's tokens and logprobs
 are the same with the tail in the graph and without."""
@@ -10,10 +11,10 @@ import torch
 from gpu_model_ref import new_caches, random_model, step_meta
 
 from serving.attention.triton_backend import TritonAttentionBackend
-from serving.cuda_graphs import GpuForward
+from serving.engine.worker.cuda_graphs import GpuForward
+from serving.engine.worker.token_sampler import sample_on_device
 from serving.kernels.fused_forward import fused_forward
 from serving.kernels.logit_stats import logit_stats
-from serving.sampler import sample_on_device
 from serving.sampling_params import SamplingParams
 
 pytestmark = pytest.mark.gpu
@@ -93,7 +94,7 @@ def test_sampling_with_graph_stats_equals_sampling_the_logits(kind):
 def test_engine_tokens_and_logprobs_are_the_same_with_the_tail_in_the_graph():
     from bench.model_shapes import SHAPES
     from serving.engine.config import EngineConfig
-    from serving.engine.llm_engine import LLMEngine
+    from serving.engine.core.llm_engine import LLMEngine
     from serving.loader.random_weights import random_loaded
 
     def run(graphed: bool) -> dict[str, tuple[list[int], list[float]]]:

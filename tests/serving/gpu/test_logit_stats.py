@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from serving.engine.worker.token_sampler import _entropy, sample_on_device
 from serving.kernels.logit_stats import CHUNK, logit_stats
-from serving.sampler import _entropy, sample_on_device
 from serving.sampling_params import SamplingParams
 
 

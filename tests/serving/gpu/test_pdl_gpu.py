@@ -88,7 +88,7 @@ def test_engine_decode_is_identical_with_and_without_pdl(pdl_mode):
     features) and one with separate norm kernels (2,048): tokens and logprobs bit for bit."""
     from bench.model_shapes import SHAPES
     from serving.engine.config import EngineConfig
-    from serving.engine.llm_engine import LLMEngine
+    from serving.engine.core.llm_engine import LLMEngine
     from serving.loader.random_weights import random_loaded
     from serving.sampling_params import SamplingParams
 

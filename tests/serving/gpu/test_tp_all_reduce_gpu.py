@@ -20,7 +20,7 @@ import torch.multiprocessing as mp
 from bench.model_shapes import SMOLLM2_135M
 from serving.distributed.source import ModelSource
 from serving.engine.config import EngineConfig
-from serving.engine.llm_engine import LLMEngine
+from serving.engine.core.llm_engine import LLMEngine
 from serving.loader.random_weights import random_loaded
 from serving.sampling_params import SamplingParams
 

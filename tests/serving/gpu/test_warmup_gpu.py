@@ -40,7 +40,7 @@ def _run(engine) -> None:
 def test_serving_after_warm_up_compiles_nothing():
     from bench.model_shapes import SHAPES
     from serving.engine.config import EngineConfig
-    from serving.engine.llm_engine import LLMEngine
+    from serving.engine.core.llm_engine import LLMEngine
     from serving.loader.random_weights import random_loaded
 
     cfg = EngineConfig(device="cuda", dtype="bfloat16", kv_cache_memory_mb=1024, max_num_seqs=16)

@@ -1,0 +1,295 @@
+"""`LLMEngine`: add_request / step / abort over the scheduler, block manager and model runner.
+
+Single-threaded by design: one caller drives `step()` (the async engine's loop thread); nothing
+here blocks on I/O.
+
+Async scheduling (`async_scheduling`): `step()` schedules and launches step t+1 before it reads
+step t's samples back, so the host builds a step while the device runs the previous one. A
+sequence whose newest token is still on the device carries a placeholder id at the end of
+`token_ids` (the runner feeds the device value instead); outputs come one call later. A sequence
+found finished when its token is read back may already be in the launched step: that extra
+sample is dropped and its KV slot is freed with the sequence's blocks.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+import torch
+
+from serving.engine.config import EngineConfig
+from serving.engine.core.block_manager import BlockManager
+from serving.engine.core.output_processor import OutputProcessor
+from serving.engine.core.request import Request, Sequence
+from serving.engine.core.request_checks import check_new_request
+from serving.engine.core.scheduler import Scheduler, SchedulerConfig, SchedulerOutput
+from serving.engine.worker.runner import InflightStep, ModelRunner, SampleResult, kv_bytes_per_block
+from serving.kernels import pdl
+from serving.model import build_model
+from serving.outputs import EngineStats, RequestMetrics, RequestOutput
+from serving.sampling_params import SamplingParams
+
+
+class LLMEngine:
+    def __init__(self, engine_config: EngineConfig, loaded=None):
+        """`loaded`: a LoadedModel (config, HF-named state_dict, tokenizer) to use instead of
+        loading `engine_config.model_path` (tests pass tiny random models this way)."""
+        cfg = engine_config
+        if cfg.torch_threads:
+            torch.set_num_threads(cfg.torch_threads)
+        self.config = cfg
+        self.device = cfg.resolve_device()
+        pdl.set_mode(cfg.programmatic_launch)  # before any kernel runs, graph captures included
+        dtype = cfg.resolve_dtype(self.device)
+        kv_dtype = cfg.resolve_kv_dtype(dtype)  # fp8: e4m3 KV cache (GPU kernels)
+        # tensor parallel: worker processes, rank 0's shard and its runner (serving/distributed)
+        self.tensor_parallel = None
+        if cfg.tensor_parallel_size > 1:
+            from serving.distributed.startup import start_tensor_parallel
+
+            self.tensor_parallel = start_tensor_parallel(cfg, loaded, self.device, dtype, kv_dtype)
+            loaded = self.tensor_parallel.loaded
+        elif loaded is None:
+            from serving.loader import default_model_path, load_model_files
+
+            loaded = load_model_files(cfg.model_path or default_model_path())
+        self.model_config = loaded.config
+        self.tokenizer = loaded.tokenizer
+        if self.tensor_parallel is not None:
+            num_blocks = self.tensor_parallel.num_blocks
+        else:
+            model = build_model(loaded.config, loaded.state_dict, self.device, dtype)
+            num_blocks = cfg.num_kv_blocks or (
+                cfg.kv_cache_memory_mb * 2**20 // kv_bytes_per_block(loaded.config, cfg.block_size, kv_dtype)
+            )
+        if num_blocks < 2:
+            raise ValueError(
+                f"kv_cache_memory_mb={cfg.kv_cache_memory_mb} holds {num_blocks} KV blocks; need at least 2"
+            )
+        limit = cfg.max_model_len or loaded.config.max_position_embeddings
+        # a sequence must fit the pool alone, or preemption could never make room for it
+        self.max_model_len = min(limit, num_blocks * cfg.block_size)
+        if not cfg.enable_chunked_prefill and cfg.max_num_batched_tokens < self.max_model_len:
+            raise ValueError(
+                f"with chunked prefill off, max_num_batched_tokens ({cfg.max_num_batched_tokens}) "
+                f"must be at least max_model_len ({self.max_model_len})"
+            )
+        self.block_manager = BlockManager(num_blocks, cfg.block_size, cfg.enable_prefix_caching)
+        self.scheduler = Scheduler(
+            SchedulerConfig(cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.enable_chunked_prefill),
+            self.block_manager,
+        )
+        if self.tensor_parallel is not None:
+            self.runner = self.tensor_parallel.runner
+        else:
+            self.runner = ModelRunner(
+                model, loaded.config, num_blocks, cfg.block_size, self.device, kv_dtype, cfg.enable_cuda_graphs
+            )
+            if self.runner.gpu is not None and cfg.capture_graphs_at_start:
+                self.runner.gpu.capture_up_to(cfg.max_num_seqs)
+        eos = list(getattr(self.tokenizer, "eos_token_ids", None) or loaded.config.eos_token_ids or [])
+        self.eos_token_ids = eos
+        self.output = OutputProcessor(self.tokenizer, eos, self.max_model_len)
+        self.requests: dict[str, Request] = {}
+        self._seq_ids = itertools.count()
+        self._prompt_tokens_total = 0
+        self._generation_tokens_total = 0
+        self.async_scheduling = cfg.resolve_async_scheduling(self.device)
+        self._inflight: InflightStep | None = None  # launched, samples not read back yet
+        self._pending: dict[Sequence, int] = {}  # placeholder holder -> index in its samples
+        # live requests with penalties: the sampler needs their real tokens, so the engine reads
+        # each step back before scheduling the next while one is live
+        self._host_token_requests: set[str] = set()
+        if self.device.type == "cuda" and cfg.warm_up_at_start and self.tensor_parallel is None:
+            from serving.engine.worker.warmup import warm_up
+
+            warm_up(self)  # kernel variants compiled now, not in the first users' steps
+
+    @classmethod
+    def from_settings(cls, settings) -> LLMEngine:
+        return cls(EngineConfig.from_settings(settings))
+
+    # ---- requests --------------------------------------------------------------------------
+    def validate_request(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams) -> None:
+        """Raise ValueError naming the problem; pure, so other threads may call it."""
+        check_new_request(request_id, prompt_token_ids, params, in_use=self.requests,
+                          vocab_size=self.model_config.vocab_size, max_model_len=self.max_model_len)
+
+    def add_request(
+        self,
+        request_id: str,
+        prompt_token_ids: list[int],
+        params: SamplingParams,
+        prompt: str | None = None,
+        arrival_time: float | None = None,
+    ) -> None:
+        self.validate_request(request_id, prompt_token_ids, params)
+        metrics = RequestMetrics(arrival_time=arrival_time if arrival_time is not None else time.monotonic())
+        req = Request(request_id, prompt, list(prompt_token_ids), params, metrics, forked=params.n == 1)
+        req.seqs.append(self._new_seq(req, 0))
+        self.requests[request_id] = req
+        if params.prompt_logprobs is not None:
+            self.runner.prompt_logprob_requests.add(request_id)
+        if params.frequency_penalty or params.presence_penalty:
+            self._host_token_requests.add(request_id)
+        self._prompt_tokens_total += len(prompt_token_ids)
+        self.scheduler.add(req.seqs[0])
+
+    def _new_seq(self, req: Request, index: int) -> Sequence:
+        seq = Sequence(
+            seq_id=next(self._seq_ids),
+            request=req,
+            index=index,
+            token_ids=list(req.prompt_token_ids),
+            num_prompt_tokens=len(req.prompt_token_ids),
+            generator=req.make_generator(index, self.device),
+        )
+        self.output.init_seq(seq)
+        return seq
+
+    def abort(self, request_id: str) -> RequestOutput | None:
+        """Stop a request now and free its KV blocks; returns its final output (None if unknown)."""
+        req = self.requests.pop(request_id, None)
+        if req is None:
+            return None
+        self.runner.prompt_logprob_requests.discard(request_id)
+        self._host_token_requests.discard(request_id)
+        for seq in req.seqs:
+            if self._pending.pop(seq, None) is not None:
+                seq.token_ids.pop()  # its sample is still on the device: never emitted
+            if not seq.is_finished:
+                seq.finish_reason = "abort"
+                self.scheduler.finish(seq)
+        req.forked = True  # an unforked n > 1 request ends with the one sequence it has
+        return self.output.request_output(req)
+
+    def set_async_scheduling(self, on: bool) -> list[RequestOutput]:
+        """Switch modes between steps (benchmarks compare both on one engine); returns the
+        outputs of a step still in flight."""
+        outputs = self._read_back(self._inflight) if self._inflight is not None else []
+        self.async_scheduling = on
+        return outputs
+
+    def has_unfinished_requests(self) -> bool:
+        return bool(self.requests)
+
+    # ---- the step --------------------------------------------------------------------------
+    def step(self) -> list[RequestOutput]:
+        if self.async_scheduling:
+            return self._step_async()
+        out = self.scheduler.schedule()
+        if out.is_empty:
+            return []
+        targets, forks = self._sample_targets(out)
+        results = self.runner.execute(out, targets)
+        self.scheduler.update_after_step(out)
+        self._fork(forks)
+        return self._emit(results)
+
+    def _step_async(self) -> list[RequestOutput]:
+        previous = self._inflight
+        outputs: list[RequestOutput] = []
+        if previous is not None and self._host_token_requests:
+            outputs = self._read_back(previous)
+            previous = None
+        out = self.scheduler.schedule()
+        if out.is_empty:
+            if previous is not None:
+                outputs += self._read_back(previous)
+            return outputs
+        targets, forks = self._sample_targets(out)
+        launched = self.runner.launch(out, targets, previous, self._pending)
+        if previous is not None:  # step t+1 is queued: now wait for step t's samples
+            outputs += self._read_back(previous)
+        # a sequence that just finished ran one token too many: its blocks are freed already
+        done = [item for item in out.scheduled if not item.seq.is_finished]
+        self.scheduler.update_after_step(SchedulerOutput(scheduled=done) if len(done) < len(out.scheduled) else out)
+        self._fork(forks)
+        self._inflight = launched
+        for i, seq in enumerate(launched.seqs):
+            if not seq.is_finished:
+                seq.token_ids.append(0)  # placeholder: the runner reads the device's value
+                self._pending[seq] = i
+        return outputs
+
+    def _read_back(self, step: InflightStep) -> list[RequestOutput]:
+        """Wait for `step`'s samples; swap each placeholder for its token and emit outputs."""
+        if self._inflight is step:
+            self._inflight = None
+        pending = self._pending
+        results = []
+        for r in step.results():
+            if pending.pop(r.seq, None) is not None:
+                r.seq.token_ids.pop()
+                results.append(r)
+        pending.clear()  # placeholders belong to the newest launched step only
+        return self._emit(results)
+
+    def _sample_targets(self, out: SchedulerOutput) -> tuple[list[list[Sequence]], list]:
+        now = time.monotonic()
+        targets: list[list[Sequence]] = []
+        forks: list[tuple[Sequence, list[Sequence]]] = []
+        for item in out.scheduled:
+            seq = item.seq
+            req = seq.request
+            if req.metrics.first_scheduled_time is None:
+                req.metrics.first_scheduled_time = now
+            if seq.num_computed_tokens + item.num_new_tokens != len(seq.token_ids):  # not caught up
+                targets.append([])
+            elif not req.forked:  # the prompt is done: sample all n continuations from its logits
+                children = [self._new_seq(req, j) for j in range(1, req.params.n)]
+                forks.append((seq, children))
+                targets.append([seq, *children])
+            else:
+                targets.append([seq])
+        return targets, forks
+
+    def _fork(self, forks: list[tuple[Sequence, list[Sequence]]]) -> None:
+        for parent, children in forks:
+            for child in children:
+                self.scheduler.fork(parent, child)
+            parent.request.seqs.extend(children)
+            parent.request.forked = True
+
+    def _emit(self, results: list[SampleResult]) -> list[RequestOutput]:
+        progressed: dict[str, Request] = {}
+        now = time.monotonic()
+        append = self.output.append
+        self._generation_tokens_total += len(results)
+        for r in results:
+            req = r.seq.request
+            metrics = req.metrics
+            if metrics.first_token_time is None:
+                metrics.first_token_time = now
+            metrics.last_token_time = now
+            if append(r):
+                self.scheduler.finish(r.seq)
+            progressed[req.request_id] = req
+        outputs = []
+        for req in progressed.values():
+            out = self.output.request_output(req)
+            if out is not None:  # None: the engine core's processor batched it (TokenRows)
+                outputs.append(out)
+            if req.is_finished:
+                del self.requests[req.request_id]
+                self.runner.prompt_logprob_requests.discard(req.request_id)
+                self._host_token_requests.discard(req.request_id)
+        return outputs
+
+    def close(self) -> None:
+        """Stop the tensor-parallel worker processes, if any (idempotent)."""
+        if self.tensor_parallel is not None:
+            self.tensor_parallel.close()
+
+    def stats(self) -> EngineStats:
+        return EngineStats(
+            num_running=len(self.scheduler.running),
+            num_waiting=len(self.scheduler.waiting),
+            kv_cache_usage=self.block_manager.usage,
+            num_preemptions_total=self.scheduler.num_preemptions_total,
+            prefix_cache_queries_total=self.block_manager.prefix_queries,
+            prefix_cache_hits_total=self.block_manager.prefix_hits,
+            prompt_tokens_total=self._prompt_tokens_total,
+            generation_tokens_total=self._generation_tokens_total,
+        )

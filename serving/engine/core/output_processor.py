@@ -1,0 +1,139 @@
+"""Turns sampled tokens into sequence state: finish conditions (EOS, stop token ids, max_tokens,
+context length, stop strings), incremental UTF-8-safe text, logprobs, and per-request outputs."""
+
+from __future__ import annotations
+
+import time
+
+from serving.detokenizer import IncrementalDetokenizer
+from serving.engine.core.request import Request, Sequence
+from serving.engine.worker.runner import SampleResult
+from serving.outputs import CompletionOutput, ListPrefix, RequestOutput, TokenLogprob
+from serving.stop import StopStringMatcher
+
+
+class SeqTextState:
+    """A sequence's incremental detokenizer feeding its stop-string matcher (which holds back
+    text that could still become a stop string)."""
+
+    def __init__(self, tokenizer, stop: list[str], include_stop: bool):
+        self.detok = IncrementalDetokenizer(tokenizer)
+        self.matcher = StopStringMatcher(stop, include_stop)
+        # a model's embedding table may be padded past the tokenizer's vocabulary (Qwen): such
+        # ids have no text
+        self.vocab_size = tokenizer.vocab_size
+
+    def add(self, token_id: int) -> tuple[str, str | None]:
+        """Returns (text safe to emit now, the stop string hit or None)."""
+        if token_id >= self.vocab_size:
+            return self.matcher.feed("")
+        return self.matcher.feed(self.detok.add(token_id))
+
+    def flush(self) -> str:
+        """The sequence ended for another reason: release held-back bytes and text."""
+        text, _ = self.matcher.feed(self.detok.flush())
+        return text + self.matcher.flush()
+
+
+class OutputProcessor:
+    def __init__(self, tokenizer, eos_token_ids: list[int], max_model_len: int):
+        self.tokenizer = tokenizer
+        self.eos = set(eos_token_ids)
+        self.max_model_len = max_model_len
+
+    def init_seq(self, seq: Sequence) -> None:
+        p = seq.request.params
+        if self.tokenizer is not None:
+            seq.output_state = SeqTextState(self.tokenizer, list(p.stop), p.include_stop_str_in_output)
+
+    def append(self, r: SampleResult) -> bool:
+        """Record a sampled token; returns True when it finished the sequence."""
+        seq, p, tok = r.seq, r.seq.request.params, r.token_id
+        seq.append_token(tok)
+        seq.logprobs.append(r.logprob)
+        seq.entropies.append(r.entropy)
+        seq.logprob_sum += r.logprob
+        seq.entropy_sum += r.entropy
+        if p.logprobs is not None:
+            alts = [(int(t), self._token_text(int(t)), float(v)) for t, v in (r.top_logprobs or [])]
+            seq.token_logprobs.append(TokenLogprob(tok, self._token_text(tok), r.logprob, alts[: p.logprobs]))
+        if p.stop_token_ids and tok in p.stop_token_ids:
+            return self._finish(seq, "stop", tok)
+        if tok in self.eos and not p.ignore_eos:
+            return self._finish(seq, "stop", None)
+        state = seq.output_state
+        if isinstance(state, SeqTextState):
+            text, hit = state.add(tok)
+            seq.text += text
+            if hit is not None:
+                return self._finish(seq, "stop", hit)
+        n = len(seq.token_ids)
+        if n - seq.num_prompt_tokens >= p.max_tokens or n >= self.max_model_len:
+            return self._finish(seq, "length", None)
+        return False
+
+    def _finish(self, seq: Sequence, reason: str, stop_reason: str | int | None) -> bool:
+        if isinstance(seq.output_state, SeqTextState) and not isinstance(stop_reason, str):
+            seq.text += seq.output_state.flush()  # a stop string's hold-back is dropped with it
+        seq.finish_reason, seq.stop_reason = reason, stop_reason
+        return True
+
+    def _token_text(self, token_id: int) -> str:
+        if self.tokenizer is None or token_id >= self.tokenizer.vocab_size:
+            return ""
+        # one token may be part of a UTF-8 character: escape its bytes rather than guess
+        return self.tokenizer.id_to_bytes(token_id).decode("utf-8", errors="backslashreplace")
+
+    def completion(self, seq: Sequence) -> CompletionOutput:
+        """O(1) per running sequence: token ids and logprob entries are snapshots of the
+        append-only lists (copied once, when the sequence has finished); means come from running
+        sums."""
+        delta = seq.text[seq.sent_text_len :]
+        seq.sent_text_len = len(seq.text)
+        n = len(seq.logprobs)
+        done = seq.finish_reason is not None
+        if done:
+            token_ids = seq.token_ids[seq.num_prompt_tokens :]
+        else:
+            token_ids = ListPrefix(seq.token_ids, seq.num_prompt_tokens)
+        lps = None
+        if seq.request.params.logprobs is not None:
+            lps = list(seq.token_logprobs) if done else ListPrefix(seq.token_logprobs)
+        return CompletionOutput(
+            index=seq.index,
+            text=seq.text,
+            delta=delta,
+            token_ids=token_ids,
+            logprobs=lps,
+            finish_reason=seq.finish_reason,
+            stop_reason=seq.stop_reason,
+            mean_logprob=seq.logprob_sum / n if n else None,
+            mean_entropy=seq.entropy_sum / n if n else None,
+        )
+
+    def request_output(self, req: Request) -> RequestOutput:
+        finished = req.is_finished
+        if finished and req.metrics.finished_time is None:
+            req.metrics.finished_time = time.monotonic()
+        seqs = req.seqs if len(req.seqs) == 1 else sorted(req.seqs, key=lambda s: s.index)
+        return RequestOutput(
+            request_id=req.request_id,
+            prompt=req.prompt,
+            prompt_token_ids=req.prompt_token_ids,
+            outputs=[self.completion(s) for s in seqs],
+            finished=finished,
+            metrics=req.metrics,
+            prompt_logprobs=self._prompt_logprobs(req) if finished else None,
+        )
+
+    def _prompt_logprobs(self, req: Request) -> list[TokenLogprob | None] | None:
+        k = req.params.prompt_logprobs
+        # built once, on the final output; None when not asked or the prompt never finished
+        if k is None or len(req.prompt_logprob_rows) < len(req.prompt_token_ids) - 1:
+            return None
+        first: list[TokenLogprob | None] = [None]
+        return first + [
+            TokenLogprob(tok, self._token_text(tok), lp,
+                         [(int(t), self._token_text(int(t)), float(v)) for t, v in top[:k]])
+            for tok, lp, top in req.prompt_logprob_rows
+        ]
