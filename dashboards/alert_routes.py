@@ -89,7 +89,7 @@ def build_alert_router(settings: Settings, session_factory: sessionmaker[Session
         return state
 
     def _actor(principal: Any) -> str:
-        return f"{principal.via}:{principal.key_id}"
+        return principal.actor
 
     @router.get("/alerts/{alert_id}", response_class=HTMLResponse)
     def alert_page(alert_id: int) -> HTMLResponse:

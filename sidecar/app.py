@@ -15,9 +15,12 @@ from sqlalchemy.exc import DataError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.exceptions import HTTPException
 
+from sidecar.ingest_policy import IngestPolicy
+from sidecar.ingest_quota import IngestQuota, retry_after_seconds
 from sidecar.ingest_schema import IngestBody, IngestResult
 from sidecar.limits import RequestGuard, body_limit
 from sidecar.page_auth import PageAuth
+from storage.types import utcnow
 from vigil.auth_throttle import throttle_from_settings
 from vigil.config import Settings
 from vigil.keys import KeyRing, Principal
@@ -58,6 +61,8 @@ def create_app(
     keyring = KeyRing.from_settings(settings)
     throttle = throttle_from_settings(settings)  # key checks of the API and the login form alike
     pages = PageAuth(settings, keyring, throttle)
+    policy = IngestPolicy.from_settings(settings)
+    quota = IngestQuota(settings.ingest_rows_per_minute)
     # the key is checked before the body is read, and every body is bounded while it streams
     app.add_middleware(RequestGuard, keyring=keyring, protected=("/v1/",),
                        max_bytes=body_limit(INGEST_PATH, settings.ingest_max_bytes),
@@ -128,12 +133,15 @@ def create_app(
         INGEST_PATH,
         response_model=IngestResult,
         dependencies=[Depends(require_api_key)],
-        responses={401: {"description": "missing or invalid API key"}, 413: {"description": "too large"}},
+        responses={401: {"description": "missing or invalid API key"}, 403: {"description": "a tenant the key may not write"},
+                   413: {"description": "too large"}, 429: {"description": "ingest quota reached"}},
     )
     @_body_type(bounded_body)
     def ingest(body: IngestBody, principal: Principal = Depends(require_api_key)) -> IngestResult:
-        """Store samples sent by another engine, in the one record schema (`vigil.sample_record`).
-        Idempotent on `id`: a sample already stored is counted as a duplicate and left untouched."""
+        """Store samples sent by another engine, in the one record schema (`vigil.sample_record`),
+        within what the caller may write (sidecar.ingest_policy, sidecar.ingest_quota).
+        Idempotent on (tenant, `id`): a sample already stored is counted as a duplicate and left
+        untouched."""
         if len(body.samples) > settings.ingest_max_samples:
             raise HTTPException(
                 413,
@@ -143,16 +151,21 @@ def create_app(
         from sidecar.store import ingest_records
 
         samples = body.samples
-        if principal.tenant is not None:  # a tenant-bound key writes its own tenant only
-            foreign = sorted({str(s.tenant) for s in samples if s.tenant not in (None, principal.tenant)})
-            if foreign:
-                raise HTTPException(403, f"this key may only write tenant {principal.tenant!r}; "
-                                         f"the batch names {foreign[:3]}")
-            for sample in samples:
-                sample.tenant = principal.tenant
+        now = utcnow()
+        clipped = policy.apply(samples, principal, now)
+        if not principal.may_label_others:  # operator and admin imports are not metered
+            wait = quota.take(principal.tenant or f"key:{principal.key_id}", len(samples))
+            if wait:
+                raise HTTPException(429, (
+                    f"ingest quota of {settings.ingest_rows_per_minute} rows per minute "
+                    f"(VIGIL_INGEST_ROWS_PER_MINUTE) reached for "
+                    f"{'tenant ' + repr(principal.tenant) if principal.tenant else 'this key'}; "
+                    f"nothing was stored, retry in {retry_after_seconds(wait)} s"),
+                    headers={"Retry-After": retry_after_seconds(wait)})
         with session_factory() as session:
-            result = ingest_records(session, samples, max_future_skew_s=settings.max_future_skew_s)
+            result = ingest_records(session, samples, now=now, max_future_skew_s=settings.max_future_skew_s)
             session.commit()
+        result.weights_clipped = clipped
         return result
 
     from dashboards.pages import build_router

@@ -11,6 +11,7 @@ to the login page, an API client gets a 401.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import hmac
 import time
@@ -53,7 +54,7 @@ def verify_session(token: str, secret: str, keyring: KeyRing, now: float | None 
     except ValueError:
         return None
     principal = keyring.by_id(key_id)
-    return principal and Principal(principal.key_id, principal.tenant, principal.admin, via="session")
+    return principal and dataclasses.replace(principal, via="session")
 
 
 def safe_next(target: str | None) -> str:
@@ -85,7 +86,8 @@ class PageAuth:
         if name and request.headers.get(name):
             client = request.client.host if request.client else None
             if from_trusted_proxy(client, self.settings.trusted_proxies):
-                return Principal("proxy:" + request.headers[name][:128], via="proxy")
+                user = request.headers[name][:128]
+                return Principal("proxy:" + user, via="proxy", name=user)
         return ANONYMOUS if self.keyring.empty else None
 
     def require_viewer(self, request: Request) -> Principal:

@@ -236,8 +236,9 @@ def pg_url() -> Iterator[str]:
 
 @pytest.fixture
 def make_settings(tmp_path):
-    """settings(database_url, **overrides) with a private report dir and a test API key."""
-    from sidecar_servers import API_KEY
+    """settings(database_url, **overrides) with a private report dir, a test API key and a test
+    operator key (ingest of backdated or tenant-labelled samples)."""
+    from sidecar_servers import API_KEY, OPERATOR_KEY
 
     from vigil.config import load_settings
 
@@ -247,6 +248,7 @@ def make_settings(tmp_path):
             "report_dir": tmp_path / "reports",
             "journal_dir": tmp_path / "journal",
             "api_keys": [API_KEY],
+            "operator_keys": [OPERATOR_KEY],
             "public_url": "http://127.0.0.1:8001",
         }
         values.update(overrides)

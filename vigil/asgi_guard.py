@@ -21,7 +21,9 @@ from starlette.exceptions import HTTPException
 from vigil.auth_throttle import AuthThrottle, client_address, retry_after_header
 from vigil.keys import KeyRing, Principal
 
-ANONYMOUS = Principal("anonymous")
+# no keys configured (development only): no roles to tell apart, so the caller may do what an
+# operator may
+ANONYMOUS = Principal("anonymous", operator=True)
 
 # (status, message, code) -> JSON body; each service answers in its own error shape
 ErrorRenderer = Callable[[int, str, str], bytes]

@@ -16,6 +16,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from vigil.config_tenancy import DEFAULT_DEV_OPERATOR_KEY, TenancySettings
+from vigil.keys import bare_key
 from vigil.sample_record.limits import DEFAULT_MAX_FUTURE_SKEW_S, MAX_SAMPLE_WEIGHT, MIN_SAMPLE_RATE
 
 DEFAULT_SECRET = "vigil-dev-secret-change-me"
@@ -32,7 +34,10 @@ class ConfigError(ValueError):
     """Start-up configuration is invalid; the message names the variables at fault."""
 
 
-class Settings(BaseSettings):
+class Settings(TenancySettings, BaseSettings):
+    """Every `VIGIL_*` setting; the tenancy bounds (operator keys, ingest policy and quota) are
+    declared in `vigil.config_tenancy`."""
+
     model_config = SettingsConfigDict(
         env_prefix="VIGIL_", env_file=".env", env_file_encoding="utf-8", extra="ignore"
     )
@@ -84,7 +89,7 @@ class Settings(BaseSettings):
     programmatic_launch: Literal["auto", "off"] = "auto"
     host: str = "127.0.0.1"
     port: int = Field(8000, gt=0, lt=65536)
-    api_keys: list[str] = Field(default_factory=lambda: [DEFAULT_DEV_API_KEY])
+    api_keys: list[str] = Field(default_factory=lambda: [DEFAULT_DEV_API_KEY])  # `name:key` names one
     drain_grace_s: float = Field(30.0, ge=0)
     torch_threads: int | None = Field(None, gt=0)
     # "separate": the engine core (scheduler, KV cache, model) runs in its own process and talks
@@ -205,16 +210,30 @@ class Settings(BaseSettings):
         return proxies
 
     @model_validator(mode="after")
+    def _development_operator_key(self) -> Settings:
+        # the sidecar's judge and canaries mark their requests internal, which takes an operator
+        # key: a local development set-up gets one unless operator keys are configured
+        if "operator_keys" not in self.model_fields_set and self.env == "development" and not self.binds_publicly:
+            self.operator_keys = [DEFAULT_DEV_OPERATOR_KEY]
+        return self
+
+    @model_validator(mode="after")
     def _keys_have_one_role(self) -> Settings:
         # a key listed twice would carry the wider of its two roles: refuse the ambiguity
         seen: dict[str, str] = {}
-        for name, values in (("VIGIL_API_KEYS", self.api_keys), ("VIGIL_TENANT_KEYS", self.tenant_keys),
-                             ("VIGIL_ADMIN_KEYS", self.admin_keys)):
+        for name, values in self.key_lists().items():
             for key in values:
                 if key in seen and seen[key] != name:
                     raise ValueError(f"a key appears in both {seen[key]} and {name}")
                 seen[key] = name
         return self
+
+    def key_lists(self) -> dict[str, list[str]]:
+        """Each key variable -> its keys, without their `name:` prefixes."""
+        return {"VIGIL_API_KEYS": [bare_key(k) for k in self.api_keys],
+                "VIGIL_TENANT_KEYS": [bare_key(k) for k in self.tenant_keys],
+                "VIGIL_OPERATOR_KEYS": [bare_key(k) for k in self.operator_keys],
+                "VIGIL_ADMIN_KEYS": [bare_key(k) for k in self.admin_keys]}
 
     @model_validator(mode="after")
     def _several_api_servers_need_a_separate_core(self) -> Settings:
@@ -234,12 +253,11 @@ class Settings(BaseSettings):
             return self
         where = f"VIGIL_ENV={self.env}" if self.env != "development" else "a non-loopback bind address"
         problems = []
-        keys = {"VIGIL_API_KEYS": list(self.api_keys), "VIGIL_TENANT_KEYS": list(self.tenant_keys),
-                "VIGIL_ADMIN_KEYS": list(self.admin_keys)}
-        if not any(keys.values()) or any(not k.strip() for k in self.api_keys):
+        keys = self.key_lists()
+        if not any(keys.values()) or any(not k.strip() for k in keys["VIGIL_API_KEYS"]):
             problems.append("VIGIL_API_KEYS must hold at least one non-empty key")
         for name, values in keys.items():
-            if DEFAULT_DEV_API_KEY in values:
+            if DEFAULT_DEV_API_KEY in values or DEFAULT_DEV_OPERATOR_KEY in values:
                 problems.append(f"{name} still holds the development key")
             elif any(len(k) < MIN_KEY_LEN for k in values):
                 problems.append(f"{name}: every key needs at least {MIN_KEY_LEN} characters")

@@ -31,6 +31,7 @@ from vigil.demo_traffic import drift_event, steady
 
 API_KEY = "vigil-demo-key-0123456789"
 ADMIN_KEY = "vigil-demo-admin-0123456789"
+OPERATOR_KEY = "vigil-demo-operator-0123456789"  # backdates the steady day, names its tenants
 DRIFT_KINDS = ("prompt", "model", "eval", "persona")
 
 
@@ -116,6 +117,7 @@ def demo_command(args) -> int:
     env = {**os.environ, "VIGIL_ENV": "development", "VIGIL_DATABASE_URL": f"sqlite:///{db}",
            "VIGIL_REPORT_DIR": str(workdir / "reports"), "VIGIL_JOURNAL_DIR": str(workdir / "journal"),
            "VIGIL_API_KEYS": json.dumps([API_KEY]), "VIGIL_ADMIN_KEYS": json.dumps([ADMIN_KEY]),
+           "VIGIL_OPERATOR_KEYS": json.dumps([OPERATOR_KEY]),
            "VIGIL_WEBHOOK_TARGETS": json.dumps([receiver.url]), "VIGIL_WEBHOOK_SECRET": secret,
            "VIGIL_PORT": str(engine_port), "VIGIL_SIDECAR_PORT": str(sidecar_port),
            "VIGIL_ENGINE_URL": engine, "VIGIL_PUBLIC_URL": sidecar, "VIGIL_SAMPLE_RATE": "1.0",
@@ -126,6 +128,7 @@ def demo_command(args) -> int:
     up = subprocess.Popen([sys.executable, "-m", "vigil.cli", "up"], env=env)
     key = {"Authorization": f"Bearer {API_KEY}"}
     admin = {"Authorization": f"Bearer {ADMIN_KEY}"}
+    importer = {"Authorization": f"Bearer {OPERATOR_KEY}"}  # ingest: backdated, tenant-labelled
     try:
         with httpx.Client(timeout=600) as http:
             _wait("engine start", lambda: http.get(f"{engine}/health").status_code == 200, 600)
@@ -134,7 +137,7 @@ def demo_command(args) -> int:
             day_start, day_end = now - timedelta(hours=26), now - timedelta(hours=2)
             day = steady(day_start, day_end, 240 if quick else 960)
             for i in range(0, len(day), 200):
-                http.post(f"{sidecar}/v1/ingest", json={"samples": day[i:i + 200]}, headers=key).raise_for_status()
+                http.post(f"{sidecar}/v1/ingest", json={"samples": day[i:i + 200]}, headers=importer).raise_for_status()
             _say(f"backdated a steady day: {len(day)} samples, {day_start:%m-%d %H:%M} → {day_end:%m-%d %H:%M} UTC")
             for prompt in ["Where is my parcel 311?", "How do I return item 42?"][: 1 if quick else 2] * (1 if quick else 4):
                 http.post(f"{engine}/v1/chat/completions", headers=key, json={
@@ -154,7 +157,7 @@ def demo_command(args) -> int:
             event_end = datetime.now(UTC)
             event = drift_event(event_end - timedelta(minutes=50), event_end, 80 if quick else 200)
             event += steady(event_end - timedelta(minutes=50), event_end, 40 if quick else 100, seed=3, tag="hour")
-            http.post(f"{sidecar}/v1/ingest", json={"samples": event}, headers=key).raise_for_status()
+            http.post(f"{sidecar}/v1/ingest", json={"samples": event}, headers=importer).raise_for_status()
             _say(f"drift event: {len(event)} samples in the last hour (tenant newco on mobile, prompt v2)")
             _wait("embeddings of the new samples", lambda: _embed_backlog(http, sidecar, key) == 0, 600)
             report = subprocess.run([sys.executable, "-m", "vigil.cli", "report", "--hours", "1"], env=env,

@@ -2,9 +2,9 @@
 never logged as a sample, so it cannot skew the drift statistics it is measuring.
 
 A request carrying `X-Vigil-Internal: <reason>` is served as usual and skipped by the engine's
-traffic logger. Only operator keys (`VIGIL_API_KEYS`, `VIGIL_ADMIN_KEYS`) may mark traffic
-internal: the mark is dropped for tenant-bound keys, so a tenant cannot hide its own traffic
-from monitoring.
+traffic logger. Only operator and admin keys (`VIGIL_OPERATOR_KEYS`, `VIGIL_ADMIN_KEYS`) may
+mark traffic internal: the mark is dropped for global and tenant-bound keys, so no client can
+hide its own traffic from monitoring.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from vigil.internal import INTERNAL_HEADER
 from vigil.keys import Principal, from_trusted_proxy
 
 TRUSTED_HEADER_PREFIX = "x-vigil-"
+OPERATOR_LABELS = ("tenant", "segment")  # `metadata` keys only operator and admin keys may set
 
 
 def request_principal(request: Request) -> Principal:
@@ -40,17 +41,25 @@ def hash_user(user: str | None, secret: str) -> str | None:
 def request_segment(request: Request, settings: Settings, user: str | None,
                     metadata: Mapping[str, object] | None) -> SegmentInfo:
     """Segment identity: `x-vigil-*` headers count only from a trusted proxy; a tenant-bound
-    key always logs under its own tenant, whatever the headers or metadata claim."""
+    key always logs under its own tenant, whatever the headers or metadata claim; a tenant or
+    segment in `metadata`, and the internal mark, count only from operator and admin keys (a
+    global key's are ignored: its traffic is logged as sent, never hidden or filed under
+    another tenant)."""
     client = request.client.host if request.client else None
     headers = request.headers
     if not from_trusted_proxy(client, settings.trusted_proxies):
-        # the internal marker is not a segment claim; a tenant-bound key cannot use it (below)
+        # the internal marker is not a segment claim; it is judged by the key (below)
         headers = {k: v for k, v in headers.items()
                    if not k.lower().startswith(TRUSTED_HEADER_PREFIX) or k.lower() == INTERNAL_HEADER.lower()}
-    segment = segment_from_request(headers, hash_user(user, settings.secret_key), metadata)
     principal = request.scope.get("state", {}).get("principal")
+    labels_others = principal is not None and principal.may_label_others
+    if not labels_others and metadata:
+        metadata = {k: v for k, v in metadata.items() if k not in OPERATOR_LABELS}
+    segment = segment_from_request(headers, hash_user(user, settings.secret_key), metadata)
     if principal is not None and principal.tenant is not None:
+        segment = dataclasses.replace(segment, tenant=principal.tenant, internal=None)
+    elif not labels_others:
         # a tenant's traffic is always watched: only operator keys (the sidecar's judge and
         # canaries) may mark requests internal
-        segment = dataclasses.replace(segment, tenant=principal.tenant, internal=None)
+        segment = dataclasses.replace(segment, internal=None)
     return segment

@@ -35,6 +35,7 @@ from storage.repositories.canaries import (
 )
 from storage.types import to_utc
 from vigil.config import Settings
+from vigil.keys import internal_client_key
 
 log = logging.getLogger("vigil.sidecar.canary")
 MISMATCH_RULE, PERPLEXITY_RULE = "canary_mismatch", "canary_perplexity"
@@ -59,7 +60,8 @@ def _observation(data: dict[str, Any]) -> Observation:
 
 
 def _engine_key(settings: Settings) -> str | None:
-    return next((k for k in settings.api_keys if k), None)
+    """A key that may mark its requests internal (vigil.keys.internal_client_key)."""
+    return internal_client_key(settings)
 
 
 def client_for(settings: Settings, probe_set: ProbeSet) -> CanaryClient:

@@ -30,6 +30,7 @@ from storage.repositories.embeddings import load_embeddings
 from storage.repositories.eval_scores import EvalScoreRow, store_eval_scores
 from storage.types import to_utc
 from vigil.config import Settings
+from vigil.keys import internal_client_key
 
 log = logging.getLogger("vigil.sidecar.evaluate")
 
@@ -194,5 +195,5 @@ def _score_rows(settings: Settings, session: Session, verdicts: list) -> list[Ev
 
 
 def _engine_key(settings: Settings) -> str | None:
-    """The engine checks the same API keys (Settings.api_keys); use the first."""
-    return next((k for k in settings.api_keys if k), None)
+    """A key that may mark its requests internal (vigil.keys.internal_client_key)."""
+    return internal_client_key(settings)

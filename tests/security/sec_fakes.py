@@ -13,6 +13,7 @@ from serving.outputs import CompletionOutput, EngineStats, RequestMetrics, Reque
 API_KEY = "sec-test-key-0123456789"
 TENANT_KEY = "sec-tenant-key-0123456789"
 ADMIN_KEY = "sec-admin-key-0123456789"
+OPERATOR_KEY = "sec-operator-key-0123456789"
 MODEL = "fake-model"
 
 

@@ -8,7 +8,7 @@ import asyncio
 
 import httpx
 import pytest
-from sec_fakes import API_KEY, TENANT_KEY
+from sec_fakes import API_KEY, OPERATOR_KEY, TENANT_KEY
 from sqlalchemy import select
 from starlette.requests import Request
 
@@ -31,13 +31,14 @@ def _ingest(app, key: str, samples: list[dict]) -> httpx.Response:
 def test_tenant_key_writes_only_its_tenant(migrated_db, make_settings):
     """Was: any key could write samples for any tenant (and so raise or mask its alerts)."""
     factory = session_factory(migrated_db)
-    app = create_app(make_settings(migrated_db, api_keys=[API_KEY], tenant_keys={TENANT_KEY: "acme"}), factory)
+    app = create_app(make_settings(migrated_db, api_keys=[API_KEY], tenant_keys={TENANT_KEY: "acme"},
+                                   operator_keys=[OPERATOR_KEY]), factory)
     foreign = _ingest(app, TENANT_KEY, [{"id": "a1", "prompt": "p", "tenant": "acme"},
                                         {"id": "a2", "prompt": "p", "tenant": "globex"}])
     assert foreign.status_code == 403 and "globex" in foreign.json()["detail"]
     own = _ingest(app, TENANT_KEY, [{"id": "b1", "prompt": "p", "tenant": "acme"}, {"id": "b2", "prompt": "p"}])
     assert own.status_code == 200, own.text
-    assert _ingest(app, API_KEY, [{"id": "c1", "prompt": "p", "tenant": "globex"}]).status_code == 200
+    assert _ingest(app, OPERATOR_KEY, [{"id": "c1", "prompt": "p", "tenant": "globex"}]).status_code == 200
     with factory() as s:
         tenants = dict(s.execute(select(Sample.id, Sample.tenant)).all())
     assert tenants == {"b1": "acme", "b2": "acme", "c1": "globex"}
@@ -75,7 +76,8 @@ def test_tenant_key_traffic_is_logged_under_its_tenant():
 def test_a_tenant_key_cannot_hide_its_traffic_as_internal():
     settings = load_settings(**SETTINGS)
     marked = {"x-vigil-internal": "canary"}
-    operator = request_segment(_request(marked, "203.0.113.7", Principal("k")), settings, None, None)
+    operator = request_segment(_request(marked, "203.0.113.7", Principal("k", operator=True)), settings,
+                               None, None)
     assert operator.internal == "canary"
     tenant = request_segment(_request(marked, "203.0.113.7", Principal("k", tenant="acme")), settings,
                              None, None)

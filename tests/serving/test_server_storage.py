@@ -9,7 +9,13 @@ import httpx
 import openai
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
-from test_server_support import API_KEY, ServerThread, make_settings, shared_engine, wait_for
+from test_server_support import (
+    OPERATOR_KEY,
+    ServerThread,
+    make_settings,
+    shared_engine,
+    wait_for,
+)
 
 from serving.server.app import create_app
 from serving.server.auth import hash_user
@@ -41,7 +47,8 @@ def test_sampled_rows_carry_the_request_statistics(migrated_db, tmp_path):
     secret = "Email jane.doe@example.com or call +1 (415) 555-0199 about order 42.\x00"
     t0 = time.time()
     with server:
-        client = openai.OpenAI(base_url=server.url + "/v1", api_key=API_KEY, max_retries=0)
+        # the gateway's operator key: its metadata segment counts
+        client = openai.OpenAI(base_url=server.url + "/v1", api_key=OPERATOR_KEY, max_retries=0)
         chat = client.chat.completions.create(
             model=settings.model_name, max_tokens=4, temperature=0.7, seed=3, n=2,
             messages=[{"role": "user", "content": secret}],
@@ -93,7 +100,7 @@ def test_sampled_rows_carry_the_request_statistics(migrated_db, tmp_path):
 def test_segment_quotas_hold_without_a_base_rate(migrated_db, tmp_path):
     settings, writer, server = _serve(migrated_db, tmp_path, sample_rate=0.0, segment_min_per_hour=2)
     with server:
-        client = openai.OpenAI(base_url=server.url + "/v1", api_key=API_KEY, max_retries=0)
+        client = openai.OpenAI(base_url=server.url + "/v1", api_key=OPERATOR_KEY, max_retries=0)
 
         def ask(**kw):
             client.completions.create(model=settings.model_name, prompt="Hi", max_tokens=1, **kw)

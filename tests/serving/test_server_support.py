@@ -15,6 +15,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 API_KEY = "test-key-0123456789"
+OPERATOR_KEY = "test-operator-key-0123456789"  # a gateway's key: labels tenants and segments
 MAX_MODEL_LEN = 512  # small: over-long prompts are cheap to build, and the KV pool stays small
 
 _engine = None
@@ -26,7 +27,7 @@ def make_settings(**overrides):
     from vigil.config import load_settings
 
     base = dict(
-        env="development", api_keys=[API_KEY], max_model_len=MAX_MODEL_LEN, kv_cache_memory_mb=64,
+        env="development", api_keys=[API_KEY], operator_keys=[OPERATOR_KEY], max_model_len=MAX_MODEL_LEN, kv_cache_memory_mb=64,
         torch_threads=1, sample_rate=0.0, segment_min_per_hour=0, host="127.0.0.1", port=8000,
         drain_grace_s=30.0,
     )

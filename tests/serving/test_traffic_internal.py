@@ -9,7 +9,14 @@ import time
 import httpx
 import openai
 from sqlalchemy import select
-from test_server_support import API_KEY, ServerThread, make_settings, shared_engine, wait_for
+from test_server_support import (
+    API_KEY,
+    OPERATOR_KEY,
+    ServerThread,
+    make_settings,
+    shared_engine,
+    wait_for,
+)
 from test_traffic_record import _ListSink, _output
 
 from serving.server.app import create_app
@@ -55,20 +62,24 @@ def test_marked_requests_through_the_real_server_store_no_sample(migrated_db, tm
     writer = SampleWriter(migrated_db, tmp_path / "journal", flush_interval_s=0.05)
     app = create_app(settings, engine=shared_engine(), writer=writer, sampler_seed=0)
     with ServerThread(app) as server:
-        client = openai.OpenAI(base_url=server.url + "/v1", api_key=API_KEY, max_retries=0)
-        client.completions.create(model=settings.model_name, prompt="internal probe", max_tokens=2,
-                                  temperature=0, extra_headers={INTERNAL_HEADER: "test"})
-        judge = Judge(server.url, settings.model_name, api_key=API_KEY)
+        operator = openai.OpenAI(base_url=server.url + "/v1", api_key=OPERATOR_KEY, max_retries=0)
+        operator.completions.create(model=settings.model_name, prompt="internal probe", max_tokens=2,
+                                    temperature=0, extra_headers={INTERNAL_HEADER: "test"})
+        judge = Judge(server.url, settings.model_name, api_key=OPERATOR_KEY)
         try:
             judge.judge("What is 2 + 2?", "4")  # the judge marks its own calls
         finally:
             judge.close()
+        client = openai.OpenAI(base_url=server.url + "/v1", api_key=API_KEY, max_retries=0)
+        # a global key's mark is ignored: its traffic cannot hide from the monitor
+        client.completions.create(model=settings.model_name, prompt="a global key hides", max_tokens=2,
+                                  temperature=0, extra_headers={INTERNAL_HEADER: "canary"})
         client.completions.create(model=settings.model_name, prompt="a user asks", max_tokens=2,
                                   temperature=0)
-        assert wait_for(lambda: _logged(server.url) == 1, timeout=15)
+        assert wait_for(lambda: _logged(server.url) == 2, timeout=15)
         time.sleep(0.3)  # a wrongly logged marked request would have landed by now too
-        assert _logged(server.url) == 1
+        assert _logged(server.url) == 2
     assert writer.close(timeout=10)
     with session_scope(migrated_db) as s:
-        prompts = list(s.scalars(select(Sample.prompt)))
-    assert prompts == ["a user asks"]
+        prompts = set(s.scalars(select(Sample.prompt)))
+    assert prompts == {"a global key hides", "a user asks"}

@@ -6,14 +6,14 @@ import json
 
 import httpx
 import pytest
-from sidecar_servers import API_KEY, UvicornThread
+from sidecar_servers import OPERATOR_KEY, UvicornThread
 from sqlalchemy import func, select
 
 from sidecar.app import create_app
 from storage.db import session_factory
 from storage.models import EvalScore, Sample
 
-AUTH = {"Authorization": f"Bearer {API_KEY}"}
+AUTH = {"Authorization": f"Bearer {OPERATOR_KEY}"}
 
 
 def sample(i: int, **fields) -> dict:
@@ -40,9 +40,9 @@ def test_ingest_stores_samples_idempotently(server):
     body = {"samples": [sample(1), sample(2), sample(2)]}  # a repeat inside one body too
     r = httpx.post(f"{server.url}/v1/ingest", json=body, headers=AUTH)
     assert r.status_code == 200, r.text
-    assert r.json() == {"received": 3, "inserted": 2, "duplicates": 1}
+    assert r.json() == {"received": 3, "inserted": 2, "duplicates": 1, "weights_clipped": 0}
     again = httpx.post(f"{server.url}/v1/ingest", json={"samples": [sample(1), sample(3)]}, headers=AUTH)
-    assert again.json() == {"received": 2, "inserted": 1, "duplicates": 1}
+    assert again.json() == {"received": 2, "inserted": 1, "duplicates": 1, "weights_clipped": 0}
     assert count(server.factory) == 3
     assert count(server.factory, EvalScore) == 3  # eval_judge became an eval score
     with server.factory() as s:

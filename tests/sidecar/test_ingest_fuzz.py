@@ -8,7 +8,7 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
-from sidecar_servers import API_KEY, UvicornThread
+from sidecar_servers import OPERATOR_KEY, UvicornThread
 
 from sidecar.app import create_app
 from storage.db import session_factory
@@ -25,7 +25,7 @@ def test_ingest_fuzz_finds_no_5xx(migrated_db, make_settings, mode):
                   suppress_health_check=list(HealthCheck))  # fmt: skip
         @given(case=operation.as_strategy(generation_mode=mode))
         def check(case) -> None:
-            response = case.call(base_url=server.url, headers={"Authorization": f"Bearer {API_KEY}"})
+            response = case.call(base_url=server.url, headers={"Authorization": f"Bearer {OPERATOR_KEY}"})
             seen[response.status_code] = seen.get(response.status_code, 0) + 1
             assert response.status_code < 500, (case.body, response.text[:500])
             if response.status_code >= 400:

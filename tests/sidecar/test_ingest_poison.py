@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from sidecar_servers import API_KEY
+from sidecar_servers import OPERATOR_KEY
 from sidecar_world import prepare
 from sqlalchemy import func, select
 
@@ -20,7 +20,7 @@ from storage.db import session_factory
 from storage.models import Embedding, Sample
 from vigil.sample_record.limits import SIDECAR_MODEL_NAME
 
-AUTH = {"Authorization": f"Bearer {API_KEY}"}
+AUTH = {"Authorization": f"Bearer {OPERATOR_KEY}"}
 
 
 def _good(i: int, at: datetime) -> dict:

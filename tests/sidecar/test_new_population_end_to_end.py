@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
-from sidecar_servers import API_KEY, UvicornThread, WebhookReceiver
+from sidecar_servers import OPERATOR_KEY, UvicornThread, WebhookReceiver
 from sidecar_world import prepare
 from sqlalchemy import select
 from traffic_gen import traffic
@@ -38,7 +38,7 @@ def test_new_tenant_on_a_new_model_version_alerts_by_kind(migrated_db, make_sett
             record.update(tenant="newco", model_version="m2")
         with UvicornThread(create_app(settings, factory)) as app:
             ack = httpx.post(f"{app.url}/v1/ingest", json={"samples": arrivals},
-                             headers={"Authorization": f"Bearer {API_KEY}"}, timeout=30)
+                             headers={"Authorization": f"Bearer {OPERATOR_KEY}"}, timeout=30)
         assert ack.status_code == 200 and ack.json()["inserted"] == len(arrivals), ack.text
         run_embed_job(settings, factory, datetime.now(UTC))
 

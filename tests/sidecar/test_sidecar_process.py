@@ -9,7 +9,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import httpx
-from sidecar_servers import API_KEY, SidecarProcess, WebhookReceiver, sidecar_env
+from sidecar_servers import OPERATOR_KEY, SidecarProcess, WebhookReceiver, sidecar_env
 from sidecar_world import prepare
 from sqlalchemy import func, select
 from traffic_gen import traffic
@@ -83,7 +83,7 @@ def test_sigkill_mid_drift_job_then_restart(migrated_db, make_settings, embedder
             # samples the ingest API acknowledged survive a SIGKILL right after the 200
             late = traffic(datetime.now(UTC), datetime.now(UTC) + timedelta(seconds=1), 5, seed=99)
             ack = httpx.post(f"{second.url}/v1/ingest", json={"samples": late},
-                             headers={"Authorization": f"Bearer {API_KEY}"}, timeout=10)  # fmt: skip
+                             headers={"Authorization": f"Bearer {OPERATOR_KEY}"}, timeout=10)  # fmt: skip
             assert ack.status_code == 200 and ack.json()["inserted"] == 5
         finally:
             second.kill()

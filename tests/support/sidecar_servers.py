@@ -14,6 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import uvicorn
 
 API_KEY = "test-ingest-key"
+OPERATOR_KEY = "test-operator-key"  # imports: backdated samples, tenant labels
 
 
 def free_port() -> int:
@@ -232,6 +233,7 @@ def sidecar_env(database_url: str, report_dir, **extra) -> dict[str, str]:
         "VIGIL_REPORT_DIR": str(report_dir),
         "VIGIL_ENGINE_URL": f"http://127.0.0.1:{free_port()}",  # nobody listens: judge skips
         "VIGIL_API_KEYS": json.dumps([API_KEY]),
+        "VIGIL_OPERATOR_KEYS": json.dumps([OPERATOR_KEY]),
         "VIGIL_LEADER_LEASE_S": "2",
         "VIGIL_TORCH_THREADS": "1",
         "OMP_NUM_THREADS": "1",

@@ -14,7 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sidecar_servers import API_KEY
+from sidecar_servers import OPERATOR_KEY
 
 from sidecar.app import create_app
 from storage.db import session_factory
@@ -98,7 +98,7 @@ def via_check(line: bytes, tmp_dir) -> bool:
 
 def via_ingest(client: TestClient, line: bytes) -> bool:
     body = b'{"samples": [' + line + b"]}"
-    r = client.post("/v1/ingest", content=body, headers={"Authorization": f"Bearer {API_KEY}",
+    r = client.post("/v1/ingest", content=body, headers={"Authorization": f"Bearer {OPERATOR_KEY}",
                                                          "Content-Type": "application/json"})
     assert r.status_code in (200, 422), (r.status_code, r.text[:300])
     return r.status_code == 200
