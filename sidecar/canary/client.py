@@ -10,13 +10,10 @@ import httpx
 
 from drift.canary import Observation, perplexity
 from sidecar.canary.probes import Probe
-from vigil.internal import INTERNAL_HEADER
+from sidecar.engine_api import EngineAPI, EngineRefused, EngineUnavailable
 
+__all__ = ["CanaryClient", "EngineUnavailable", "ProbeFailed"]
 INTERNAL_VALUE = "canary"  # the reason sent in the internal marker header
-
-
-class EngineUnavailable(RuntimeError):
-    """The engine could not be reached or is overloaded: the run is retried at the next interval."""
 
 
 class ProbeFailed(RuntimeError):
@@ -26,15 +23,12 @@ class ProbeFailed(RuntimeError):
 class CanaryClient:
     def __init__(self, engine_url: str, model: str, *, api_key: str | None, seed: int,
                  timeout_s: float = 300.0, transport: httpx.BaseTransport | None = None) -> None:
-        headers = {INTERNAL_HEADER: INTERNAL_VALUE}
-        if api_key:
-            headers["Authorization"] = f"Bearer {api_key}"
         self.model, self.seed = model, seed
-        self.http = httpx.Client(base_url=engine_url.rstrip("/"), headers=headers, timeout=timeout_s,
-                                 transport=transport)
+        self.api = EngineAPI(engine_url, reason=INTERNAL_VALUE, api_key=api_key,
+                             timeout_s=timeout_s, transport=transport)
 
     def close(self) -> None:
-        self.http.close()
+        self.api.close()
 
     def __enter__(self) -> CanaryClient:
         return self
@@ -44,24 +38,14 @@ class CanaryClient:
 
     def _post(self, path: str, body: dict[str, Any], probe: str) -> dict[str, Any]:
         try:
-            reply = self.http.post(path, json=body)
-        except httpx.TransportError as exc:
-            raise EngineUnavailable(f"engine unreachable: {exc.__class__.__name__}: {exc}") from exc
-        if reply.status_code in (408, 425, 429) or reply.status_code >= 500:
-            raise EngineUnavailable(f"engine answered {reply.status_code}: {reply.text[:200]}")
-        if reply.status_code != 200:
-            raise ProbeFailed(f"probe {probe}: engine refused it ({reply.status_code}): {reply.text[:300]}")
-        try:
-            return reply.json()["choices"][0]
-        except (ValueError, KeyError, IndexError, TypeError) as exc:
-            raise ProbeFailed(f"probe {probe}: malformed answer from the engine ({exc!r})") from None
+            return self.api.first_choice(path, body)
+        except EngineRefused as exc:
+            raise ProbeFailed(f"probe {probe}: {exc}") from None
 
     def engine_identity(self) -> dict[str, Any]:
         """The model card's version and engine description (empty when unavailable)."""
-        try:
-            reply = self.http.get("/v1/models")
-            card = reply.json()["data"][0] if reply.status_code == 200 else {}
-        except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError):
+        card = self.api.model_card()
+        if not card:
             return {}
         return {"model_version": card.get("root"), **(card.get("engine") or {})}
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import httpx
+from sidecar.engine_api import EngineAPI, EngineRefused, EngineUnavailable
 
-from vigil.internal import INTERNAL_HEADER
+__all__ = ["EngineUnavailable", "Judge", "JudgeError", "Judgement"]
 
 RUBRIC = (
     "You are grading an AI assistant's answer.\n"
@@ -26,10 +26,6 @@ RUBRIC = (
 )
 DIGITS = {str(d): d for d in range(1, 6)}
 MAX_FIELD_CHARS = 2000  # keeps the judge prompt inside a small model's context
-
-
-class EngineUnavailable(RuntimeError):
-    """The engine could not be reached or is overloaded; retry later."""
 
 
 class JudgeError(ValueError):
@@ -75,14 +71,11 @@ class Judge:
         self, engine_url: str, model: str, *, api_key: str | None = None, timeout_s: float = 60.0
     ) -> None:
         # the judge's own calls must not be sampled as traffic and then judged themselves
-        headers = {INTERNAL_HEADER: "judge"}
-        if api_key:
-            headers["Authorization"] = f"Bearer {api_key}"
         self.model = model
-        self.client = httpx.Client(base_url=engine_url.rstrip("/"), headers=headers, timeout=timeout_s)
+        self.api = EngineAPI(engine_url, reason="judge", api_key=api_key, timeout_s=timeout_s)
 
     def close(self) -> None:
-        self.client.close()
+        self.api.close()
 
     def judge(self, prompt: str, response: str) -> Judgement:
         body = {
@@ -94,15 +87,10 @@ class Judge:
             "top_logprobs": 20,
         }
         try:
-            reply = self.client.post("/v1/chat/completions", json=body)
-        except httpx.TransportError as exc:
-            raise EngineUnavailable(f"engine unreachable: {exc.__class__.__name__}: {exc}") from exc
-        if reply.status_code in (408, 425, 429) or reply.status_code >= 500:
-            raise EngineUnavailable(f"engine answered {reply.status_code}: {reply.text[:200]}")
-        if reply.status_code != 200:
-            raise JudgeError(f"engine refused the judge request ({reply.status_code}): {reply.text[:200]}")
+            choice = self.api.first_choice("/v1/chat/completions", body)
+        except EngineRefused as exc:
+            raise JudgeError(f"the judge request: {exc}") from None
         try:
-            choice = reply.json()["choices"][0]
             generated = choice["message"].get("content") or ""
             content = (choice.get("logprobs") or {}).get("content") or []
             top = content[0].get("top_logprobs") or [] if content else []

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sidecar.canary.client import INTERNAL_HEADER, CanaryClient, EngineUnavailable, ProbeFailed
+from sidecar.canary.client import CanaryClient, EngineUnavailable, ProbeFailed
 from sidecar.canary.probes import (
     DEFAULT_PROBES_PATH,
     MAX_PROBE_FILE_BYTES,
@@ -19,6 +19,7 @@ from sidecar.canary.probes import (
     load_probe_set,
     parse_probe_set,
 )
+from vigil.internal import INTERNAL_HEADER
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-5, 10**6) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),
