@@ -30,6 +30,7 @@ from sidecar.scheduler import (
 )
 from sidecar.watchdog import Watchdog
 from vigil.config import Settings, get_settings, load_settings
+from vigil.http_server import protocol_for
 
 log = logging.getLogger("vigil.sidecar")
 
@@ -129,6 +130,14 @@ class Sidecar:
         }
 
 
+def server_config(settings: Settings, app: FastAPI):
+    """uvicorn's config for the sidecar: its address, the header deadline and connection cap."""
+    import uvicorn
+
+    return uvicorn.Config(app, host=settings.sidecar_host, port=settings.sidecar_port, log_level="info",
+                          http=protocol_for(settings, sidecar=True))
+
+
 def sidecar_command(args) -> int:
     """`vigil sidecar [--host H] [--port P]`: serve until SIGINT/SIGTERM."""
     import uvicorn
@@ -143,10 +152,7 @@ def sidecar_command(args) -> int:
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     sidecar = Sidecar(settings)
-    config = uvicorn.Config(
-        sidecar.app, host=settings.sidecar_host, port=settings.sidecar_port, log_level="info"
-    )
-    server = uvicorn.Server(config)
+    server = uvicorn.Server(server_config(settings, sidecar.app))
 
     # uvicorn re-raises a caught SIGTERM/SIGINT through the handlers it found at start; with
     # these, that ends serve() normally, so the lease is handed over and jobs stop cleanly

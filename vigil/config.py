@@ -165,6 +165,11 @@ class Settings(TenancySettings, BaseSettings):
     session_ttl_s: int = Field(8 * 3600, gt=0)
     max_request_bytes: int = Field(2 * 1024 * 1024, gt=0)  # any engine request body
     body_timeout_s: float = Field(30.0, gt=0)  # a request body must arrive within this
+    # both servers (vigil/http_server.py): request headers must arrive within this; past the
+    # connection cap a new connection is answered 503 and closed
+    header_timeout_s: float = Field(10.0, gt=0)
+    max_connections: int = Field(2048, gt=0)  # engine API, per API process
+    sidecar_max_connections: int = Field(256, gt=0)
     # failed key checks (API, ingest, page login) per client address per minute before it gets
     # 429s (vigil/auth_throttle.py); 0: no limit
     auth_failures_per_minute: int = Field(20, ge=0)

@@ -21,6 +21,7 @@ from fastapi import FastAPI
 from serving.server.app import create_app
 from serving.server.state import Phase
 from vigil.config import Settings, load_settings
+from vigil.http_server import protocol_for
 
 log = logging.getLogger("vigil.serve")
 
@@ -72,6 +73,7 @@ def build_server(settings: Settings, app: FastAPI | None = None, **app_kwargs) -
     config = uvicorn.Config(
         app, host=settings.host, port=settings.port, lifespan="on", log_level="info",
         access_log=False, timeout_graceful_shutdown=5, timeout_keep_alive=5,
+        http=protocol_for(settings, sidecar=False),
     )
     return DrainingServer(config, app)
 
