@@ -1,5 +1,6 @@
-"""`/alerts/{id}`: one sentence of what moved and how far past its threshold, that signal over
-the last days (chart), example prompts from the moved region for embedding alerts, the action
+"""`/alerts/{id}`: one sentence of the alert's own result (dashboards/alert_lead.py) and how far
+past its threshold, that signal over the last days (chart), the run's results with the alert's
+own first, example prompts from the moved region for embedding alerts, the action
 timeline and the on-call actions; evidence JSON behind a toggle."""
 
 from __future__ import annotations
@@ -15,40 +16,14 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from alerts.lifecycle import actions
-from dashboards.charts import direction_of, drift_score, score_threshold
+from dashboards.alert_lead import lead_row, lead_sentence, own_rows, table_rows
 from storage.models import Alert, Delivery, DriftResult, DriftRun, Embedding
 from storage.repositories.samples import fetch_window
-from storage.repositories.series import ResultPoint
 from storage.types import to_utc
 
 MAX_EXAMPLES = 8
 EMBEDDING_TESTS = ("mmd", "new_cluster", "cluster_growth")
-
-
-def _ratio(r: DriftResult) -> float:
-    direction = direction_of(r.test)
-    point = ResultPoint(r.run_id, r.test, r.feature, r.segment, r.statistic, r.p_value, r.threshold,
-                        r.drifted, r.insufficient)
-    score, limit = drift_score(point, direction), score_threshold(r.threshold, direction)
-    return score / limit if score is not None and limit else 0.0
-
-
-def lead_sentence(alert: Alert, results: list[DriftResult], window: str | None) -> tuple[str, DriftResult | None]:
-    """What moved and how much against its threshold, in one sentence; and the result it names."""
-    moved = [r for r in results if r.drifted]
-    if not moved:
-        return alert.summary, None
-    worst = max(moved, key=_ratio)
-    segment = "all traffic" if worst.segment == "*" else f"segment {worst.segment}"
-    if direction_of(worst.test) == "p_value":
-        what = (f"{worst.test} on {worst.feature} for {segment}: p = {worst.p_value:.2g}, at or below "
-                f"its threshold {worst.threshold:.2g}")
-    else:
-        what = (f"{worst.test} on {worst.feature} for {segment} rose to {worst.statistic:.3g} against a "
-                f"calibrated threshold of {worst.threshold:.3g} ({_ratio(worst):.1f}×)")
-    others = len(moved) - 1
-    tail = f"; {others} other signal{'s' if others != 1 else ''} moved too" if others else ""
-    return f"{what}{' in ' + window if window else ''}{tail}.", worst
+MAX_RUN_RESULTS = 5000
 
 
 def example_prompts(session: Session, run: DriftRun, results: list[DriftResult]) -> list[str]:
@@ -70,7 +45,7 @@ def example_prompts(session: Session, run: DriftRun, results: list[DriftResult])
     return examples[:MAX_EXAMPLES]
 
 
-def alert_context(session: Session, alert_id: int, now: datetime) -> dict:
+def alert_context(session: Session, alert_id: int, now: datetime, range_: str = "7d") -> dict:
     row = session.get(Alert, alert_id)
     if row is None:
         raise HTTPException(404, f"no alert {alert_id}")
@@ -78,18 +53,21 @@ def alert_context(session: Session, alert_id: int, now: datetime) -> dict:
     results: list[DriftResult] = []
     window = None
     if run is not None:
-        query = select(DriftResult).where(DriftResult.run_id == run.id)
-        if row.segment != "*":
-            query = query.where(DriftResult.segment == row.segment)
-        results = list(session.scalars(query.order_by(DriftResult.test, DriftResult.feature)))
+        # every segment's rows: the table shows the alert's own first, then what moved elsewhere
+        results = list(session.scalars(select(DriftResult).where(DriftResult.run_id == run.id)
+                                       .order_by(DriftResult.id).limit(MAX_RUN_RESULTS)))
         window = f"{to_utc(run.window_start):%Y-%m-%d %H:%M} → {to_utc(run.window_end):%H:%M} UTC"
-    lead, worst = lead_sentence(row, results, window)
+    own = own_rows(row.evidence, results)
+    lead = lead_sentence(row.summary, own, window, run.num_samples if run is not None else None)
+    worst = lead_row(own)
+    table, left_out = table_rows(row.segment, own, results)
     chart = None
     if worst is not None:
-        chart = "/api/v1/series?" + urlencode({"kind": "drift", "range": "7d", "test": worst.test,
+        chart = "/api/v1/series?" + urlencode({"kind": "drift", "range": range_, "test": worst.test,
                                                 "feature": worst.feature, "segment": worst.segment})
-    examples = example_prompts(session, run, results) if run is not None and row.kind in ("prompt", "response",
-                                                                                        "persona") else []
+    mine = [r for r in results if r.segment == row.segment] or results  # the alert's segment's clusters
+    examples = example_prompts(session, run, mine) if run is not None and row.kind in ("prompt", "response",
+                                                                                     "persona") else []
     deliveries = list(session.scalars(select(Delivery).where(Delivery.alert_id == alert_id).order_by(Delivery.id)))
     timeline = [{"at": to_utc(row.first_seen), "what": f"opened ({row.severity})", "who": "vigil", "note": ""}]
     timeline += [{"at": to_utc(a.at), "what": a.action + (f" until {to_utc(a.until):%Y-%m-%d %H:%M} UTC" if a.until else ""),
@@ -99,7 +77,8 @@ def alert_context(session: Session, alert_id: int, now: datetime) -> dict:
     timeline.sort(key=lambda e: e["at"])
     has_report = run is not None and bool(run.report_path) and Path(run.report_path).is_file()
     snoozed = row.snoozed_until is not None and to_utc(row.snoozed_until) > now
-    return {"alert": row, "run": run, "window": window, "has_report": has_report, "results": results,
+    return {"alert": row, "run": run, "window": window, "has_report": has_report, "results": table,
+            "left_out": left_out, "range": range_,
             "lead": lead, "chart": chart, "examples": examples, "deliveries": deliveries,
             "timeline": timeline, "snoozed": snoozed,
             "evidence": json.dumps(row.evidence or {}, indent=2, sort_keys=True, default=str)}

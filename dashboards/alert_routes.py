@@ -15,7 +15,9 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from sqlalchemy.orm import Session, sessionmaker
 
 from alerts.lifecycle import LifecycleError, acknowledge, resolve, snooze
+from dashboards.alert_lead import ratio
 from dashboards.alert_page import alert_context
+from dashboards.api import Range
 from dashboards.templating import page
 from vigil.config import Settings
 
@@ -92,11 +94,12 @@ def build_alert_router(settings: Settings, session_factory: sessionmaker[Session
         return principal.actor
 
     @router.get("/alerts/{alert_id}", response_class=HTMLResponse)
-    def alert_page(alert_id: int) -> HTMLResponse:
+    def alert_page(alert_id: int, range: Range = Range.week) -> HTMLResponse:
         with session_factory() as session:
-            context = alert_context(session, alert_id, datetime.now(UTC))
+            context = alert_context(session, alert_id, datetime.now(UTC), range.value)
             alert = context["alert"]
-            return page("alert_page.html", title=f"Alert {alert.id}: {alert.rule} ({alert.severity})", **context)
+            return page("alert_page.html", title=f"Alert {alert.id}: {alert.rule} ({alert.severity})",
+                        ranges=[r.value for r in Range], ratio=ratio, **context)
 
     @router.post("/alerts/{alert_id}/{action}")
     async def form_action(alert_id: int, action: str, request: Request, principal: Any = Depends(admin)) -> Response:

@@ -23,6 +23,7 @@ from dashboards.report.model import (
     truncate,
 )
 from dashboards.report.pictures import report_pictures
+from dashboards.report.preamble import shared_preambles, strip_preamble
 from dashboards.report.render import MAX_REPORT_BYTES, render_report, write_report
 from drift.formatting import clean_text
 from storage.types import to_utc
@@ -40,23 +41,29 @@ def _rows_of_segment(frame: pd.DataFrame, label: str) -> np.ndarray:
     return np.flatnonzero(frame[key].astype(object).map(lambda v: None if pd.isna(v) else clean_text(v)) == value)
 
 
-def _example(row: pd.Series, field: str) -> str:
-    """The example prompt; for a response cluster also the (truncated) response."""
-    prompt = truncate(row.get("prompt"), 160)
+def _example(row: pd.Series, field: str, preambles: list[str]) -> str:
+    """The example prompt after its shared preamble; for a response cluster also the
+    (truncated) response."""
+    text = row.get("prompt")
+    prompt = truncate(strip_preamble(text if isinstance(text, str) else "", preambles), 160)
     if field.startswith("response"):
         return f"{prompt} → {truncate(row.get('response'), 160)}"
     return prompt
 
 
 def cluster_views(results: list[dict[str, Any]], frame: pd.DataFrame) -> list[ClusterView]:
-    """New clusters with a few (truncated) example prompts.
+    """New clusters with a few (truncated) example prompts, shown after the window's shared
+    preambles (dashboards/report/preamble.py).
 
     `representatives` index the embedded rows of the segment's window (drift.clusters), in row
     order; map them back to frame rows the same way to fetch the prompts."""
     views = []
+    preambles: list[str] | None = None
     for r in results:
         if r["test"] != "new_cluster" or not r["drifted"]:
             continue
+        if preambles is None:
+            preambles = shared_preambles(frame["prompt"]) if "prompt" in frame.columns else []
         field = r["feature"]
         seg_rows = _rows_of_segment(frame, r["segment"])
         if field in frame.columns:
@@ -67,7 +74,7 @@ def cluster_views(results: list[dict[str, Any]], frame: pd.DataFrame) -> list[Cl
             examples = []
             for rep in (c.get("representatives") or [])[:MAX_EXAMPLES]:
                 if isinstance(rep, int) and 0 <= rep < len(embedded):
-                    examples.append(_example(frame.iloc[embedded[rep]], field))
+                    examples.append(_example(frame.iloc[embedded[rep]], field, preambles))
             views.append(ClusterView(f"{field} group {k + 1}", r["segment"], int(c.get("size") or 0),
                                      c.get("share"), examples))  # fmt: skip
     return views
