@@ -47,7 +47,7 @@ def make_engine(url: str | URL, **kwargs) -> Engine:
     backend = url.get_backend_name()
     if backend == "sqlite":
         if not _is_memory(url):
-            Path(url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            Path(url.database or "").expanduser().parent.mkdir(parents=True, exist_ok=True)
         connect_args = kwargs.pop("connect_args", {})
         connect_args.setdefault("check_same_thread", False)
         connect_args.setdefault("timeout", SQLITE_BUSY_TIMEOUT_MS / 1000)

@@ -47,13 +47,13 @@ def baseline_command(args) -> int:
         if args.id is None and args.action in ("validate", "activate"):
             raise BaselineError(f"`vigil baseline {args.action}` needs --id")
         if args.action == "validate":
-            result = validate_stored_baseline(settings, factory, args.id, now=now)
-            if result.valid:
+            verdict = validate_stored_baseline(settings, factory, args.id, now=now)
+            if verdict.valid:
                 print(f"baseline {args.id} validated (thresholds calibrated for windows of "
-                      f"~{result.window_size} samples). Next: vigil baseline activate --id {args.id}")
+                      f"~{verdict.window_size} samples). Next: vigil baseline activate --id {args.id}")
                 return 0
             print(f"baseline {args.id} rejected:", file=sys.stderr)
-            for reason in result.reasons:
+            for reason in verdict.reasons:
                 print(f"  - {reason}", file=sys.stderr)
             return 1
         if args.action == "activate":

@@ -36,6 +36,9 @@ def canary_command(args) -> int:
             outcome = calibrate_now(settings, factory, now, reason="vigil canary baseline")
             with factory() as session:
                 baseline = session.get(CanaryBaseline, outcome.baseline_id)
+                if baseline is None:  # calibrate_now committed it: gone means deleted meanwhile
+                    print(f"vigil canary: baseline {outcome.baseline_id} vanished", file=sys.stderr)
+                    return EXIT_UNAVAILABLE
                 print(json.dumps({"baseline_id": baseline.id, "probe_set": baseline.probe_set_version,
                                   "engine": baseline.engine, "tolerances": baseline.tolerances,
                                   "noise": (baseline.calibration or {}).get("noise")}, indent=2))

@@ -74,34 +74,39 @@ def _plain_list(value: Any) -> Any:
     return value.tolist() if hasattr(value, "tolist") and not isinstance(value, list) else value
 
 
-def _real(lo: float | None = None, hi: float | None = None, **bounds: float) -> Any:
-    return Annotated[float, Field(strict=True, allow_inf_nan=False, ge=lo, le=hi, **bounds)]
-
-
 def _storable_if_text(value: Any) -> Any:
     return storable_text(value) if isinstance(value, str) else value
 
 
+def _real(lo: float | None = None, hi: float | None = None, **bounds: float) -> Any:
+    """The Field of a finite float in [lo, hi] (plus `gt`/`lt` bounds)."""
+    return Field(strict=True, allow_inf_nan=False, ge=lo, le=hi, **bounds)  # type: ignore[call-overload]
+
+
 def _text(max_chars: int, min_chars: int = 0, **kw: Any) -> Any:
-    field = Field(strict=True, min_length=min_chars, max_length=max_chars, **kw)
-    return Annotated[str, field, BeforeValidator(_storable_if_text)]
+    """The Field of a string of min_chars..max_chars characters."""
+    return Field(strict=True, min_length=min_chars, max_length=max_chars, **kw)
 
 
-Text = _text(limits.MAX_TEXT_CHARS)
-Key = _text(limits.MAX_KEY_CHARS, 1)
-FinishReason = _text(limits.MAX_FINISH_REASON_CHARS, 1)
-ModelName = _text(limits.MAX_MODEL_NAME_CHARS + len(limits.CLIENT_MODEL_PREFIX), 1)
-SampleId = _text(limits.MAX_ID_CHARS, 1, pattern=limits.ID_PATTERN)
+# Spelled out as Annotated aliases (not built by a function) so type checkers read them as types.
+_Storable = BeforeValidator(_storable_if_text)
+Text = Annotated[str, _text(limits.MAX_TEXT_CHARS), _Storable]
+Key = Annotated[str, _text(limits.MAX_KEY_CHARS, 1), _Storable]
+FinishReason = Annotated[str, _text(limits.MAX_FINISH_REASON_CHARS, 1), _Storable]
+ModelName = Annotated[
+    str, _text(limits.MAX_MODEL_NAME_CHARS + len(limits.CLIENT_MODEL_PREFIX), 1), _Storable
+]
+SampleId = Annotated[str, _text(limits.MAX_ID_CHARS, 1, pattern=limits.ID_PATTERN), _Storable]
 # constraints before the BeforeValidator, so that the JSON Schema states them
 Count = Annotated[int, Field(strict=True, ge=0, le=limits.MAX_TOKENS), BeforeValidator(_integral)]
-Millis = _real(0.0, limits.MAX_MS)
-LogProb = _real(-limits.MAX_LOGPROB_MAGNITUDE, 0.0)
-Entropy = _real(0.0, limits.MAX_LOGPROB_MAGNITUDE)
-Score = _real(-limits.MAX_EVAL_MAGNITUDE, limits.MAX_EVAL_MAGNITUDE)
-Weight = _real(hi=limits.MAX_SAMPLE_WEIGHT, gt=0.0)
+Millis = Annotated[float, _real(0.0, limits.MAX_MS)]
+LogProb = Annotated[float, _real(-limits.MAX_LOGPROB_MAGNITUDE, 0.0)]
+Entropy = Annotated[float, _real(0.0, limits.MAX_LOGPROB_MAGNITUDE)]
+Score = Annotated[float, _real(-limits.MAX_EVAL_MAGNITUDE, limits.MAX_EVAL_MAGNITUDE)]
+Weight = Annotated[float, _real(hi=limits.MAX_SAMPLE_WEIGHT, gt=0.0)]
 Tools = Annotated[list[Key], Field(max_length=limits.MAX_TOOLS), BeforeValidator(_plain_list)]
 Vector = Annotated[
-    list[_real(-limits.FLOAT32_MAX, limits.FLOAT32_MAX)],
+    list[Annotated[float, _real(-limits.FLOAT32_MAX, limits.FLOAT32_MAX)]],
     Field(min_length=1, max_length=limits.MAX_EMBEDDING_DIM),
     BeforeValidator(_plain_list),
 ]

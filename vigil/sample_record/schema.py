@@ -135,9 +135,10 @@ class SampleRecord(BaseModel):
     def _prompt_and_unknown_fields(self) -> SampleRecord:
         if self.prompt is None and self.prompt_tokens is None:
             raise ValueError("a sample needs 'prompt' or 'prompt_tokens'")
-        for name, value in (self.model_extra or {}).items():
+        extra = self.model_extra or {}
+        for name, value in extra.items():
             if name.startswith("eval_"):
-                self.model_extra[name] = check_eval_score(name, value)
+                extra[name] = check_eval_score(name, value)
             else:
                 check_json_value(value, name[:40])
         return self
