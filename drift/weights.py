@@ -21,6 +21,15 @@ never more than the effective sample size (sum w^2 <= max w * sum w), so p-value
 overstated; the cost is some power when weights are very unequal. The ESS is recorded with
 each "*" result.
 
+No row may dominate: before thinning each weight is capped at `ROW_WEIGHT_CAP` (20) times the
+median weight, and lower still if needed so that thinning keeps at least min(n, `MIN_KEPT_ROWS`)
+rows. Without the cap one row of weight 1e6 among 5,000 of weight 10 would set max(w) and keep
+about one row in 5,000: the "*" tests would come back insufficient, and whoever sent that row
+would have blinded them. The median, not the mean, sets the cap, so the row it guards against
+cannot raise it. Legitimate weights (a base rate and over-sampled small segments, a few-fold
+apart) are far below the cap and left as they are; capped rows count as less traffic than they
+claimed, and the count of capped rows is recorded with each "*" result.
+
 When the weights are absent or all equal nothing is resampled (results are bit-identical to an
 unweighted run).
 """
@@ -34,6 +43,9 @@ import numpy as np
 
 from drift.features import FeatureSet
 
+ROW_WEIGHT_CAP = 20.0  # a row's weight is at most this many times the median weight
+MIN_KEPT_ROWS = 100  # thinning keeps at least min(n, this) rows, whatever the weights
+
 
 @dataclass(frozen=True)
 class Weighting:
@@ -42,6 +54,7 @@ class Weighting:
     n_rows: int
     ess: float
     n_kept: int
+    n_capped: int = 0  # rows whose weight was capped (ROW_WEIGHT_CAP, MIN_KEPT_ROWS)
 
 
 @dataclass
@@ -70,6 +83,32 @@ def is_uniform(weights: np.ndarray | None) -> bool:
     return weights is None or weights.size == 0 or bool(np.all(weights == weights.flat[0]))
 
 
+def _expected_kept(w: np.ndarray, cap: float) -> float:
+    return float(np.minimum(w, cap).sum() / cap)
+
+
+def capped_weights(weights: np.ndarray) -> np.ndarray:
+    """`weights` with each at most ROW_WEIGHT_CAP x the median, and capped further where needed
+    so that thinning keeps at least min(n, MIN_KEPT_ROWS) rows (sum min(w, c) / c >= k)."""
+    w = np.asarray(weights, dtype=np.float64)
+    if w.size == 0:
+        return w
+    cap = min(float(w.max()), ROW_WEIGHT_CAP * float(np.median(w)))
+    wanted = min(w.size, MIN_KEPT_ROWS)
+    if _expected_kept(w, cap) < wanted:
+        # sum min(w, c) / c falls as c grows, and equals n at c = min(w): bisect for the largest
+        # cap that still keeps `wanted` rows
+        lo, hi = float(w.min()), cap
+        for _ in range(100):
+            mid = (lo + hi) / 2
+            if _expected_kept(w, mid) >= wanted:
+                lo = mid
+            else:
+                hi = mid
+        cap = lo
+    return np.minimum(w, cap)
+
+
 def thinning_rows(weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Ascending rows kept by systematic sampling with inclusion probability w_i / max(w)."""
     w = np.asarray(weights, dtype=np.float64)
@@ -93,8 +132,10 @@ def population_sample(fs: FeatureSet, rng: np.random.Generator) -> Population:
     """`fs` thinned to the population mix (embeddings in step), or `fs` itself if unweighted."""
     if fs.weights is None or is_uniform(fs.weights):
         return Population(fs)
-    rows = thinning_rows(fs.weights, rng)
-    info = Weighting(n_rows=fs.n, ess=effective_sample_size(fs.weights), n_kept=int(rows.size))
+    weights = capped_weights(fs.weights)
+    rows = thinning_rows(weights, rng)
+    info = Weighting(n_rows=fs.n, ess=effective_sample_size(weights), n_kept=int(rows.size),
+                     n_capped=int(np.count_nonzero(weights < fs.weights)))
     return Population(fs.take(rows), info, rows)
 
 
@@ -108,6 +149,7 @@ def weighting_detail(reference: Population, current: Population) -> dict[str, An
         out[f"ess_{side}"] = info.ess
         out[f"n_rows_{side}"] = info.n_rows
         out[f"n_resampled_{side}"] = info.n_kept
+        out[f"n_capped_{side}"] = info.n_capped
     return out
 
 
