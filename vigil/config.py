@@ -155,6 +155,8 @@ class Settings(TenancySettings, BaseSettings):
     delivery_poll_interval_s: float = Field(5.0, gt=0)
     delivery_deadline_s: float = Field(30.0, gt=0)  # one webhook call, connect to last byte
     delivery_max_response_bytes: int = Field(64 * 1024, gt=0)  # read at most this of a reply
+    # targets sent to at once, each on its own thread: a slow receiver delays only itself
+    delivery_parallel_targets: int = Field(16, gt=0)
 
     # security
     tenant_keys: dict[str, str] = Field(default_factory=dict)  # key -> the one tenant it may write
