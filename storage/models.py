@@ -31,12 +31,21 @@ class Base(DeclarativeBase):
     pass
 
 
+def _record_id_default(context) -> str:
+    return context.get_current_parameters()["id"]
+
+
 class Sample(Base):
-    """One logged request (engine sampler or ingest API). `id` is the idempotency key."""
+    """One logged request (engine sampler or ingest API). (`tenant`, `record_id`) is the
+    idempotency key: the record's own id, unique within its tenant. `id`, the stored id that
+    child rows point at, is the record id, or `~<digest>` when another tenant's row holds that id
+    (storage.repositories.samples.insert_samples)."""
 
     __tablename__ = "samples"
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    # the record's `id` as sent (migration 0008); the default covers rows built without it
+    record_id: Mapped[str] = mapped_column(String(64), server_default="", default=_record_id_default)
     timestamp: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
     tenant: Mapped[str | None] = mapped_column(String(128))
     segment: Mapped[str | None] = mapped_column(String(128))
@@ -62,6 +71,8 @@ class Sample(Base):
     __table_args__ = (
         Index("ix_samples_segment_ts", "segment", "timestamp"),
         Index("ix_samples_tenant_ts", "tenant", "timestamp"),
+        # ids per tenant; rows without a tenant are kept unique by insert_samples (NULLs differ)
+        Index("uq_samples_record_tenant", "record_id", "tenant", unique=True),
         # the record schema's hard bounds (vigil.sample_record.limits); on SQLite migration 0003
         # makes them triggers (adding a CHECK there means a table rebuild)
         CheckConstraint("sample_weight > 0 AND sample_weight <= 1000000.0",

@@ -23,7 +23,8 @@ def insert_ignore(
     returning: Column | None = None,
 ) -> list[Any]:
     """INSERT ... ON CONFLICT (conflict_cols) DO NOTHING for many rows, on SQLite and
-    PostgreSQL alike. Returns the `returning` values of the rows actually inserted."""
+    PostgreSQL alike (no conflict_cols: any unique index or key). Returns the `returning`
+    values of the rows actually inserted."""
     if not rows:
         return []
     dialect = session.get_bind().dialect.name
@@ -33,7 +34,7 @@ def insert_ignore(
         stmt = postgresql.insert(table)
     else:  # pragma: no cover - make_engine refuses other backends
         raise ValueError(f"unsupported dialect {dialect}")
-    stmt = stmt.on_conflict_do_nothing(index_elements=list(conflict_cols))
+    stmt = stmt.on_conflict_do_nothing(index_elements=list(conflict_cols) or None)
     if returning is None:
         session.execute(stmt, list(rows))
         return []

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -14,22 +14,19 @@ from sqlalchemy.orm import Session
 from storage.models import Embedding, EvalScore, Sample
 from storage.records import (
     ROW_FIELDS,
-    ParsedSample,
     bytes_to_vector,
     format_timestamp,
     record_from_row,
-    sample_from_record,
-    vector_to_bytes,
 )
-from storage.repositories._sql import chunked, insert_ignore
-from storage.repositories.client_embeddings import check_client_dimensions
+from storage.repositories._sql import chunked
+from storage.repositories.sample_insert import insert_samples, scoped_id  # noqa: F401 - re-exported
 from storage.repositories.window_cap import (
     DEFAULT_MIN_PER_STRATUM,
     capped_rows,
     plan_strata,
     weight_scale,
 )
-from storage.types import to_utc, utcnow
+from storage.types import to_utc
 
 SEGMENT_KEYS = ("segment", "tenant", "prompt_version", "model_version")
 
@@ -78,53 +75,6 @@ def samples_lacking(
         {"id": i, "timestamp": format_timestamp(ts), "prompt": p, "response": r}
         for i, ts, p, r in session.execute(query)
     ]
-
-
-def insert_samples(
-    session: Session,
-    records: Iterable[dict[str, Any] | ParsedSample],
-    *,
-    source: str = "engine",
-    now: datetime | None = None,
-) -> int:
-    """Insert records (dicts in the sample record shape, or already parsed) with their eval scores and
-    embeddings; idempotent on `id` (ON CONFLICT DO NOTHING on both backends; a repeated id in
-    one call keeps the first). Returns how many samples were new (exact unless another session
-    inserts the same id concurrently). Raises RecordError on a bad dict or a vector whose
-    dimension differs from its `client:` model's (nothing is inserted then). Does not commit."""
-    parsed: dict[str, ParsedSample] = {}
-    for record in records:
-        item = record if isinstance(record, ParsedSample) else sample_from_record(record, source=source)
-        parsed.setdefault(item.id, item)
-    if not parsed:
-        return 0
-    check_client_dimensions(session, parsed.values())
-    ingested_at = now or utcnow()
-    # which ids exist already: one indexed SELECT per chunk. (INSERT ... RETURNING would say it
-    # too, but psycopg re-parses the huge multi-row statement client-side: 4x slower on PG.)
-    existing: set[str] = set()
-    for chunk in chunked(list(parsed)):
-        existing.update(session.scalars(select(Sample.id).where(Sample.id.in_(chunk))))
-    rows = [{**item.row, "ingested_at": ingested_at} for item in parsed.values() if item.id not in existing]
-    # ON CONFLICT DO NOTHING still guards against a concurrent insert of the same id
-    insert_ignore(session, Sample.__table__, rows, ["id"])
-
-    score_rows = [
-        {"sample_id": item.id, "name": name, "score": score, "created_at": ingested_at, "detail": None}
-        for item in parsed.values()
-        for name, score in item.eval_scores.items()
-    ]
-    insert_ignore(session, EvalScore.__table__, score_rows, ["sample_id", "name"])
-    emb_rows = []
-    for item in parsed.values():
-        for field, vec in item.embeddings.items():
-            data, dim = vector_to_bytes(vec)
-            emb_rows.append(
-                {"sample_id": item.id, "field": field, "model": item.embedding_model,
-                 "dim": dim, "vector": data}
-            )  # fmt: skip
-    insert_ignore(session, Embedding.__table__, emb_rows, ["sample_id", "field", "model"])
-    return len(rows)
 
 
 def _scores_by_sample(session: Session, terms: list, ids: Sequence[str] | None = None):
