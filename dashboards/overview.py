@@ -9,31 +9,34 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from dashboards.charts import direction_of, drift_score, score_threshold
+from dashboards.alert_lead import ratio
+from dashboards.charts import direction_of
+from dashboards.moved import above_floor, rank_moved, share_of_window
 from dashboards.segment_page import segment_href
-from storage.models import Alert
+from storage.models import Alert, DriftResult
 from storage.repositories.baselines import get_active_baseline
-from storage.repositories.series import latest_done_run, results_for_runs
+from storage.repositories.series import latest_done_run
 from storage.types import to_utc
 
 SEVERITIES = ("critical", "high", "moderate", "review")
 MAX_ROWS = 25
 
 
-def moved_rows(session: Session, run_id: int) -> list[dict]:
-    """The drifted results of a run, worst first (score over threshold)."""
+def moved_rows(session: Session, run_id: int, window_samples: int | None) -> tuple[list[dict], int]:
+    """(the run's drifted results worst first — a slice under the floor never ahead of a larger
+    one (dashboards/moved.py) — at most MAX_ROWS of them, how many drifted in all)."""
+    results = session.scalars(select(DriftResult).where(DriftResult.run_id == run_id,
+                                                        DriftResult.drifted.is_(True))
+                             .order_by(DriftResult.id)).all()
+    ranked = rank_moved(results, window_samples)
     rows = []
-    for r in results_for_runs(session, [run_id]):
-        if not r.drifted:
-            continue
-        direction = direction_of(r.test)
-        score, limit = drift_score(r, direction), score_threshold(r.threshold, direction)
+    for r in ranked[:MAX_ROWS]:
+        share = share_of_window(r, window_samples)
         rows.append({"test": r.test, "feature": r.feature, "segment": r.segment, "href": segment_href(r.segment),
-                     "statistic": r.statistic,
-                     "p_value": r.p_value, "threshold": r.threshold, "direction": direction,
-                     "ratio": (score / limit) if score is not None and limit else None})
-    rows.sort(key=lambda row: -(row["ratio"] or 0.0))
-    return rows[:MAX_ROWS]
+                     "statistic": r.statistic, "p_value": r.p_value, "threshold": r.threshold,
+                     "direction": direction_of(r.test), "ratio": ratio(r) or None, "samples": r.samples,
+                     "share": share, "small": not above_floor(r, window_samples)})
+    return rows, len(ranked)
 
 
 def overview_context(session: Session, range_: str, now: datetime) -> dict:
@@ -53,6 +56,7 @@ def overview_context(session: Session, range_: str, now: datetime) -> dict:
     if latest is not None:
         run = {"id": latest.run_id, "num_samples": latest.num_samples,
                "window": f"{latest.window_start:%Y-%m-%d %H:%M} → {latest.window_end:%H:%M} UTC",
-               "age_s": (now - latest.window_end).total_seconds(), "moved": moved_rows(session, latest.run_id)}
+               "age_s": (now - latest.window_end).total_seconds()}
+        run["moved"], run["moved_count"] = moved_rows(session, latest.run_id, latest.num_samples)
     return {"baseline": baseline, "run": run, "by_severity": by_severity, "open_alerts": open_alerts[:MAX_ROWS],
             "range": range_}

@@ -1,0 +1,63 @@
+"""Headless Chromium for the dashboard's browser tests (helper; no tests): the skip marker that
+says what is missing, and `visit`, which opens a page, waits for its charts and returns what it
+showed."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import shutil
+from pathlib import Path
+
+import pytest
+from sidecar_servers import API_KEY
+
+AUTH = {"Authorization": f"Bearer {API_KEY}"}
+CHROMIUM = shutil.which("chromium") or next((p for p in ("/usr/bin/chromium",) if Path(p).exists()), None)
+LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu"]
+
+
+def _missing() -> str | None:
+    if importlib.util.find_spec("playwright") is None:
+        return "needs the playwright package (the test extra: pip install -e '.[test]')"
+    if CHROMIUM is None:
+        return "needs Debian's chromium: `make test-setup` (python3 -m vigil.doctor --fix) installs it"
+    return None
+
+
+needs_browser = pytest.mark.skipif(_missing() is not None, reason=_missing() or "")
+
+
+def launch(playwright):
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+
+
+def visit(browser, url: str, shot: Path | None = None, inspect=None) -> dict:
+    """Open `url`; wait until every chart container has loaded; return what the page showed.
+    `inspect(page)`, if given, adds its answer under "seen"."""
+    context = browser.new_context(extra_http_headers=AUTH, viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    errors: list[str] = []
+    weight = {"bytes": 0}
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+
+    def on_response(r):
+        if r.status >= 400:
+            errors.append(f"{r.status} {r.url}")
+        with contextlib.suppress(Exception):  # redirects have no body
+            weight["bytes"] += len(r.body())
+
+    page.on("response", on_response)
+    page.goto(url, wait_until="load")
+    # a selector wait, not wait_for_function: the page's CSP forbids the eval that would need
+    page.wait_for_selector("[data-series]:not([data-loaded])", state="detached", timeout=15000)
+    if shot is not None:
+        page.screenshot(path=str(shot), full_page=True)
+    charts = page.eval_on_selector_all(
+        "[data-series] .chart", "els => els.map(e => [e.dataset.chartId, e.querySelectorAll('canvas').length,"
+        " Number(e.dataset.seriesCount || 0)])")
+    links = page.eval_on_selector_all("a[href]", "els => els.map(e => e.getAttribute('href'))")
+    seen = inspect(page) if inspect is not None else None
+    context.close()
+    return {"errors": errors, "charts": charts, "links": links, "bytes": weight["bytes"], "seen": seen}

@@ -1,0 +1,71 @@
+"""In headless Chromium: an alert page's first sentence is its own result, and a chart with a
+single run spans the chosen range and still draws its threshold line across it (read back from
+the canvas pixels, not from the page's data)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from headless import launch, needs_browser, visit
+from seed_history import seed_history
+from sidecar_servers import UvicornThread
+
+from sidecar.app import create_app
+from storage.db import session_factory
+
+SHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
+
+pytestmark = needs_browser
+
+# the canvas row the threshold lies on: how much of the plot's width is drawn in its grey (#555)
+THRESHOLD_COVERAGE = """box => {
+  const canvas = box.querySelector('canvas');
+  const y = Number(box.dataset.thresholdY), left = Number(box.dataset.plotLeft), width = Number(box.dataset.plotWidth);
+  if (!canvas || !width || Number.isNaN(y)) { return {coverage: 0, xMin: null, xMax: null}; }
+  const data = canvas.getContext('2d').getImageData(left, y - 1, width, 3).data;
+  let drawn = 0;
+  for (let x = 0; x < width; x++) {
+    for (let row = 0; row < 3; row++) {
+      const i = 4 * (row * width + x);
+      const [r, g, b, a] = [data[i], data[i + 1], data[i + 2], data[i + 3]];
+      if (a > 120 && r < 150 && Math.abs(r - g) < 25 && Math.abs(g - b) < 25) { drawn++; break; }
+    }
+  }
+  return {coverage: drawn / width, xMin: Number(box.dataset.xMin), xMax: Number(box.dataset.xMax)};
+}"""
+
+
+def first_sentence(page) -> dict:
+    return {"first_p": page.eval_on_selector("body p", "p => [p.id, p.textContent]"),
+            "chart": page.eval_on_selector("#signal-chart .chart", THRESHOLD_COVERAGE)}
+
+
+def one_chart(chart_id: str):
+    return lambda page: page.eval_on_selector(f'[data-chart-id="{chart_id}"]', THRESHOLD_COVERAGE)
+
+
+def test_alert_page_opens_with_its_own_result_and_a_one_point_chart_shows_its_threshold(migrated_db, make_settings):
+    from playwright.sync_api import sync_playwright
+
+    factory = session_factory(migrated_db)
+    with factory() as session:
+        data = seed_history(session, hours=1)  # one run: every drift chart has a single point
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    backend = migrated_db.split(":")[0].split("+")[0]
+    with UvicornThread(create_app(make_settings(migrated_db), factory)) as app, sync_playwright() as p:
+        browser = launch(p)
+        started = datetime.now(UTC)
+        alert = visit(browser, f"{app.url}/alerts/{data.alert_id}?range=7d", SHOTS / f"alert-one-run-{backend}.png",
+                      first_sentence)
+        overview = visit(browser, f"{app.url}/?range=30d", SHOTS / f"overview-one-run-{backend}.png",
+                         one_chart("psi:prompt_tokens"))
+        browser.close()
+    assert alert["errors"] == [] and overview["errors"] == []
+    lead_id, lead = alert["seen"]["first_p"]
+    assert lead_id == "lead" and lead.startswith("psi on prompt_tokens for segment web rose to 0.9"), lead
+    for seen, span in ((alert["seen"]["chart"], timedelta(days=7)), (overview["seen"], timedelta(days=30))):
+        # the x axis is the chosen range ending now, not a guess around the one point
+        assert abs(seen["xMax"] - started.timestamp()) < 120, seen
+        assert abs((seen["xMax"] - seen["xMin"]) - span.total_seconds()) < 6 * 3600 + 120, seen
+        assert seen["coverage"] > 0.4, seen  # a dashed line (6 on, 4 off) across the plot
