@@ -1,6 +1,7 @@
 """Alert page and on-call actions. Browser forms post to `/alerts/{id}/{action}` and are sent
 back to the page; API clients post JSON to `/api/v1/alerts/{id}/{action}` and get the alert's
-state. Actions need an admin key (`VIGIL_ADMIN_KEYS`); viewing needs a viewer."""
+state. Actions need an admin key (`VIGIL_ADMIN_KEYS`); viewing needs a viewer. A refused form action
+is answered with a page that names the key it needs (dashboards/refused.py)."""
 
 from __future__ import annotations
 
@@ -18,10 +19,12 @@ from alerts.lifecycle import LifecycleError, acknowledge, resolve, snooze
 from dashboards.alert_lead import ratio
 from dashboards.alert_page import alert_context
 from dashboards.api import Range
+from dashboards.refused import refused
 from dashboards.templating import page
 from vigil.config import Settings
 
 ACTIONS = ("acknowledge", "snooze", "resolve")
+FORM_WORDS = {"acknowledge": "acknowledging", "snooze": "snoozing", "resolve": "resolving"}
 MAX_BODY = 16_384
 
 
@@ -102,8 +105,15 @@ def build_alert_router(settings: Settings, session_factory: sessionmaker[Session
                         ranges=[r.value for r in Range], ratio=ratio, **context)
 
     @router.post("/alerts/{alert_id}/{action}")
-    async def form_action(alert_id: int, action: str, request: Request, principal: Any = Depends(admin)) -> Response:
-        act(alert_id, action, await _fields(request), _actor(principal))
+    async def form_action(alert_id: int, action: str, request: Request, principal: Any = Depends(viewer)) -> Response:
+        """A browser's form: a refusal is a page that says why, not JSON."""
+        what = f"{FORM_WORDS.get(action, action)} alert {alert_id}"
+        if not getattr(principal, "admin", False):
+            return refused(what, principal, f"/alerts/{alert_id}")
+        try:
+            act(alert_id, action, await _fields(request), _actor(principal))
+        except HTTPException as exc:
+            return refused(what, principal, f"/alerts/{alert_id}", status=exc.status_code, why=str(exc.detail))
         return RedirectResponse(f"/alerts/{alert_id}", status_code=303)
 
     @router.post("/api/v1/alerts/{alert_id}/{action}")

@@ -14,6 +14,7 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy.orm import Session, sessionmaker
 
+from dashboards.refused import refused
 from dashboards.templating import page
 from storage.repositories.baselines import list_baselines
 from storage.types import to_utc
@@ -64,11 +65,6 @@ def build_baselines_router(session_factory: sessionmaker[Session], viewer: Calla
                            ops: BaselineOps | None) -> APIRouter:
     router = APIRouter()
 
-    def admin(principal: Any = Depends(viewer)) -> Any:
-        if not getattr(principal, "admin", False):
-            raise HTTPException(403, "baseline actions need an admin key (VIGIL_ADMIN_KEYS)")
-        return principal
-
     @router.get("/baselines", response_class=HTMLResponse)
     def baselines(message: str | None = None) -> HTMLResponse:
         with session_factory() as session:
@@ -77,7 +73,10 @@ def build_baselines_router(session_factory: sessionmaker[Session], viewer: Calla
                     message=(message or "")[:300])
 
     @router.post("/baselines/{action}")
-    async def act(action: str, request: Request, _: Any = Depends(admin)) -> Response:
+    async def act(action: str, request: Request, principal: Any = Depends(viewer)) -> Response:
+        if not getattr(principal, "admin", False):
+            words = {"build": "building", "validate": "validating", "activate": "activating"}.get(action, action)
+            return refused(f"{words} a baseline", principal, "/baselines")
         if ops is None:
             raise HTTPException(503, "baseline actions are not available in this process")
         raw = await request.body()
