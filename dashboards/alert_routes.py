@@ -19,6 +19,7 @@ from alerts.lifecycle import LifecycleError, acknowledge, resolve, snooze
 from dashboards.alert_lead import ratio
 from dashboards.alert_page import alert_context
 from dashboards.api import Range
+from dashboards.pages import RowId
 from dashboards.refused import refused
 from dashboards.templating import page
 from vigil.config import Settings
@@ -97,7 +98,7 @@ def build_alert_router(settings: Settings, session_factory: sessionmaker[Session
         return principal.actor
 
     @router.get("/alerts/{alert_id}", response_class=HTMLResponse)
-    def alert_page(alert_id: int, range: Range = Range.week) -> HTMLResponse:
+    def alert_page(alert_id: RowId, range: Range = Range.week) -> HTMLResponse:
         with session_factory() as session:
             context = alert_context(session, alert_id, datetime.now(UTC), range.value)
             alert = context["alert"]
@@ -105,7 +106,7 @@ def build_alert_router(settings: Settings, session_factory: sessionmaker[Session
                         ranges=[r.value for r in Range], ratio=ratio, **context)
 
     @router.post("/alerts/{alert_id}/{action}")
-    async def form_action(alert_id: int, action: str, request: Request, principal: Any = Depends(viewer)) -> Response:
+    async def form_action(alert_id: RowId, action: str, request: Request, principal: Any = Depends(viewer)) -> Response:
         """A browser's form: a refusal is a page that says why, not JSON."""
         what = f"{FORM_WORDS.get(action, action)} alert {alert_id}"
         if not getattr(principal, "admin", False):
@@ -117,7 +118,7 @@ def build_alert_router(settings: Settings, session_factory: sessionmaker[Session
         return RedirectResponse(f"/alerts/{alert_id}", status_code=303)
 
     @router.post("/api/v1/alerts/{alert_id}/{action}")
-    async def api_action(alert_id: int, action: str, request: Request,
+    async def api_action(alert_id: RowId, action: str, request: Request,
                          principal: Any = Depends(admin)) -> JSONResponse:
         return JSONResponse(act(alert_id, action, await _fields(request), _actor(principal)))
 

@@ -93,6 +93,8 @@ def build_baselines_router(session_factory: sessionmaker[Session], viewer: Calla
                     baseline_id = int(form.get("id", ""))
                 except ValueError:
                     raise HTTPException(422, "id: a baseline id") from None
+                if not 1 <= baseline_id < 2**31:  # no row has it (and the database cannot hold it)
+                    raise HTTPException(404, f"no baseline {baseline_id}")
                 if action == "validate":
                     valid, reasons = ops.validate(baseline_id, now)
                     message = f"baseline {baseline_id}: " + ("valid" if valid else "rejected: " + "; ".join(reasons))

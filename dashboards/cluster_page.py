@@ -10,6 +10,7 @@ from markupsafe import Markup
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from dashboards.pages import RowId
 from dashboards.projection import pca_2d, subsample, svg_scatter
 from dashboards.templating import page
 from storage.models import DriftResult, DriftRun, Embedding, Sample
@@ -63,7 +64,7 @@ def build_cluster_router(session_factory: sessionmaker[Session]) -> APIRouter:
     router = APIRouter()
 
     @router.get("/clusters/{run_id}", response_class=HTMLResponse)
-    def clusters(run_id: int) -> HTMLResponse:
+    def clusters(run_id: RowId) -> HTMLResponse:
         with session_factory() as session:
             context = cluster_context(session, run_id)
         return page("clusters.html", title=f"Prompt clusters, run {run_id}", **context)

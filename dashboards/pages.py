@@ -17,9 +17,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from dashboards.report.render import fmt
 from storage.models import Alert, Delivery, DriftResult, DriftRun
 from vigil.config import Settings
+from vigil.security_headers import REPORT_CSP
 
 TEMPLATES = FilePath(__file__).resolve().parent / "templates"
-RowId = Annotated[int, Path(ge=1, le=2**31 - 1)]  # an INTEGER key the database can hold (else 422, not 500)
+RowId = Annotated[int, Path(ge=1, le=2**31 - 1)]  # an INTEGER key the database can hold (else 404, not 500)
 _env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]))
 _URL = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>]+")
 MAX_ERROR_CHARS = 300  # a receiver's reply is shown as a hint, not in full
@@ -95,7 +96,7 @@ def build_router(settings: Settings, session_factory: sessionmaker[Session]) -> 
             raise HTTPException(404, f"no drift run {run_id}")
         if not run.report_path or not FilePath(run.report_path).is_file():
             raise HTTPException(404, f"drift run {run_id} has no report (status {run.status})")
-        return FileResponse(run.report_path, media_type="text/html")
+        return FileResponse(run.report_path, media_type="text/html", headers={"Content-Security-Policy": REPORT_CSP})
 
     @router.get("/alerts", response_class=HTMLResponse)
     def alerts() -> HTMLResponse:

@@ -24,6 +24,7 @@ from storage.types import utcnow
 from vigil.auth_throttle import throttle_from_settings
 from vigil.config import Settings
 from vigil.keys import KeyRing, Principal
+from vigil.security_headers import SecurityHeaders, docs_urls
 
 INGEST_PATH = "/v1/ingest"
 log = logging.getLogger("vigil.sidecar")
@@ -55,7 +56,7 @@ def create_app(
     status: Callable[[], dict[str, Any]] = lambda: {},
 ) -> FastAPI:
     """The app; `status()` adds the scheduler/leader state to `/health`."""
-    app = FastAPI(title="Vigil sidecar", version="0.1.0")
+    app = FastAPI(title="Vigil sidecar", version="0.1.0", **docs_urls(settings))
     app.state.settings = settings
     app.state.session_factory = session_factory
     keyring = KeyRing.from_settings(settings)
@@ -68,6 +69,7 @@ def create_app(
                        max_bytes=body_limit(INGEST_PATH, settings.ingest_max_bytes),
                        body_timeout_s=settings.body_timeout_s, throttle=throttle,
                        trusted_proxies=tuple(settings.trusted_proxies))
+    app.add_middleware(SecurityHeaders)
 
     # pydantic stops at the first sample past the limit: a huge batch is not validated whole
     bounded_body = create_model(
@@ -78,6 +80,9 @@ def create_app(
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        if any(e["loc"] and e["loc"][0] == "path" for e in exc.errors()):
+            # an id no row can have (past the column's range, or not a number) names nothing
+            return JSONResponse(status_code=404, content={"detail": "not found"})
         if any(e["type"] == "too_long" and tuple(e["loc"]) == ("body", "samples") for e in exc.errors()):
             return JSONResponse(status_code=413, content={
                 "detail": f"too many samples in one request; the limit is {settings.ingest_max_samples} "

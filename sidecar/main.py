@@ -122,8 +122,8 @@ class Sidecar:
             for job in self.scheduler.get_jobs():
                 nxt = job.next_run_time
                 jobs[job.id] = nxt.astimezone(UTC).isoformat() if nxt else None
+        # public (/health): the holder id names the host and the pid, so it stays in the log
         return {
-            "instance": self.holder,
             "leader": self.elector.is_leader,
             "next_runs": jobs,
             "delivery_worker": bool(self.delivery and self.delivery.running),

@@ -58,6 +58,11 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
+def _private(path: str, flags: int) -> int:
+    """open()'s opener for files holding prompts: readable by the owner only."""
+    return os.open(path, flags, 0o600)
+
+
 def _fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -105,7 +110,7 @@ class Journal:
     def _open_segment(self) -> None:
         name = f"{time.time_ns():020d}-{os.getpid()}-{next(self._seq):06d}.jsonl"
         tmp, final = self.dir / (TMP_PREFIX + name), self.dir / name
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)  # holds prompts: owner only
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             os.rename(tmp, final)  # visible to replay only now, already locked
@@ -224,7 +229,7 @@ class Journal:
                 records.append(record)
             except ValueError:
                 self.corrupt += 1
-                with open(self.dir / f"corrupt-{time.time_ns()}.txt", "ab") as out:
+                with open(self.dir / f"corrupt-{time.time_ns()}.txt", "ab", opener=_private) as out:
                     out.write(path.name.encode() + b": " + line + b"\n")
         return records
 

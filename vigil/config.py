@@ -170,6 +170,7 @@ class Settings(TenancySettings, BaseSettings):
     # both servers (vigil/http_server.py): request headers must arrive within this; past the
     # connection cap a new connection is answered 503 and closed
     header_timeout_s: float = Field(10.0, gt=0)
+    api_docs: bool = False  # /openapi.json on both services (plain JSON; no Swagger page, no CDN)
     max_connections: int = Field(2048, gt=0)  # engine API, per API process
     sidecar_max_connections: int = Field(256, gt=0)
     # failed key checks (API, ingest, page login) per client address per minute before it gets

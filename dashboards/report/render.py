@@ -55,11 +55,11 @@ def write_report(report_dir: Path, run_id: int, html: str) -> Path:
         raise ValueError(f"report {run_id} is {len(data)} bytes, over the {MAX_REPORT_BYTES} byte bound")
     path = report_path(report_dir, run_id)
     path.parent.mkdir(parents=True, exist_ok=True)
+    # mkstemp's 0600 is kept: the report quotes prompts; the pages serve it to those who may read it
     fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
-        os.chmod(tmp, 0o644)  # a shareable file (mkstemp makes it private)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -28,6 +28,7 @@ from vigil.asgi_guard import RequestGuard
 from vigil.auth_throttle import throttle_from_settings
 from vigil.config import Settings
 from vigil.keys import KeyRing
+from vigil.security_headers import SecurityHeaders, docs_urls
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +113,7 @@ def create_app(
                 remove(on_engine_health)
             await close_resources(state)
 
-    app = FastAPI(title="Vigil", version="0.1.0", lifespan=lifespan,
+    app = FastAPI(title="Vigil", version="0.1.0", lifespan=lifespan, **docs_urls(settings),
                   description="OpenAI-compatible inference with drift monitoring built in.")
     app.state.vigil = state
     app.state.drain = DrainController(state)
@@ -122,6 +123,7 @@ def create_app(
                        max_bytes=settings.max_request_bytes, body_timeout_s=settings.body_timeout_s,
                        render=openai_error_json, throttle=throttle_from_settings(settings),
                        trusted_proxies=tuple(settings.trusted_proxies))
+    app.add_middleware(SecurityHeaders)  # inside ServerSend: it changes the response start only
     app.add_middleware(ServerSend)  # outside the guard: SSE body chunks skip the layers within
     add_routes(app)
     return app

@@ -94,7 +94,7 @@ def test_engine_survives_hostile_input():
     app = engine_server(engine)
     with UvicornThread(app) as server:
         url = server.url
-        schema = schemathesis.openapi.from_url(f"{url}/openapi.json")  # cases go over real HTTP
+        schema = schemathesis.openapi.from_dict(app.openapi())  # cases go over real HTTP
         warm = httpx.post(f"{url}/v1/chat/completions", headers=AUTH, timeout=30,  # lazy imports (torch)
                           json={"model": MODEL, "messages": [{"role": "user", "content": "hi"}]})
         assert warm.status_code == 200
@@ -155,7 +155,7 @@ def test_sidecar_survives_hostile_input(migrated_db, make_settings):
     tally = Tally(f"sidecar/{migrated_db.split(':')[0]}")
     with UvicornThread(app) as server:
         url = server.url
-        schema = schemathesis.openapi.from_url(f"{url}/openapi.json")  # cases go over real HTTP
+        schema = schemathesis.openapi.from_dict(app.openapi())  # cases go over real HTTP
         for path in ("/", "/reports", "/alerts", "/baselines", "/metrics"):  # lazy imports first
             httpx.get(f"{url}{path}", headers=AUTH, timeout=30)
         tally.rss_start_mb = rss_mb()
