@@ -22,7 +22,8 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.exceptions import HTTPException
 
 from vigil.asgi_guard import ANONYMOUS
-from vigil.auth_throttle import AuthThrottle, client_address, retry_after_header
+from vigil.auth_throttle import AuthThrottle, retry_after_header
+from vigil.authn import Authenticator, Refusal
 from vigil.config import Settings
 from vigil.keys import KeyRing, Principal, from_trusted_proxy
 
@@ -68,15 +69,26 @@ class PageAuth:
     def __init__(self, settings: Settings, keyring: KeyRing, throttle: AuthThrottle | None = None) -> None:
         self.settings = settings
         self.keyring = keyring
-        self.throttle = throttle  # shared with the API's key check: one count per address
+        # the throttle is the API's too: one count per address, one answer once it is throttled
+        self.auth = Authenticator(keyring, throttle, settings.trusted_proxies)
+
+    def client(self, request: Request) -> str:
+        return self.auth.client(request.client.host if request.client else None,
+                                request.headers.get("x-forwarded-for"))
 
     def principal(self, request: Request) -> Principal | None:
+        if self.keyring.empty:
+            return ANONYMOUS
+        client = self.client(request)
+        refused = self.auth.throttled(client)  # whatever credentials it brings
+        if refused is not None:
+            raise HTTPException(refused.status, refused.message, headers=refused.headers())
         header = request.headers.get("authorization")
         if header:
-            principal, _ = self.keyring.from_authorization(header)
-            if principal is None:
-                raise HTTPException(401, "invalid API key", headers={"WWW-Authenticate": "Bearer"})
-            return principal
+            found = self.auth.bearer(header, client)
+            if isinstance(found, Refusal):
+                raise HTTPException(found.status, found.message, headers=found.headers())
+            return found
         token = request.cookies.get(COOKIE)
         if token:
             principal = verify_session(token, self.settings.secret_key, self.keyring)
@@ -117,19 +129,15 @@ class PageAuth:
             form = parse_qs((await request.body()).decode("utf-8", "replace"), max_num_fields=4)
             key = (form.get("key") or [""])[0].strip()
             target = safe_next((form.get("next") or [None])[0])
-            client = client_address(request.client.host if request.client else None,
-                                    request.headers.get("x-forwarded-for"), self.settings.trusted_proxies)
-            wait = self.throttle.retry_after(client) if self.throttle is not None else 0.0
-            if wait:
+            found = self.auth.key(key, self.client(request))
+            if isinstance(found, Refusal) and found.status == 429:
                 refused = login_page(target, error="Too many failed attempts from this address; try again in "
-                                     f"{retry_after_header(wait)} seconds.", status=429)
-                refused.headers["Retry-After"] = retry_after_header(wait)
+                                     f"{retry_after_header(found.retry_after)} seconds.", status=429)
+                refused.headers.update(found.headers())
                 return refused
-            principal = self.keyring.lookup(key) if key else None
-            if principal is None or not principal.can_view_all:
-                if self.throttle is not None and key:
-                    self.throttle.failed(client)
+            if isinstance(found, Refusal) or not found.can_view_all:
                 return login_page(target, error="That key is not accepted here.", status=401)
+            principal = found
             response = RedirectResponse(target, status_code=303)
             response.set_cookie(COOKIE, sign_session(principal, self.settings.secret_key,
                                                      self.settings.session_ttl_s),

@@ -3,7 +3,8 @@
 In this order, before the app reads a byte of the body:
 1. on protected paths, the `Authorization` header must name a known key (401 otherwise), and the
    caller's `Principal` is put in `scope["state"]["principal"]` for the handlers; an address
-   with too many recent failures gets a 429 without its key being checked (`AuthThrottle`);
+   with too many recent failures gets a 429 without its key being checked (`vigil/authn.py`,
+   the same check the sidecar's pages and login run);
 2. a declared `Content-Length` above the limit is a 413 at once;
 3. the body is counted as it streams (chunked uploads, lying lengths) and must arrive within a
    deadline, so a slowly trickled body cannot hold a connection forever (408).
@@ -18,7 +19,8 @@ from collections.abc import Callable
 
 from starlette.exceptions import HTTPException
 
-from vigil.auth_throttle import AuthThrottle, client_address, retry_after_header
+from vigil.auth_throttle import AuthThrottle, retry_after_header
+from vigil.authn import Authenticator, Refusal
 from vigil.keys import KeyRing, Principal
 
 # no keys configured (development only): no roles to tell apart, so the caller may do what an
@@ -67,8 +69,7 @@ class RequestGuard:
     ) -> None:
         self.app = app
         self.keyring = keyring
-        self.throttle = throttle
-        self.trusted_proxies = trusted_proxies
+        self.auth = Authenticator(keyring or KeyRing(), throttle, trusted_proxies)
         self.protected = protected
         self.limit_for = max_bytes if callable(max_bytes) else (lambda _path, n=max_bytes: n)
         self.body_timeout_s = body_timeout_s
@@ -79,18 +80,11 @@ class RequestGuard:
             return await self.app(scope, receive, send)
         path = scope["path"]
         if self.protected and path.startswith(self.protected):
-            client = self._client(scope) if self.throttle is not None else None
-            wait = self.throttle.retry_after(client) if client is not None else 0.0
-            if wait:
-                return await self._reject(
-                    send, 429, f"too many failed key checks from this address; retry in "
-                    f"{retry_after_header(wait)} s", "too_many_auth_failures", retry_after=wait)
-            principal, problem = self._authenticate(scope)
-            if principal is None:
-                if client is not None and problem[2] == "invalid_api_key":  # a guess; no key is none
-                    self.throttle.failed(client)
-                return await self._reject(send, *problem)
-            scope.setdefault("state", {})["principal"] = principal
+            found = self._authenticate(scope)
+            if isinstance(found, Refusal):
+                return await self._reject(send, found.status, found.message, found.code,
+                                          retry_after=found.retry_after)
+            scope.setdefault("state", {})["principal"] = found
         limit = self.limit_for(path)
         declared = _header(scope, b"content-length")
         if declared is not None:
@@ -103,21 +97,13 @@ class RequestGuard:
                     send, 413, f"Content-Length {size} is too large; the limit is {limit} bytes", "body_too_large")
         await self._guarded(scope, receive, send, limit)
 
-    def _authenticate(self, scope) -> tuple[Principal | None, tuple[int, str, str]]:
+    def _authenticate(self, scope) -> Principal | Refusal:
         if self.keyring is None or self.keyring.empty:
-            return ANONYMOUS, (0, "", "")  # no keys configured (development only): open
-        principal, problem = self.keyring.from_authorization(_header(scope, b"authorization"))
-        if principal is not None:
-            return principal, (0, "", "")
-        if problem == "missing":
-            return None, (401, "missing API key: send 'Authorization: Bearer <key>'", "missing_api_key")
-        return None, (401, "invalid API key", "invalid_api_key")
-
-    def _client(self, scope) -> str:
+            return ANONYMOUS  # no keys configured (development only): open
         peer = scope.get("client")
         forwarded = _header(scope, b"x-forwarded-for")
-        return client_address(peer[0] if peer else None, forwarded.decode("latin-1") if forwarded else None,
-                              self.trusted_proxies)
+        client = self.auth.client(peer[0] if peer else None, forwarded.decode("latin-1") if forwarded else None)
+        return self.auth.bearer(_header(scope, b"authorization"), client)
 
     async def _guarded(self, scope, receive, send, limit: int) -> None:
         seen = 0
