@@ -46,7 +46,7 @@ doctor:
 lint: install
 	$(VENV)/bin/ruff check vigil serving drift storage alerts sidecar dashboards tests bench
 	$(VENV)/bin/lint-imports
-	$(VENV)/bin/mypy drift vigil/sample_record vigil/config.py vigil/keys.py vigil/internal.py vigil/alert_table.py
+	$(VENV)/bin/mypy drift vigil/sample_record vigil/config.py vigil/keys.py vigil/internal.py vigil/alert_table.py vigil/redact.py vigil/pseudonym.py
 
 bench: install
 	$(PY) -m bench.bench_ingest

@@ -15,12 +15,11 @@ from sqlalchemy.exc import DataError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.exceptions import HTTPException
 
-from sidecar.ingest_policy import IngestPolicy
-from sidecar.ingest_quota import IngestQuota, retry_after_seconds
+from sidecar.ingest_path import IngestPath
 from sidecar.ingest_schema import IngestBody, IngestResult
 from sidecar.limits import RequestGuard, body_limit
+from sidecar.otlp.receiver import TRACES_PATH, build_otlp_router
 from sidecar.page_auth import PageAuth
-from storage.types import utcnow
 from vigil.auth_throttle import throttle_from_settings
 from vigil.config import Settings
 from vigil.keys import KeyRing, Principal
@@ -62,11 +61,10 @@ def create_app(
     keyring = KeyRing.from_settings(settings)
     throttle = throttle_from_settings(settings)  # key checks of the API and the login form alike
     pages = PageAuth(settings, keyring, throttle)
-    policy = IngestPolicy.from_settings(settings)
-    quota = IngestQuota(settings.ingest_rows_per_minute)
+    ingest_path = IngestPath.from_settings(settings, session_factory)
     # the key is checked before the body is read, and every body is bounded while it streams
     app.add_middleware(RequestGuard, keyring=keyring, protected=("/v1/",),
-                       max_bytes=body_limit(INGEST_PATH, settings.ingest_max_bytes),
+                       max_bytes=body_limit((INGEST_PATH, TRACES_PATH), settings.ingest_max_bytes),
                        body_timeout_s=settings.body_timeout_s, throttle=throttle,
                        trusted_proxies=tuple(settings.trusted_proxies))
     app.add_middleware(SecurityHeaders)
@@ -147,31 +145,9 @@ def create_app(
         within what the caller may write (sidecar.ingest_policy, sidecar.ingest_quota).
         Idempotent on (tenant, `id`): a sample already stored is counted as a duplicate and left
         untouched."""
-        if len(body.samples) > settings.ingest_max_samples:
-            raise HTTPException(
-                413,
-                f"{len(body.samples)} samples in one request; the limit is "
-                f"{settings.ingest_max_samples} (VIGIL_INGEST_MAX_SAMPLES): split the batch",
-            )
-        from sidecar.store import ingest_records
+        return ingest_path.store(body.samples, principal)
 
-        samples = body.samples
-        now = utcnow()
-        clipped = policy.apply(samples, principal, now)
-        if not principal.may_label_others:  # operator and admin imports are not metered
-            wait = quota.take(principal.tenant or f"key:{principal.key_id}", len(samples))
-            if wait:
-                raise HTTPException(429, (
-                    f"ingest quota of {settings.ingest_rows_per_minute} rows per minute "
-                    f"(VIGIL_INGEST_ROWS_PER_MINUTE) reached for "
-                    f"{'tenant ' + repr(principal.tenant) if principal.tenant else 'this key'}; "
-                    f"nothing was stored, retry in {retry_after_seconds(wait)} s"),
-                    headers={"Retry-After": retry_after_seconds(wait)})
-        with session_factory() as session:
-            result = ingest_records(session, samples, now=now, max_future_skew_s=settings.max_future_skew_s)
-            session.commit()
-        result.weights_clipped = clipped
-        return result
+    app.include_router(build_otlp_router(ingest_path, require_api_key))
 
     from dashboards.pages import build_router
 

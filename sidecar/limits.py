@@ -10,10 +10,11 @@ PAGE_MAX_BYTES = 16 * 1024  # every route but ingest: a login form at most
 __all__ = ["PAGE_MAX_BYTES", "BodyTooLarge", "RequestGuard", "body_limit"]
 
 
-def body_limit(ingest_path: str, ingest_max_bytes: int):
-    """Per-path byte limit: ingest takes batches, everything else tiny bodies."""
+def body_limit(ingest_paths: str | tuple[str, ...], ingest_max_bytes: int):
+    """Per-path byte limit: the ingest routes take batches, everything else tiny bodies."""
+    paths = (ingest_paths,) if isinstance(ingest_paths, str) else ingest_paths
 
     def limit(path: str) -> int:
-        return ingest_max_bytes if path.startswith(ingest_path) else PAGE_MAX_BYTES
+        return ingest_max_bytes if path.startswith(paths) else PAGE_MAX_BYTES
 
     return limit

@@ -5,8 +5,6 @@ request may claim given that principal and the address it came from."""
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import hmac
 from collections.abc import Mapping
 
 from fastapi import Request
@@ -16,8 +14,11 @@ from serving.traffic.segments import SegmentInfo, segment_from_request
 from vigil.config import Settings
 from vigil.internal import INTERNAL_HEADER
 from vigil.keys import Principal, from_trusted_proxy
+from vigil.pseudonym import hash_user
 
 TRUSTED_HEADER_PREFIX = "x-vigil-"
+__all__ = ["hash_user", "request_principal", "request_segment"]
+
 OPERATOR_LABELS = ("tenant", "segment")  # `metadata` keys only operator and admin keys may set
 
 
@@ -27,15 +28,6 @@ def request_principal(request: Request) -> Principal:
         raise APIError("You didn't provide an API key. Send it as `Authorization: Bearer <key>`.",
                        status=401, code="missing_api_key")
     return principal
-
-
-def hash_user(user: str | None, secret: str) -> str | None:
-    """A keyed pseudonym for OpenAI's `user` (often an e-mail): stable per key, not reversible
-    without the secret, so it can label a segment without putting the address in alerts."""
-    if not user:
-        return None
-    key = hmac.new(secret.encode(), b"vigil-user-pseudonym", hashlib.sha256).digest()
-    return "u-" + hmac.new(key, user.encode("utf-8", "replace"), hashlib.sha256).hexdigest()[:16]
 
 
 def request_segment(request: Request, settings: Settings, user: str | None,

@@ -7,9 +7,9 @@ redacts PII, builds the sample record and submits it to storage's writer.
 
 from serving.traffic.logger import FinishedRequest, TrafficLogger
 from serving.traffic.record import RequestStats, build_record, stats_from_output
-from serving.traffic.redact import redact_pii
 from serving.traffic.sampler import SampleDecision, TrafficSampler
 from serving.traffic.segments import SegmentInfo, segment_from_request
+from vigil.redact import redact_pii
 
 __all__ = [
     "FinishedRequest",

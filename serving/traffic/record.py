@@ -7,9 +7,9 @@ import uuid
 from dataclasses import dataclass, field
 
 from serving.outputs import CompletionOutput, RequestOutput
-from serving.traffic.redact import redact_pii
 from serving.traffic.sampler import SampleDecision
 from serving.traffic.segments import SegmentInfo
+from vigil.redact import redact_pii
 from vigil.sample_record import limits
 
 

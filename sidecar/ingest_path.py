@@ -1,0 +1,59 @@
+"""The one write path of every ingest route (`POST /v1/ingest`, the OTLP receiver): the
+caller's rules (sidecar.ingest_policy), its quota (sidecar.ingest_quota), then storage."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy.orm import Session, sessionmaker
+from starlette.exceptions import HTTPException
+
+from sidecar.ingest_policy import IngestPolicy
+from sidecar.ingest_quota import IngestQuota, retry_after_seconds
+from sidecar.ingest_schema import IngestResult
+from storage.types import utcnow
+from vigil.config import Settings
+from vigil.keys import Principal
+from vigil.sample_record import SampleRecord
+
+
+@dataclass
+class IngestPath:
+    settings: Settings
+    session_factory: sessionmaker[Session]
+    policy: IngestPolicy
+    quota: IngestQuota
+
+    @classmethod
+    def from_settings(cls, settings: Settings, session_factory: sessionmaker[Session]) -> IngestPath:
+        return cls(settings, session_factory, IngestPolicy.from_settings(settings),
+                   IngestQuota(settings.ingest_rows_per_minute))
+
+    def store(self, samples: list[SampleRecord], principal: Principal) -> IngestResult:
+        """Check, meter and store `samples` for `principal`; HTTPException (403/413/422/429) on
+        a refusal, in which case nothing is stored. Idempotent on (tenant, `id`)."""
+        from sidecar.store import ingest_records
+
+        settings = self.settings
+        if len(samples) > settings.ingest_max_samples:
+            raise HTTPException(
+                413,
+                f"{len(samples)} samples in one request; the limit is "
+                f"{settings.ingest_max_samples} (VIGIL_INGEST_MAX_SAMPLES): split the batch",
+            )
+        now = utcnow()
+        clipped = self.policy.apply(samples, principal, now)
+        if not principal.may_label_others:  # operator and admin imports are not metered
+            wait = self.quota.take(principal.tenant or f"key:{principal.key_id}", len(samples))
+            if wait:
+                raise HTTPException(429, (
+                    f"ingest quota of {settings.ingest_rows_per_minute} rows per minute "
+                    f"(VIGIL_INGEST_ROWS_PER_MINUTE) reached for "
+                    f"{'tenant ' + repr(principal.tenant) if principal.tenant else 'this key'}; "
+                    f"nothing was stored, retry in {retry_after_seconds(wait)} s"),
+                    headers={"Retry-After": retry_after_seconds(wait)})
+        with self.session_factory() as session:
+            result = ingest_records(session, samples, now=now, max_future_skew_s=settings.max_future_skew_s)
+            session.commit()
+        result.weights_clipped = clipped
+        return result
