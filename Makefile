@@ -31,7 +31,7 @@ demo: install
 # when possible, otherwise one line says what is missing, seconds in rather than after the venv
 # install. Standard library only, hence the system python3 (.venv may not exist yet).
 test-setup:
-	python3 -m vigil.doctor --fix
+	python3 -m vigil.devtools.doctor --fix
 
 # test-setup before install: make builds prerequisites left to right
 test: test-setup install lint
@@ -39,7 +39,7 @@ test: test-setup install lint
 
 # what this machine has: Python, torch build, models, PostgreSQL, Chromium, GPU
 doctor:
-	$(if $(wildcard $(PY)),$(PY),python3) -m vigil.doctor
+	$(if $(wildcard $(PY)),$(PY),python3) -m vigil.devtools.doctor
 
 # ruff, the package arrows of docs/architecture.md (import-linter) and types where they are
 # checked (mypy: the pure statistics and the shared leaves; more packages join as they come clean)

@@ -18,7 +18,7 @@ out=${OUT:?where the results go}
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
   >/dev/null 2>&1 || { echo "wheel install failed"; exit 1; }
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 VIGIL_BENCH_RESULTS_DIR=$out VIGIL_BENCH_COMMIT=$commit
-python3 -c "import vigil.cli, serving.server.app" || exit 1  # a missing package, before any run
+python3 -c "import vigil.cli.main, serving.server.app" || exit 1  # a missing package, before any run
 
 serve() {  # serve NAME SECONDS ARGS...: one bench_serving run
   local name=$1 limit=$2

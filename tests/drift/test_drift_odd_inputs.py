@@ -28,7 +28,7 @@ from drift.errors import InputError
 from drift.job import DEFAULT_SEGMENT_BY, propose_alerts, run_drift
 from drift.new_values import new_values_test
 from drift.rules import DEFAULT_RULES
-from vigil.check_cli import EXIT_BAD_INPUT, EXIT_DRIFT, EXIT_OK, check_command
+from vigil.cli.check import EXIT_BAD_INPUT, EXIT_DRIFT, EXIT_OK, check_command
 
 FUZZ = settings(max_examples=25, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow])

@@ -208,7 +208,7 @@ def test_sigterm_drains_streams_in_both_processes_exits_0_and_leaves_no_process(
 
 
 def test_several_api_servers_need_a_separate_engine_core(monkeypatch, capsys):
-    from vigil.cli import main
+    from vigil.cli.main import main
     from vigil.config import ConfigError, load_settings
 
     with pytest.raises(ConfigError, match="VIGIL_API_SERVER_COUNT=2 needs VIGIL_ENGINE_PROCESS=separate"):

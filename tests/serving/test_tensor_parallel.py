@@ -76,7 +76,7 @@ def test_replicated_kv_head(tmp_path):
 
 def test_serve_flag_and_setting_reach_the_engine_config(monkeypatch):
     from serving.engine.config import EngineConfig
-    from vigil.cli import build_parser
+    from vigil.cli.main import build_parser
     from vigil.config import Settings
 
     assert build_parser().parse_args(["serve", "--tensor-parallel-size", "2"]).tensor_parallel_size == 2

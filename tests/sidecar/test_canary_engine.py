@@ -226,7 +226,7 @@ def test_healthy_engine_raises_nothing_over_20_runs_alone_and_under_load(
 
 
 def test_cli_baseline_then_run_and_exit_codes(engine_server, tmp_path, probes_file, monkeypatch, capsys):
-    from vigil.cli import main
+    from vigil.cli.main import main
     from vigil.config import get_settings
 
     url = f"sqlite:///{tmp_path / 'cli.db'}"

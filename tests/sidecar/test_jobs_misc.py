@@ -22,9 +22,9 @@ from storage.repositories.baselines import (
     set_baseline_status,
 )
 from storage.repositories.samples import fetch_window, insert_samples
-from vigil.baseline_cli import baseline_command
+from vigil.cli.baseline import baseline_command
+from vigil.cli.report import report_command
 from vigil.config import get_settings
-from vigil.report_cli import report_command
 
 NOW = datetime.now(UTC)
 

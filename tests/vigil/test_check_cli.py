@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from drift_synth import DRIFT_KINDS, make_samples, write_jsonl
 
-from vigil.check_cli import check_command
+from vigil.cli.check import check_command
 
 ROOT = Path(__file__).resolve().parents[2]
 # what each drift kind may raise besides itself: a new persona also moves the prompt embeddings

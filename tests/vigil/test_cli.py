@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from vigil.cli import COMMANDS
+from vigil.cli.main import COMMANDS
 
 
 def run_vigil(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:

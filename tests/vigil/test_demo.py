@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from vigil.demo import drift_alerts
+from vigil.devtools.demo import drift_alerts
 
 
 def test_drift_alerts_keep_signed_drift_triggers_most_severe_first():

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vigil import doctor_probes
-from vigil.doctor import Facts, Probes, blocking_line, fix, fix_steps, gather, report_lines
+from vigil.devtools.doctor import Facts, Probes, blocking_line, fix, fix_steps, gather, report_lines
 
 REPO = Path(__file__).resolve().parents[2]
 READY = Facts(
@@ -210,7 +210,7 @@ def test_real_probes_find_the_installed_models_and_a_closed_port():
 
 
 def test_vigil_doctor_command_prints_the_facts(capsys):
-    from vigil.cli import main
+    from vigil.cli.main import main
 
     assert main(["doctor"]) == 0
     out = capsys.readouterr().out

@@ -19,7 +19,7 @@ from sidecar_servers import OPERATOR_KEY
 from sidecar.app import create_app
 from storage.db import session_factory
 from storage.records import RecordError, sample_from_record
-from vigil.check_cli import read_samples
+from vigil.cli.check import read_samples
 from vigil.sample_record import limits
 from vigil.sample_record.jsonl import RecordFileError
 

@@ -189,7 +189,7 @@ def test_sampling_rates_below_the_weight_cap_are_a_config_error():
 def test_vigil_schema_prints_the_json_schema(capsys):
     import json
 
-    from vigil.cli import main
+    from vigil.cli.main import main
 
     assert main(["schema"]) == 0
     printed = json.loads(capsys.readouterr().out)

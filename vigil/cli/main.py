@@ -14,15 +14,15 @@ import sys
 COMMANDS = {
     "serve": "serving.server.main:serve_command",
     "sidecar": "sidecar.main:sidecar_command",
-    "up": "vigil.up:up_command",
-    "check": "vigil.check_cli:check_command",
-    "db": "vigil.db_cli:db_command",
-    "baseline": "vigil.baseline_cli:baseline_command",
-    "report": "vigil.report_cli:report_command",
-    "canary": "vigil.canary_cli:canary_command",
-    "doctor": "vigil.doctor:doctor_command",
-    "schema": "vigil.schema_cli:schema_command",
-    "demo": "vigil.demo:demo_command",
+    "up": "vigil.cli.up:up_command",
+    "check": "vigil.cli.check:check_command",
+    "db": "vigil.cli.db:db_command",
+    "baseline": "vigil.cli.baseline:baseline_command",
+    "report": "vigil.cli.report:report_command",
+    "canary": "vigil.cli.canary:canary_command",
+    "doctor": "vigil.devtools.doctor:doctor_command",
+    "schema": "vigil.cli.schema:schema_command",
+    "demo": "vigil.devtools.demo:demo_command",
 }
 
 

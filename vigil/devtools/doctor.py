@@ -9,7 +9,7 @@ rather than as a stack trace minutes into the suite. `VIGIL_TEST_PG=0` (the test
 their PostgreSQL half) makes PostgreSQL optional here too.
 
 The decisions (`report_lines`, `fix_steps`, `blocking_line`) are pure functions of `Facts`;
-the probes in `vigil.doctor_probes` gather them. Only the standard library is imported, so
+the probes in `vigil.devtools.doctor_probes` gather them. Only the standard library is imported, so
 `make test` can run this with the system python3 before `.venv` is built.
 """
 

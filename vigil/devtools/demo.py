@@ -27,7 +27,7 @@ from typing import Any
 
 import httpx
 
-from vigil.demo_traffic import drift_event, steady
+from vigil.devtools.demo_traffic import drift_event, steady
 
 API_KEY = "vigil-demo-key-0123456789"
 ADMIN_KEY = "vigil-demo-admin-0123456789"
