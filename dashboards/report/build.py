@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from dashboards.report.eval_picture import eval_trend_pictures
-from dashboards.report.evidently_part import evidently_html, numeric_frame
+from dashboards.report.evidently_part import EvidentlyPart, evidently_html, numeric_frame
 from dashboards.report.model import (
     MAX_EXAMPLES,
     AlertView,
@@ -110,14 +110,14 @@ def eval_trend_rows(baseline_frame: pd.DataFrame, frame: pd.DataFrame) -> list[E
 
 def evidently_part(
     frame: pd.DataFrame, baseline_frame: pd.DataFrame | None, *, max_rows: int, seed: int
-) -> tuple[str | None, str | None]:
-    """(Evidently's page, None) or (None, why not). Slow (seconds): the drift job calls it
+) -> EvidentlyPart:
+    """Evidently's page and what its verdict counted, or why not. Slow (seconds): the drift job calls it
     before its final transaction, so no lock is held while it renders."""
     base_frame = baseline_frame if baseline_frame is not None else pd.DataFrame()
     if not len(base_frame):
-        return None, "no baseline to compare with"
+        return EvidentlyPart(None, "no baseline to compare with")
     if not len(frame):
-        return None, "the window holds no samples"
+        return EvidentlyPart(None, "the window holds no samples")
     evals = tuple(sorted({c for c in frame.columns if str(c).startswith("eval_")}
                          & {c for c in base_frame.columns if str(c).startswith("eval_")}))  # fmt: skip
     try:
@@ -128,7 +128,7 @@ def evidently_part(
         )  # fmt: skip
     except Exception as exc:  # the report must not be lost to a plotting failure
         log.exception("Evidently section failed")
-        return None, f"Evidently failed: {exc.__class__.__name__}: {exc}"[:300]
+        return EvidentlyPart(None, f"Evidently failed: {exc.__class__.__name__}: {exc}"[:300])
 
 
 def write_run_report(
@@ -144,7 +144,7 @@ def write_run_report(
     alerts: list[Any],
     report_dir: Path,
     public_url: str,
-    evidently: tuple[str | None, str | None],
+    evidently: EvidentlyPart | tuple[str | None, str | None],
     note: str | None = None,
     eval_frame: pd.DataFrame | None = None,
 ) -> Path:
@@ -171,8 +171,8 @@ def write_run_report(
         pictures=report_pictures(results, base_frame, frame) if len(frame) else [],
         eval_pictures=eval_trend_pictures(base_frame, scores, results, to_utc(window[1])),
     )  # fmt: skip
-    html, why = evidently
-    page = render_report(ctx, html, why)
+    html, why, verdict = EvidentlyPart(*evidently)
+    page = render_report(ctx, html, why, verdict)
     if html is not None and len(page.encode("utf-8")) > MAX_REPORT_BYTES:
         # many features make Evidently's page grow: keep the bound, keep Vigil's sections
         size_mb = len(page.encode("utf-8")) / 2**20

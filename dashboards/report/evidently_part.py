@@ -6,6 +6,8 @@ whatever the traffic (Evidently's HTML is ~4 MB of JS bundle regardless of the d
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 import numpy as np
 import pandas as pd
 
@@ -15,6 +17,25 @@ NUMERIC_FEATURES = (
 )  # fmt: skip
 MIN_ROWS = 5  # below this Evidently's tests say nothing useful
 MAX_COLUMNS = 14  # each column adds plots (~0.05 MB): 14 at 5000 rows stay ~4.4 MB, under the bound
+
+
+class EvidentlyVerdict(NamedTuple):
+    """What Evidently's "Dataset drift" line stands for: a vote of its per-column tests."""
+
+    drifted: int  # columns its own tests call drifted
+    columns: int  # numeric columns compared
+    drift_share: float  # the share of drifted columns at which it says "dataset drift"
+    rows: int  # rows compared on each side, at most
+
+    @property
+    def detected(self) -> bool:
+        return self.columns > 0 and self.drifted / self.columns >= self.drift_share
+
+
+class EvidentlyPart(NamedTuple):
+    html: str | None
+    why_not: str | None  # why the page is left out, when it is
+    verdict: EvidentlyVerdict | None = None
 
 
 def preload() -> None:
@@ -50,13 +71,26 @@ def usable_columns(reference: pd.DataFrame, current: pd.DataFrame) -> list[str]:
     ]  # fmt: skip
 
 
+def verdict_of(snapshot_dict: dict[str, Any], columns: int, rows: int) -> EvidentlyVerdict | None:
+    """The drifted-columns count behind Evidently's dataset verdict, from its snapshot."""
+    for metric in snapshot_dict.get("metrics") or []:
+        config = metric.get("config") or {}
+        value = metric.get("value")
+        if "DriftedColumnsCount" in str(config.get("type", "")) and isinstance(value, dict):
+            try:
+                return EvidentlyVerdict(int(value["count"]), columns, float(config.get("drift_share", 0.5)), rows)
+            except (KeyError, TypeError, ValueError):
+                return None
+    return None
+
+
 def evidently_html(
     reference: pd.DataFrame, current: pd.DataFrame, *, max_rows: int, seed: int = 0
-) -> tuple[str | None, str | None]:
-    """(html, None) or (None, why not): Evidently's page for the usable numeric columns."""
+) -> EvidentlyPart:
+    """Evidently's page for the usable numeric columns and what its verdict counted, or why not."""
     columns = usable_columns(reference, current)[:MAX_COLUMNS]
     if not columns:
-        return None, "no numeric feature has enough values on both sides"
+        return EvidentlyPart(None, "no numeric feature has enough values on both sides")
     from evidently import DataDefinition, Dataset, Report
     from evidently.presets import DataDriftPreset
 
@@ -67,4 +101,5 @@ def evidently_html(
         Dataset.from_pandas(cur, data_definition=definition),
         Dataset.from_pandas(ref, data_definition=definition),
     )
-    return snapshot.get_html_str(as_iframe=False), None
+    verdict = verdict_of(snapshot.dict(), len(columns), max(len(ref), len(cur)))
+    return EvidentlyPart(snapshot.get_html_str(as_iframe=False), None, verdict)

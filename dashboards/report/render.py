@@ -12,6 +12,7 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
+from dashboards.report.evidently_part import EvidentlyVerdict
 from dashboards.report.model import ReportContext
 from drift.formatting import MISSING, clean_text, fmt_num
 
@@ -27,9 +28,11 @@ def fmt(value) -> str:
     return "–" if text == MISSING else text
 
 
-def render_report(ctx: ReportContext, evidently_html: str | None, evidently_error: str | None) -> str:
+def render_report(ctx: ReportContext, evidently_html: str | None, evidently_error: str | None,
+                  verdict: EvidentlyVerdict | None = None) -> str:
     section = _env.get_template("vigil_section.html").render(
-        ctx=ctx, fmt=fmt, evidently_error=evidently_error if evidently_html is None else None
+        ctx=ctx, fmt=fmt, evidently_error=evidently_error if evidently_html is None else None,
+        verdict=verdict if evidently_html is not None else None,
     )
     if evidently_html is None:
         title = f"Vigil drift report {ctx.run_id}"

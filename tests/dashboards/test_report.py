@@ -69,3 +69,27 @@ def test_pictures_skip_a_feature_no_float_axis_can_span():
     assert feature_pictures(drifted, huge, huge) == []  # np.histogram raised ValueError here
     normal = pd.DataFrame({"latency_ms": [1.0, 2.0, 3.0]})
     assert len(feature_pictures(drifted, normal, normal)) == 2
+
+
+def test_evidently_section_says_what_its_verdict_counts(tmp_path):
+    """The note under Evidently's page gives the drifted-columns vote behind its "Dataset drift"
+    line — checked against scipy's two-sample K-S on the same columns (Evidently's test for
+    continuous columns at this size, p < 0.05) — and why it can differ from Vigil's verdict."""
+    from scipy.stats import ks_2samp
+
+    reference, current = frame(2), frame(1)
+    for c in NUMERIC_FEATURES[:3]:
+        current[c] = current[c] * 3.0  # three of eight columns move: under Evidently's half
+    part = build.evidently_part(current, reference, max_rows=1000, seed=0)
+    expected = sum(ks_2samp(reference[c], current[c]).pvalue < 0.05 for c in NUMERIC_FEATURES)
+    assert part.verdict is not None and part.verdict.columns == len(NUMERIC_FEATURES)
+    assert part.verdict.drifted == expected and part.verdict.drift_share == 0.5
+    assert part.verdict.detected == (expected >= 4)
+    path = build.write_run_report(
+        run_id=11, window=(datetime(2026, 11, 29, 10, tzinfo=UTC), datetime(2026, 11, 29, 11, tzinfo=UTC)),
+        now=datetime.now(UTC), frame=current, baseline_row=None, baseline_frame=reference, results=[],
+        segment_sizes={"*": {"n_current": 200}}, alerts=[], report_dir=tmp_path, public_url="http://x",
+        evidently=part)  # fmt: skip
+    note = path.read_text().split('id="evidently-note">')[1].split("</p>")[0]
+    assert f"Here {expected} of {len(NUMERIC_FEATURES)}" in note and "at least 50 % of them drift" in note
+    assert "It is not Vigil's verdict" in note
