@@ -16,7 +16,7 @@ from sqlalchemy import inspect, text
 from storage.db import make_engine, session_scope
 from storage.migrate import MIGRATIONS_DIR, current_revision, head_revision, upgrade
 from storage.models import Base, Sample
-from vigil import cli
+from vigil.cli import main as cli
 from vigil.config import get_settings
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vigil import doctor_probes
+from vigil.devtools import doctor_probes
 from vigil.devtools.doctor import Facts, Probes, blocking_line, fix, fix_steps, gather, report_lines
 
 REPO = Path(__file__).resolve().parents[2]

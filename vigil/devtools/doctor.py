@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TextIO
 
-from vigil import doctor_probes as probes_mod
+from vigil.devtools import doctor_probes as probes_mod
 
 PG_START_WAIT_S = 30.0
 
