@@ -68,11 +68,13 @@ def test_json_shape_and_segments(tmp_path):
 
 
 def test_tiny_window_is_insufficient_not_drift(tmp_path):
+    """Too few samples is never an alert, and never "no drift" either: exit 4."""
     ref = write_jsonl(make_samples(500, seed=3), tmp_path / "ref.jsonl")
     cur = write_jsonl(make_samples(12, seed=4, drift="prompt"), tmp_path / "cur.jsonl")
-    code, out, _ = run_check(ref, cur)
+    code, out, err = run_check(ref, cur)
     report = json.loads(out)
-    assert code == 0 and report["insufficient_data"] and not report["alerts"]
+    assert code == 4 and report["insufficient_data"] and not report["alerts"]
+    assert "could not judge" in err
 
 
 @pytest.mark.parametrize("content,needle", [

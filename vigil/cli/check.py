@@ -3,7 +3,9 @@
 The drift tests offline on two files of logged samples: the reference is built into a baseline,
 validated (first half vs second half) and calibrated (window = the current file's size), then
 the current file is tested against it, whole and per segment. Embeddings missing from the files
-are computed with the offline MiniLM model. Exit 0: no drift; 3: drift; 2: bad input.
+are computed with the offline MiniLM model. Exit 0: no drift; 3: drift; 2: bad input;
+4: could not judge (the reference was rejected as a baseline, or most whole-window tests had too
+few samples and none found drift), with the reason on stderr.
 """
 
 from __future__ import annotations
@@ -21,10 +23,11 @@ from drift.calibrate import calibrate_baseline
 from drift.errors import InputError
 from drift.job import run_drift
 from drift.report import DriftReport
+from drift.result import ALL
 from vigil.sample_record import EMBEDDING_FIELDS
 from vigil.sample_record.jsonl import RecordFileError, read_records
 
-EXIT_OK, EXIT_BAD_INPUT, EXIT_DRIFT = 0, 2, 3
+EXIT_OK, EXIT_BAD_INPUT, EXIT_DRIFT, EXIT_NO_VERDICT = 0, 2, 3, 4
 TEXT_FOR = {"prompt_embedding": "prompt", "response_embedding": "response"}
 
 
@@ -105,8 +108,8 @@ def run_check(reference: str, current: str, *, segment_by: list[str], seed: int,
     ref, cur = read_samples(reference), read_samples(current)
     named = {reference: ref, current: cur}
     _check_segment_fields(named, segment_by)
+    _check_dimensions(named)  # before filling: filling would replace mismatched vectors with MiniLM's
     notes = fill_embeddings(named, embed)
-    _check_dimensions(named)
     baseline = build_baseline(ref, seed=seed)
     from drift.validate import validate_baseline  # imported late: validate imports baseline
 
@@ -116,6 +119,23 @@ def run_check(reference: str, current: str, *, segment_by: list[str], seed: int,
     info = {"n_reference": len(ref), "n_current": len(cur), "notes": notes,
             "baseline_reasons": validation.reasons}
     return report, info
+
+
+def no_verdict_reason(report: DriftReport, info: dict[str, Any]) -> str | None:
+    """Why the result cannot be read as "no drift" or "drift", or None when it can.
+
+    A rejected reference cannot stand for normal traffic, so neither answer holds; when most
+    whole-window tests lacked samples, silence means "not tested", though an alert raised by the
+    tests that did run still counts as drift."""
+    if not report.baseline_valid:
+        why = "; ".join(info["baseline_reasons"]) or "validation failed"
+        return f"the reference was rejected as a baseline ({why})"
+    whole = [r for r in report.results if r.segment == ALL]
+    short = sum(r.insufficient for r in whole)
+    if not report.drifted and 2 * short > len(whole):
+        return (f"{short} of {len(whole)} whole-window tests had too few samples "
+                f"({info['n_current']} current, {info['n_reference']} reference)")
+    return None
 
 
 def render_text(report: DriftReport, info: dict[str, Any], reference: str, current: str) -> str:
@@ -131,6 +151,8 @@ def render_text(report: DriftReport, info: dict[str, Any], reference: str, curre
     if report.alerts:
         lines.append(f"DRIFT: {len(report.alerts)} alert(s)")
         lines += [f"  [{a.severity}] {a.kind}: {a.summary}" for a in report.alerts]
+    elif no_verdict_reason(report, info) is not None:
+        lines.append("could not judge (see stderr)")
     else:
         lines.append("no drift")
     return "\n".join(lines)
@@ -149,4 +171,8 @@ def check_command(args: argparse.Namespace) -> int:
         print(json.dumps(report.to_dict()))
     else:
         print(render_text(report, info, args.reference, args.current))
+    reason = no_verdict_reason(report, info)
+    if reason is not None:
+        print(f"vigil check: could not judge: {reason}", file=sys.stderr)
+        return EXIT_NO_VERDICT
     return EXIT_DRIFT if report.drifted else EXIT_OK

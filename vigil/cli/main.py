@@ -45,7 +45,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("up", help="run engine and sidecar together on the embedded defaults")
 
-    check = sub.add_parser("check", help="run the drift tests offline on two JSONL files of samples")
+    check = sub.add_parser(
+        "check", help="run the drift tests offline on two JSONL files of samples",
+        description="Run the drift tests offline on two JSONL files of samples.",
+        epilog="exit status: 0 no drift; 3 drift; 2 bad input (file and line on stderr); "
+               "4 could not judge: the reference was rejected as a baseline, or most whole-window "
+               "tests had too few samples and none found drift (reason on stderr)")
     check.add_argument("--reference", required=True, help="JSONL of baseline samples")
     check.add_argument("--current", required=True, help="JSONL of current samples")
     check.add_argument("--json", action="store_true", help="print the result as JSON")

@@ -26,10 +26,13 @@ def read_records(path: str | Path) -> list[tuple[int, SampleRecord]]:
         raise RecordFileError(f"{path}: no such file")
     records: list[tuple[int, SampleRecord]] = []
     dims: dict[str, tuple[int, int]] = {}  # field -> (dim, first line)
-    with open(path, encoding="utf-8", errors="strict") as fh:
+    # binary, one physical line (b"\n") at a time, decoded on its own: a text-mode file decodes
+    # whole buffers ahead of the line being read, so a decode error would name an earlier line
+    with open(path, "rb") as fh:
         lineno = 0
         try:
-            for lineno, line in enumerate(fh, 1):  # noqa: B007 - read in the except below
+            for lineno, raw in enumerate(fh, 1):  # noqa: B007 - read in the except below
+                line = raw.decode("utf-8", errors="strict")
                 if not line.strip():
                     continue
                 record = validate_record(json.loads(line, parse_constant=_reject_constant))
@@ -41,7 +44,7 @@ def read_records(path: str | Path) -> list[tuple[int, SampleRecord]]:
                             raise RecordError(f"{field} has {len(vector)} values, line {first} had {dim}")
                 records.append((lineno, record))
         except UnicodeDecodeError as exc:
-            raise RecordFileError(f"{path}:{lineno + 1}: not UTF-8 ({exc.reason})") from None
+            raise RecordFileError(f"{path}:{lineno}: not UTF-8 ({exc.reason})") from None
         except json.JSONDecodeError as exc:
             raise RecordFileError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
         except (RecordError, ValueError, RecursionError) as exc:
