@@ -20,6 +20,7 @@ from sidecar.ingest_schema import IngestBody, IngestResult
 from sidecar.limits import RequestGuard, body_limit
 from sidecar.otlp.receiver import TRACES_PATH, build_otlp_router
 from sidecar.page_auth import PageAuth
+from sidecar.same_origin import SameOriginActions
 from vigil.auth_throttle import throttle_from_settings
 from vigil.config import Settings
 from vigil.keys import KeyRing, Principal
@@ -60,13 +61,14 @@ def create_app(
     app.state.session_factory = session_factory
     keyring = KeyRing.from_settings(settings)
     throttle = throttle_from_settings(settings)  # key checks of the API and the login form alike
-    pages = PageAuth(settings, keyring, throttle)
+    pages = PageAuth(settings, keyring, throttle, session_factory)
     ingest_path = IngestPath.from_settings(settings, session_factory)
     # the key is checked before the body is read, and every body is bounded while it streams
     app.add_middleware(RequestGuard, keyring=keyring, protected=("/v1/",),
                        max_bytes=body_limit((INGEST_PATH, TRACES_PATH), settings.ingest_max_bytes),
                        body_timeout_s=settings.body_timeout_s, throttle=throttle,
                        trusted_proxies=tuple(settings.trusted_proxies))
+    app.add_middleware(SameOriginActions, public_url=settings.public_url)  # before the key check
     app.add_middleware(SecurityHeaders)
 
     # pydantic stops at the first sample past the limit: a huge batch is not validated whole

@@ -2,8 +2,8 @@
 replies and prompt/response excerpts, so every one of them needs a caller.
 
 Accepted, in order: `Authorization: Bearer <key>` (API use); the `vigil_session` cookie a browser
-gets from `POST /login` (signed, HttpOnly, SameSite=Strict, Secure behind https, expiring); a
-user name in `forward_auth_header` when the request comes from a trusted proxy. Tenant-bound keys
+gets from `POST /login` (signed, HttpOnly, SameSite=Strict, Secure behind https, expiring, and
+backed by a `page_sessions` row that `POST /logout` revokes); a user name in `forward_auth_header` when the request comes from a trusted proxy. Tenant-bound keys
 are refused (403): the pages show every tenant's alerts. A browser without credentials is sent
 to the login page, an API client gets a 401.
 """
@@ -14,7 +14,11 @@ import base64
 import dataclasses
 import hashlib
 import hmac
+import secrets
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from urllib.parse import parse_qs, quote
 
 from fastapi import APIRouter, Request
@@ -34,28 +38,38 @@ def _session_key(secret: str) -> bytes:
     return hmac.new(secret.encode(), b"vigil-page-session", hashlib.sha256).digest()
 
 
-def sign_session(principal: Principal, secret: str, ttl_s: int, now: float | None = None) -> str:
+@dataclass(frozen=True)
+class SessionClaim:
+    """What a well-signed, unexpired cookie claims; the `page_sessions` row must still agree."""
+
+    principal: Principal
+    session_id: str
+
+
+def sign_session(principal: Principal, secret: str, ttl_s: int, now: float | None = None,
+                 session_id: str | None = None) -> str:
     expires = int((now if now is not None else time.time()) + ttl_s)
-    payload = base64.urlsafe_b64encode(f"{principal.key_id}|{expires}".encode()).decode().rstrip("=")
+    session_id = session_id or secrets.token_urlsafe(24)
+    payload = base64.urlsafe_b64encode(f"{session_id}|{principal.key_id}|{expires}".encode()).decode().rstrip("=")
     sig = hmac.new(_session_key(secret), payload.encode(), hashlib.sha256).hexdigest()
     return f"{payload}.{sig}"
 
 
-def verify_session(token: str, secret: str, keyring: KeyRing, now: float | None = None) -> Principal | None:
-    """The principal of a valid, unexpired session whose key is still configured (removing a
-    key ends its sessions)."""
+def verify_session(token: str, secret: str, keyring: KeyRing, now: float | None = None) -> SessionClaim | None:
+    """The claim of a validly signed, unexpired cookie whose key is still configured (removing a
+    key ends its sessions). Forgeries stop here, before the database is asked."""
     payload, _, sig = token.partition(".")
     want = hmac.new(_session_key(secret), payload.encode(), hashlib.sha256).hexdigest()
     if not sig or not hmac.compare_digest(sig, want):
         return None
     try:
-        key_id, expires = base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)).decode().split("|")
+        session_id, key_id, expires = base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)).decode().split("|")
         if int(expires) < (now if now is not None else time.time()):
             return None
     except ValueError:
         return None
     principal = keyring.by_id(key_id)
-    return principal and dataclasses.replace(principal, via="session")
+    return principal and SessionClaim(dataclasses.replace(principal, via="session"), session_id)
 
 
 def safe_next(target: str | None) -> str:
@@ -66,9 +80,11 @@ def safe_next(target: str | None) -> str:
 
 
 class PageAuth:
-    def __init__(self, settings: Settings, keyring: KeyRing, throttle: AuthThrottle | None = None) -> None:
+    def __init__(self, settings: Settings, keyring: KeyRing, throttle: AuthThrottle | None = None,
+                 session_factory: Callable | None = None) -> None:
         self.settings = settings
         self.keyring = keyring
+        self.session_factory = session_factory  # page_sessions; None: no browser logins
         # the throttle is the API's too: one count per address, one answer once it is throttled
         self.auth = Authenticator(keyring, throttle, settings.trusted_proxies)
 
@@ -89,11 +105,9 @@ class PageAuth:
             if isinstance(found, Refusal):
                 raise HTTPException(found.status, found.message, headers=found.headers())
             return found
-        token = request.cookies.get(COOKIE)
-        if token:
-            principal = verify_session(token, self.settings.secret_key, self.keyring)
-            if principal is not None:
-                return principal
+        claim = self._claim(request)
+        if claim is not None and self._live(claim):
+            return claim.principal
         name = self.settings.forward_auth_header
         if name and request.headers.get(name):
             client = request.client.host if request.client else None
@@ -101,6 +115,18 @@ class PageAuth:
                 user = request.headers[name][:128]
                 return Principal("proxy:" + user, via="proxy", name=user)
         return ANONYMOUS if self.keyring.empty else None
+
+    def _claim(self, request: Request) -> SessionClaim | None:
+        token = request.cookies.get(COOKIE)
+        return verify_session(token, self.settings.secret_key, self.keyring) if token else None
+
+    def _live(self, claim: SessionClaim) -> bool:
+        if self.session_factory is None:
+            return False
+        from storage.repositories.page_sessions import live_key_id
+
+        with self.session_factory() as session:
+            return live_key_id(session, claim.session_id, datetime.now(UTC)) == claim.principal.key_id
 
     def require_viewer(self, request: Request) -> Principal:
         principal = self.principal(request)
@@ -137,16 +163,28 @@ class PageAuth:
                 return refused
             if isinstance(found, Refusal) or not found.can_view_all:
                 return login_page(target, error="That key is not accepted here.", status=401)
-            principal = found
+            if self.session_factory is None:
+                return login_page(target, error="Logins are not available in this process.", status=503)
+            from storage.repositories.page_sessions import open_session
+
+            session_id = secrets.token_urlsafe(24)
+            with self.session_factory() as session, session.begin():
+                open_session(session, session_id, found.key_id, datetime.now(UTC), self.settings.session_ttl_s)
             response = RedirectResponse(target, status_code=303)
-            response.set_cookie(COOKIE, sign_session(principal, self.settings.secret_key,
-                                                     self.settings.session_ttl_s),
+            response.set_cookie(COOKIE, sign_session(found, self.settings.secret_key,
+                                                     self.settings.session_ttl_s, session_id=session_id),
                                 max_age=self.settings.session_ttl_s, httponly=True, samesite="strict",
                                 secure=secure, path="/")
             return response
 
         @router.post("/logout")
-        def logout() -> Response:
+        def logout(request: Request) -> Response:
+            claim = self._claim(request)
+            if claim is not None and self.session_factory is not None:
+                from storage.repositories.page_sessions import revoke_session
+
+                with self.session_factory() as session, session.begin():
+                    revoke_session(session, claim.session_id, datetime.now(UTC))  # the cookie dies here
             response = RedirectResponse("/login", status_code=303)
             response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict", secure=secure)
             return response

@@ -307,3 +307,6 @@ class CanaryResult(Base):
     ok: Mapped[bool | None] = mapped_column()
 
     __table_args__ = (UniqueConstraint("run_id", "probe", name="uq_canary_result_probe"),)
+
+
+from storage.page_session import PageSession  # noqa: E402,F401  (its table belongs to Base.metadata)

@@ -1,0 +1,135 @@
+"""Page sessions live on the server: logout ends the session (its old cookie is refused
+afterwards, on this process and any other sharing the database), and a state-changing page
+action from another site is refused whatever cookie it carries. SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+import httpx
+import pytest
+from sec_fakes import ADMIN_KEY, API_KEY
+
+from sidecar.app import create_app
+from sidecar.page_auth import COOKIE
+from storage.db import session_factory
+from storage.models import Alert, DriftRun
+
+
+@pytest.fixture
+def world(migrated_db, make_settings):
+    factory = session_factory(migrated_db)
+    now = datetime.now(UTC)
+    with factory() as s:
+        run = DriftRun(window_start=now, window_end=now, started_at=now, status="done", num_samples=5)
+        s.add(run)
+        s.flush()
+        alert = Alert(dedupe_key="k", rule="mmd", kind="prompt", severity="high", segment="*", status="open",
+                      summary="drift", run_id=run.id, evidence={}, first_seen=now, last_seen=now)
+        s.add(alert)
+        s.commit()
+        alert_id = alert.id
+    settings = make_settings(migrated_db, api_keys=[API_KEY], admin_keys=[ADMIN_KEY],
+                             public_url="https://vigil.example")
+
+    def app():
+        return create_app(settings, factory)
+
+    return app, factory, alert_id
+
+
+def _client(app) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="https://vigil.example")
+
+
+async def _login(client, key: str) -> str:
+    response = await client.post("/login", data={"key": key, "next": "/alerts"})
+    assert response.status_code == 303
+    return client.cookies[COOKIE]
+
+
+def _status(factory, alert_id: int) -> str:
+    with factory() as s:
+        return s.get(Alert, alert_id).status
+
+
+def test_logout_ends_the_session_and_its_copied_cookie(world):
+    """Was: logout only asked the browser to drop the cookie; a copy of it kept working."""
+    make_app, _, _ = world
+    app, other_process = make_app(), make_app()
+
+    async def flow():
+        async with _client(app) as browser, _client(app) as copy, _client(other_process) as elsewhere:
+            cookie = await _login(browser, API_KEY)
+            second = await _login(copy, API_KEY)  # another login of the same key
+            for c in (copy, elsewhere):
+                c.cookies.set(COOKIE, cookie)
+            assert (await copy.get("/alerts")).status_code == 200
+            assert (await elsewhere.get("/alerts")).status_code == 200  # a record any replica reads
+            assert (await browser.post("/logout")).status_code == 303
+            assert (await copy.get("/alerts")).status_code == 401
+            assert (await elsewhere.get("/alerts")).status_code == 401
+            copy.cookies.set(COOKIE, second)
+            assert (await copy.get("/alerts")).status_code == 200  # only the ended session died
+
+    asyncio.run(flow())
+
+
+def test_a_signed_cookie_without_a_session_record_is_refused(world):
+    """A cookie correctly signed with the secret but never issued (no row) opens nothing."""
+    from sidecar.page_auth import sign_session
+    from vigil.keys import KeyRing
+
+    make_app, _, _ = world
+    app = make_app()
+    settings = app.state.settings
+    forged = sign_session(KeyRing.from_settings(settings).lookup(ADMIN_KEY), settings.secret_key, 600)
+
+    async def flow():
+        async with _client(app) as c:
+            c.cookies.set(COOKIE, forged)
+            return (await c.get("/alerts")).status_code
+
+    assert asyncio.run(flow()) == 401
+
+
+@pytest.mark.parametrize("headers", [
+    {"Origin": "https://evil.example"},
+    {"Origin": "null"},
+    {"Sec-Fetch-Site": "cross-site"},
+    {"Sec-Fetch-Site": "same-site", "Origin": "https://vigil.example"},
+], ids=["origin", "null-origin", "fetch-site", "sibling-site"])
+def test_a_cross_site_form_post_with_an_admin_cookie_is_refused(world, headers):
+    """Was: an admin cookie plus `Origin: https://evil.example` acknowledged an alert."""
+    make_app, factory, alert_id = world
+    app = make_app()
+
+    async def flow():
+        async with _client(app) as c:
+            await _login(c, ADMIN_KEY)
+            attack = await c.post(f"/alerts/{alert_id}/acknowledge", data={"note": "pwned"}, headers=headers)
+            logout = await c.post("/logout", headers=headers)  # nor can another site log a user out
+            return attack.status_code, logout.status_code, (await c.get("/alerts")).status_code
+
+    assert asyncio.run(flow()) == (403, 403, 200)
+    assert _status(factory, alert_id) == "open"
+
+
+def test_same_site_actions_and_api_clients_still_work(world):
+    make_app, factory, alert_id = world
+    app = make_app()
+
+    async def flow():
+        async with _client(app) as c:
+            await _login(c, ADMIN_KEY)
+            page = await c.post(f"/alerts/{alert_id}/acknowledge", data={"note": "on it"},
+                                headers={"Origin": "https://vigil.example", "Sec-Fetch-Site": "same-origin"})
+            assert page.status_code == 303
+        async with _client(app) as api:  # a bearer-key client sends neither header
+            resolved = await api.post(f"/api/v1/alerts/{alert_id}/resolve", json={"note": "fixed"},
+                                      headers={"Authorization": f"Bearer {ADMIN_KEY}"})
+            assert resolved.status_code == 200
+
+    asyncio.run(flow())
+    assert _status(factory, alert_id) == "resolved"
