@@ -1,5 +1,7 @@
 """The segment page: one slice of traffic — its drift signals (the drift job labels slices
-`tenant=...` and `segment=...`), its open alerts, its volume and latency, and its latest prompts.
+`tenant=...` and `segment=...`), the open alerts that involve it (dashboards/segment_alerts.py:
+filed under it, a result in it, or naming it as a new value), its volume and latency, and its
+latest prompts.
 
 Links name the slice in the query (`/segments?tenant=a%2Fb&segment=web`): a path parameter
 cannot carry every name, since servers and proxies decode %2F to `/` before routing. The short
@@ -18,8 +20,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from dashboards.api import NAME, Range
+from dashboards.segment_alerts import chart_keys, involved_alerts
 from dashboards.templating import page, visible
-from storage.models import Alert, Sample
+from storage.models import Sample
 
 ANY = "-"
 MAX_PROMPTS = 20
@@ -53,9 +56,13 @@ def segment_context(session: Session, tenant: str | None, segment: str | None, r
         traffic["tenant"] = tenant
     if segment:
         traffic["segment"] = segment
+    slices = [(k, v) for k, v in (("tenant", tenant), ("segment", segment)) if v]
+    involved = involved_alerts(session, slices)
+    for test, feature, label in chart_keys(involved, labels):
+        where = "all traffic" if label == "*" else visible(label)
+        charts.append((f"{test} · {feature} ({where}), from an alert that involves it", "/api/v1/series?" + urlencode(
+            {"kind": "drift", "range": range_, "test": test, "feature": feature, "segment": label})))
     charts.append(("traffic and latency", "/api/v1/series?" + urlencode(traffic)))
-    alerts = list(session.scalars(select(Alert).where(Alert.status == "open", Alert.segment.in_(labels))
-                                  .order_by(Alert.last_seen.desc()).limit(50))) if labels else []
     query = select(Sample.timestamp, Sample.tenant, Sample.segment, Sample.prompt)
     if tenant:
         query = query.where(Sample.tenant == tenant)
@@ -63,7 +70,7 @@ def segment_context(session: Session, tenant: str | None, segment: str | None, r
         query = query.where(Sample.segment == segment)
     prompts = [{"at": ts, "tenant": t, "segment": s, "prompt": (p or "")[:PROMPT_CHARS]}
                for ts, t, s, p in session.execute(query.order_by(Sample.timestamp.desc()).limit(MAX_PROMPTS))]
-    return {"charts": charts, "alerts": alerts, "prompts": prompts, "labels": labels}
+    return {"charts": charts, "alerts": involved, "prompts": prompts, "labels": labels}
 
 
 def _segment_page(session_factory: sessionmaker[Session], tenant: str | None, segment: str | None,

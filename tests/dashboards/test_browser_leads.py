@@ -1,6 +1,7 @@
-"""In headless Chromium: an alert page's first sentence is its own result, and a chart with a
-single run spans the chosen range and still draws its threshold line across it (read back from
-the canvas pixels, not from the page's data)."""
+"""In headless Chromium: an alert page's first sentence is its own result; a chart with a single
+run spans the chosen range and still draws its threshold line across it (read back from the
+canvas pixels, not from the page's data); a new tenant's page lists the alert filed under `*`
+that names it."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from sidecar_servers import UvicornThread
 
 from sidecar.app import create_app
 from storage.db import session_factory
+from storage.models import Alert
 
 SHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
 
@@ -45,12 +47,18 @@ def one_chart(chart_id: str):
     return lambda page: page.eval_on_selector(f'[data-chart-id="{chart_id}"]', THRESHOLD_COVERAGE)
 
 
-def test_alert_page_opens_with_its_own_result_and_a_one_point_chart_shows_its_threshold(migrated_db, make_settings):
+def test_alert_page_lead_one_point_threshold_and_a_new_tenants_alerts(migrated_db, make_settings):
     from playwright.sync_api import sync_playwright
 
     factory = session_factory(migrated_db)
     with factory() as session:
         data = seed_history(session, hours=1)  # one run: every drift chart has a single point
+        new = {"test": "new_category", "feature": "tenant", "segment": "*", "statistic": 0.65, "threshold": 0.05,
+               "drifted": True, "detail": {"new": [{"value": "newco", "share": 0.65, "count": 200, "big": True}]}}
+        session.add(Alert(dedupe_key="nc", rule="new_category", kind="prompt", severity="moderate", segment="*",
+                          status="open", summary="new tenant newco: 65% of the window", run_id=data.drift_run_id,
+                          evidence={"results": [new]}, first_seen=data.now, last_seen=data.now))
+        session.commit()
     SHOTS.mkdir(parents=True, exist_ok=True)
     backend = migrated_db.split(":")[0].split("+")[0]
     with UvicornThread(create_app(make_settings(migrated_db), factory)) as app, sync_playwright() as p:
@@ -60,8 +68,12 @@ def test_alert_page_opens_with_its_own_result_and_a_one_point_chart_shows_its_th
                       first_sentence)
         overview = visit(browser, f"{app.url}/?range=30d", SHOTS / f"overview-one-run-{backend}.png",
                          one_chart("psi:prompt_tokens"))
+        segment = visit(browser, f"{app.url}/segments?tenant=newco", SHOTS / f"segment-newco-{backend}.png",
+                        lambda page: page.eval_on_selector_all("#segment-alerts tr", "rows => rows.map(r => r.innerText)"))
         browser.close()
-    assert alert["errors"] == [] and overview["errors"] == []
+    assert alert["errors"] == [] and overview["errors"] == [] and segment["errors"] == []
+    rows = segment["seen"][1:]
+    assert len(rows) == 1 and "names tenant newco as new" in rows[0] and "all traffic" in rows[0], rows
     lead_id, lead = alert["seen"]["first_p"]
     assert lead_id == "lead" and lead.startswith("psi on prompt_tokens for segment web rose to 0.9"), lead
     for seen, span in ((alert["seen"]["chart"], timedelta(days=7)), (overview["seen"], timedelta(days=30))):
