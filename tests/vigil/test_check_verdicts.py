@@ -15,8 +15,8 @@ from drift_synth import make_samples, write_jsonl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vigil.check_cli import EXIT_BAD_INPUT, EXIT_DRIFT, EXIT_NO_VERDICT, EXIT_OK, check_command
-from vigil.cli import build_parser
+from vigil.cli.check import EXIT_BAD_INPUT, EXIT_DRIFT, EXIT_NO_VERDICT, EXIT_OK, check_command
+from vigil.cli.main import build_parser
 from vigil.sample_record.jsonl import RecordFileError, read_records
 
 
@@ -90,7 +90,7 @@ def test_vector_dimension_differing_between_files_is_refused(tmp_path, field, di
 
 
 BAD_BYTES = [b"\xff\xfe", b"\xc3", b"\xed\xa0\x80", b"\xf8\x88\x80\x80\x80", b"\x80", b"\xe2\x82"]
-TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r\x85\u2028\u2029"),
+TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00\n\r\x85\u2028\u2029"),
                min_size=0, max_size=120)
 
 
