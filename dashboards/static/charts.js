@@ -49,7 +49,8 @@
     chart.series.forEach(function (s, i) {
       data.push(edged.values[i]);
       series.push({label: s.label, stroke: COLORS[i % COLORS.length], width: 1.5, spanGaps: false,
-                   points: {show: chart.x.length < 60}});
+                   points: {show: chart.x.length < 60, size: chart.x.length < 4 ? 9 : 5,
+                            fill: COLORS[i % COLORS.length]}});
     });
     if (edged.threshold) {
       data.push(edged.threshold);
@@ -95,6 +96,12 @@
         var start = typeof body.start === "number" ? body.start : null;
         var end = typeof body.end === "number" ? body.end : null;
         body.charts.forEach(function (chart) { draw(container, chart, start, end); });
+        if (!body.charts.length) {
+          var none = document.createElement("p");
+          none.className = "muted";
+          none.textContent = "no results for this selection in this range";
+          container.appendChild(none);
+        }
         container.dataset.loaded = String(body.charts.length);
       })
       .catch(function (err) {
