@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 import uvicorn
-from sidecar_servers import API_KEY, UvicornThread, WebhookReceiver, free_port
+from sidecar_servers import API_KEY, OPERATOR_KEY, UvicornThread, WebhookReceiver, free_port
 from sqlalchemy import select
 
 from alerts.signing import verify
@@ -62,7 +62,8 @@ class EngineServer:
         from vigil.config import load_settings
 
         torch.set_num_threads(1)  # the cores are shared with other test processes
-        settings = load_settings(env="development", api_keys=[API_KEY], max_model_len=512,
+        # the sidecar's canaries call with the operator key (their requests are marked internal)
+        settings = load_settings(env="development", api_keys=[API_KEY], operator_keys=[OPERATOR_KEY], max_model_len=512,
                                  kv_cache_memory_mb=64, torch_threads=1, sample_rate=0.0,
                                  segment_min_per_hour=0)  # fmt: skip
         self.engine = AsyncLLMEngine(LLMEngine(EngineConfig.from_settings(settings)))
@@ -231,7 +232,7 @@ def test_cli_baseline_then_run_and_exit_codes(engine_server, tmp_path, probes_fi
 
     url = f"sqlite:///{tmp_path / 'cli.db'}"
     for name, value in {"VIGIL_DATABASE_URL": url, "VIGIL_ENGINE_URL": engine_server.url,
-                        "VIGIL_API_KEYS": json.dumps([API_KEY]),
+                        "VIGIL_API_KEYS": json.dumps([API_KEY]), "VIGIL_OPERATOR_KEYS": json.dumps([OPERATOR_KEY]),
                         "VIGIL_CANARY_PROBES_PATH": str(probes_file)}.items():
         monkeypatch.setenv(name, value)
     get_settings.cache_clear()

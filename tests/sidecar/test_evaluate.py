@@ -121,7 +121,9 @@ def test_judge_through_the_real_engine(migrated_db, make_settings, embedder, tmp
     from sidecar_servers import free_port
 
     port = free_port()
-    env = {**os.environ, "VIGIL_PORT": str(port), "VIGIL_API_KEYS": '["judge-key"]',
+    # the judge calls with an operator key: its requests are marked internal, never logged
+    env = {**os.environ, "VIGIL_PORT": str(port), "VIGIL_API_KEYS": '["judge-app-key"]',
+           "VIGIL_OPERATOR_KEYS": '["judge-key"]',
            "VIGIL_TORCH_THREADS": "1", "VIGIL_SAMPLE_RATE": "0", "VIGIL_SEGMENT_MIN_PER_HOUR": "0",
            "VIGIL_MAX_MODEL_LEN": "1024", "VIGIL_KV_CACHE_MEMORY_MB": "64",
            "VIGIL_DATABASE_URL": f"sqlite:///{tmp_path / 'engine.db'}"}  # fmt: skip
@@ -139,7 +141,8 @@ def test_judge_through_the_real_engine(migrated_db, make_settings, embedder, tmp
                     pass
                 assert time.monotonic() < deadline, "vigil serve did not come up"
                 time.sleep(0.2)
-            settings = make_settings(migrated_db, eval_share=1.0, engine_url=url, api_keys=["judge-key"],
+            settings = make_settings(migrated_db, eval_share=1.0, engine_url=url, api_keys=["judge-app-key"],
+                                     operator_keys=["judge-key"],
                                      model_name="SmolLM2-135M-Instruct")  # fmt: skip
             judge = Judge(url, settings.model_name, api_key="judge-key")
             first = judge.judge("What is the capital of France?", "The capital of France is Paris.")
