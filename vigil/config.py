@@ -105,6 +105,18 @@ class Settings(TenancySettings, BaseSettings):
     segment_min_per_hour: int = Field(20, ge=0)
     redact_pii: bool = False
 
+    # `vigil proxy`: an OpenAI-compatible pass-through in front of another server (serving/proxy),
+    # listening on host/port; the upstream gets proxy_upstream_api_key, never the client's key,
+    # unless proxy_forward_client_key; proxy_timeout_s: connecting, and each silence of the upstream
+    proxy_upstream_url: str | None = None
+    proxy_upstream_api_key: str | None = None
+    proxy_forward_client_key: bool = False
+    proxy_timeout_s: float = Field(600.0, gt=0)
+    # engine spans out (serving/traffic/spans.py): one OTLP span per request, GenAI conventions;
+    # prompt and answer text only with otlp_capture_content (OpenTelemetry's opt-in rule)
+    otlp_traces_endpoint: str | None = None
+    otlp_capture_content: bool = False
+
     # sidecar
     sidecar_host: str = "127.0.0.1"
     sidecar_port: int = Field(8001, gt=0, lt=65536)

@@ -12,11 +12,12 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from serving.outputs import RequestOutput
-from serving.traffic.record import build_record, stats_from_output
+from serving.traffic.record import RequestStats, build_record, stats_from_output
 from serving.traffic.sampler import TrafficSampler
 from serving.traffic.segments import SegmentInfo
 
@@ -32,6 +33,25 @@ class FinishedRequest:
     output: RequestOutput  # the final output, every choice finished
     segment: SegmentInfo
     tools: list[str] = field(default_factory=list)
+    end_time: float = field(default_factory=time.time)  # epoch seconds
+
+
+@dataclass
+class Observation:
+    """What an `ObservedRequest` turned out to be: who sent it, and per choice its statistics
+    and the record's extra fields."""
+
+    segment: SegmentInfo
+    choices: list[tuple[RequestStats, dict]]
+    model_version: str | None = None  # the model the answer names (else the logger's)
+
+
+@dataclass
+class ObservedRequest:
+    """A request served elsewhere (the proxy's upstream) whose statistics are worked out on
+    the logging thread, off the request path: `observe()` returns them, or None to skip it."""
+
+    observe: Callable[[], Observation | None]
     end_time: float = field(default_factory=time.time)  # epoch seconds
 
 
@@ -68,11 +88,11 @@ class TrafficLogger:
         self._thread = threading.Thread(target=self._run, name="vigil-traffic", daemon=True)
         self._thread.start()
 
-    def log(self, item: FinishedRequest) -> None:
+    def log(self, item: FinishedRequest | ObservedRequest) -> None:
         """Called on the request path: an O(1) hand-off unless the logging thread is overloaded."""
         if self.sink is None or self._closed:
             return
-        if item.segment.internal is not None:  # Vigil's own traffic (judge, canaries): skipped
+        if isinstance(item, FinishedRequest) and item.segment.internal is not None:  # Vigil's own traffic (judge, canaries): skipped
             self._count("internal")
             return
         self._count("seen")
@@ -99,14 +119,17 @@ class TrafficLogger:
                 return
             self._process(item)
 
-    def _process(self, item: FinishedRequest) -> None:
+    def _process(self, item: FinishedRequest | ObservedRequest) -> None:
         try:
             self._handle(item)
         except Exception:  # a bad record must not kill the logging thread
             log.exception("could not build a sample record")
             self._count("dropped")
 
-    def _handle(self, item: FinishedRequest) -> None:
+    def _handle(self, item: FinishedRequest | ObservedRequest) -> None:
+        if isinstance(item, ObservedRequest):
+            self._handle_observed(item)
+            return
         decision = self.sampler.decide(item.segment.key(), item.end_time)
         if not decision.keep:
             return
@@ -121,6 +144,23 @@ class TrafficLogger:
                 redact=self.redact,
                 extra={"request_id": item.output.request_id, "choice_index": choice.index},
             )
+            accepted = self.sink is not None and self.sink.submit(record)
+            self._count("submitted" if accepted else "dropped")
+
+    def _handle_observed(self, item: ObservedRequest) -> None:
+        seen = item.observe()
+        if seen is None:
+            return
+        if seen.segment.internal is not None:  # judged once the request's headers were read
+            self._count("internal")
+            return
+        decision = self.sampler.decide(seen.segment.key(), item.end_time)
+        if not decision.keep:
+            return
+        self._count("sampled")
+        for stats, extra in seen.choices:
+            record = build_record(stats, seen.segment, decision, redact=self.redact, extra=extra,
+                                  model_version=seen.model_version or self.model_version)
             accepted = self.sink is not None and self.sink.submit(record)
             self._count("submitted" if accepted else "dropped")
 

@@ -14,6 +14,7 @@ import sys
 COMMANDS = {
     "serve": "serving.server.main:serve_command",
     "sidecar": "sidecar.main:sidecar_command",
+    "proxy": "serving.proxy.main:proxy_command",
     "up": "vigil.cli.up:up_command",
     "check": "vigil.cli.check:check_command",
     "db": "vigil.cli.db:db_command",
@@ -43,7 +44,13 @@ def build_parser() -> argparse.ArgumentParser:
     sidecar.add_argument("--host")
     sidecar.add_argument("--port", type=int)
 
-    sub.add_parser("up", help="run engine and sidecar together on the embedded defaults")
+    proxy = sub.add_parser("proxy", help="watch another OpenAI-compatible server: a pass-through that samples its traffic")
+    proxy.add_argument("--upstream", help="the server's base URL, e.g. http://vllm:8000; VIGIL_PROXY_UPSTREAM_URL")
+    proxy.add_argument("--host")
+    proxy.add_argument("--port", type=int)
+
+    up = sub.add_parser("up", help="run engine and sidecar together on the embedded defaults")
+    up.add_argument("--proxy", metavar="URL", help="run the proxy in front of URL instead of the engine")
 
     check = sub.add_parser(
         "check", help="run the drift tests offline on two JSONL files of samples",

@@ -1,4 +1,5 @@
-"""`vigil up`: the engine and the sidecar side by side on the embedded defaults.
+"""`vigil up`: the engine and the sidecar side by side on the embedded defaults
+(`--proxy URL`: the proxy in front of URL instead of the engine).
 
 Two child processes (`vigil serve`, `vigil sidecar`) rather than threads: the engine's torch work
 and the sidecar's embedding/drift work would otherwise fight over one interpreter. SIGINT/SIGTERM
@@ -20,12 +21,14 @@ def up_command(args) -> int:
     from storage.migrate import upgrade
 
     upgrade(settings.database_url)
+    upstream = getattr(args, "proxy", None)
+    front = ["proxy", "--upstream", upstream] if upstream else ["serve"]
     children = [
-        subprocess.Popen([sys.executable, "-m", "vigil.cli", "serve"]),
+        subprocess.Popen([sys.executable, "-m", "vigil.cli", *front]),
         subprocess.Popen([sys.executable, "-m", "vigil.cli", "sidecar"]),
     ]
     print(
-        f"vigil up: engine on http://{settings.host}:{settings.port}/v1, "
+        f"vigil up: {'proxy to ' + upstream if upstream else 'engine'} on http://{settings.host}:{settings.port}/v1, "
         f"sidecar on http://{settings.sidecar_host}:{settings.sidecar_port} (Ctrl-C stops both)",
         flush=True,
     )

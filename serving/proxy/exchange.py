@@ -1,0 +1,166 @@
+"""One proxied request and its answer, read on the traffic logger's thread (never on the
+request path): the prompt from the request body, and per choice the text, finish reason,
+usage, TTFT, time per output token and mean log-probability (when the client asked for
+logprobs) from the upstream's JSON or SSE bytes as they were relayed.
+
+Stream timings come from when each relayed piece arrived: an event counts as arriving with the
+piece that completed it. Without `usage` in the answer (a stream without
+`stream_options.include_usage`), the completion tokens are the count of events that carried
+text, one token per event as vLLM and SGLang stream. Entropy is not known from an upstream
+(top-k log-probabilities do not give it).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.requests import Request
+
+from serving.server.auth import request_segment
+from serving.traffic.logger import Observation
+from serving.traffic.record import RequestStats
+from vigil.config import Settings
+
+
+@dataclass
+class _Choice:
+    text: list[str] = field(default_factory=list)
+    finish_reason: str | None = None
+    first: float | None = None  # arrival of the first event with text (perf_counter seconds)
+    last: float | None = None
+    events: int = 0
+    logprobs: list[float] = field(default_factory=list)
+    tools: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Exchange:
+    scope: dict  # the client's request scope: headers, address and key (for the segment)
+    body: bytes  # the request body as the client sent it
+    started: float  # perf_counter seconds when the request reached the proxy
+    streamed: bool
+    pieces: list[bytes] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)  # perf_counter seconds of each piece
+    end_time: float = 0.0  # epoch seconds
+
+    def observe(self, settings: Settings) -> Observation | None:
+        try:
+            request = json.loads(self.body)
+        except ValueError:
+            return None
+        if not isinstance(request, dict):
+            return None
+        metadata = request.get("metadata") if isinstance(request.get("metadata"), dict) else None
+        user = request.get("user") if isinstance(request.get("user"), str) else None
+        segment = request_segment(Request(self.scope), settings, user, metadata)
+        choices: dict[int, _Choice] = {}
+        usage: dict[str, Any] = {}
+        model: str | None = None
+        answer_id: str | None = None
+        for payload, at in (self._events() if self.streamed else self._whole()):
+            model = model or _str(payload.get("model"))
+            answer_id = answer_id or _str(payload.get("id"))
+            if isinstance(payload.get("usage"), dict):
+                usage = payload["usage"]
+            for raw in payload.get("choices") or ():
+                if isinstance(raw, dict):
+                    _fold(choices.setdefault(int(raw.get("index") or 0), _Choice()), raw, at)
+        if not choices:
+            return None
+        prompt = _prompt_text(request)
+        end = self.times[-1] if self.times else self.started
+        out = []
+        for index, choice in sorted(choices.items()):
+            completion = usage.get("completion_tokens") if len(choices) == 1 else None
+            n_out = completion if isinstance(completion, int) else choice.events
+            tpot = None
+            if n_out > 1 and choice.first is not None and choice.last is not None:
+                tpot = (choice.last - choice.first) * 1000.0 / (n_out - 1)
+            stats = RequestStats(
+                prompt=prompt, response="".join(choice.text),
+                prompt_tokens=usage.get("prompt_tokens") if isinstance(usage.get("prompt_tokens"), int) else None,
+                completion_tokens=n_out, finish_reason=choice.finish_reason, queue_ms=None,
+                ttft_ms=(choice.first - self.started) * 1000.0 if choice.first is not None else None,
+                tpot_ms=tpot, latency_ms=(end - self.started) * 1000.0,
+                mean_logprob=sum(choice.logprobs) / len(choice.logprobs) if choice.logprobs else None,
+                mean_entropy=None, end_time=self.end_time, tools=choice.tools)  # type: ignore[arg-type]
+            out.append((stats, {"request_id": answer_id, "choice_index": index, "source": "proxy"}))
+        return Observation(segment=segment, choices=out, model_version=model)
+
+    def _whole(self):
+        try:
+            payload = json.loads(b"".join(self.pieces))
+        except ValueError:
+            return
+        if isinstance(payload, dict):
+            yield payload, None
+
+    def _events(self):
+        buffer = b""
+        for piece, at in zip(self.pieces, self.times, strict=True):
+            buffer += piece
+            *events, buffer = buffer.replace(b"\r\n", b"\n").split(b"\n\n")
+            for event in events:
+                for line in event.split(b"\n"):
+                    if not line.startswith(b"data:"):
+                        continue
+                    data = line[5:].strip()
+                    if data == b"[DONE]":
+                        continue
+                    try:
+                        payload = json.loads(data)
+                    except ValueError:
+                        continue
+                    if isinstance(payload, dict):
+                        yield payload, at
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _fold(choice: _Choice, raw: dict, at: float | None) -> None:
+    delta = raw.get("delta") if isinstance(raw.get("delta"), dict) else raw.get("message")
+    piece = None
+    if isinstance(delta, dict):
+        piece = delta.get("content")
+        for call in delta.get("tool_calls") or ():
+            name = (call.get("function") or {}).get("name") if isinstance(call, dict) else None
+            if isinstance(name, str) and name:
+                choice.tools.append(name)
+    elif isinstance(raw.get("text"), str):
+        piece = raw["text"]
+    if isinstance(piece, str) and piece:
+        choice.text.append(piece)
+        choice.events += 1
+        if at is not None:
+            choice.first = at if choice.first is None else choice.first
+            choice.last = at
+    if isinstance(raw.get("finish_reason"), str):
+        choice.finish_reason = raw["finish_reason"]
+    logprobs = raw.get("logprobs")
+    if isinstance(logprobs, dict):
+        if isinstance(logprobs.get("content"), list):  # chat
+            values = [t.get("logprob") for t in logprobs["content"] if isinstance(t, dict)]
+        else:  # completions
+            values = logprobs.get("token_logprobs") or []
+        choice.logprobs += [float(v) for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+
+
+def _prompt_text(request: dict) -> str:
+    messages = request.get("messages")
+    if isinstance(messages, list):
+        pieces = []
+        for message in messages:
+            content = message.get("content") if isinstance(message, dict) else None
+            if isinstance(content, str):
+                pieces.append(content)
+            elif isinstance(content, list):
+                pieces += [p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)]
+        return "\n".join(pieces)
+    prompt = request.get("prompt")
+    if isinstance(prompt, list) and prompt and isinstance(prompt[0], str):
+        return prompt[0]
+    return prompt if isinstance(prompt, str) else ""

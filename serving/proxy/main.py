@@ -1,0 +1,74 @@
+"""`vigil proxy --upstream URL`: build the proxy app (key check and body limit before it, the
+traffic logger and storage's writer behind it) and serve it with uvicorn (uvloop, httptools)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import uvicorn
+
+from serving.proxy.app import ProxyApp
+from serving.server.errors import openai_error_json
+from serving.server.server_send import ServerSend
+from serving.traffic.logger import TrafficLogger
+from serving.traffic.sampler import TrafficSampler
+from vigil.asgi_guard import RequestGuard
+from vigil.auth_throttle import throttle_from_settings
+from vigil.config import Settings, load_settings
+from vigil.http_server import protocol_for
+from vigil.keys import KeyRing
+
+log = logging.getLogger("vigil.proxy")
+
+
+def build_proxy(settings: Settings, *, writer: Any | None = None, log_traffic: bool | None = None,
+                sampler_seed: int | None = None) -> Any:
+    """The ASGI app; `writer`: a SampleWriter to use (the caller closes it), else one is opened
+    from settings when traffic is sampled."""
+    if log_traffic is None:
+        log_traffic = writer is not None or settings.sample_rate > 0 or settings.segment_min_per_hour > 0
+    close_writer = None
+    if writer is None and log_traffic:
+        from storage.writer import SampleWriter
+
+        writer = SampleWriter.from_settings(settings)
+        close_writer = writer.close
+    sampler = TrafficSampler(settings.sample_rate, settings.segment_min_per_hour, seed=sampler_seed)
+    traffic = TrafficLogger(sampler, writer if log_traffic else None, model_version=None,
+                            redact=settings.redact_pii)
+    proxy = ProxyApp(settings, traffic, close_writer=close_writer)
+    guarded = RequestGuard(proxy, keyring=KeyRing.from_settings(settings), protected=("/v1/",),
+                           max_bytes=settings.max_request_bytes, body_timeout_s=settings.body_timeout_s,
+                           render=openai_error_json, throttle=throttle_from_settings(settings),
+                           trusted_proxies=tuple(settings.trusted_proxies))
+    app = ServerSend(guarded)  # body chunks skip the guard's send wrapper
+    app.proxy = proxy  # type: ignore[attr-defined]
+    return app
+
+
+def proxy_config(settings: Settings, app: Any) -> uvicorn.Config:
+    return uvicorn.Config(app, host=settings.host, port=settings.port, lifespan="on", log_level="info",
+                          access_log=False, loop="uvloop", http=protocol_for(settings, sidecar=False),
+                          timeout_keep_alive=5, timeout_graceful_shutdown=max(5, int(settings.drain_grace_s)))
+
+
+def proxy_command(args) -> int:
+    overrides: dict[str, Any] = {}
+    for name, field in (("host", "host"), ("port", "port"), ("upstream", "proxy_upstream_url")):
+        value = getattr(args, name, None)
+        if value is not None:
+            overrides[field] = value
+    settings = load_settings(**overrides)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    if not settings.proxy_upstream_url:
+        print("vigil proxy: give the upstream with --upstream URL or VIGIL_PROXY_UPSTREAM_URL")
+        return 2
+    if settings.sample_rate > 0 or settings.segment_min_per_hour > 0:
+        from serving.server.main import _prepare_storage
+
+        _prepare_storage(settings)
+    log.info("proxy on http://%s:%d/v1 -> %s", settings.host, settings.port, settings.proxy_upstream_url)
+    uvicorn.Server(proxy_config(settings, build_proxy(settings))).run()
+    return 0
