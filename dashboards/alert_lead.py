@@ -38,6 +38,12 @@ class Row:
 
     @property
     def samples(self) -> int | None:
+        """The window rows the result stands on; for new values, the rows that hold them."""
+        new = [v for v in (self.detail or {}).get("new") or [] if isinstance(v, dict) and v.get("big")]
+        if self.test == "new_category" and new:
+            counts = [v.get("count") for v in new]
+            if all(isinstance(c, int) and not isinstance(c, bool) for c in counts):
+                return sum(counts)
         n = (self.detail or {}).get("n_current")
         return int(n) if isinstance(n, int | float) and not isinstance(n, bool) and math.isfinite(n) else None
 
@@ -95,6 +101,7 @@ def who(segment: str) -> str:
 
 def _new_values(r: Row) -> str:
     new = [v for v in (r.detail or {}).get("new") or [] if isinstance(v, dict)]
+    new = [v for v in new if v.get("big")] or new  # the values that drift, when the detail marks them
     named = [f"{v.get('value')} ({v['share']:.0%} of the window)" if isinstance(v.get("share"), int | float)
              else str(v.get("value")) for v in new[:5]]
     return ", ".join(named)

@@ -76,10 +76,13 @@ def test_no_evidence_falls_back_to_the_summary():
 
 def test_new_categories_are_named_with_their_share():
     row = Row("new_category", "tenant", "*", 0.65, None, 0.05, True,
-              detail={"new": [{"value": "newco", "share": 0.65, "big": True}], "n_current": 300}, own=True)
+              detail={"new": [{"value": "newco", "share": 0.65, "count": 195, "big": True},
+                              {"value": "stray", "share": 0.01, "count": 3, "big": False}], "n_current": 300},
+              own=True)
     sentence = lead_sentence("s", [row], None, 300)
     assert sentence.startswith("new_category on tenant for all traffic: new values newco (65% of the window)")
-    assert "(300 samples, 100% of the window)" in sentence
+    assert "(195 samples, 65% of the window)" in sentence  # the rows holding the new value
+    assert "stray" not in sentence  # a stray value is listed in the evidence, not in the lead
 
 
 @pytest.fixture
