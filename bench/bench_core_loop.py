@@ -26,17 +26,16 @@ import zmq
 from bench.hf_random import hf_random_model, loaded_from_hf, make_engine
 from bench.profile_host import TINY
 from bench.results_table import Table, write_results
-from serving.engine.core.token_deltas import TokenDeltaProcessor
 from serving.engine.frontend.core_process import CoreLoop
 from serving.engine.frontend.messages import Codec
+from serving.engine.frontend.token_deltas import token_deltas
 from serving.heap import freeze_startup_heap
 from serving.sampling_params import SamplingParams
 
 
 def _engine(loaded, seqs: int, steps: int, core: bool, rows: bool = True):
-    engine = make_engine(loaded, max_num_seqs=seqs, kv_tokens=seqs * (128 + 2 * steps + 64), device="cpu")
-    if core:
-        engine.output = TokenDeltaProcessor(engine.eos_token_ids, engine.max_model_len, rows=rows)
+    engine = make_engine(loaded, max_num_seqs=seqs, kv_tokens=seqs * (128 + 2 * steps + 64), device="cpu",
+                         output=token_deltas(rows) if core else None)
     g = torch.Generator().manual_seed(0)
     params = SamplingParams(max_tokens=2 * steps + 40, temperature=0.0, ignore_eos=True)
     for i in range(seqs):

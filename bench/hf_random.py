@@ -38,8 +38,10 @@ def loaded_from_hf(hf_model, shape: dict, name: str):
 
 
 def make_engine(
-    loaded, *, max_num_seqs: int, kv_tokens: int, kv_cache_dtype: str = "auto", device: str = "cuda"
+    loaded, *, max_num_seqs: int, kv_tokens: int, kv_cache_dtype: str = "auto", device: str = "cuda",
+    output=None,
 ):
+    """`output`: the engine's output sink factory (None: text outputs)."""
     from serving.engine.config import EngineConfig
     from serving.engine.core.llm_engine import LLMEngine
     from serving.engine.worker.runner import kv_bytes_per_block
@@ -57,4 +59,6 @@ def make_engine(
         if not hasattr(cfg, "kv_cache_dtype"):
             raise RuntimeError("the engine has no kv_cache_dtype option yet")
         cfg.kv_cache_dtype = kv_cache_dtype
+    if output is not None:
+        return LLMEngine(cfg, loaded=loaded, output=output)
     return LLMEngine(cfg, loaded=loaded)

@@ -94,7 +94,7 @@ class ApiGroup:
 
     def supervise(self) -> int:
         """Run until the group is over; the exit code."""
-        first = self.host._core
+        first = self.host.core
         watching = False
         while True:
             if not watching and first.ready.is_set():

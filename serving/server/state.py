@@ -6,11 +6,14 @@ import enum
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from serving.server.metrics import SampleCounters, ServerMetrics
 from serving.traffic.logger import TrafficLogger
 from vigil.config import Settings
+
+if TYPE_CHECKING:
+    from serving.engine.frontend.client import EngineClient
 
 
 class Phase(enum.Enum):
@@ -29,7 +32,7 @@ class ServerState:
     traffic: TrafficLogger
     writer: Any | None = None  # storage's SampleWriter (or None: sampling off)
     owns_writer: bool = False
-    engine: Any | None = None  # serving.engine.AsyncLLMEngine once loaded
+    engine: EngineClient | None = None  # once loaded
     owns_engine: bool = False
     phase: Phase = Phase.LOADING
     load_error: str | None = None
@@ -43,12 +46,16 @@ class ServerState:
 
     @property
     def tokenizer(self) -> Any:
-        return self.engine.engine.tokenizer if hasattr(self.engine, "engine") else self.engine.tokenizer
+        return self.loaded_engine().tokenizer
 
     @property
     def max_model_len(self) -> int:
-        inner = getattr(self.engine, "engine", self.engine)
-        return int(inner.max_model_len)
+        return int(self.loaded_engine().max_model_len)
+
+    def loaded_engine(self) -> EngineClient:
+        if self.engine is None:
+            raise RuntimeError("the engine is not loaded yet")
+        return self.engine
 
     def engine_stats(self):
         return self.engine.stats() if self.engine is not None else None

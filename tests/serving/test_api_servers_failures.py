@@ -87,9 +87,9 @@ def test_the_core_never_waits_on_an_api_process_that_left(tmp_path):
 
     import zmq
 
-    from serving.engine.core.token_deltas import TokenDeltaProcessor
     from serving.engine.frontend.core_process import CoreLoop
     from serving.engine.frontend.messages import Codec
+    from serving.engine.frontend.token_deltas import TokenDeltaProcessor
     from serving.outputs import EngineStats
 
     class Engine:

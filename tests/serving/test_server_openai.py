@@ -35,7 +35,7 @@ def model(server):
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    return shared_engine().engine.tokenizer
+    return shared_engine().tokenizer
 
 
 def test_greedy_chat_answers_and_counts_tokens(client, model, tokenizer):

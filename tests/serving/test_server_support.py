@@ -61,7 +61,7 @@ def new_engine(**overrides):
 
 
 def shared_engine():
-    """The session's AsyncLLMEngine, shared by every app the server tests build."""
+    """The session's engine (an EngineClient), shared by every app the server tests build."""
     global _engine
     with _engine_lock:
         if _engine is None:

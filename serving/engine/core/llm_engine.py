@@ -9,88 +9,57 @@ sequence whose newest token is still on the device carries a placeholder id at t
 `token_ids` (the runner feeds the device value instead); outputs come one call later. A sequence
 found finished when its token is read back may already be in the launched step: that extra
 sample is dropped and its KV slot is freed with the sequence's blocks.
+
+What a step hands out is the output sink's (`output=`, fixed at construction): `RequestOutput`s
+(text) by default, `RequestDelta`s (token ids) in the engine-core process.
 """
 
 from __future__ import annotations
 
 import itertools
 import time
-
-import torch
+from typing import Any, Generic, overload
 
 from serving.engine.config import EngineConfig
 from serving.engine.core.block_manager import BlockManager
-from serving.engine.core.output_processor import OutputProcessor
+from serving.engine.core.output_processor import Out, OutputFactory, OutputProcessor, OutputSink
 from serving.engine.core.request import Request, Sequence
 from serving.engine.core.request_checks import check_new_request
 from serving.engine.core.scheduler import Scheduler, SchedulerConfig, SchedulerOutput
-from serving.engine.worker.runner import InflightStep, ModelRunner, SampleResult, kv_bytes_per_block
-from serving.kernels import pdl
-from serving.model import build_model
+from serving.engine.worker.runner import InflightStep, SampleResult
+from serving.engine.worker.setup import set_up_worker
 from serving.outputs import EngineStats, RequestMetrics, RequestOutput
 from serving.sampling_params import SamplingParams
 
 
-class LLMEngine:
-    def __init__(self, engine_config: EngineConfig, loaded=None):
+class LLMEngine(Generic[Out]):
+    @overload
+    def __init__(self: LLMEngine[RequestOutput], engine_config: EngineConfig, loaded: Any = None) -> None: ...
+
+    @overload
+    def __init__(self, engine_config: EngineConfig, loaded: Any = None, *, output: OutputFactory[Out]) -> None: ...
+
+    def __init__(self, engine_config: EngineConfig, loaded: Any = None, *,
+                 output: OutputFactory[Any] = OutputProcessor) -> None:
         """`loaded`: a LoadedModel (config, HF-named state_dict, tokenizer) to use instead of
-        loading `engine_config.model_path` (tests pass tiny random models this way)."""
+        loading `engine_config.model_path` (tests pass tiny random models this way). `output`:
+        builds the output sink from (tokenizer, eos token ids, max_model_len)."""
         cfg = engine_config
-        if cfg.torch_threads:
-            torch.set_num_threads(cfg.torch_threads)
         self.config = cfg
         self.device = cfg.resolve_device()
-        pdl.set_mode(cfg.programmatic_launch)  # before any kernel runs, graph captures included
-        dtype = cfg.resolve_dtype(self.device)
-        kv_dtype = cfg.resolve_kv_dtype(dtype)  # fp8: e4m3 KV cache (GPU kernels)
-        # tensor parallel: worker processes, rank 0's shard and its runner (serving/distributed)
-        self.tensor_parallel = None
-        if cfg.tensor_parallel_size > 1:
-            from serving.distributed.startup import start_tensor_parallel
-
-            self.tensor_parallel = start_tensor_parallel(cfg, loaded, self.device, dtype, kv_dtype)
-            loaded = self.tensor_parallel.loaded
-        elif loaded is None:
-            from serving.loader import default_model_path, load_model_files
-
-            loaded = load_model_files(cfg.model_path or default_model_path())
+        worker = set_up_worker(cfg, loaded, self.device)
+        loaded, self.runner, self.tensor_parallel = worker.loaded, worker.runner, worker.tensor_parallel
         self.model_config = loaded.config
         self.tokenizer = loaded.tokenizer
-        if self.tensor_parallel is not None:
-            num_blocks = self.tensor_parallel.num_blocks
-        else:
-            model = build_model(loaded.config, loaded.state_dict, self.device, dtype)
-            num_blocks = cfg.num_kv_blocks or (
-                cfg.kv_cache_memory_mb * 2**20 // kv_bytes_per_block(loaded.config, cfg.block_size, kv_dtype)
-            )
-        if num_blocks < 2:
-            raise ValueError(
-                f"kv_cache_memory_mb={cfg.kv_cache_memory_mb} holds {num_blocks} KV blocks; need at least 2"
-            )
-        limit = cfg.max_model_len or loaded.config.max_position_embeddings
-        # a sequence must fit the pool alone, or preemption could never make room for it
-        self.max_model_len = min(limit, num_blocks * cfg.block_size)
-        if not cfg.enable_chunked_prefill and cfg.max_num_batched_tokens < self.max_model_len:
-            raise ValueError(
-                f"with chunked prefill off, max_num_batched_tokens ({cfg.max_num_batched_tokens}) "
-                f"must be at least max_model_len ({self.max_model_len})"
-            )
-        self.block_manager = BlockManager(num_blocks, cfg.block_size, cfg.enable_prefix_caching)
+        self.max_model_len = worker.max_model_len
+        self.block_manager = BlockManager(worker.num_blocks, cfg.block_size, cfg.enable_prefix_caching)
         self.scheduler = Scheduler(
             SchedulerConfig(cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.enable_chunked_prefill),
             self.block_manager,
         )
-        if self.tensor_parallel is not None:
-            self.runner = self.tensor_parallel.runner
-        else:
-            self.runner = ModelRunner(
-                model, loaded.config, num_blocks, cfg.block_size, self.device, kv_dtype, cfg.enable_cuda_graphs
-            )
-            if self.runner.gpu is not None and cfg.capture_graphs_at_start:
-                self.runner.gpu.capture_up_to(cfg.max_num_seqs)
         eos = list(getattr(self.tokenizer, "eos_token_ids", None) or loaded.config.eos_token_ids or [])
         self.eos_token_ids = eos
-        self.output = OutputProcessor(self.tokenizer, eos, self.max_model_len)
+        self.output: OutputSink[Out] = output(self.tokenizer, eos, self.max_model_len)
         self.requests: dict[str, Request] = {}
         self._seq_ids = itertools.count()
         self._prompt_tokens_total = 0
@@ -107,8 +76,8 @@ class LLMEngine:
             warm_up(self)  # kernel variants compiled now, not in the first users' steps
 
     @classmethod
-    def from_settings(cls, settings) -> LLMEngine:
-        return cls(EngineConfig.from_settings(settings))
+    def from_settings(cls, settings: Any) -> LLMEngine[RequestOutput]:
+        return LLMEngine(EngineConfig.from_settings(settings))
 
     # ---- requests --------------------------------------------------------------------------
     def validate_request(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams) -> None:
@@ -148,7 +117,7 @@ class LLMEngine:
         self.output.init_seq(seq)
         return seq
 
-    def abort(self, request_id: str) -> RequestOutput | None:
+    def abort(self, request_id: str) -> Out | None:
         """Stop a request now and free its KV blocks; returns its final output (None if unknown)."""
         req = self.requests.pop(request_id, None)
         if req is None:
@@ -164,7 +133,7 @@ class LLMEngine:
         req.forked = True  # an unforked n > 1 request ends with the one sequence it has
         return self.output.request_output(req)
 
-    def set_async_scheduling(self, on: bool) -> list[RequestOutput]:
+    def set_async_scheduling(self, on: bool) -> list[Out]:
         """Switch modes between steps (benchmarks compare both on one engine); returns the
         outputs of a step still in flight."""
         outputs = self._read_back(self._inflight) if self._inflight is not None else []
@@ -175,7 +144,7 @@ class LLMEngine:
         return bool(self.requests)
 
     # ---- the step --------------------------------------------------------------------------
-    def step(self) -> list[RequestOutput]:
+    def step(self) -> list[Out]:
         if self.async_scheduling:
             return self._step_async()
         out = self.scheduler.schedule()
@@ -187,9 +156,9 @@ class LLMEngine:
         self._fork(forks)
         return self._emit(results)
 
-    def _step_async(self) -> list[RequestOutput]:
+    def _step_async(self) -> list[Out]:
         previous = self._inflight
-        outputs: list[RequestOutput] = []
+        outputs: list[Out] = []
         if previous is not None and self._host_token_requests:
             outputs = self._read_back(previous)
             previous = None
@@ -213,7 +182,7 @@ class LLMEngine:
                 self._pending[seq] = i
         return outputs
 
-    def _read_back(self, step: InflightStep) -> list[RequestOutput]:
+    def _read_back(self, step: InflightStep) -> list[Out]:
         """Wait for `step`'s samples; swap each placeholder for its token and emit outputs."""
         if self._inflight is step:
             self._inflight = None
@@ -252,7 +221,7 @@ class LLMEngine:
             parent.request.seqs.extend(children)
             parent.request.forked = True
 
-    def _emit(self, results: list[SampleResult]) -> list[RequestOutput]:
+    def _emit(self, results: list[SampleResult]) -> list[Out]:
         progressed: dict[str, Request] = {}
         now = time.monotonic()
         append = self.output.append
@@ -266,7 +235,7 @@ class LLMEngine:
             if append(r):
                 self.scheduler.finish(r.seq)
             progressed[req.request_id] = req
-        outputs = []
+        outputs: list[Out] = []
         for req in progressed.values():
             out = self.output.request_output(req)
             if out is not None:  # None: the engine core's processor batched it (TokenRows)
@@ -276,6 +245,23 @@ class LLMEngine:
                 self.runner.prompt_logprob_requests.discard(req.request_id)
                 self._host_token_requests.discard(req.request_id)
         return outputs
+
+    def reset(self) -> None:
+        """Forget everything that ran: read back a step still in flight, then a new block
+        manager and scheduler over the same KV pool, counters at zero. Call with no request
+        live (the start-up warm-up does, once its burst has finished)."""
+        if self.requests:
+            raise RuntimeError(f"reset with {len(self.requests)} requests live")
+        if self._inflight is not None:  # the last lookahead step, for sequences already finished
+            self._read_back(self._inflight)
+        cfg, old = self.config, self.block_manager
+        self.block_manager = BlockManager(old.num_blocks, old.block_size, old.enable_prefix_caching)
+        self.scheduler = Scheduler(
+            SchedulerConfig(cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.enable_chunked_prefill),
+            self.block_manager,
+        )
+        self._prompt_tokens_total = 0
+        self._generation_tokens_total = 0
 
     def close(self) -> None:
         """Stop the tensor-parallel worker processes, if any (idempotent)."""

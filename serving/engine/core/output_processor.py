@@ -1,9 +1,17 @@
 """Turns sampled tokens into sequence state: finish conditions (EOS, stop token ids, max_tokens,
-context length, stop strings), incremental UTF-8-safe text, logprobs, and per-request outputs."""
+context length, stop strings), incremental UTF-8-safe text, logprobs, and per-request outputs.
+
+`LLMEngine` hands every sampled token to its output sink (`OutputSink`), chosen when the engine
+is built: `OutputProcessor` (text, `RequestOutput`) in the API process or in-process engine,
+`TokenDeltaProcessor` (token ids only, `RequestDelta`) in the engine-core process. Both record
+tokens and decide finishes through `TokenRecorder`; they differ in what a step hands out.
+"""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
 
 from serving.detokenizer import IncrementalDetokenizer
 from serving.engine.core.request import Request, Sequence
@@ -35,8 +43,28 @@ class SeqTextState:
         return text + self.matcher.flush()
 
 
-class OutputProcessor:
-    def __init__(self, tokenizer, eos_token_ids: list[int], max_model_len: int):
+Out = TypeVar("Out", covariant=True)
+
+
+class OutputSink(Protocol[Out]):
+    """Where `LLMEngine` records sampled tokens and gets each advanced request's output."""
+
+    def init_seq(self, seq: Sequence) -> None: ...
+
+    def append(self, r: SampleResult) -> bool: ...
+
+    def request_output(self, req: Request) -> Out | None: ...
+
+
+# (tokenizer, eos token ids, max_model_len) -> the sink: the engine knows these only once loaded
+OutputFactory = Callable[[Any, list[int], int], OutputSink[Out]]
+
+
+class TokenRecorder:
+    """Records sampled tokens on their sequences and decides finishes; with a tokenizer, also
+    the text and stop strings."""
+
+    def __init__(self, tokenizer: Any, eos_token_ids: list[int], max_model_len: int):
         self.tokenizer = tokenizer
         self.eos = set(eos_token_ids)
         self.max_model_len = max_model_len
@@ -83,6 +111,11 @@ class OutputProcessor:
             return ""
         # one token may be part of a UTF-8 character: escape its bytes rather than guess
         return self.tokenizer.id_to_bytes(token_id).decode("utf-8", errors="backslashreplace")
+
+
+class OutputProcessor(TokenRecorder):
+    """The text sink: cumulative `RequestOutput`s (text with stop strings applied, token ids,
+    logprobs, means, metrics)."""
 
     def completion(self, seq: Sequence) -> CompletionOutput:
         """O(1) per running sequence: token ids and logprob entries are snapshots of the

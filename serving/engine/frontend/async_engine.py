@@ -6,25 +6,26 @@ thread's inbox and awaits an `OutputSlot` the loop thread feeds through `call_so
 the newest, with the deltas it missed folded in. If the caller stops iterating (client gone,
 task cancelled) the request is aborted and its KV blocks freed.
 
-This is the in-process engine (`VIGIL_ENGINE_PROCESS=inprocess`); `core_client.EngineCoreClient`
-runs the same engine in its own process.
+This is the in-process `EngineClient` (`VIGIL_ENGINE_PROCESS=inprocess`);
+`core_client.EngineCoreClient` runs the same engine in its own process.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from serving.engine.core.llm_engine import LLMEngine
 from serving.engine.core.request_checks import check_request_id
 from serving.engine.frontend.identity import EngineIdentity, identify
 from serving.engine.frontend.output_slot import OutputSlot, read_slot
+from serving.engine.frontend.stats_mirror import StatsMirror
 from serving.outputs import EngineStats, RequestOutput
 from serving.sampling_params import SamplingParams
 
@@ -48,21 +49,18 @@ class _Stream:
 class AsyncLLMEngine:
     coalesces_outputs = True  # a slow reader gets the newest output, never a queue
 
-    def __init__(self, engine: LLMEngine, idle_poll_s: float = 0.05):
+    def __init__(self, engine: LLMEngine[RequestOutput], idle_poll_s: float = 0.05):
         self.engine = engine
         self.idle_poll_s = idle_poll_s
         self._lock = threading.Lock()  # guards _inbox and _streams
         self._inbox: list[tuple] = []
-        # adds queued vs adds the engine's stats snapshot already counts: a request taken from
-        # the inbox must stay counted as waiting until the next snapshot includes it
-        self._adds_sent = 0
-        self._adds_seen = 0
+        # a request taken from the inbox stays counted as waiting until a snapshot includes it
+        self._mirror = StatsMirror(engine.stats())
         self._streams: dict[str, _Stream] = {}
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._accepting = False
-        self._stats = engine.stats()
         self._busy = False  # the loop thread holds unfinished requests
 
     # ---- lifecycle -------------------------------------------------------------------------
@@ -75,6 +73,20 @@ class AsyncLLMEngine:
 
     def identity(self) -> EngineIdentity:
         return identify(self.engine)
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.engine.tokenizer
+
+    @property
+    def max_model_len(self) -> int:
+        return self.engine.max_model_len
+
+    def add_health_listener(self, listener: Callable[[bool], None]) -> None:
+        """The engine lives and dies with this process: it is never down while anyone listens."""
+
+    def remove_health_listener(self, listener: Callable[[bool], None]) -> None:
+        """Nothing was registered (see add_health_listener)."""
 
     @property
     def is_running(self) -> bool:
@@ -127,7 +139,7 @@ class AsyncLLMEngine:
             stream = _Stream(asyncio.get_running_loop(), OutputSlot())
             self._streams[request_id] = stream
             self._inbox.append(("add", request_id, list(prompt_token_ids), params, prompt, time.monotonic()))
-            self._adds_sent += 1
+            self._mirror.adds_sent += 1
         self._wake.set()
         # closed with this generator, so a reader that goes away aborts at once
         async with contextlib.aclosing(read_slot(stream.slot, lambda: self.abort(request_id))) as outputs:
@@ -140,19 +152,17 @@ class AsyncLLMEngine:
             self._inbox.append(("abort", request_id))
         self._wake.set()
 
+    def validate_request(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams) -> None:
+        self.engine.validate_request(request_id, prompt_token_ids, params)
+
     def stats(self) -> EngineStats:
-        snap = dataclasses.replace(self._stats)
-        snap.num_waiting += self._pending_adds()
-        return snap
+        return self._mirror.stats()
 
     def num_waiting(self) -> int:
-        return self._stats.num_waiting + self._pending_adds()
+        return self._mirror.num_waiting()
 
     def num_running(self) -> int:
-        return self._stats.num_running
-
-    def _pending_adds(self) -> int:
-        return max(0, self._adds_sent - self._adds_seen)
+        return self._mirror.num_running()
 
     # ---- the loop thread -------------------------------------------------------------------
     def _run(self) -> None:
@@ -179,10 +189,10 @@ class AsyncLLMEngine:
                     self._fail_all(EngineStepError(f"the engine step failed: {type(exc).__name__}: {exc}"))
                     outputs = []
                 self._deliver_step(outputs)
-                self._stats = self.engine.stats()
+                self._mirror.snapshot = self.engine.stats()
             else:
                 self._busy = False
-                self._stats = self.engine.stats()
+                self._mirror.snapshot = self.engine.stats()
                 self._wake.wait(self.idle_poll_s)
                 self._wake.clear()
         self._handle_inbox()
@@ -204,8 +214,8 @@ class AsyncLLMEngine:
                 if out is not None:
                     self._deliver(cmd[1], out, True)
         if added:  # the snapshot first: a reader in between counts these twice, never not at all
-            self._stats = self.engine.stats()
-            self._adds_seen += added
+            self._mirror.snapshot = self.engine.stats()
+            self._mirror.adds_seen += added
 
     def _fail_all(self, exc: BaseException, drop_queued: bool = False) -> None:
         """Abort the engine's requests and raise `exc` in their callers; when the loop is ending
@@ -216,7 +226,7 @@ class AsyncLLMEngine:
                 self.engine.abort(rid)
         if drop_queued:
             with self._lock:
-                self._adds_seen += sum(1 for cmd in self._inbox if cmd[0] == "add")  # dropped
+                self._mirror.adds_seen += sum(1 for cmd in self._inbox if cmd[0] == "add")  # dropped
                 self._inbox = [cmd for cmd in self._inbox if cmd[0] != "add"]
                 targets |= set(self._streams)
         for rid in targets:

@@ -48,7 +48,7 @@ class CoreAttachment:
 
 
 class CoreLink:
-    """The bound sockets; what EngineCoreClient calls `_core` (send, output, codec, pid)."""
+    """The bound sockets: this client's `CoreChannel`."""
 
     def __init__(self, attachment: CoreAttachment):
         self.ctx = zmq.Context(io_threads=1)
@@ -120,7 +120,7 @@ class AttachedCoreClient(EngineCoreClient):
     async def shutdown(self) -> None:
         """Stop accepting and end what is in flight; the core belongs to the parent."""
         self._accepting = False
-        self._closing = True
+        self.closing = True
         self._fail_all(EngineNotRunningError("the engine shut down"))
         if self._output_thread is not None:
             await asyncio.to_thread(self._output_thread.join, 10)
@@ -132,10 +132,11 @@ class AttachedCoreClient(EngineCoreClient):
     # ---- the output thread: the core's outputs and the parent's events ---------------------
     def _receive_all(self) -> None:
         link = self._link
+        assert link is not None  # bound by start() before this thread runs
         poller = zmq.Poller()
         poller.register(link.output, zmq.POLLIN)
         poller.register(link.events, zmq.POLLIN)
-        while not self._closing:
+        while not self.closing:
             try:
                 ready = dict(poller.poll(100))
                 if link.events in ready:
@@ -167,7 +168,8 @@ class AttachedCoreClient(EngineCoreClient):
         restarted = link.generation >= 0
         with self._lock:
             link.generation, link.pid = ready.generation, ready.pid
-            self._core, self._adds_sent, self._adds_seen = link, 0, 0
+            self._channel = link
+            self._mirror.restart()
             self._alive = True
         self._ready.set()
         if restarted:
@@ -176,6 +178,7 @@ class AttachedCoreClient(EngineCoreClient):
 
     def _on_event(self, event: CoreDown) -> None:
         link = self._link
+        assert link is not None
         if event.generation < link.generation or not self._alive:
             return  # about an older core than the one serving now
         log.error("engine core (pid %s) exited with code %s; failing this process's requests",

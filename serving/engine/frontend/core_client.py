@@ -1,7 +1,6 @@
 """`EngineCoreClient`: the API process's engine when the engine core runs in its own process.
 
-Same surface as AsyncLLMEngine (generate / abort / stats / drain / shutdown), so the server
-does not care which it has. One output thread receives the core's per-step message, folds
+An `EngineClient`, like AsyncLLMEngine, so the server does not care which it has. One output thread receives the core's per-step message, folds
 every request's new tokens into text (`fold_step`: detokenizer + stop strings) and hands each
 event loop its outputs in one `call_soon_threadsafe`; requests a stop string finished are
 aborted in the core in one message. A supervisor thread watches the core process: when it dies,
@@ -13,23 +12,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import pickle
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import zmq
 
 from serving.engine.config import EngineConfig
 from serving.engine.core.request_checks import check_new_request
 from serving.engine.frontend.async_engine import EngineNotRunningError, put_all
-from serving.engine.frontend.core_handle import CoreHandle, CoreUnavailable
+from serving.engine.frontend.core_handle import CoreChannel, CoreHandle, CoreUnavailable
 from serving.engine.frontend.identity import UNKNOWN, EngineIdentity
 from serving.engine.frontend.messages import AbortRequests, AddRequest, Shutdown, StepOutputs
 from serving.engine.frontend.output_slot import OutputSlot, read_slot
 from serving.engine.frontend.request_text import FrontRequest
+from serving.engine.frontend.stats_mirror import StatsMirror
 from serving.engine.frontend.step_fold import LiveRequest, fold_step
 from serving.engine.frontend.supervisor import CoreSupervisor
 from serving.outputs import EngineStats, RequestOutput
@@ -46,23 +46,22 @@ class EngineCoreClient:
     coalesces_outputs = True  # a slow reader gets the newest output, never a queue
     client_index = 0  # this API process among several feeding one core (AttachedCoreClient)
 
-    def __init__(self, config: EngineConfig, loaded=None, *, auto_restart: bool = True,
+    def __init__(self, config: EngineConfig, loaded: Any = None, *, auto_restart: bool = True,
                  ready_timeout_s: float = 900.0):
         self.config, self._loaded = config, loaded
         self.auto_restart, self.ready_timeout_s = auto_restart, ready_timeout_s
         self._lock = threading.Lock()  # guards _requests and the liveness flags
         self._requests: dict[str, LiveRequest] = {}
-        self._core: CoreHandle | None = None
+        self._core: CoreHandle | None = None  # the core this client started and supervises
+        self._channel: CoreChannel | None = None  # where requests go: that core's sockets
         self._generation = 0
         self._alive = False
         self._accepting = False
-        self._closing = False
-        self._adds_sent = 0
-        self._adds_seen = 0
-        self._stats = EngineStats()
+        self.closing = False  # shutting down: the core's exit is expected
+        self._mirror = StatsMirror()
         self._output_thread: threading.Thread | None = None
-        self.supervisor = CoreSupervisor(self)
-        self.tokenizer = None
+        self.supervisor: CoreSupervisor[CoreHandle] = CoreSupervisor(self)
+        self.tokenizer: Any = None
         self.max_model_len = 0
         self.vocab_size = 0
         self.device = "?"
@@ -74,11 +73,12 @@ class EngineCoreClient:
         """Spawn the core and wait until its model is loaded (blocking: call off the loop)."""
         if self._core is not None:
             return
-        self._launch()
+        self.launch_core()
         self._accepting = True
         self.supervisor.start()
 
-    def _launch(self) -> None:
+    def launch_core(self) -> None:
+        """Start a core and wait until it is ready (the supervisor's restart calls this too)."""
         core = CoreHandle(self.config, self._loaded, self._generation)
         self._generation += 1
         try:
@@ -92,17 +92,12 @@ class EngineCoreClient:
         self.core_frozen_objects = ready.frozen_objects
         self._identity = EngineIdentity(ready.device, ready.dtype, ready.attention)
         with self._lock:
-            self._core, self._adds_sent, self._adds_seen = core, 0, 0
+            self._core = self._channel = core
+            self._mirror.restart()
             self._alive = True
         self._output_thread = threading.Thread(target=self._receive, args=(core,), daemon=True,
                                                name=f"vigil-core-output-{core.generation}")
         self._output_thread.start()
-
-    @property
-    def engine(self) -> EngineCoreClient:
-        """What AsyncLLMEngine.engine offers the API layer (tokenizer, max_model_len, device,
-        validate_request) lives on this object itself."""
-        return self
 
     def identity(self) -> EngineIdentity:
         """Device, dtype and attention backend, as the core reported them when it was ready."""
@@ -110,7 +105,11 @@ class EngineCoreClient:
 
     @property
     def is_running(self) -> bool:
-        return self._alive and self._core is not None and self._core.is_alive()
+        return self._alive and self._channel is not None and self._channel.is_alive()
+
+    @property
+    def core(self) -> CoreHandle | None:
+        return self._core
 
     @property
     def core_pid(self) -> int | None:
@@ -128,7 +127,7 @@ class EngineCoreClient:
     async def shutdown(self) -> None:
         """Stop accepting, abort what is in flight, stop the core process and the threads."""
         self._accepting = False
-        self._closing = True
+        self.closing = True
         core = self._core
         if core is not None:
             with contextlib.suppress(CoreUnavailable):
@@ -173,16 +172,16 @@ class EngineCoreClient:
         ids = list(prompt_token_ids)
         arrival = time.monotonic()
         with self._lock:
-            if not self._alive or self._core is None:
+            if not self._alive or self._channel is None:
                 raise EngineNotRunningError("the engine core is restarting; retry shortly")
             self.validate_request(request_id, ids, params)
             live = LiveRequest(FrontRequest(request_id, prompt, ids, params, self.tokenizer, arrival),
                          OutputSlot(), asyncio.get_running_loop())
             self._requests[request_id] = live
-            core = self._core
-            self._adds_sent += 1
+            channel = self._channel
+            self._mirror.adds_sent += 1
         try:
-            core.send(AddRequest(request_id, ids, params, arrival, self.client_index))
+            channel.send(AddRequest(request_id, ids, params, arrival, self.client_index))
         except CoreUnavailable as exc:
             with self._lock:
                 self._requests.pop(request_id, None)
@@ -194,11 +193,11 @@ class EngineCoreClient:
 
     def abort(self, request_id: str) -> None:
         """Thread-safe; the request's stream ends with a finish_reason 'abort' output."""
-        core = self._core
+        channel = self._channel
         try:
-            if core is None or not self._alive:
+            if channel is None or not self._alive:
                 raise CoreUnavailable("no core")
-            core.send(AbortRequests([request_id]))
+            channel.send(AbortRequests([request_id]))
         except CoreUnavailable:  # nobody to ask: end the stream here
             with self._lock:
                 live = self._requests.pop(request_id, None)
@@ -206,18 +205,13 @@ class EngineCoreClient:
                 _hand_over(live.loop, [(live.slot, live.front.abort())])
 
     def stats(self) -> EngineStats:
-        snap = dataclasses.replace(self._stats)
-        snap.num_waiting += self._pending_adds()
-        return snap
+        return self._mirror.stats()
 
     def num_waiting(self) -> int:
-        return self._stats.num_waiting + self._pending_adds()
+        return self._mirror.num_waiting()
 
     def num_running(self) -> int:
-        return self._stats.num_running
-
-    def _pending_adds(self) -> int:
-        return max(0, self._adds_sent - self._adds_seen)
+        return self._mirror.num_running()
 
     # ---- the output thread -----------------------------------------------------------------
     def _receive(self, core: CoreHandle) -> None:
@@ -238,18 +232,18 @@ class EngineCoreClient:
                 except Exception:  # a bug here must not silently stop every stream
                     log.exception("could not process the engine core's outputs")
 
-    def _on_step(self, core: CoreHandle, msg: StepOutputs) -> None:
+    def _on_step(self, channel: CoreChannel, msg: StepOutputs) -> None:
         with self._lock:
-            self._stats, self._adds_seen = msg.stats, msg.adds_seen
+            self._mirror.snapshot, self._mirror.adds_seen = msg.stats, msg.adds_seen
             per_loop, stop_aborts = fold_step(self._requests, msg)
         if stop_aborts:
             with contextlib.suppress(CoreUnavailable):
-                core.send(AbortRequests(stop_aborts))
+                channel.send(AbortRequests(stop_aborts))
         for loop, items in per_loop.items():
             _hand_over(loop, items)
 
     # ---- when the core dies (called by the supervisor) ---------------------------------------
-    def _on_core_death(self, core: CoreHandle) -> None:
+    def on_core_death(self, core: CoreHandle) -> None:
         with self._lock:
             self._alive = False
         self.supervisor.notify(False)

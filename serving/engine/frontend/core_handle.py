@@ -14,6 +14,7 @@ import shutil
 import tempfile
 import threading
 import time
+from typing import Protocol
 
 import zmq
 
@@ -36,6 +37,16 @@ def push(sock: zmq.Socket, codec, msg: ToCore) -> None:
         sock.send(codec.encoder.encode(msg), zmq.NOBLOCK)
     except zmq.ZMQError as exc:  # zmq.Again: no core connected (it died)
         raise CoreUnavailable(f"the engine core is not reachable ({exc})") from None
+
+
+class CoreChannel(Protocol):
+    """What a front-end sends its requests through: a `CoreHandle` (a core it started) or an
+    `attached_client.CoreLink` (sockets to the core of a parent process)."""
+
+    def is_alive(self) -> bool: ...
+
+    def send(self, msg: ToCore) -> None:
+        """Raises CoreUnavailable if no core takes it now (never blocks)."""
 
 
 class CoreHandle:

@@ -16,6 +16,7 @@ import logging
 import multiprocessing
 import os
 import time
+from multiprocessing.process import BaseProcess
 from typing import Any
 
 import zmq
@@ -30,9 +31,9 @@ log = logging.getLogger(__name__)
 
 
 class HostedCore:
-    """One engine-core process the host started (what CoreSupervisor watches)."""
+    """One engine-core process the host started (a `WatchedCore`), and its ready event."""
 
-    def __init__(self, process: Any, generation: int, ready: Any):
+    def __init__(self, process: BaseProcess, generation: int, ready: Any):
         self.process, self.generation, self.ready = process, generation, ready
 
     @property
@@ -59,9 +60,13 @@ class CoreHost:
         self._mp = multiprocessing.get_context("spawn")  # never fork a process that has threads
         self._core: HostedCore | None = None
         self._generation = 0
-        self._closing = False
+        self.closing = False
         self.auto_restart = True
         self.supervisor = CoreSupervisor(self)
+
+    @property
+    def core(self) -> HostedCore | None:
+        return self._core
 
     @property
     def core_pid(self) -> int | None:
@@ -94,8 +99,8 @@ class CoreHost:
     def start_watching(self) -> None:
         self.supervisor.start()
 
-    # ---- called by CoreSupervisor ------------------------------------------------------------
-    def _launch(self) -> None:
+    # ---- the CoreOwner side: called by CoreSupervisor -----------------------------------------
+    def launch_core(self) -> None:
         core = self.spawn()
         try:
             self.wait_ready(core)
@@ -104,7 +109,7 @@ class CoreHost:
             core.process.join(5)
             raise
 
-    def _on_core_death(self, core: HostedCore) -> None:
+    def on_core_death(self, core: HostedCore) -> None:
         """Tell every API process: they fail their in-flight requests and answer 503."""
         msg = CoreDown(core.generation, core.process.exitcode)
         self.events.send(self.codec.encoder.encode(msg))
@@ -113,7 +118,7 @@ class CoreHost:
     # ---- shutdown ----------------------------------------------------------------------------
     def shutdown(self, timeout_s: float = 30.0) -> None:
         """Ask the core to stop (the API processes are gone by now), kill it past `timeout_s`."""
-        self._closing = True
+        self.closing = True
         core = self._core
         if core is not None and core.process.is_alive():
             with contextlib.suppress(zmq.ZMQError):  # zmq.Again: not connected (still loading)

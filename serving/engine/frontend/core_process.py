@@ -22,7 +22,6 @@ from typing import Any
 import zmq
 
 from serving.engine.config import EngineConfig
-from serving.engine.core.token_deltas import TokenDeltaProcessor
 from serving.engine.frontend.identity import identify
 from serving.engine.frontend.messages import (
     AbortRequests,
@@ -36,6 +35,7 @@ from serving.engine.frontend.messages import (
     StepOutputs,
     TokenRows,
 )
+from serving.engine.frontend.token_deltas import token_deltas
 from serving.heap import freeze_startup_heap
 
 log = logging.getLogger("vigil.engine_core")
@@ -104,9 +104,7 @@ def run_engine_core(launch: CoreLaunch) -> None:
 def _load(launch: CoreLaunch):
     from serving.engine.core.llm_engine import LLMEngine
 
-    engine = LLMEngine(launch.config, loaded=launch.loaded)
-    engine.output = TokenDeltaProcessor(engine.eos_token_ids, engine.max_model_len)
-    return engine
+    return LLMEngine(launch.config, loaded=launch.loaded, output=token_deltas())
 
 
 def _ready(engine, generation: int, frozen_objects: int) -> CoreReady:

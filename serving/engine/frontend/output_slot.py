@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 
 from serving.outputs import RequestOutput
 
@@ -67,7 +67,7 @@ class OutputSlot:
         return self.take()
 
 
-async def read_slot(slot: OutputSlot, abort: Callable[[], None]) -> AsyncIterator[RequestOutput]:
+async def read_slot(slot: OutputSlot, abort: Callable[[], None]) -> AsyncGenerator[RequestOutput, None]:
     """The request's outputs up to the finished one; an error put in the slot is raised. A reader
     that stops early (closed, cancelled) calls `abort()` here. A caller that wraps this generator
     must close it itself (`contextlib.aclosing`): an abandoned one is finalised late, and the

@@ -8,8 +8,8 @@ an H200, ~80 ms once warm). The warm-up runs, with CUDA graphs off (their captur
 what they replay), prompts of lengths that cover those classes, as one batch and as decodes, a
 few alone (one sequence per step, a prefix-cache hit), and runs the attention kernels once per
 split count and prefill tile on dummy rows (a step that falls back to eager runs the decode
-kernel with a split count chosen per step). Then the engine gets a fresh block manager,
-scheduler and counters, so no metric and no prefix-cache entry remembers it.
+kernel with a split count chosen per step). Then `LLMEngine.reset()` gives the engine a fresh
+block manager, scheduler and counters, so no metric and no prefix-cache entry remembers it.
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from serving.engine.core.block_manager import BlockManager
-from serving.engine.core.scheduler import Scheduler, SchedulerConfig
 from serving.sampling_params import SamplingParams
 
 if TYPE_CHECKING:
@@ -56,7 +54,7 @@ def warm_up(engine: LLMEngine) -> int:
     if gpu is not None:
         compile_attention_variants(engine.runner)
         load_gemm_kernels(engine.runner.model, cfg.max_num_batched_tokens, cfg.max_num_seqs)
-    fresh_state(engine)
+    engine.reset()
     return steps
 
 
@@ -107,21 +105,6 @@ def compile_attention_variants(runner) -> None:
                              num_splits=splits, **scales)
                 splits *= 2
     torch.cuda.synchronize(dev)
-
-
-def fresh_state(engine: LLMEngine) -> None:
-    """A new block manager and scheduler over the same pool, counters at zero."""
-    if engine._inflight is not None:  # the last lookahead step, for sequences already finished
-        engine._read_back(engine._inflight)
-    cfg = engine.config
-    old = engine.block_manager
-    engine.block_manager = BlockManager(old.num_blocks, old.block_size, old.enable_prefix_caching)
-    engine.scheduler = Scheduler(
-        SchedulerConfig(cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.enable_chunked_prefill),
-        engine.block_manager,
-    )
-    engine._prompt_tokens_total = 0
-    engine._generation_tokens_total = 0
 
 
 @torch.inference_mode()

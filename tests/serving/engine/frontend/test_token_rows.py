@@ -12,12 +12,12 @@ from hypothesis import strategies as st
 from test_output_coalescing import _AsciiTokenizer
 
 from serving.engine import LLMEngine
-from serving.engine.core.token_deltas import TokenDeltaProcessor
 from serving.engine.frontend.core_process import route_rows
 from serving.engine.frontend.messages import Codec, RequestDelta, SeqDelta, StepOutputs, TokenRows
 from serving.engine.frontend.output_slot import OutputSlot
 from serving.engine.frontend.request_text import FrontRequest
 from serving.engine.frontend.step_fold import LiveRequest, fold_step
+from serving.engine.frontend.token_deltas import token_deltas
 from serving.outputs import EngineStats
 from serving.sampling_params import SamplingParams
 
@@ -114,10 +114,9 @@ REQUESTS = [  # (id, prompt, params): plain ones go in rows; n > 1, top logprobs
 def test_core_rows_and_deltas_rebuild_what_the_in_process_engine_answers(model_dir, async_scheduling,
                                                                        num_kv_blocks):
     def engine(core: bool) -> LLMEngine:
-        e = LLMEngine(tiny_config(model_dir, num_kv_blocks=num_kv_blocks))
+        cfg = tiny_config(model_dir, num_kv_blocks=num_kv_blocks)
+        e = LLMEngine(cfg, output=token_deltas()) if core else LLMEngine(cfg)
         e.set_async_scheduling(async_scheduling)
-        if core:
-            e.output = TokenDeltaProcessor(e.eos_token_ids, e.max_model_len)
         for rid, ids, params in REQUESTS:
             e.add_request(rid, ids, params)
         return e

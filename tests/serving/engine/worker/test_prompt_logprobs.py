@@ -85,7 +85,7 @@ def test_echo_with_logprobs_over_http(hf_smollm2):
                              "max_tokens": 2, "temperature": 0.0}, timeout=120)
     assert r.status_code == 200, r.text
     choice = r.json()["choices"][0]
-    ids = shared_engine().engine.tokenizer.encode(TEXT)
+    ids = shared_engine().tokenizer.encode(TEXT)
     lp = choice["logprobs"]
     assert choice["text"].startswith(TEXT) and len(choice["text"]) > len(TEXT)
     assert len(lp["tokens"]) == len(ids) + 2

@@ -1,24 +1,24 @@
 """The engine-core process's output side: token ids only, no text.
 
-`TokenDeltaProcessor` stands in for the engine's OutputProcessor with no tokenizer, so finish
-conditions that need no text (EOS, stop token ids, max_tokens, context length) are decided
-here, and per request it builds a `RequestDelta` of what was sampled since the last one, or, when
-that is one plain token of a request already under way, a row of the step's `TokenRows`
-(`take_rows`).
-Detokenization and stop strings happen in the API process
-(`serving/engine/frontend/request_text.py`).
+`TokenDeltaProcessor` is the engine's output sink there: a `TokenRecorder` with no tokenizer,
+so finish conditions that need no text (EOS, stop token ids, max_tokens, context length) are
+decided here, and per request it builds a `RequestDelta` of what was sampled since the last one,
+or, when that is one plain token of a request already under way, a row of the step's
+`TokenRows` (`take_rows`). Detokenization and stop strings happen in the API process
+(`request_text.py`).
 """
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
-from serving.engine.core.output_processor import OutputProcessor
+from serving.engine.core.output_processor import OutputFactory, TokenRecorder
 from serving.engine.core.request import Request, Sequence
 from serving.engine.frontend.messages import RequestDelta, SeqDelta, TokenRows
 
 
-class TokenDeltaProcessor(OutputProcessor):
+class TokenDeltaProcessor(TokenRecorder):
     def __init__(self, eos_token_ids: list[int], max_model_len: int, rows: bool = True):
         super().__init__(None, eos_token_ids, max_model_len)
         self.rows = rows  # False: every advance a RequestDelta (benchmarks' peer)
@@ -33,7 +33,7 @@ class TokenDeltaProcessor(OutputProcessor):
         self._rows = TokenRows()
         return rows
 
-    def request_output(self, req: Request) -> RequestDelta | None:  # type: ignore[override]
+    def request_output(self, req: Request) -> RequestDelta | None:
         """Called by LLMEngine.step() for every request that advanced, and by abort(); None when
         the advance went into the step's rows instead."""
         finished = req.is_finished
@@ -86,3 +86,12 @@ class TokenDeltaProcessor(OutputProcessor):
             logprobs=seq.logprobs[start:end], entropies=seq.entropies[start:end], top=top,
             finish_reason=seq.finish_reason, stop_reason=stop,
         )
+
+
+def token_deltas(rows: bool = True) -> OutputFactory[RequestDelta]:
+    """The engine-core process's sink, for `LLMEngine(..., output=token_deltas())`."""
+
+    def make(tokenizer: Any, eos_token_ids: list[int], max_model_len: int) -> TokenDeltaProcessor:
+        return TokenDeltaProcessor(eos_token_ids, max_model_len, rows=rows)
+
+    return make

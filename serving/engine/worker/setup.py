@@ -1,0 +1,71 @@
+"""What the engine runs on: the model loaded (or its tensor-parallel shards started), the KV pool
+sized, and the runner that owns both. The engine core builds its block manager and scheduler
+over the pool this reports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from serving.engine.config import EngineConfig
+from serving.engine.worker.runner import ModelRunner, kv_bytes_per_block
+from serving.kernels import pdl
+from serving.model import build_model
+
+
+@dataclass
+class Worker:
+    loaded: Any  # the LoadedModel: config and tokenizer (rank 0's shard with tensor parallel)
+    runner: Any  # ModelRunner, or the tensor-parallel runner of serving/distributed
+    num_blocks: int  # KV blocks in the pool
+    max_model_len: int
+    tensor_parallel: Any | None  # the worker processes to close, with tensor parallel
+
+
+def set_up_worker(cfg: EngineConfig, loaded: Any, device: torch.device) -> Worker:
+    """Raises ValueError when the pool cannot hold one sequence or the limits contradict."""
+    if cfg.torch_threads:
+        torch.set_num_threads(cfg.torch_threads)
+    pdl.set_mode(cfg.programmatic_launch)  # before any kernel runs, graph captures included
+    dtype = cfg.resolve_dtype(device)
+    kv_dtype = cfg.resolve_kv_dtype(dtype)  # fp8: e4m3 KV cache (GPU kernels)
+    # tensor parallel: worker processes, rank 0's shard and its runner (serving/distributed)
+    tensor_parallel = None
+    if cfg.tensor_parallel_size > 1:
+        from serving.distributed.startup import start_tensor_parallel
+
+        tensor_parallel = start_tensor_parallel(cfg, loaded, device, dtype, kv_dtype)
+        loaded = tensor_parallel.loaded
+    elif loaded is None:
+        from serving.loader import default_model_path, load_model_files
+
+        loaded = load_model_files(cfg.model_path or default_model_path())
+    if tensor_parallel is not None:
+        num_blocks = tensor_parallel.num_blocks
+    else:
+        model = build_model(loaded.config, loaded.state_dict, device, dtype)
+        num_blocks = cfg.num_kv_blocks or (
+            cfg.kv_cache_memory_mb * 2**20 // kv_bytes_per_block(loaded.config, cfg.block_size, kv_dtype)
+        )
+    if num_blocks < 2:
+        raise ValueError(
+            f"kv_cache_memory_mb={cfg.kv_cache_memory_mb} holds {num_blocks} KV blocks; need at least 2"
+        )
+    limit = cfg.max_model_len or loaded.config.max_position_embeddings
+    # a sequence must fit the pool alone, or preemption could never make room for it
+    max_model_len = min(limit, num_blocks * cfg.block_size)
+    if not cfg.enable_chunked_prefill and cfg.max_num_batched_tokens < max_model_len:
+        raise ValueError(
+            f"with chunked prefill off, max_num_batched_tokens ({cfg.max_num_batched_tokens}) "
+            f"must be at least max_model_len ({max_model_len})"
+        )
+    if tensor_parallel is not None:
+        runner = tensor_parallel.runner
+    else:
+        runner = ModelRunner(model, loaded.config, num_blocks, cfg.block_size, device, kv_dtype,
+                             cfg.enable_cuda_graphs)
+        if runner.gpu is not None and cfg.capture_graphs_at_start:
+            runner.gpu.capture_up_to(cfg.max_num_seqs)
+    return Worker(loaded, runner, num_blocks, max_model_len, tensor_parallel)
