@@ -13,6 +13,7 @@ import torch
 
 from serving.kernels import pdl
 from serving.kernels._compat import RUNTIME_ARGS, require_triton, tl, triton
+from serving.kernels.paged_kv import attend_paged_kv
 from serving.kernels.pdl import launch_next, wait_for_prior
 
 LOG2E = 1.4426950408889634
@@ -71,7 +72,6 @@ def _decode_kernel(
 
     offs_g = tl.arange(0, GROUP_PAD)
     offs_d = tl.arange(0, D_PAD)
-    offs_n = tl.arange(0, BLOCK_N)
     g_mask = offs_g < GROUP
     d_mask = offs_d < HEAD_DIM
     heads = kvh * GROUP + offs_g
@@ -81,32 +81,12 @@ def _decode_kernel(
         other=0.0,
     )
 
-    m_i = tl.full([GROUP_PAD], float("-inf"), tl.float32)
-    l_i = tl.zeros([GROUP_PAD], tl.float32)
-    acc = tl.zeros([GROUP_PAD, D_PAD], tl.float32)
     bt_row = block_tables_ptr + seq.to(tl.int64) * bt_stride
-    for n0 in range(start, end, BLOCK_N):
-        pos = n0 + offs_n
-        n_mask = pos < end
-        blk = tl.load(bt_row + pos // block_size, mask=n_mask, other=0).to(tl.int64)
-        tok = blk * c_stride_blk + (pos % block_size).to(tl.int64) * c_stride_tok
-        kv_off = (tok + kvh * c_stride_head)[:, None] + offs_d[None, :]
-        kv_mask = n_mask[:, None] & d_mask[None, :]
-        k = tl.load(k_cache_ptr + kv_off, mask=kv_mask, other=0.0)
-        v = tl.load(v_cache_ptr + kv_off, mask=kv_mask, other=0.0)
-        if FP8:
-            # fastest of the variants measured (bench/results/kernels.md): e4m3 -> fp32 * scale -> bf16;
-            # direct e4m3 -> bf16, or -> fp16 with fp16 MMAs (also by bit placement), were slower
-            k = (k.to(tl.float32) * k_scale).to(q.dtype)
-            v = (v.to(tl.float32) * v_scale).to(q.dtype)
-        s = tl.dot(q, tl.trans(k)) * qk_scale
-        s = tl.where(n_mask[None, :], s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        alpha = tl.exp2(m_i - m_new)
-        p = tl.exp2(s - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-        m_i = m_new
+    m_i, l_i, acc = attend_paged_kv(
+        q, bt_row, k_cache_ptr, v_cache_ptr, kvh * c_stride_head, start, end, offs_g, qk_scale,
+        k_scale, v_scale, block_size, c_stride_blk, c_stride_tok, offs_d, d_mask,
+        ROWS=GROUP_PAD, D_PAD=D_PAD, BLOCK_N=BLOCK_N, CAUSAL=False, FP8=FP8,
+    )
 
     # an empty range (short context, or a padded graph slot with seq_len 0) has l_i == 0
     safe_l = tl.where(l_i == 0.0, 1.0, l_i)

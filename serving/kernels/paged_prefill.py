@@ -16,6 +16,7 @@ serves any mix of prompt chunks and decode rows of a padded step replayed from a
 import torch
 
 from serving.kernels._compat import RUNTIME_ARGS, require_triton, tl, triton
+from serving.kernels.paged_kv import attend_paged_kv
 
 LOG2E = 1.4426950408889634
 
@@ -78,7 +79,6 @@ def _prefill_kernel(
 
     offs_m = tile * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, D_PAD)
-    offs_n = tl.arange(0, BLOCK_N)
     m_mask = offs_m < q_len
     d_mask = offs_d < HEAD_DIM
     q_pos = ctx + offs_m
@@ -89,36 +89,14 @@ def _prefill_kernel(
         other=0.0,
     )
 
-    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
-    l_i = tl.zeros([BLOCK_M], tl.float32)
-    acc = tl.zeros([BLOCK_M, D_PAD], tl.float32)
     # keys past the tile's last query position are causally invisible to every row of the tile
     kv_end = tl.minimum(seq_len, ctx + (tile + 1) * BLOCK_M)
     bt_row = block_tables_ptr + seq.to(tl.int64) * bt_stride
-    for n0 in range(0, kv_end, BLOCK_N):
-        pos = n0 + offs_n
-        n_mask = pos < kv_end
-        blk = tl.load(bt_row + pos // block_size, mask=n_mask, other=0).to(tl.int64)
-        tok = blk * c_stride_blk + (pos % block_size).to(tl.int64) * c_stride_tok
-        kv_off = (tok + kvh * c_stride_head)[:, None] + offs_d[None, :]
-        kv_mask = n_mask[:, None] & d_mask[None, :]
-        k = tl.load(k_cache_ptr + kv_off, mask=kv_mask, other=0.0)
-        v = tl.load(v_cache_ptr + kv_off, mask=kv_mask, other=0.0)
-        if FP8:
-            # fastest of the variants measured (bench/results/kernels.md): e4m3 -> fp32 * scale -> bf16;
-            # direct e4m3 -> bf16, or -> fp16 with fp16 MMAs (also by bit placement), were slower
-            k = (k.to(tl.float32) * k_scale).to(q.dtype)
-            v = (v.to(tl.float32) * v_scale).to(q.dtype)
-        s = tl.dot(q, tl.trans(k)) * qk_scale
-        visible = (pos[None, :] <= q_pos[:, None]) & n_mask[None, :]
-        s = tl.where(visible, s, float("-inf"))
-        # key 0 is visible to every row in the first tile, so m_new is finite from then on
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        alpha = tl.exp2(m_i - m_new)
-        p = tl.exp2(s - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-        m_i = m_new
+    m_i, l_i, acc = attend_paged_kv(
+        q, bt_row, k_cache_ptr, v_cache_ptr, kvh * c_stride_head, 0, kv_end, q_pos, qk_scale,
+        k_scale, v_scale, block_size, c_stride_blk, c_stride_tok, offs_d, d_mask,
+        ROWS=BLOCK_M, D_PAD=D_PAD, BLOCK_N=BLOCK_N, CAUSAL=True, FP8=FP8,
+    )
 
     safe_l = tl.where(l_i == 0.0, 1.0, l_i)
     out = acc / safe_l[:, None]

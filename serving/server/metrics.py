@@ -42,6 +42,36 @@ def token_buckets(max_value: int) -> tuple[float, ...]:
         exponent += 1
 
 
+# (key in ServerMetrics.child, vLLM's name, vLLM's help, buckets; None: token counts up to the
+# context length)
+HISTOGRAMS: list[tuple[str, str, str, tuple[float, ...] | None]] = [
+    ("ttft", "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
+     TTFT_BUCKETS),
+    ("itl", "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
+     ITL_BUCKETS),
+    ("e2e", "vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.",
+     LATENCY_BUCKETS),
+    ("queue_time", "vllm:request_queue_time_seconds",
+     "Histogram of time spent in WAITING phase for request.", LATENCY_BUCKETS),
+    ("tpot", "vllm:request_time_per_output_token_seconds",
+     "Histogram of time_per_output_token_seconds per request.", ITL_BUCKETS),
+    # the pre-v1 per-token name (same observations as the inter-token latency)
+    ("tpot_per_token", "vllm:time_per_output_token_seconds",
+     "Histogram of time per output token in seconds.", ITL_BUCKETS),
+    ("prefill_time", "vllm:request_prefill_time_seconds",
+     "Histogram of time spent in PREFILL phase for request.", LATENCY_BUCKETS),
+    ("decode_time", "vllm:request_decode_time_seconds",
+     "Histogram of time spent in DECODE phase for request.", LATENCY_BUCKETS),
+    ("inference_time", "vllm:request_inference_time_seconds",
+     "Histogram of time spent in RUNNING phase for request.", LATENCY_BUCKETS),
+    ("prompt_tokens", "vllm:request_prompt_tokens", "Number of prefill tokens processed.", None),
+    ("generation_tokens", "vllm:request_generation_tokens", "Number of generation tokens processed.",
+     None),
+    ("max_generation_tokens", "vllm:request_max_num_generation_tokens",
+     "Histogram of maximum number of requested generation tokens.", None),
+]
+
+
 @dataclass
 class SampleCounters:
     """Vigil's own logging counters at scrape time."""
@@ -137,51 +167,13 @@ class ServerMetrics:
         self.request_success = Counter(
             "vllm:request_success", "Count of successfully processed requests.",
             labels + ["finished_reason"], registry=r)
-        self.ttft = Histogram(
-            "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
-            labels, buckets=TTFT_BUCKETS, registry=r)
-        self.itl = Histogram(
-            "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
-            labels, buckets=ITL_BUCKETS, registry=r)
-        self.e2e = Histogram(
-            "vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.",
-            labels, buckets=LATENCY_BUCKETS, registry=r)
-        self.queue_time = Histogram(
-            "vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
-            labels, buckets=LATENCY_BUCKETS, registry=r)
-        self.tpot = Histogram(
-            "vllm:request_time_per_output_token_seconds",
-            "Histogram of time_per_output_token_seconds per request.",
-            labels, buckets=ITL_BUCKETS, registry=r)
-        # the pre-v1 per-token name (same observations as the inter-token latency)
-        self.tpot_per_token = Histogram(
-            "vllm:time_per_output_token_seconds", "Histogram of time per output token in seconds.",
-            labels, buckets=ITL_BUCKETS, registry=r)
-        self.prefill_time = Histogram(
-            "vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.",
-            labels, buckets=LATENCY_BUCKETS, registry=r)
-        self.decode_time = Histogram(
-            "vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.",
-            labels, buckets=LATENCY_BUCKETS, registry=r)
-        self.inference_time = Histogram(
-            "vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.",
-            labels, buckets=LATENCY_BUCKETS, registry=r)
-        tokens = token_buckets(max_model_len or DEFAULT_MAX_MODEL_LEN)
-        self.prompt_tokens = Histogram(
-            "vllm:request_prompt_tokens", "Number of prefill tokens processed.",
-            labels, buckets=tokens, registry=r)
-        self.generation_tokens = Histogram(
-            "vllm:request_generation_tokens", "Number of generation tokens processed.",
-            labels, buckets=tokens, registry=r)
-        self.max_generation_tokens = Histogram(
-            "vllm:request_max_num_generation_tokens",
-            "Histogram of maximum number of requested generation tokens.",
-            labels, buckets=tokens, registry=r)
         # children exist from the start, as in vLLM, so dashboards see zeros rather than gaps
         # (kept: `labels()` looks a child up under a lock, and the token path observes per token)
-        self.child = {name: getattr(self, name).labels(model_name) for name in (
-            "ttft", "itl", "e2e", "queue_time", "tpot", "tpot_per_token", "prefill_time", "decode_time",
-            "inference_time", "prompt_tokens", "generation_tokens", "max_generation_tokens")}
+        tokens = token_buckets(max_model_len or DEFAULT_MAX_MODEL_LEN)
+        self.child = {
+            key: Histogram(name, doc, labels, buckets=buckets or tokens, registry=r).labels(model_name)
+            for key, name, doc, buckets in HISTOGRAMS
+        }
         self.success = {reason: self.request_success.labels(model_name, reason)
                         for reason in ("stop", "length", "abort")}
 

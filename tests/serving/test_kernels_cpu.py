@@ -17,6 +17,7 @@ from serving.kernels import HAS_TRITON
 def test_every_gpu_module_imports_without_triton():
     for name in [
         "serving.kernels.kv_write", "serving.kernels.paged_decode", "serving.kernels.paged_prefill",
+        "serving.kernels.paged_kv",
         "serving.kernels.fused_ops", "serving.kernels.qkv_rope_cache", "serving.kernels.gemv",
         "serving.kernels.pdl", "serving.kernels.fused_forward", "serving.attention.triton_backend",
         "serving.engine.worker.cuda_graphs",

@@ -1,0 +1,69 @@
+"""The loop the paged attention kernels share: stream one KV head's keys and values from the
+paged cache through a sequence's block table and fold them into running softmax statistics
+(online softmax, base 2: `qk_scale` carries log2(e)).
+
+`paged_decode` runs it over one split of a sequence's context for the query heads of a KV head;
+`paged_prefill` over the keys causally visible to one tile of query rows. Inlined into each
+kernel by Triton, so it costs nothing at run time.
+"""
+
+from serving.kernels._compat import tl, triton
+
+
+@triton.jit
+def attend_paged_kv(
+    q,
+    bt_row,
+    k_cache_ptr,
+    v_cache_ptr,
+    head_off,
+    start,
+    end,
+    q_pos,
+    qk_scale,
+    k_scale,
+    v_scale,
+    block_size,
+    c_stride_blk,
+    c_stride_tok,
+    offs_d,
+    d_mask,
+    ROWS: tl.constexpr,
+    D_PAD: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    CAUSAL: tl.constexpr,
+    FP8: tl.constexpr,
+):
+    """Keys start..end-1 against the `ROWS` query rows `q`; returns (row max, row sum, unnormalised
+    output). With CAUSAL a row sees only keys at or before its position `q_pos`."""
+    m_i = tl.full([ROWS], float("-inf"), tl.float32)
+    l_i = tl.zeros([ROWS], tl.float32)
+    acc = tl.zeros([ROWS, D_PAD], tl.float32)
+    offs_n = tl.arange(0, BLOCK_N)
+    for n0 in range(start, end, BLOCK_N):
+        pos = n0 + offs_n
+        n_mask = pos < end
+        blk = tl.load(bt_row + pos // block_size, mask=n_mask, other=0).to(tl.int64)
+        tok = blk * c_stride_blk + (pos % block_size).to(tl.int64) * c_stride_tok
+        kv_off = (tok + head_off)[:, None] + offs_d[None, :]
+        kv_mask = n_mask[:, None] & d_mask[None, :]
+        k = tl.load(k_cache_ptr + kv_off, mask=kv_mask, other=0.0)
+        v = tl.load(v_cache_ptr + kv_off, mask=kv_mask, other=0.0)
+        if FP8:
+            # fastest of the variants measured (bench/results/kernels.md): e4m3 -> fp32 * scale -> bf16;
+            # direct e4m3 -> bf16, or -> fp16 with fp16 MMAs (also by bit placement), were slower
+            k = (k.to(tl.float32) * k_scale).to(q.dtype)
+            v = (v.to(tl.float32) * v_scale).to(q.dtype)
+        s = tl.dot(q, tl.trans(k)) * qk_scale
+        if CAUSAL:
+            # key 0 is visible to every row of a prefill tile, so the row max is finite from then on
+            s = tl.where((pos[None, :] <= q_pos[:, None]) & n_mask[None, :], s, float("-inf"))
+        else:
+            s = tl.where(n_mask[None, :], s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        alpha = tl.exp2(m_i - m_new)
+        p = tl.exp2(s - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        m_i = m_new
+    return m_i, l_i, acc
