@@ -85,8 +85,13 @@ def create_app(
     if writer is None and log_traffic:
         writer, owns_writer = open_writer(settings), True
     sampler = TrafficSampler(settings.sample_rate, settings.segment_min_per_hour, seed=sampler_seed)
+    spans = None
+    if settings.otlp_traces_endpoint:  # engine spans out; nothing of OpenTelemetry loads otherwise
+        from serving.traffic.spans import EngineSpans
+
+        spans = EngineSpans.from_settings(settings)
     traffic = TrafficLogger(sampler, writer if log_traffic else None,
-                            model_version=settings.model_version, redact=settings.redact_pii)
+                            model_version=settings.model_version, redact=settings.redact_pii, spans=spans)
     state = ServerState(settings=settings, metrics=None, traffic=traffic,  # type: ignore[arg-type]
                         writer=writer, owns_writer=owns_writer, engine=engine)
     state.metrics = ServerMetrics(settings.model_name, state.engine_stats, state.sample_counters,

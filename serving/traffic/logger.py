@@ -28,6 +28,14 @@ class RecordSink(Protocol):
     def submit(self, record: dict) -> bool: ...
 
 
+class SpanSink(Protocol):
+    """Engine spans out (serving.traffic.spans): every finished request, sampled or not."""
+
+    def emit(self, item: FinishedRequest) -> None: ...
+
+    def close(self, timeout: float = 10.0) -> None: ...
+
+
 @dataclass
 class FinishedRequest:
     output: RequestOutput  # the final output, every choice finished
@@ -76,9 +84,11 @@ class TrafficLogger:
         model_version: str | None,
         redact: bool = False,
         max_pending: int = 10_000,
+        spans: SpanSink | None = None,
     ):
         self.sampler = sampler
         self.sink = sink
+        self.spans = spans
         self.model_version = model_version
         self.redact = redact
         self.counters = LoggerCounters()
@@ -90,7 +100,7 @@ class TrafficLogger:
 
     def log(self, item: FinishedRequest | ObservedRequest) -> None:
         """Called on the request path: an O(1) hand-off unless the logging thread is overloaded."""
-        if self.sink is None or self._closed:
+        if (self.sink is None and self.spans is None) or self._closed:
             return
         if isinstance(item, FinishedRequest) and item.segment.internal is not None:  # Vigil's own traffic (judge, canaries): skipped
             self._count("internal")
@@ -110,6 +120,8 @@ class TrafficLogger:
             self._closed = True
             self._queue.put(_STOP)
         self._thread.join(timeout)
+        if self.spans is not None:
+            self.spans.close(timeout)
         return not self._thread.is_alive()
 
     def _run(self) -> None:
@@ -130,6 +142,13 @@ class TrafficLogger:
         if isinstance(item, ObservedRequest):
             self._handle_observed(item)
             return
+        if self.spans is not None:
+            try:
+                self.spans.emit(item)
+            except Exception:  # a span that cannot be built must not cost the sample
+                log.exception("could not build the request's span")
+        if self.sink is None:
+            return
         decision = self.sampler.decide(item.segment.key(), item.end_time)
         if not decision.keep:
             return
@@ -148,6 +167,8 @@ class TrafficLogger:
             self._count("submitted" if accepted else "dropped")
 
     def _handle_observed(self, item: ObservedRequest) -> None:
+        if self.sink is None:
+            return
         seen = item.observe()
         if seen is None:
             return
