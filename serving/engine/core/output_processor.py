@@ -125,6 +125,7 @@ class OutputProcessor(TokenRecorder):
         seq.sent_text_len = len(seq.text)
         n = len(seq.logprobs)
         done = seq.finish_reason is not None
+        token_ids: list[int] | ListPrefix
         if done:
             token_ids = seq.token_ids[seq.num_prompt_tokens :]
         else:

@@ -9,7 +9,7 @@ processes feeding a core their parent owns). Their stats come from one `StatsMir
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from serving.engine.frontend.identity import EngineIdentity
 from serving.outputs import EngineStats, RequestOutput
@@ -68,3 +68,13 @@ class EngineClient(Protocol):
 
     async def shutdown(self) -> None:
         """Stop accepting, abort what is in flight, stop the engine (or leave it to its owner)."""
+
+
+if TYPE_CHECKING:  # mypy (make lint) holds each front-end to the Protocol
+    from serving.engine.frontend.async_engine import AsyncLLMEngine
+    from serving.engine.frontend.attached_client import AttachedCoreClient
+    from serving.engine.frontend.core_client import EngineCoreClient
+
+    def _front_ends(a: AsyncLLMEngine, c: EngineCoreClient,
+                    t: AttachedCoreClient) -> list[EngineClient]:
+        return [a, c, t]
