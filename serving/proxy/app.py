@@ -38,6 +38,7 @@ _DROPPED = frozenset({b"connection", b"keep-alive", b"transfer-encoding", b"te",
 _FORWARDED = (b"content-type", b"accept", b"traceparent", b"tracestate", b"openai-organization",
               b"openai-project", b"x-request-id")
 _clock = time.perf_counter
+HANDOFF_S = 0.1
 
 
 def _error(status: int, message: str, kind: str) -> tuple[int, bytes]:
@@ -56,6 +57,22 @@ class ProxyApp:
         self.close_writer = close_writer  # the writer this app opened, flushed after the logger
         key = settings.proxy_upstream_api_key
         self.upstream_auth = (b"authorization", f"Bearer {key}".encode()) if key else None
+        self._pending: list[ObservedRequest] = []
+        self._flush_timer: asyncio.TimerHandle | None = None
+
+    def _hand(self, item: ObservedRequest) -> None:
+        """Finished requests go to the logger's thread in batches, every HANDOFF_S: one wake-up
+        of that thread per batch rather than per request, whose GIL hand-over would stall the
+        streams the event loop is relaying."""
+        self._pending.append(item)
+        if self._flush_timer is None:
+            self._flush_timer = asyncio.get_running_loop().call_later(HANDOFF_S, self._flush)
+
+    def _flush(self) -> None:
+        self._flush_timer = None
+        pending, self._pending = self._pending, []
+        for item in pending:
+            self.traffic.log(item)
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "lifespan":
@@ -114,7 +131,7 @@ class ProxyApp:
             await write({"type": "http.response.body", "body": b"", "more_body": False})
             if exchange is not None:
                 exchange.end_time = time.time()
-                self.traffic.log(ObservedRequest(lambda: exchange.observe(self.settings), exchange.end_time))
+                self._hand(ObservedRequest(lambda: exchange.observe(self.settings), exchange.end_time))
         except asyncio.CancelledError:
             if not watch.left:
                 raise
@@ -134,6 +151,7 @@ class ProxyApp:
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 self.pool.close()
+                self._flush()
                 await asyncio.to_thread(self.traffic.close)
                 if self.close_writer is not None:
                     await asyncio.to_thread(self.close_writer)

@@ -55,6 +55,10 @@ class Exchange:
         metadata = request.get("metadata") if isinstance(request.get("metadata"), dict) else None
         user = request.get("user") if isinstance(request.get("user"), str) else None
         segment = request_segment(Request(self.scope), settings, user, metadata)
+        return Observation(segment=segment, read=lambda: self._read(request))
+
+    def _read(self, request: dict) -> tuple[list[tuple[RequestStats, dict]], str | None]:
+        """Per choice its statistics and extras, and the model the answer names."""
         choices: dict[int, _Choice] = {}
         usage: dict[str, Any] = {}
         model: str | None = None
@@ -67,8 +71,6 @@ class Exchange:
             for raw in payload.get("choices") or ():
                 if isinstance(raw, dict):
                     _fold(choices.setdefault(int(raw.get("index") or 0), _Choice()), raw, at)
-        if not choices:
-            return None
         prompt = _prompt_text(request)
         end = self.times[-1] if self.times else self.started
         out = []
@@ -87,7 +89,7 @@ class Exchange:
                 mean_logprob=sum(choice.logprobs) / len(choice.logprobs) if choice.logprobs else None,
                 mean_entropy=None, end_time=self.end_time, tools=choice.tools)  # type: ignore[arg-type]
             out.append((stats, {"request_id": answer_id, "choice_index": index, "source": "proxy"}))
-        return Observation(segment=segment, choices=out, model_version=model)
+        return out, model
 
     def _whole(self):
         try:

@@ -46,12 +46,12 @@ class FinishedRequest:
 
 @dataclass
 class Observation:
-    """What an `ObservedRequest` turned out to be: who sent it, and per choice its statistics
-    and the record's extra fields."""
+    """What an `ObservedRequest` turned out to be: who sent it, and (read only when the sampler
+    keeps it) per choice its statistics and the record's extra fields, and the model the answer
+    names (else the logger's)."""
 
     segment: SegmentInfo
-    choices: list[tuple[RequestStats, dict]]
-    model_version: str | None = None  # the model the answer names (else the logger's)
+    read: Callable[[], tuple[list[tuple[RequestStats, dict]], str | None]]
 
 
 @dataclass
@@ -179,9 +179,10 @@ class TrafficLogger:
         if not decision.keep:
             return
         self._count("sampled")
-        for stats, extra in seen.choices:
+        choices, model_version = seen.read()
+        for stats, extra in choices:
             record = build_record(stats, seen.segment, decision, redact=self.redact, extra=extra,
-                                  model_version=seen.model_version or self.model_version)
+                                  model_version=model_version or self.model_version)
             accepted = self.sink is not None and self.sink.submit(record)
             self._count("submitted" if accepted else "dropped")
 
