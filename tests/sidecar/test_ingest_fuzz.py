@@ -16,7 +16,8 @@ from storage.db import session_factory
 
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
 def test_ingest_fuzz_finds_no_5xx(migrated_db, make_settings, mode):
-    app = create_app(make_settings(migrated_db, ingest_max_bytes=200_000), session_factory(migrated_db))
+    # the schema the cases come from: served only with VIGIL_API_DOCS=true
+    app = create_app(make_settings(migrated_db, ingest_max_bytes=200_000, api_docs=True), session_factory(migrated_db))
     operation = schemathesis.openapi.from_asgi("/openapi.json", app)["/v1/ingest"]["POST"]
     seen: dict[int, int] = {}
     with UvicornThread(app) as server:

@@ -167,7 +167,8 @@ def demo_command(args) -> int:
                 raise RuntimeError(f"vigil report failed: {report.stderr[-2000:]}")
             _wait("a signed drift alert at the receiver", lambda: drift_alerts(receiver.received), 120)
             overview = http.get(f"{sidecar}/", headers=key).text
-            lead = overview.split('<p class="lead">', 1)[-1].split("</p>", 1)[0] if 'class="lead"' in overview else ""
+            found = re.search(r'<p class="lead"[^>]*>(.*?)</p>', overview, re.S)  # the headline
+            lead = found.group(1) if found else ""
         alerts = drift_alerts(receiver.received)
         alert = alerts[0]
         summary = {"dashboard": f"{sidecar}/", "dashboard_says": " ".join(re.sub(r"<[^>]+>", "", lead).split()),
