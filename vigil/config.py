@@ -17,7 +17,6 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from vigil.config_tenancy import DEFAULT_DEV_OPERATOR_KEY, TenancySettings
-from vigil.keys import bare_key
 from vigil.sample_record.limits import DEFAULT_MAX_FUTURE_SKEW_S, MAX_SAMPLE_WEIGHT, MIN_SAMPLE_RATE
 
 DEFAULT_SECRET = "vigil-dev-secret-change-me"
@@ -35,8 +34,8 @@ class ConfigError(ValueError):
 
 
 class Settings(TenancySettings, BaseSettings):
-    """Every `VIGIL_*` setting; the tenancy bounds (operator keys, ingest policy and quota) are
-    declared in `vigil.config_tenancy`."""
+    """Every `VIGIL_*` setting; the keys of each role (tenant, operator, admin) and the bounds on
+    one tenant's data (ingest policy and quota) are declared in `vigil.config_tenancy`."""
 
     model_config = SettingsConfigDict(
         env_prefix="VIGIL_", env_file=".env", env_file_encoding="utf-8", extra="ignore"
@@ -171,8 +170,6 @@ class Settings(TenancySettings, BaseSettings):
     delivery_parallel_targets: int = Field(16, gt=0)
 
     # security
-    tenant_keys: dict[str, str] = Field(default_factory=dict)  # key -> the one tenant it may write
-    admin_keys: list[str] = Field(default_factory=list)  # baseline/alert actions, all pages
     trusted_proxies: list[str] = Field(default_factory=list)  # IPs/CIDRs: x-vigil-* and forward-auth
     forward_auth_header: str | None = None  # e.g. X-Forwarded-User, honoured from trusted proxies
     secret_key: str = DEFAULT_SECRET_KEY  # signs page sessions, keys the hash of `user`
@@ -228,32 +225,6 @@ class Settings(TenancySettings, BaseSettings):
             except ValueError:
                 raise ValueError(f"{proxy!r} is not an IP address or CIDR network") from None
         return proxies
-
-    @model_validator(mode="after")
-    def _development_operator_key(self) -> Settings:
-        # the sidecar's judge and canaries mark their requests internal, which takes an operator
-        # key: a local development set-up gets one unless operator keys are configured
-        if "operator_keys" not in self.model_fields_set and self.env == "development" and not self.binds_publicly:
-            self.operator_keys = [DEFAULT_DEV_OPERATOR_KEY]
-        return self
-
-    @model_validator(mode="after")
-    def _keys_have_one_role(self) -> Settings:
-        # a key listed twice would carry the wider of its two roles: refuse the ambiguity
-        seen: dict[str, str] = {}
-        for name, values in self.key_lists().items():
-            for key in values:
-                if key in seen and seen[key] != name:
-                    raise ValueError(f"a key appears in both {seen[key]} and {name}")
-                seen[key] = name
-        return self
-
-    def key_lists(self) -> dict[str, list[str]]:
-        """Each key variable -> its keys, without their `name:` prefixes."""
-        return {"VIGIL_API_KEYS": [bare_key(k) for k in self.api_keys],
-                "VIGIL_TENANT_KEYS": [bare_key(k) for k in self.tenant_keys],
-                "VIGIL_OPERATOR_KEYS": [bare_key(k) for k in self.operator_keys],
-                "VIGIL_ADMIN_KEYS": [bare_key(k) for k in self.admin_keys]}
 
     @model_validator(mode="after")
     def _several_api_servers_need_a_separate_core(self) -> Settings:

@@ -1,13 +1,16 @@
-"""The settings that bound what one tenant can do to the monitor: operator keys, the ingest
-policy (weights, timestamps, eval scores) and the per-tenant ingest quota. Part of the one
-settings object: `vigil.config.Settings` inherits these fields."""
+"""The settings that bound what one tenant can do to the monitor: the keys of each role (tenant,
+operator, admin; global keys are `api_keys`), the ingest policy (weights, timestamps, eval
+scores) and the per-tenant ingest quota. Part of the one settings object: `vigil.config.Settings`
+inherits these fields and checks."""
 
 from __future__ import annotations
 
 import math
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings
+
+from vigil.keys import bare_key
 
 DEFAULT_DEV_OPERATOR_KEY = "vigil-dev-operator-key"
 DEFAULT_MAX_PAST_SKEW_S = 7200.0
@@ -17,6 +20,11 @@ DEFAULT_ROWS_PER_MINUTE = 60_000
 
 
 class TenancySettings(BaseSettings):
+    """A base of `vigil.config.Settings`, never used alone: its checks read `env`,
+    `binds_publicly` and `api_keys` from there."""
+
+    tenant_keys: dict[str, str] = Field(default_factory=dict)  # key -> the one tenant it may write
+    admin_keys: list[str] = Field(default_factory=list)  # baseline/alert actions, all pages
     # gateways, importers and the sidecar's own judge and canaries: may label traffic for any
     # tenant/segment, mark it internal (X-Vigil-Internal) and backfill old timestamps
     # (default: none; in development on loopback the development operator key)
@@ -41,3 +49,29 @@ class TenancySettings(BaseSettings):
             if not (math.isfinite(low) and math.isfinite(high) and low < high):
                 raise ValueError(f"{name!r}: a scale is [low, high] with finite low < high")
         return scales
+
+    @model_validator(mode="after")
+    def _development_operator_key(self) -> TenancySettings:
+        # the sidecar's judge and canaries mark their requests internal, which takes an operator
+        # key: a local development set-up gets one unless operator keys are configured
+        if "operator_keys" not in self.model_fields_set and self.env == "development" and not self.binds_publicly:
+            self.operator_keys = [DEFAULT_DEV_OPERATOR_KEY]
+        return self
+
+    @model_validator(mode="after")
+    def _keys_have_one_role(self) -> TenancySettings:
+        # a key listed twice would carry the wider of its two roles: refuse the ambiguity
+        seen: dict[str, str] = {}
+        for name, values in self.key_lists().items():
+            for key in values:
+                if key in seen and seen[key] != name:
+                    raise ValueError(f"a key appears in both {seen[key]} and {name}")
+                seen[key] = name
+        return self
+
+    def key_lists(self) -> dict[str, list[str]]:
+        """Each key variable -> its keys, without their `name:` prefixes."""
+        return {"VIGIL_API_KEYS": [bare_key(k) for k in self.api_keys],
+                "VIGIL_TENANT_KEYS": [bare_key(k) for k in self.tenant_keys],
+                "VIGIL_OPERATOR_KEYS": [bare_key(k) for k in self.operator_keys],
+                "VIGIL_ADMIN_KEYS": [bare_key(k) for k in self.admin_keys]}
