@@ -9,7 +9,6 @@ Entry points:
     drift.rules      DEFAULT_RULES, rules_from_dicts(), merge_rules()
     drift.registry   TestSpec, register(), get_test(name), tests_for(kind), decide() (tests: drift.stattests)
     drift.clusters   fit_clusters(), detect_clusters()
-    drift.embed      embed_texts(texts) (offline MiniLM, 384-d)
     drift.errors     InputError: the one exception for input the drift code cannot use
     drift.formatting fmt_num(), clean_text(): text for any number (None/NaN/inf) or string
 

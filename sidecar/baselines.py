@@ -57,17 +57,24 @@ def build_baseline_from_window(
     now: datetime,
     seed: int = 0,
 ) -> BuildResult:
-    """A `candidate` baseline from the samples in [start, end): embeds what is not embedded yet,
-    freezes a seeded sample of at most MAX_FROZEN records and the statistics over them."""
+    """A `candidate` baseline from the samples in [start, end), read as a drift window is (at
+    most Settings.drift_max_window_rows rows, stratified by segment, weights rescaled): embeds
+    the read rows that have no vectors yet, freezes a seeded sample of at most MAX_FROZEN
+    records and the statistics over them."""
     from drift.baseline import build_baseline
 
     start, end = to_utc(start), to_utc(end)
     if end <= start:
         raise BaselineError("--to must be after --from")
-    run_embed_job(settings, session_factory, now)  # the baseline needs the window's embeddings
+    while True:  # the baseline needs every read row's vectors; each run embeds a bounded share
+        done = run_embed_job(settings, session_factory, now, windows=[(start, end)], unread=False)
+        if done.waiting == 0 or done.samples == 0:
+            break
     model = model_name(settings)
     with session_factory() as session:
-        records = fetch_window(session, start, end, embedding_model=model)
+        records = fetch_window(session, start, end, embedding_model=model,
+                               max_rows=settings.drift_max_window_rows,
+                               min_per_segment=settings.drift_min_rows_per_segment)
         if len(records) < MIN_SAMPLES:
             raise BaselineError(
                 f"only {len(records)} samples between {start:%Y-%m-%d %H:%M} and {end:%Y-%m-%d %H:%M} "

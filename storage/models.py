@@ -7,6 +7,7 @@ from datetime import datetime
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     CheckConstraint,
     Float,
     ForeignKey,
@@ -19,6 +20,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from storage.draw import sample_draw
 from storage.types import UTCDateTime
 from vigil.sample_record.limits import MAX_SEGMENT_LABEL_CHARS
 
@@ -67,6 +69,10 @@ class Sample(Base):
     source: Mapped[str] = mapped_column(String(32), default="engine")  # engine | ingest
     extra: Mapped[dict | None] = mapped_column(JSON)
     ingested_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), index=True)
+    # a fixed pseudo-random key from the id (storage.draw): a capped window keeps the rows with
+    # the smallest draws per segment, so the choice is known before the window is complete
+    draw: Mapped[int | None] = mapped_column(BigInteger, default=lambda ctx: sample_draw(
+        ctx.get_current_parameters()["id"]))
 
     __table_args__ = (
         Index("ix_samples_segment_ts", "segment", "timestamp"),

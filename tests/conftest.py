@@ -263,6 +263,7 @@ def embedder():
     import torch
 
     torch.set_num_threads(1)
+    from sidecar.embed_device import EmbedConfig
     from sidecar.embedder import get_embedder
 
-    return get_embedder()
+    return get_embedder(EmbedConfig(device="cpu"))

@@ -123,6 +123,15 @@ class Settings(TenancySettings, BaseSettings):
     engine_url: str = "http://127.0.0.1:8000"
     report_dir: Path = Path("./var/reports")
     embed_interval_s: int = Field(60, gt=0)
+    # the embed job serves the rows drift windows read first; with none of those waiting, the
+    # rest of a run goes to rows no window reads (the clusters page and `vigil check` use them)
+    embed_unread_when_idle: bool = True
+    # the embedder: auto = CUDA when visible; auto precision = fp16 on CUDA (cosine >= 0.999 with
+    # fp32), fp32 on CPU; threads: torch CPU threads (None: torch_threads, else torch's default)
+    embed_device: Literal["auto", "cpu", "cuda"] = "auto"
+    embed_dtype: Literal["auto", "fp32", "fp16", "bf16"] = "auto"
+    embed_threads: int | None = Field(None, gt=0)
+    embed_batch_tokens: int = Field(16_384, ge=256)  # padded word pieces in one forward pass
     eval_interval_s: int = Field(60, gt=0)
     eval_share: float = Field(0.10, ge=0.0, le=1.0)
     drift_interval_s: int = Field(3600, gt=0)

@@ -21,8 +21,8 @@ raise a `monitoring` alert (`raise_condition`), resolved by the next window that
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 
 import pandas as pd
 from sqlalchemy import select
@@ -31,8 +31,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from alerts.service import raise_alerts, raise_condition
 from dashboards.report.build import evidently_part, segment_counts, write_run_report
 from sidecar.baselines import load_baseline_with_frame
-from sidecar.cursors import get_cursor, set_cursor
+from sidecar.cursors import set_cursor
+from sidecar.jobs.coverage import vector_coverage
 from sidecar.jobs.embed import model_name, run_embed_job
+from sidecar.jobs.windows import CURSOR, drift_cursor, due_windows
 from storage.models import DriftRun
 from storage.repositories.baselines import get_active_baseline
 from storage.repositories.drift_runs import (
@@ -48,11 +50,9 @@ from vigil.config import Settings
 
 log = logging.getLogger("vigil.sidecar.drift")
 
-CURSOR = "drift"
 MAX_ATTEMPTS = 3  # claims of one window before the job gives it up (the run becomes `skipped`)
 WINDOW_FAILED = "monitor_window_failed"
 NO_BASELINE = "monitor_no_baseline"
-MAX_CATCH_UP = 24  # windows; after a long outage older windows are skipped (logged)
 EVAL_TREND_DAYS = 7
 
 
@@ -74,29 +74,12 @@ class DriftJobResult:
     windows: list[WindowOutcome]
 
 
-def due_windows(cursor: datetime | None, now: datetime, interval_s: int) -> list[tuple[datetime, datetime]]:
-    """Complete windows after `cursor`; without one, the last complete aligned window."""
-    step = timedelta(seconds=interval_s)
-    epoch = to_utc(now).timestamp()
-    aligned = datetime.fromtimestamp(epoch - epoch % interval_s, UTC)
-    start = to_utc(cursor) if cursor is not None else aligned - step
-    windows = []
-    while start + step <= to_utc(now):
-        windows.append((start, start + step))
-        start += step
-    if len(windows) > MAX_CATCH_UP:
-        log.warning("drift job skips %d old windows (more than %d missed)", len(windows) - MAX_CATCH_UP, MAX_CATCH_UP)
-        windows = windows[-MAX_CATCH_UP:]
-    return windows
-
-
 def run_drift_job(settings: Settings, session_factory: sessionmaker[Session], now: datetime) -> DriftJobResult:
     with session_factory() as session:
-        raw = get_cursor(session, CURSOR)
-    cursor = to_utc(datetime.fromisoformat(raw)) if raw else None
+        cursor = drift_cursor(session)
     windows = due_windows(cursor, now, settings.drift_interval_s)
-    if windows:  # the window's last samples may still wait for the minutely embed job
-        run_embed_job(settings, session_factory, now)
+    if windows:  # the window's last read rows may still wait for the minutely embed job
+        run_embed_job(settings, session_factory, now, windows=windows)
     outcomes = []
     for start, end in windows:
         try:
@@ -216,6 +199,8 @@ def run_window(
             session, start, end, embedding_model=model_name(settings), with_extra=False,
             max_rows=settings.drift_max_window_rows, min_per_segment=settings.drift_min_rows_per_segment,
         ))  # fmt: skip
+        coverage = vector_coverage(frame)  # a lagging embed job leaves rows without vectors
+        partial = coverage.sentence()
         baseline = base_frame = evals = None
         note = None
         if active is None:
@@ -230,7 +215,9 @@ def run_window(
                 eval_frame=evals if len(evals) else None,
             )  # fmt: skip
             results = [r.to_dict() for r in report.results]
-            sizes, proposed = report.segments, list(report.alerts)
+            sizes = report.segments
+            proposed = [replace(a, evidence={**a.evidence, "vectors": partial}) if partial else a
+                        for a in report.alerts]
             summary = {"n_current": report.n_current, "baseline_valid": report.baseline_valid,
                        "baseline_reasons": report.baseline_reasons, "timings": report.timings}  # fmt: skip
         else:
@@ -238,6 +225,9 @@ def run_window(
             sizes = segment_counts(frame, DEFAULT_SEGMENT_BY)
             summary = {"n_current": len(frame), "note": note or "the window holds no samples"}
 
+        summary["vectors"] = coverage.to_dict()
+        if partial:
+            note = f"{note} {partial[0].upper()}{partial[1:]}." if note else f"{partial[0].upper()}{partial[1:]}."
         evidently = evidently_part(frame, base_frame, max_rows=settings.report_max_rows, seed=run_id)
 
         # the one transaction that makes the window done (kept short: SQLite has one writer)

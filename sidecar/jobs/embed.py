@@ -1,15 +1,28 @@
-"""Embed job: prompts and responses of samples that have no embedding yet, in batches."""
+"""Embed job: vectors for the rows the drift job will read, first and foremost.
+
+Each drift window is read under a row cap (`storage.repositories.window_cap`); the rows it
+keeps are fixed by each sample's draw, so they are known while the window fills. A run embeds,
+window by window from the oldest the drift job has not run to the one filling now, the kept
+rows that have no vector yet (`storage.repositories.embed_queue`). Only when none of those wait
+does the rest of the run's budget go to rows no window reads (oldest first), so a traffic rate
+far above the embedder's never delays what drift needs. The backlog alert watches the read rows
+only, and says how many minutes behind they are.
+"""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from sidecar.backlog import report_backlog
-from sidecar.embedder import embedder_name, get_embedder
-from storage.repositories.backlog import oldest_unembedded
+from sidecar.embed_device import EmbedConfig
+from sidecar.embedder import Embedder, embedder_name, get_embedder
+from sidecar.jobs.windows import windows_to_read
+from storage.repositories.embed_queue import WindowQueue, queue_state, queued_samples, window_queue
 from storage.repositories.embeddings import (
     EmbeddingRow,
     samples_missing_embeddings,
@@ -20,40 +33,91 @@ from vigil.config import Settings
 BATCH = 256
 MAX_BATCHES_PER_RUN = 40  # ~10k samples; the rest waits for the next run instead of hogging CPU
 
+Window = tuple[datetime, datetime]
+
 
 @dataclass(frozen=True)
 class EmbedResult:
-    samples: int
+    samples: int  # samples embedded this run
     vectors: int
+    read_samples: int = 0  # of which rows a drift window reads
+    waiting: int = 0  # read rows still without vectors after the run
+    texts_per_s: float | None = None
 
 
-def run_embed_job(
-    settings: Settings, session_factory: sessionmaker[Session], now: datetime
-) -> EmbedResult:
-    samples = vectors = 0
-    embedder = None
-    for _ in range(MAX_BATCHES_PER_RUN):
-        with session_factory() as session:
-            model = embedder.name if embedder else model_name(settings)
-            batch = samples_missing_embeddings(session, model, limit=BATCH)
-            if not batch:
-                break
-            embedder = embedder or get_embedder(settings.embedding_model_path)
-            rows: list[EmbeddingRow] = []
-            for field in ("prompt", "response"):
-                todo = [s for s in batch if s[field] is not None]
-                vecs = embedder.encode([s[field] for s in todo])
-                rows += [EmbeddingRow(s["id"], field, embedder.name, v) for s, v in zip(todo, vecs, strict=True)]
-            vectors += store_embeddings(session, rows)
-            session.commit()  # one transaction per batch: a crash loses at most one batch's work
-            samples += len(batch)
-        if len(batch) < BATCH:
-            break
-    with session_factory() as session:  # still behind after this run? (the monitor's health)
-        report_backlog(session, settings, "embed", oldest_unembedded(session, model_name(settings)),
-                       settings.embed_interval_s, now)
+@dataclass
+class _Run:
+    settings: Settings
+    model: str
+    embedder: Embedder | None = None
+    batches: int = 0
+    samples: int = 0
+    vectors: int = 0
+    texts: int = 0
+    seconds: float = 0.0
+
+    def embed(self, session: Session, batch: list[dict[str, Any]]) -> None:
+        """Vectors for both fields of `batch`, stored and committed (a crash loses one batch)."""
+        self.embedder = self.embedder or get_embedder(EmbedConfig.from_settings(self.settings))
+        started = time.perf_counter()
+        rows: list[EmbeddingRow] = []
+        for field in ("prompt", "response"):
+            todo = [s for s in batch if s[field] is not None]
+            vecs = self.embedder.encode([s[field] for s in todo])
+            rows += [EmbeddingRow(s["id"], field, self.model, v) for s, v in zip(todo, vecs, strict=True)]
+        self.seconds += time.perf_counter() - started
+        self.texts += len(rows)
+        self.vectors += store_embeddings(session, rows)
         session.commit()
-    return EmbedResult(samples=samples, vectors=vectors)
+        self.batches += 1
+        self.samples += len(batch)
+
+    @property
+    def budget_left(self) -> bool:
+        return self.batches < MAX_BATCHES_PER_RUN
+
+
+def run_embed_job(settings: Settings, session_factory: sessionmaker[Session], now: datetime, *,
+                  windows: list[Window] | None = None, unread: bool | None = None) -> EmbedResult:
+    """Embed the read rows of `windows` (default: every window the drift job has yet to run,
+    and the one filling now), then, budget left and nothing read waiting, unread rows
+    (`unread`, default Settings.embed_unread_when_idle)."""
+    run = _Run(settings, model_name(settings))
+    with session_factory() as session:
+        windows = windows if windows is not None else windows_to_read(session, now, settings.drift_interval_s)
+        queues = [window_queue(session, start, end, max_rows=settings.drift_max_window_rows,
+                               min_per_segment=settings.drift_min_rows_per_segment)
+                  for start, end in windows]  # fmt: skip
+        for queue in queues:
+            _drain(run, session, queue)
+        read_samples = run.samples
+        waiting, oldest = 0, None
+        for queue in queues:
+            n, first = queue_state(session, queue, run.model)
+            waiting += n
+            oldest = first if oldest is None or (first is not None and first < oldest) else oldest
+        if waiting == 0 and (settings.embed_unread_when_idle if unread is None else unread):
+            while run.budget_left:
+                batch = samples_missing_embeddings(session, run.model, limit=BATCH)
+                if not batch:
+                    break
+                run.embed(session, batch)
+        per_s = run.samples / run.seconds if run.seconds > 0 else None
+        report_backlog(session, settings, "embed", oldest, settings.embed_interval_s, now,
+                       waiting=waiting, rate=per_s)
+        session.commit()
+    return EmbedResult(run.samples, run.vectors, read_samples, waiting,
+                       run.texts / run.seconds if run.seconds > 0 else None)
+
+
+def _drain(run: _Run, session: Session, queue: WindowQueue) -> None:
+    while run.budget_left:
+        batch = queued_samples(session, queue, run.model, limit=BATCH)
+        if not batch:
+            return
+        run.embed(session, batch)
+        if len(batch) < BATCH:
+            return
 
 
 def model_name(settings: Settings) -> str:

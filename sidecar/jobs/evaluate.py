@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from sidecar.backlog import report_backlog
 from sidecar.cursors import get_cursor, set_cursor
+from sidecar.embed_device import EmbedConfig
 from sidecar.embedder import get_embedder
 from sidecar.evals.judge import EngineUnavailable, Judge, JudgeError
 from sidecar.evals.refusal import detect_refusal
@@ -176,7 +177,7 @@ def _score_rows(settings: Settings, session: Session, verdicts: list) -> list[Ev
     """judge, relevancy and refusal rows for the judged samples."""
     if not verdicts:
         return []
-    embedder = get_embedder(settings.embedding_model_path)
+    embedder = get_embedder(EmbedConfig.from_settings(settings))
     ids = [row.id for row, _ in verdicts]
     prompts = _vectors(session, embedder, ids, [row.prompt for row, _ in verdicts], "prompt")
     responses = _vectors(session, embedder, ids, [row.response for row, _ in verdicts], "response")

@@ -23,8 +23,8 @@ from storage.repositories.sample_insert import insert_samples, scoped_id  # noqa
 from storage.repositories.window_cap import (
     DEFAULT_MIN_PER_STRATUM,
     capped_rows,
-    plan_strata,
     weight_scale,
+    window_selection,
 )
 from storage.types import to_utc
 
@@ -140,12 +140,13 @@ def fetch_window(
     columns = window_columns(with_extra)
     scale: dict[str | None, float] = {}
     if max_rows is not None:
-        strata = plan_strata(session, terms, max_rows, min_per_segment)
-        samples = capped_rows(session, terms, columns, strata)
+        selection = window_selection(session, terms, max_rows, min_per_segment)
+        samples = capped_rows(session, terms, columns, selection)
         kept: dict[str | None, float] = defaultdict(float)
         for row in samples:
             kept[row.segment] += row.sample_weight
-        scale = {seg: weight_scale(st, kept[seg]) for seg, st in strata.items() if st.quota < st.rows}
+        scale = {seg: weight_scale(st, kept[seg]) for seg, st in selection.strata.items()
+                 if st.quota < st.rows}
     else:
         query = select(*columns).where(*terms).order_by(Sample.timestamp, Sample.id)
         samples = session.execute(query if limit is None else query.limit(limit)).all()

@@ -3,9 +3,11 @@
 A window larger than `max_rows` is read as a stratified sample by `segment` (the stratum the
 traffic sampler itself uses): every segment keeps at least a floor of rows (a minority is never
 thinned away), the rest of the budget is shared in proportion to each segment's remaining rows.
-Inside a segment the kept rows are a systematic sample in time order (every n/q-th row, done in
-SQL with row_number()), so the window's hours stay evenly covered and the choice is
-deterministic. Each kept row's `sample_weight` is scaled by its segment's total weight over the
+Inside a segment the kept rows are the `quota` rows with the smallest `draw` (storage.draw: a
+fixed pseudo-random key per sample), a uniform sample without replacement, so the choice is
+deterministic, independent of which rows have vectors, and known while the window fills: the
+embed job embeds exactly these rows (`window_selection` is the one definition both use). Each
+kept row's `sample_weight` is scaled by its segment's total weight over the
 kept rows' weight (the inverse of the segment's keep fraction), so weighted totals per segment
 are those of the full window.
 """
@@ -17,7 +19,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, func, or_, select
+from sqlalchemy import ColumnElement, and_, false, func, or_, select
 from sqlalchemy.orm import Session
 
 from storage.models import Sample
@@ -50,7 +52,9 @@ def stratum_quotas(counts: Mapping[Hashable, int], max_rows: int,
     shares = {s: left * a / above_total if above_total else 0.0 for s, a in above.items()}
     quotas = {s: base[s] + min(above[s], math.floor(shares[s])) for s in counts}
     spare = max_rows - sum(quotas.values())
-    by_remainder = sorted(counts, key=lambda s: (shares[s] - math.floor(shares[s]), counts[s]), reverse=True)
+    # ties broken by name, so the quotas never depend on the order the counts arrived in
+    by_remainder = sorted(counts, key=lambda s: (shares[s] - math.floor(shares[s]), counts[s], repr(s)),
+                          reverse=True)
     while spare > 0:
         progressed = False
         for s in by_remainder:
@@ -80,25 +84,53 @@ def plan_strata(session: Session, terms: list[ColumnElement[bool]], max_rows: in
     return {s: Stratum(n, w, quotas[s]) for s, (n, w) in found.items()}
 
 
-def capped_rows(session: Session, terms: list[ColumnElement[bool]], columns: Sequence[Any],
-                strata: Mapping[str | None, Stratum]) -> list[Any]:
-    """The planned rows (`columns`), oldest first: whole segments where the quota is every row,
-    a systematic time-ordered sample where it is fewer."""
+@dataclass(frozen=True)
+class Selection:
+    """The rows a capped window reads: its strata and one WHERE term that picks them."""
+
+    strata: dict[str | None, Stratum]
+    term: ColumnElement[bool]
+
+    @property
+    def rows(self) -> int:
+        return sum(min(st.quota, st.rows) for st in self.strata.values())
+
+
+def _segment_is(seg: str | None) -> ColumnElement[bool]:
+    return Sample.segment.is_(None) if seg is None else Sample.segment == seg
+
+
+def select_rows(session: Session, terms: list[ColumnElement[bool]],
+                strata: Mapping[str | None, Stratum]) -> ColumnElement[bool]:
+    """A WHERE term true for the planned rows: whole segments where the quota is every row,
+    else the segment's `quota` smallest (draw, id), found as the last kept pair (one
+    ORDER BY ... OFFSET per thinned segment)."""
     whole = [s for s, st in strata.items() if st.quota >= st.rows]
-    rows: list[Any] = []
+    parts: list[ColumnElement[bool]] = []
     if whole:
         named = [s for s in whole if s is not None]
-        in_whole = or_(Sample.segment.in_(named), Sample.segment.is_(None)) if None in whole \
-            else Sample.segment.in_(named)
-        rows += session.execute(select(*columns).where(*terms, in_whole)).all()
+        parts.append(or_(Sample.segment.in_(named), Sample.segment.is_(None)) if None in whole
+                     else Sample.segment.in_(named))
     for seg, st in strata.items():
         if st.quota >= st.rows or st.quota <= 0:
             continue
-        seg_term = Sample.segment.is_(None) if seg is None else Sample.segment == seg
-        rn = func.row_number().over(order_by=(Sample.timestamp, Sample.id)).label("rn")
-        sub = select(*columns, rn).where(*terms, seg_term).subquery()
-        # keep row rn when floor(rn*q/n) steps up: exactly q rows, evenly spread in time
-        step = (sub.c.rn * st.quota) // st.rows > ((sub.c.rn - 1) * st.quota) // st.rows
-        rows += session.execute(select(*[sub.c[c.key] for c in columns]).where(step)).all()
-    rows.sort(key=lambda r: (r.timestamp, r.id))
-    return rows
+        last = session.execute(select(Sample.draw, Sample.id).where(*terms, _segment_is(seg))
+                               .order_by(Sample.draw, Sample.id).offset(st.quota - 1).limit(1)).one()
+        kept = or_(Sample.draw < last.draw, and_(Sample.draw == last.draw, Sample.id <= last.id))
+        parts.append(and_(_segment_is(seg), kept))
+    return or_(*parts) if parts else false()
+
+
+def window_selection(session: Session, terms: list[ColumnElement[bool]], max_rows: int,
+                     min_per_stratum: int = DEFAULT_MIN_PER_STRATUM) -> Selection:
+    """Which rows of the window (`terms`) a read capped at `max_rows` keeps: the drift
+    window's loader reads them, the embed job embeds them first."""
+    strata = plan_strata(session, terms, max_rows, min_per_stratum)
+    return Selection(strata, select_rows(session, terms, strata))
+
+
+def capped_rows(session: Session, terms: list[ColumnElement[bool]], columns: Sequence[Any],
+                selection: Selection) -> list[Any]:
+    """The selected rows (`columns`), oldest first."""
+    query = select(*columns).where(*terms, selection.term).order_by(Sample.timestamp, Sample.id)
+    return list(session.execute(query).all())

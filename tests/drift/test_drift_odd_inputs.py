@@ -100,7 +100,7 @@ def test_vigil_check_takes_any_pair_of_files(seed, quirks, as_json):
         args = argparse.Namespace(reference=str(ref_path), current=str(cur_path), json=as_json,
                                   segment_by=["tenant"], seed=seed)
         out, err = io.StringIO(), io.StringIO()
-        with mock.patch("drift.embed.embed_texts", fake_embed), \
+        with mock.patch("sidecar.embedder.embed_texts", fake_embed), \
                 contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = check_command(args)
     if _file_input_error_expected(quirks):

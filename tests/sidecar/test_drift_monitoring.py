@@ -13,6 +13,7 @@ from traffic_gen import traffic
 import sidecar.baselines as baselines
 import sidecar.jobs.drift as drift_job
 from sidecar.cursors import get_cursor
+from sidecar.jobs.embed import EmbedResult
 from storage.db import session_factory
 from storage.models import Alert, DriftRun
 from storage.repositories.samples import insert_samples
@@ -28,7 +29,7 @@ class Killed(BaseException):
 @pytest.fixture
 def world(migrated_db, make_settings, monkeypatch):
     monkeypatch.setattr(drift_job, "run_embed_job", lambda *a, **k: None)  # no model needed
-    monkeypatch.setattr(baselines, "run_embed_job", lambda *a, **k: None)
+    monkeypatch.setattr(baselines, "run_embed_job", lambda *a, **k: EmbedResult(0, 0))
     settings = make_settings(migrated_db, drift_interval_s=3600, webhook_targets=["http://127.0.0.1:9/h"])
     return settings, session_factory(migrated_db)
 

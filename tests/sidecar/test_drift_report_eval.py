@@ -12,6 +12,7 @@ from traffic_gen import traffic
 
 import sidecar.baselines as baselines
 import sidecar.jobs.drift as drift_job
+from sidecar.jobs.embed import EmbedResult
 from storage.db import session_factory
 from storage.repositories.samples import insert_samples
 
@@ -22,7 +23,7 @@ NOW = datetime(2026, 11, 30, 12, 0, 30, tzinfo=UTC)
 @pytest.fixture
 def world(migrated_db, make_settings, monkeypatch):
     monkeypatch.setattr(drift_job, "run_embed_job", lambda *a, **k: None)  # no model needed
-    monkeypatch.setattr(baselines, "run_embed_job", lambda *a, **k: None)
+    monkeypatch.setattr(baselines, "run_embed_job", lambda *a, **k: EmbedResult(0, 0))
     return make_settings(migrated_db, drift_interval_s=3600), session_factory(migrated_db)
 
 

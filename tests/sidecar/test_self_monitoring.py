@@ -38,8 +38,8 @@ def _open(factory, rule: str) -> dict[str, Alert]:
         return {a.segment: a for a in rows}
 
 
-def _samples(factory, n: int, arrived: datetime) -> None:
-    records = [{"id": f"s{i}", "timestamp": arrived.isoformat(), "prompt": f"question {i}",
+def _samples(factory, n: int, arrived: datetime, at: datetime | None = None, prefix: str = "s") -> None:
+    records = [{"id": f"{prefix}{i}", "timestamp": (at or arrived).isoformat(), "prompt": f"question {i}",
                 "response": "answer"} for i in range(n)]  # fmt: skip
     with factory() as s:
         insert_samples(s, records, now=arrived)
@@ -57,16 +57,21 @@ class FakeEmbedder:
 def test_embed_backlog_alerts_then_resolves(migrated_db, make_settings, monkeypatch):
     settings = make_settings(migrated_db, embed_interval_s=60, monitor_backlog_intervals=10)
     factory = session_factory(migrated_db)
-    _samples(factory, 5, NOW - timedelta(hours=2))
+    # rows of the last complete window (the drift job has not run it yet), which arrived 50 min ago
+    _samples(factory, 5, NOW - timedelta(minutes=50), at=NOW - timedelta(hours=1))
+    _samples(factory, 3, NOW - timedelta(hours=5), prefix="old")  # rows no window will read
     monkeypatch.setattr(embed_job, "MAX_BATCHES_PER_RUN", 0)  # the job falls behind
     embed_job.run_embed_job(settings, factory, NOW)
     alert = _open(factory, BACKLOG)["job=embed"]
-    assert alert.kind == "monitoring" and "embed job is behind" in alert.summary
-    assert alert.evidence["age_s"] >= 7200 and alert.evidence["limit_s"] == 600
+    assert alert.kind == "monitoring" and alert.summary.startswith(
+        "the embed job is 50 min behind: the oldest sample a drift window reads without a vector "
+        "arrived 50 min ago (limit 10 min)")
+    assert alert.evidence["age_s"] == 3000 and alert.evidence["limit_s"] == 600
+    assert alert.evidence["waiting"] == 5  # the unread rows are not the drift job's backlog
 
     monkeypatch.setattr(embed_job, "MAX_BATCHES_PER_RUN", 40)
     monkeypatch.setattr(embed_job, "get_embedder", lambda _p: FakeEmbedder(embed_job.model_name(settings)))
-    assert embed_job.run_embed_job(settings, factory, NOW).samples == 5
+    assert embed_job.run_embed_job(settings, factory, NOW).samples == 5 + 3  # then the unread rows
     assert _open(factory, BACKLOG) == {}  # caught up: resolved
 
 
@@ -83,7 +88,7 @@ def test_eval_backlog_while_the_engine_is_down(migrated_db, make_settings):
 
     down = make_settings(migrated_db, eval_interval_s=60, eval_share=1.0, monitor_backlog_intervals=5)
     assert run_evaluate_job(down, factory, NOW, judge=DownJudge()).engine_down
-    assert "evaluate job is behind" in _open(factory, BACKLOG)["job=evaluate"].summary
+    assert "the evaluate job is 60 min behind" in _open(factory, BACKLOG)["job=evaluate"].summary
     nothing_to_judge = make_settings(migrated_db, eval_interval_s=60, eval_share=0.0, monitor_backlog_intervals=5)
     assert run_evaluate_job(nothing_to_judge, factory, NOW, judge=DownJudge()).scanned == 3
     assert _open(factory, BACKLOG) == {}
@@ -149,3 +154,13 @@ def test_lost_leader_alerts_until_a_replica_holds_the_lease(migrated_db, make_se
         assert not check_leader(s, settings, lost_at=NOW)
         s.commit()
     assert set(_open(factory, LEADER_LOST)) == {"*"}
+
+
+def test_backlog_sentence_says_minutes_behind_and_time_to_catch_up():
+    from sidecar.backlog import backlog_summary
+
+    assert backlog_summary("embed", 42 * 60, 600, 9.4 * 60) == (
+        "the embed job is 42 min behind: the oldest sample a drift window reads without a vector "
+        "arrived 42 min ago (limit 10 min); at its last run's pace it needs about 9 min more to "
+        "catch up; drift windows run on the rows embedded so far")
+    assert "catch up" not in backlog_summary("evaluate", 3600, 300, None)

@@ -146,7 +146,7 @@ def test_real_minilm_embeddings_computed_when_absent(tmp_path):
     import torch
     from transformers import AutoModel, AutoTokenizer
 
-    from drift.embed import DIM, default_model_path, embed_texts
+    from sidecar.embedder import DIM, default_model_path, embed_texts
     texts = ["How do I bake bread?", "Why does my brake pad squeal?", "hello"]
     ours = embed_texts(texts)
     tok = AutoTokenizer.from_pretrained(default_model_path())

@@ -117,7 +117,7 @@ def test_client_model_names_are_prefixed_once():
 
 
 def test_known_dimensions_match_the_sidecar_model():
-    from drift.embed import DIM, MODEL_NAME
+    from sidecar.embedder import DIM, MODEL_NAME
 
     assert limits.SIDECAR_MODEL_NAME == MODEL_NAME
     assert limits.KNOWN_EMBEDDING_DIMS[MODEL_NAME] == DIM

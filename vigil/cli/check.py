@@ -67,7 +67,7 @@ def fill_embeddings(named: dict[str, pd.DataFrame], embed=None) -> list[str]:
         if _complete(frames, field) or not any(text in f.columns for f in frames):
             continue
         if embed is None:
-            from drift.embed import embed_texts as embed
+            from sidecar.embedder import embed_texts as embed
         for path, f in named.items():
             if text not in f.columns:
                 continue
