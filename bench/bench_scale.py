@@ -33,6 +33,7 @@ from sqlalchemy.engine import make_url
 
 import drift.job
 import sidecar.jobs.drift as drift_job
+import sidecar.jobs.embed as embed_job
 from bench.results_table import Table, write_results
 from bench.scale_texts import pairs
 from sidecar.baselines import (
@@ -135,14 +136,24 @@ class Timers:
 def embed_until_done(settings, factory, windows, now, unread: bool, max_samples: int | None = None):
     """(samples, texts, seconds) of embed-job runs until nothing is waiting (or max_samples)."""
     samples = texts = 0
+    full = embed_job.MAX_BATCHES_PER_RUN
+    if max_samples is not None:  # one run holds whole batches: stop near max_samples
+        embed_job.MAX_BATCHES_PER_RUN = max(1, max_samples // embed_job.BATCH)
     started = time.perf_counter()
-    while max_samples is None or samples < max_samples:
-        r = run_embed_job(settings, factory, now, windows=windows, unread=unread)
-        samples += r.samples
-        texts += r.vectors
-        if r.samples == 0 or (not unread and r.waiting == 0):
-            break
+    try:
+        while max_samples is None or samples < max_samples:
+            r = run_embed_job(settings, factory, now, windows=windows, unread=unread)
+            samples += r.samples
+            texts += r.vectors
+            if r.samples == 0 or (not unread and r.waiting == 0):
+                break
+    finally:
+        embed_job.MAX_BATCHES_PER_RUN = full
     return samples, texts, time.perf_counter() - started
+
+
+def say(what: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')} {what}", file=sys.stderr, flush=True)
 
 
 def peak_rss_mb() -> float:
@@ -159,7 +170,9 @@ def run(args, url: str, report_dir: Path) -> list[dict]:
     with factory() as s:
         insert_samples(s, records("base", base, 0, args.baseline, args.baseline, seed=99), now=base + HOUR)
         s.commit()
+    say(f"baseline: {args.baseline:,} samples, embedding and building")
     built = build_baseline_from_window(settings, factory, base, base + HOUR, now=now)
+    say("baseline: validating")
     validate_stored_baseline(settings, factory, built.baseline_id, now=now)
     activate_baseline(factory, built.baseline_id, now=now)
     timers = Timers()
@@ -171,12 +184,16 @@ def run(args, url: str, report_dir: Path) -> list[dict]:
     with server(url, args.port) as base_url:
         for n, start in zip(args.sizes, hours[1:], strict=True):
             window = [(start, start + HOUR)]
+            say(f"{n:,}: ingest")
             ingest_s = ingest(base_url, f"n{n}", start, n)
+            say(f"{n:,}: ingested in {ingest_s:.1f} s; embedding the read rows")
             read_samples, read_texts, read_s = embed_until_done(settings, factory, window, now, unread=False)
+            say(f"{n:,}: {read_samples:,} read rows embedded in {read_s:.1f} s; the naive peer")
             naive_samples, naive_texts, naive_s = embed_until_done(
                 settings, factory, [], now, unread=True, max_samples=args.naive_max)
             rest = n - read_samples - naive_samples
             naive_total_s = read_s + naive_s + (rest * naive_s / naive_samples if naive_samples else 0.0)
+            say(f"{n:,}: the window")
             timers.spent.clear()
             t = time.perf_counter()
             outcome = drift_job.run_window(settings, factory, start, start + HOUR, now=now,
@@ -199,7 +216,7 @@ def main() -> int:
     ap.add_argument("--sizes", default="10000,100000")
     ap.add_argument("--cap", type=int, default=5000, help="the window's row cap (VIGIL_DRIFT_MAX_WINDOW_ROWS)")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads of the embedder")
-    ap.add_argument("--naive-max", type=int, default=2000, help="unread samples embedded for the naive peer")
+    ap.add_argument("--naive-max", type=int, default=512, help="unread samples embedded for the naive peer")
     ap.add_argument("--baseline", type=int, default=2000, help="samples in the baseline hour")
     ap.add_argument("--port", type=int, default=18731)
     ap.add_argument("--pg-url", default="postgresql+psycopg://postgres@127.0.0.1:5432/test")
