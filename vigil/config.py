@@ -115,6 +115,8 @@ class Settings(TenancySettings, BaseSettings):
     # prompt and answer text only with otlp_capture_content (OpenTelemetry's opt-in rule)
     otlp_traces_endpoint: str | None = None
     otlp_capture_content: bool = False
+    # the sidecar's eval scores out as gen_ai.evaluation.result events (sidecar/otlp/eval_events.py)
+    otlp_eval_endpoint: str | None = None
 
     # sidecar
     sidecar_host: str = "127.0.0.1"

@@ -9,6 +9,7 @@ sample it could not judge and leaves the cursor there: the next run retries it â
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 from dataclasses import dataclass
@@ -133,6 +134,8 @@ def run_evaluate_job(
                 if last is not None:
                     set_cursor(session, CURSOR, f"{to_utc(last.ingested_at).isoformat()}|{last.id}", now)
                 session.commit()
+            if rows and settings.otlp_eval_endpoint:
+                _send_events(settings.otlp_eval_endpoint, rows)
             if len(batch) < SCAN_BATCH or last is not batch[-1]:
                 break
     finally:
@@ -193,6 +196,22 @@ def _score_rows(settings: Settings, session: Session, verdicts: list) -> list[Ev
             EvalScoreRow(row.id, "refusal", 1.0 if refusal.refused else 0.0, {"phrase": refusal.phrase}),
         ]  # fmt: skip
     return rows
+
+
+@functools.cache
+def _events(endpoint: str):
+    from sidecar.otlp.eval_events import EvalEvents
+
+    return EvalEvents(endpoint)
+
+
+def _send_events(endpoint: str, rows: list[EvalScoreRow]) -> None:
+    """Scores out as `gen_ai.evaluation.result` events (sidecar.otlp.eval_events): batched and
+    sent by the SDK's thread; a failure to build them never fails the job."""
+    try:
+        _events(endpoint).emit(rows)
+    except Exception:
+        log.exception("could not export evaluation events")
 
 
 def _engine_key(settings: Settings) -> str | None:
