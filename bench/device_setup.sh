@@ -11,11 +11,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 # fastapi needs opentelemetry-api at import; the image has none of the first row; without
-# httptools and uvloop uvicorn falls back to h11 and asyncio's loop (slower per streamed event)
+# httptools and uvloop uvicorn falls back to h11 and asyncio's loop (slower per streamed event);
+# the OTLP receiver, engine spans and bench_proxy --spans need the last rows' OpenTelemetry packages
 PACKAGES="fastapi starlette uvicorn httptools uvloop opentelemetry-api pydantic pydantic-core pydantic-settings python-dotenv
 annotated-types typing-inspection typing-extensions sqlalchemy greenlet alembic mako pyzmq msgspec gguf
 apscheduler tzlocal openai jiter distro sniffio anyio h11 click annotated-doc httpx httpcore idna certifi
-prometheus-client"
+prometheus-client opentelemetry-sdk opentelemetry-semantic-conventions opentelemetry-proto
+opentelemetry-exporter-otlp-proto-http opentelemetry-exporter-otlp-proto-common opentelemetry-exporter-otlp-common
+opentelemetry-exporter-http-transport googleapis-common-protos protobuf"
 mkdir -p .whl
 for name in $PACKAGES; do
   version=$($PY -m pip show "$name" 2>/dev/null | awk '/^Version:/{print $2}')
