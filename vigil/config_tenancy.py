@@ -6,6 +6,7 @@ inherits these fields and checks."""
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings
@@ -22,6 +23,13 @@ DEFAULT_ROWS_PER_MINUTE = 60_000
 class TenancySettings(BaseSettings):
     """A base of `vigil.config.Settings`, never used alone: its checks read `env`,
     `binds_publicly` and `api_keys` from there."""
+
+    if TYPE_CHECKING:  # declared for type checkers only: at run time `Settings` defines them
+        env: str
+        api_keys: list[str]
+
+        @property
+        def binds_publicly(self) -> bool: ...
 
     tenant_keys: dict[str, str] = Field(default_factory=dict)  # key -> the one tenant it may write
     admin_keys: list[str] = Field(default_factory=list)  # baseline/alert actions, all pages
