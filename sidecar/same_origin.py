@@ -4,8 +4,9 @@ The pages' actions (acknowledge, snooze, resolve, baseline build/validate/activa
 logout) are form POSTs that a browser authenticates with the session cookie. SameSite=Strict
 keeps the cookie off cross-site requests in current browsers; this check does not rely on it.
 A POST/PUT/PATCH/DELETE is refused (403) when the browser says it came from another site
-(`Sec-Fetch-Site` other than `same-origin` or `none`), or when its `Origin` is neither this
-host nor `VIGIL_PUBLIC_URL`'s. A request with neither header (curl, an API client with a bearer
+(`Sec-Fetch-Site` other than `same-origin` or `none`), or when, without `Sec-Fetch-Site:
+same-origin`, its `Origin` is neither this host nor `VIGIL_PUBLIC_URL`'s (a browser sends
+`Origin: null` on a same-origin form post under the pages' `Referrer-Policy: no-referrer`). A request with neither header (curl, an API client with a bearer
 key, which no other site can send from a browser) passes. `/v1/` (ingest, bearer keys only) is
 left to the request guard.
 """
@@ -29,6 +30,10 @@ def cross_site(headers: dict[bytes, bytes], public_origin: str) -> str | None:
     site = headers.get(b"sec-fetch-site")
     if site is not None and site.lower() not in SAME_SITE:
         return f"Sec-Fetch-Site is {site.decode('latin-1')[:32]!r}"
+    if site is not None and site.lower() == b"same-origin":
+        # the browser vouches (no page can set Sec-Fetch-*); its Origin reads "null" on a form
+        # post from a page served with Referrer-Policy: no-referrer, as every page here is
+        return None
     origin = headers.get(b"origin")
     if origin is None:
         return None

@@ -133,3 +133,21 @@ def test_same_site_actions_and_api_clients_still_work(world):
 
     asyncio.run(flow())
     assert _status(factory, alert_id) == "resolved"
+
+
+def test_a_browsers_own_form_post_with_a_null_origin_works(world):
+    """Was: Chromium sends `Origin: null` with `Sec-Fetch-Site: same-origin` on a form post from a
+    page served with `Referrer-Policy: no-referrer`, and every page action was refused."""
+    make_app, factory, alert_id = world
+    app = make_app()
+
+    async def flow():
+        async with _client(app) as c:
+            await _login(c, ADMIN_KEY)
+            r = await c.post(f"/alerts/{alert_id}/acknowledge", data={"note": "on it"},
+                             headers={"Origin": "null", "Sec-Fetch-Site": "same-origin"})
+            return r.status_code
+
+    assert asyncio.run(flow()) == 303
+    with factory() as s:
+        assert s.get(Alert, alert_id).acknowledged_at is not None
