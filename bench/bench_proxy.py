@@ -53,6 +53,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--torch-threads", type=int, default=None)
     p.add_argument("--proxy-sample-rate", type=float, default=0.1)
     p.add_argument("--spans", action="store_true", help="also: engine spans on vs off")
+    p.add_argument("--fake-upstream", action="store_true",
+                   help="CPU: bench/fake_sse_upstream.py (one-token events every --itl-ms) instead of vigil serve")
+    p.add_argument("--itl-ms", type=float, default=5.0)
     p.add_argument("--port", type=int, default=8765)
     p.add_argument("--proxy-port", type=int, default=8766)
     p.add_argument("--log-prefix", default="/tmp/vigil_bench_proxy")
@@ -117,8 +120,8 @@ def main() -> None:
     if args.tokenizer_dir:
         args.model = args.model or f"/tmp/vigil_{args.shape}_random"
         write_random_model(Path(args.model), Path(args.tokenizer_dir), args.shape, args.device)
-    jobs = workload("random", args.num_prompts, prompt_vocab(args.model, args.shape if args.tokenizer_dir else None),
-                    args.input_len, args.output_len)
+    vocab = 1000 if args.fake_upstream else prompt_vocab(args.model, args.shape if args.tokenizer_dir else None)
+    jobs = workload("random", args.num_prompts, vocab, args.input_len, args.output_len)
     model_name = Path(args.model).name if args.model else "SmolLM2-135M-Instruct"
     runs = Table("direct vs through `vigil proxy`, one engine, alternating rounds",
                  ["round", "path", "TTFT p50 ms", "TTFT p99 ms", "ITL p50 ms", "output tok/s", "failed"])
@@ -130,7 +133,12 @@ def main() -> None:
     engine_store, proxy_store = Storage(root / "engine"), Storage(root / "proxy")
     for s in (engine_store, proxy_store):
         s.dir.mkdir(parents=True, exist_ok=True)
-    server = start_server(args, "separate", args.concurrency, 0.0, engine_store)
+    if args.fake_upstream:
+        server = subprocess.Popen([sys.executable, "-m", "bench.fake_sse_upstream", "--port", str(args.port),
+                                   "--itl-ms", str(args.itl_ms)])
+        time.sleep(2.0)
+    else:
+        server = start_server(args, "separate", args.concurrency, 0.0, engine_store)
     direct_base = f"http://127.0.0.1:{args.port}"
     proxy = start_proxy(args, direct_base, proxy_store)
     proxy_base = f"http://127.0.0.1:{args.proxy_port}"
@@ -167,7 +175,9 @@ def main() -> None:
     notes = [f"targets: TTFT p50 added <= 2 ms ({'met' if added50 <= 2 else 'missed'}), "
              f"throughput >= 95 % ({'met' if ratio >= 0.95 else 'missed'})",
              f"proxy samples at {args.proxy_sample_rate:g} into SQLite; {proxy_store.rows()} rows stored"]
-    if args.spans:
+    if args.fake_upstream:
+        notes.append(f"upstream: bench/fake_sse_upstream.py, one-token events every {args.itl_ms:g} ms, no GPU")
+    if args.spans and not args.fake_upstream:
         tables.append(spans_on_off(args, jobs, name, engine_store, results["direct"], notes))
     write_results("proxy", tables, notes)
 
