@@ -1,19 +1,17 @@
-"""Dedupe and cooldown: what one firing of a rule does to the alerts table (pure logic).
+"""Dedupe: what one firing of a rule does to the alerts table (pure logic).
 
 - same rule + segment while an alert is open → update it (last_seen, occurrences, evidence),
   never a second alert;
-- notify again only when the cooldown since the last notification has passed, or at once when
-  the severity rises (an escalation should not wait an hour);
-- the same drift run firing twice (a job re-run after a crash) is counted once and notified once.
+- the same drift run firing twice (a job re-run after a crash) is counted once.
+
+Whether anyone is told is the incident's business (`alerts.incidents`): a trigger when it
+opens or its severity rises, a resolve when it ends — never a reminder at the same severity.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 from typing import Any
-
-from alerts.proposal import SEVERITY_RANK
 
 
 def dedupe_key(rule: str, segment: str) -> str:
@@ -24,20 +22,12 @@ def dedupe_key(rule: str, segment: str) -> str:
 class Plan:
     create: bool  # a new alert row (else update the open one)
     count: bool  # one more occurrence
-    notify: bool  # enqueue deliveries now
-    reason: str  # why: new | same run | escalated | cooldown elapsed | cooling down
+    reason: str  # why: new | same run | fired again
 
 
-def plan_firing(
-    existing: Any | None, *, severity: str, run_id: int | None, now: datetime, cooldown_s: float
-) -> Plan:
+def plan_firing(existing: Any | None, *, run_id: int | None) -> Plan:
     if existing is None:
-        return Plan(create=True, count=True, notify=True, reason="new")
+        return Plan(create=True, count=True, reason="new")
     if run_id is not None and existing.run_id == run_id:
-        return Plan(create=False, count=False, notify=False, reason="same run")
-    if SEVERITY_RANK[severity] > SEVERITY_RANK.get(existing.severity, -1):
-        return Plan(create=False, count=True, notify=True, reason="escalated")
-    last = existing.last_notified
-    if last is None or now - last >= timedelta(seconds=cooldown_s):
-        return Plan(create=False, count=True, notify=True, reason="cooldown elapsed")
-    return Plan(create=False, count=True, notify=False, reason="cooling down")
+        return Plan(create=False, count=False, reason="same run")
+    return Plan(create=False, count=True, reason="fired again")

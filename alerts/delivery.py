@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import httpx
-from sqlalchemy import exists, func, select, update
+from sqlalchemy import exists, func, or_, select, update
 from sqlalchemy.orm import Session, aliased
 
 from alerts.attempt import Claimed, send_attempt
@@ -88,13 +88,13 @@ def deliver_due(
 
 
 def _due(now: datetime):
-    """Pending rows due at `now`, first in, first out per (alert, target): a "resolve" must never
-    overtake the "trigger" it closes (PagerDuty would open an incident that nothing resolves) — a
-    delivery waits while an older one to the same target for the same alert is still pending (a
-    dead one blocks nothing)."""
+    """Pending rows due at `now`, first in, first out per (incident, target): a "resolve" must
+    never overtake the "trigger" it closes (PagerDuty would open an incident that nothing
+    resolves) — a delivery waits while an older one to the same target for the same incident (or
+    alert) is still pending (a dead one blocks nothing)."""
     earlier = aliased(Delivery)
     blocked = exists().where(
-        earlier.alert_id == Delivery.alert_id,
+        or_(earlier.alert_id == Delivery.alert_id, earlier.incident_id == Delivery.incident_id),
         earlier.target == Delivery.target,
         earlier.status == "pending",
         earlier.id < Delivery.id,

@@ -1,14 +1,16 @@
 """What on-call does with an alert: acknowledge it, snooze it until a time, resolve it with a
 note. Each action is recorded (who, when, at which severity) in `alert_actions`.
 
-An acknowledged alert, or one snoozed until later, is not re-notified while its severity stays
-the one it had when silenced; a change of severity notifies again (`silenced`). Functions take
-the caller's session and never commit.
+Notifications belong to incidents (`alerts.incidents`), which are told once per severity: an
+acknowledged alert or incident is not re-notified at the severity it was acknowledged at (a rise
+still pages); a snoozed one is not notified at all, a rise included, until the snooze ends
+(`silenced`). Functions take the caller's session and never commit.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -27,13 +29,13 @@ class LifecycleError(ValueError):
     """The action does not apply (unknown alert, already resolved, a snooze in the past)."""
 
 
-def silenced(alert: Alert | None, severity: str, now: datetime) -> bool:
-    """True when `alert` was acknowledged, or is snoozed past `now`, at this same severity."""
-    if alert is None or alert.silenced_severity != severity:
+def silenced(alert: Any, severity: str, now: datetime) -> bool:
+    """True when `alert` (or incident) is snoozed past `now`, or was acknowledged at `severity`."""
+    if alert is None:
         return False
-    if alert.acknowledged_at is not None:
+    if alert.snoozed_until is not None and to_utc(now) < to_utc(alert.snoozed_until):
         return True
-    return alert.snoozed_until is not None and to_utc(now) < to_utc(alert.snoozed_until)
+    return alert.acknowledged_at is not None and alert.silenced_severity == severity
 
 
 def _open_alert(session: Session, alert_id: int) -> Alert:
@@ -45,7 +47,7 @@ def _open_alert(session: Session, alert_id: int) -> Alert:
     return alert
 
 
-def _record(session: Session, alert: Alert, action: str, *, actor: str, now: datetime,
+def record(session: Session, alert: Alert, action: str, *, actor: str, now: datetime,
             note: str | None = None, until: datetime | None = None) -> AlertAction:
     row = AlertAction(alert_id=alert.id, action=action, actor=(actor or "unknown")[:MAX_ACTOR_CHARS],
                       at=to_utc(now), severity=alert.severity, until=until,
@@ -59,20 +61,25 @@ def acknowledge(session: Session, alert_id: int, *, actor: str, now: datetime, n
     alert = _open_alert(session, alert_id)
     alert.acknowledged_at, alert.acknowledged_by = to_utc(now), actor[:MAX_ACTOR_CHARS]
     alert.silenced_severity = alert.severity
-    _record(session, alert, "acknowledge", actor=actor, now=now, note=note)
+    record(session, alert, "acknowledge", actor=actor, now=now, note=note)
     return alert
 
 
-def snooze(session: Session, alert_id: int, *, actor: str, until: datetime, now: datetime,
-           note: str | None = None) -> Alert:
+def check_snooze(until: datetime, now: datetime) -> tuple[datetime, datetime]:
     until, now = to_utc(until), to_utc(now)
     if until <= now:
         raise LifecycleError("a snooze must end in the future")
     if until - now > MAX_SNOOZE:
         raise LifecycleError(f"a snooze may last at most {MAX_SNOOZE.days} days")
+    return until, now
+
+
+def snooze(session: Session, alert_id: int, *, actor: str, until: datetime, now: datetime,
+           note: str | None = None) -> Alert:
+    until, now = check_snooze(until, now)
     alert = _open_alert(session, alert_id)
     alert.snoozed_until, alert.silenced_severity = until, alert.severity
-    _record(session, alert, "snooze", actor=actor, now=now, note=note, until=until)
+    record(session, alert, "snooze", actor=actor, now=now, note=note, until=until)
     return alert
 
 
@@ -82,7 +89,7 @@ def resolve(session: Session, alert_id: int, *, actor: str, now: datetime, setti
     from alerts.service import resolve_alert
 
     alert = _open_alert(session, alert_id)
-    _record(session, alert, "resolve", actor=actor, now=now, note=note)
+    record(session, alert, "resolve", actor=actor, now=now, note=note)
     return resolve_alert(session, alert_id, now=now, settings=settings, rules=rules)
 
 

@@ -12,7 +12,8 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-from alerts.rules import Target
+from alerts.rules import RuleSet, Target
+from alerts.runbooks import runbook
 
 SCHEMA = "vigil.alert.v1"
 EVENTS = ("trigger", "resolve")
@@ -38,17 +39,14 @@ def report_url(alert: Any, public_url: str) -> str:
     return f"{base}/reports/{alert.run_id}" if alert.run_id is not None else f"{base}/reports"
 
 
-def pagerduty_dedup_key(alert: Any) -> str:
-    """One PagerDuty incident per Vigil alert: re-triggers update it, resolve closes it."""
-    return f"vigil-alert-{alert.id}"
-
-
 def encode_body(payload: dict[str, Any]) -> bytes:
     """The exact bytes sent and signed (compact, key-sorted, UTF-8)."""
     return json.dumps(payload, separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode()
 
 
-def build_payload(alert: Any, target: Target, *, event: str, public_url: str) -> dict[str, Any]:
+def build_payload(alert: Any, target: Target, *, event: str, public_url: str,
+                  rules: RuleSet | None = None) -> dict[str, Any]:
+    """One alert's body; `rules`: the rule set whose `runbook_url`/`next_steps` apply."""
     if event not in EVENTS:
         raise ValueError(f"event {event!r} is not one of {', '.join(EVENTS)}")
     builders = {"generic": generic_payload, "slack": slack_payload, "pagerduty": pagerduty_payload}
@@ -56,7 +54,7 @@ def build_payload(alert: Any, target: Target, *, event: str, public_url: str) ->
         builder = builders[target.format]
     except KeyError:
         raise ValueError(f"target {target.name}: unknown format {target.format!r}") from None
-    return builder(alert, target, event=event, public_url=public_url)
+    return builder(alert, target, event=event, public_url=public_url, rules=rules)
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -71,7 +69,7 @@ def _evidence(alert: Any) -> Any:
     return {"truncated": True, "size_chars": size, "keys": sorted(map(str, evidence))[:50]}
 
 
-def alert_document(alert: Any, public_url: str) -> dict[str, Any]:
+def alert_document(alert: Any, public_url: str, rules: RuleSet | None = None) -> dict[str, Any]:
     """The alert as plain JSON (also what the sidecar's API can return)."""
     return {
         "id": alert.id,
@@ -88,14 +86,16 @@ def alert_document(alert: Any, public_url: str) -> dict[str, Any]:
         "occurrences": alert.occurrences,
         "url": alert_url(alert, public_url),
         "report_url": report_url(alert, public_url),
+        "runbook": runbook(alert, public_url, rules),
     }
 
 
-def generic_payload(alert: Any, target: Target, *, event: str, public_url: str) -> dict[str, Any]:
+def generic_payload(alert: Any, target: Target, *, event: str, public_url: str,
+                    rules: RuleSet | None = None) -> dict[str, Any]:
     return {
         "schema": SCHEMA,
         "event": event,
-        "alert": alert_document(alert, public_url),
+        "alert": alert_document(alert, public_url, rules),
         "links": {"alert": alert_url(alert, public_url), "report": report_url(alert, public_url)},
     }
 
@@ -108,7 +108,8 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def slack_payload(alert: Any, target: Target, *, event: str, public_url: str) -> dict[str, Any]:
+def slack_payload(alert: Any, target: Target, *, event: str, public_url: str,
+                  rules: RuleSet | None = None) -> dict[str, Any]:
     state = "RESOLVED" if event == "resolve" else alert.severity.upper()
     title = f"[{state}] Vigil {alert.kind} drift: {alert.rule} ({alert.segment})"
     a_url, r_url = alert_url(alert, public_url), report_url(alert, public_url)
@@ -121,6 +122,10 @@ def slack_payload(alert: Any, target: Target, *, event: str, public_url: str) ->
         ("First seen", _iso(alert.first_seen) or "-"),
     ]
     room = SLACK_TEXT_MAX - len(title) - len(a_url) - 32
+    book = runbook(alert, public_url, rules)
+    steps = "\n".join(f"{i}. {_slack_escape(step)}" for i, step in enumerate(book["next_steps"], 1))
+    if book["url"]:
+        steps += f"\n<{book['url']}|Runbook>"
     return {
         # `text` is the notification/fallback line; `blocks` are what Slack renders
         # (the summary is clipped, never the link)
@@ -145,6 +150,10 @@ def slack_payload(alert: Any, target: Target, *, event: str, public_url: str) ->
                 ],
             },
             {
+                "type": "section",
+                "text": {"type": "mrkdwn", "text": _clip(f"*What to check*\n{steps}", SLACK_TEXT_MAX)},
+            },
+            {
                 "type": "actions",
                 "elements": [
                     {
@@ -163,13 +172,16 @@ def slack_payload(alert: Any, target: Target, *, event: str, public_url: str) ->
     }
 
 
-def pagerduty_payload(alert: Any, target: Target, *, event: str, public_url: str) -> dict[str, Any]:
+def pagerduty_payload(alert: Any, target: Target, *, event: str, public_url: str,
+                      rules: RuleSet | None = None) -> dict[str, Any]:
     if not target.routing_key:
         raise ValueError(f"target {target.name}: PagerDuty needs a routing_key")
-    base = {"routing_key": target.routing_key, "dedup_key": pagerduty_dedup_key(alert)}
+    # the incident's key replaces it (alerts.incident_payloads): one PagerDuty incident per event
+    base = {"routing_key": target.routing_key, "dedup_key": f"vigil-alert-{alert.id}"}
     if event == "resolve":
         return {**base, "event_action": "resolve"}
     a_url, r_url = alert_url(alert, public_url), report_url(alert, public_url)
+    book = runbook(alert, public_url, rules)
     return {
         **base,
         "event_action": "trigger",
@@ -189,9 +201,11 @@ def pagerduty_payload(alert: Any, target: Target, *, event: str, public_url: str
                 "evidence": _evidence(alert),
                 "alert_url": a_url,
                 "report_url": r_url,
+                "runbook": book,
             },
         },
-        "links": [{"href": a_url, "text": "Vigil alert"}, {"href": r_url, "text": "Drift report"}],
+        "links": [{"href": a_url, "text": "Vigil alert"}, {"href": r_url, "text": "Drift report"}]
+        + ([{"href": book["url"], "text": "Runbook"}] if book["url"] else []),
         "client": "Vigil",
         "client_url": a_url,
     }

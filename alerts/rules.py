@@ -16,6 +16,8 @@ File format (every key optional; unknown keys are errors so a typo never passes 
         kind: prompt
         routes: [chat]        # instead of the severity's route
         cooldown_s: 7200      # instead of VIGIL_ALERT_COOLDOWN_S
+        runbook_url: "https://wiki.example.com/runbooks/prompt-size"   # carried in the payload
+        next_steps: ["check the prompt template rollout", "..."]       # replace the built-in checks
       - match: {rule: "new_cluster*", segment: "tenant=internal"}
         enabled: false        # muted
 
@@ -61,7 +63,9 @@ __all__ = [
 ]
 
 FORMATS = ("generic", "slack", "pagerduty")
-RULE_KEYS = {"name", "match", "severity", "kind", "routes", "cooldown_s", "enabled"}
+RULE_KEYS = {"name", "match", "severity", "kind", "routes", "cooldown_s", "enabled", "runbook_url",
+             "next_steps"}
+MAX_STEPS, MAX_STEP_CHARS = 10, 500
 TARGET_KEYS = {"url", "format", "routing_key", "routing_key_env"}
 TOP_KEYS = {"targets", "routes", "rules"}
 # values quoted in error messages: YAML aliases can nest one list a billion times over
@@ -220,7 +224,18 @@ def _parse_rule(index: int, spec: Any, known: set[str], fail) -> Rule:
     enabled = spec.get("enabled", True)
     if not isinstance(enabled, bool):
         raise fail(f"{where}.enabled", f"expected true or false, got {_show(enabled)}")
-    return Rule(name, Match(**patterns), severity, kind, routes, cooldown, enabled)
+    runbook_url = spec.get("runbook_url")
+    if runbook_url is not None and (not isinstance(runbook_url, str) or len(runbook_url) > 2000
+                                    or not runbook_url.startswith(("http://", "https://"))):
+        raise fail(f"{where}.runbook_url", f"{_show(runbook_url)} is not an http(s) URL")
+    steps = spec.get("next_steps")
+    if steps is not None:
+        if (not isinstance(steps, list) or not 0 < len(steps) <= MAX_STEPS
+                or not all(isinstance(x, str) and 0 < len(x) <= MAX_STEP_CHARS for x in steps)):
+            raise fail(f"{where}.next_steps",
+                       f"expected 1 to {MAX_STEPS} strings of at most {MAX_STEP_CHARS} characters")
+        steps = tuple(steps)
+    return Rule(name, Match(**patterns), severity, kind, routes, cooldown, enabled, runbook_url, steps)
 
 
 def _names(names: Any, known: set[str], where: str, fail) -> tuple[str, ...]:

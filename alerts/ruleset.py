@@ -61,6 +61,8 @@ class Rule:
     routes: tuple[str, ...] | None = None
     cooldown_s: int | None = None
     enabled: bool = True
+    runbook_url: str | None = None  # the operator's runbook, sent instead of the built-in one
+    next_steps: tuple[str, ...] | None = None  # replaces the built-in first checks
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,8 @@ was rolled back (the transactional outbox). The delivery worker sends them after
 
 Resolution follows the one rules table (`vigil.alert_table`): with `resolve_absent=True`
 (default), an open alert of a drift rule whose rule + segment did not fire in this call is
-resolved at once, and its targets get a "resolve" notification (PagerDuty closes the incident).
+resolved at once. Alerts are members of incidents (`alerts.incidents`), which alone notify: a
+trigger when one opens or its severity rises, a resolve when its last member resolves.
 Condition rules (the monitor's own health, engine canaries, the baseline reminder) are raised
 and resolved through `raise_condition` by the code that watches them, or by hand
 (`resolve_alert`). A rule muted in the rules file counts as not firing.
@@ -15,21 +16,18 @@ and resolved through `raise_condition` by the code that watches them, or by hand
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Collection, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select, text
+from sqlalchemy import func, or_, select, text
 from sqlalchemy.orm import Session
 
+from alerts import incidents
 from alerts.dedupe import dedupe_key, plan_firing
-from alerts.grouping import group_triggers
-from alerts.lifecycle import silenced
-from alerts.payloads import build_payload
 from alerts.proposal import ALL_SEGMENTS, SEVERITY_RANK, Proposal, coerce_proposal
-from alerts.rules import RuleSet, Target, load_rules
-from alerts.ruleset import Decision, match_values
+from alerts.rules import RuleSet, load_rules
+from alerts.ruleset import Decision
 from storage.models import Alert, Delivery
 from storage.types import to_utc
 from vigil.alert_table import DRIFT_RULE_NAMES, condition_rule
@@ -46,21 +44,21 @@ def raise_alerts(
     rules: RuleSet | None = None,
     resolve_absent: bool = True,
     resolve_rules: Collection[str] = DRIFT_RULE_NAMES,
+    cause: Mapping[str, Any] | None = None,
 ) -> list[Alert]:
     """Record the proposals as alerts and enqueue their notifications; return the fired alerts.
 
     `proposed`: ProposedAlert-like objects or dicts (severity, rule, kind, segment, summary,
     evidence). All are validated before anything is written (ProposalError names the bad one).
     With `resolve_absent`, open alerts of `resolve_rules` that did not fire are resolved.
-    The caller commits.
+    `cause`: the drift run's cause (`headline`, `order` of dedupe keys, ...), the drift
+    incident's headline. The caller commits.
     """
     now = to_utc(now)
     rules = rules if rules is not None else load_rules(settings)
     proposals = [coerce_proposal(p, i) for i, p in enumerate(proposed)]
     decided = [(p, rules.decide(p, settings.alert_cooldown_s)) for p in proposals]
     fired: list[Alert] = []
-    triggers: list[Delivery] = []  # grouped per (run, rule, target) below
-    notified: dict[int, Alert] = {}
     # muted proposals (decision None) drop out here, and so count as "not firing"
     for proposal, decision in _strongest_per_key([(p, d) for p, d in decided if d is not None]):
         key = dedupe_key(proposal.rule, proposal.segment)
@@ -71,13 +69,7 @@ def raise_alerts(
             .order_by(Alert.id.desc())
             .limit(1)
         ).first()
-        plan = plan_firing(
-            existing,
-            severity=decision.severity,
-            run_id=run_id,
-            now=now,
-            cooldown_s=decision.cooldown_s,
-        )
+        plan = plan_firing(existing, run_id=run_id)
         if plan.create:
             alert = Alert(
                 dedupe_key=key,
@@ -97,16 +89,12 @@ def raise_alerts(
         alert.last_seen = now
         if run_id is not None:
             alert.run_id = run_id
-        session.flush()  # the id goes into payload links
-        if plan.notify and not silenced(existing, decision.severity, now):  # acknowledged/snoozed
-            alert.last_notified = now
-            triggers += enqueue_notification(
-                session, alert, decision.targets, event="trigger", now=now, settings=settings
-            )
-            notified[alert.id] = alert
         fired.append(alert)
+    session.flush()
 
-    group_triggers(session, triggers, notified, settings.public_url)
+    # members never notify on their own: their incident does, once (alerts.incidents)
+    for incident in incidents.attach(session, fired, run_id=run_id, now=now, cause=cause):
+        incidents.notify(session, incident, now=now, settings=settings, rules=rules)
 
     # processed in key order (locks), returned in the order proposed
     position = {dedupe_key(p.rule, p.segment): i for i, p in reversed(list(enumerate(proposals)))}
@@ -119,7 +107,7 @@ def raise_alerts(
         ).all()
         for alert in stale:
             if alert.dedupe_key not in firing:
-                _resolve(session, alert, now=now, settings=settings, rules=rules)
+                resolve_member(session, alert, now=now, settings=settings, rules=rules)
     session.flush()
     return fired
 
@@ -160,7 +148,7 @@ def raise_condition(
         return None
     rules = rules if rules is not None else load_rules(settings)
     for alert in open_alerts:
-        _resolve(session, alert, now=to_utc(now), settings=settings, rules=rules)
+        resolve_member(session, alert, now=to_utc(now), settings=settings, rules=rules)
     session.flush()
     return open_alerts[-1]
 
@@ -179,41 +167,9 @@ def resolve_alert(
         raise LookupError(f"alert {alert_id} does not exist")
     if alert.status == "open":
         rules = rules if rules is not None else load_rules(settings)
-        _resolve(session, alert, now=to_utc(now), settings=settings, rules=rules)
+        resolve_member(session, alert, now=to_utc(now), settings=settings, rules=rules)
         session.flush()
     return alert
-
-
-def enqueue_notification(
-    session: Session,
-    alert: Alert,
-    targets: Iterable[Target],
-    *,
-    event: str,
-    now: datetime,
-    settings: Settings,
-) -> list[Delivery]:
-    """One outbox row per target. The idempotency key names (alert, event, occurrence, target):
-    the same on every retry of this notification, different for the next one."""
-    rows = []
-    for target in targets:
-        digest = hashlib.sha256(f"{target.name}\n{target.url}".encode()).hexdigest()[:12]
-        key = f"vigil-a{alert.id}-{event}-{alert.occurrences}-{digest}"
-        rows.append(
-            Delivery(
-                alert_id=alert.id,
-                target=target.url,
-                format=target.format,
-                idempotency_key=key,
-                payload=build_payload(alert, target, event=event, public_url=settings.public_url),
-                status="pending",
-                attempts=0,
-                next_attempt_at=now,
-                created_at=now,
-            )
-        )
-    session.add_all(rows)
-    return rows
 
 
 def list_alerts(
@@ -239,9 +195,12 @@ def get_alert(session: Session, alert_id: int) -> Alert | None:
 
 
 def deliveries_for_alert(session: Session, alert_id: int) -> list[Delivery]:
-    return list(
-        session.scalars(select(Delivery).where(Delivery.alert_id == alert_id).order_by(Delivery.id))
-    )
+    """The notifications that spoke for the alert: its incident's (and any of its own)."""
+    alert = session.get(Alert, alert_id)
+    spoke = Delivery.alert_id == alert_id
+    if alert is not None and alert.incident_id is not None:
+        spoke = or_(spoke, Delivery.incident_id == alert.incident_id)
+    return list(session.scalars(select(Delivery).where(spoke).order_by(Delivery.id)))
 
 
 def count_open_alerts(session: Session) -> dict[str, int]:
@@ -252,19 +211,12 @@ def count_open_alerts(session: Session) -> dict[str, int]:
     return {severity: count for severity, count in rows}
 
 
-def _resolve(
+def resolve_member(
     session: Session, alert: Alert, *, now: datetime, settings: Settings, rules: RuleSet
 ) -> None:
+    """Resolve a member; its incident resolves (one resolve notification) with its last member."""
     alert.status = "resolved"
-    if alert.last_notified is None:  # nobody was told it opened: nothing to close
-        return
-    rule = rules.rule_for(
-        match_values(
-            rule=alert.rule, kind=alert.kind, segment=alert.segment, evidence=alert.evidence
-        )
-    )
-    targets = rules.targets_for(alert.severity, rule if rule is not None and rule.enabled else None)
-    enqueue_notification(session, alert, targets, event="resolve", now=now, settings=settings)
+    incidents.close_if_done(session, alert.incident_id, now=now, settings=settings, rules=rules)
 
 
 def _lock_key(session: Session, key: str) -> None:

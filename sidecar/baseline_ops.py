@@ -26,6 +26,6 @@ def baseline_ops(settings: Settings, session_factory: sessionmaker[Session]) -> 
         return result.valid, list(result.reasons)
 
     def activate(baseline_id: int, now: datetime) -> None:
-        activate_baseline(session_factory, baseline_id, now=now)
+        activate_baseline(session_factory, baseline_id, now=now, settings=settings)
 
     return BaselineOps(build=build, validate=validate, activate=activate)

@@ -144,8 +144,11 @@ def validate_stored_baseline(
         return ValidateResult(baseline_id, result.valid, list(result.reasons), size)
 
 
-def activate_baseline(session_factory: sessionmaker[Session], baseline_id: int, *, now: datetime) -> None:
-    """validated -> active; the previously active baseline becomes retired (one transaction)."""
+def activate_baseline(session_factory: sessionmaker[Session], baseline_id: int, *, now: datetime,
+                      settings: Settings | None = None) -> None:
+    """validated -> active; the previously active baseline becomes retired (one transaction).
+    With `settings`, the monitor's baseline alerts resolve in that same transaction: drift is
+    measured again from this moment, not from the next hourly window."""
     with session_factory() as session:
         row = get_baseline(session, baseline_id)
         if row is None:
@@ -156,4 +159,10 @@ def activate_baseline(session_factory: sessionmaker[Session], baseline_id: int, 
                 f"activated (run `vigil baseline validate --id {baseline_id}` first)"
             )
         set_baseline_status(session, baseline_id, "active", now=now)
+        if settings is not None:
+            from alerts.service import raise_condition
+            from sidecar.jobs.drift import BASELINE_INVALID, NO_BASELINE
+
+            for rule in (NO_BASELINE, BASELINE_INVALID):
+                raise_condition(session, rule, healthy=True, now=now, settings=settings)
         session.commit()

@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from sidecar import job_stats
 from sidecar.leader import SCHEDULER_LOCK, lease_fence
-from sidecar.watchdog import ScheduledJob, record_job_run
+from sidecar.watchdog import ScheduledJob, record_job_run, record_job_start
 from vigil.config import Settings
 
 log = logging.getLogger("vigil.sidecar.scheduler")
@@ -38,6 +38,7 @@ class JobSpec:
     target: str  # "module:function" taking (settings, session_factory, now)
     interval_setting: str  # the Settings field holding its period in seconds
     aligned: bool = False  # fire just after each multiple of the interval (window boundaries)
+    timeout_s: float = 1800.0  # a run may take this long before the stall watchdog calls it stuck
 
 
 ALIGN_EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
@@ -55,7 +56,7 @@ def trigger_for(spec: JobSpec, seconds: int) -> IntervalTrigger:
 JOBS: tuple[JobSpec, ...] = (
     JobSpec("embed", "sidecar.jobs.embed:run_embed_job", "embed_interval_s"),
     JobSpec("evaluate", "sidecar.jobs.evaluate:run_evaluate_job", "eval_interval_s"),
-    JobSpec("drift", "sidecar.jobs.drift:run_drift_job", "drift_interval_s", aligned=True),
+    JobSpec("drift", "sidecar.jobs.drift:run_drift_job", "drift_interval_s", aligned=True, timeout_s=3600.0),
     JobSpec("retention", "sidecar.jobs.retention:run_retention_job", "retention_interval_s"),
     JobSpec("sequential", "sidecar.jobs.sequential:run_sequential_job", "sequential_interval_s"),
     JobSpec("canary", "sidecar.canary.job:run_canary_job", "canary_interval_s"),
@@ -105,6 +106,7 @@ def run_scheduled(name: str) -> None:
             log.info("job %s skipped: %s is not the leader", name, runtime.holder)
             return
         started = datetime.now(UTC)
+        record_job_start(runtime.session_factory, name, started)
         log.info("job %s started on %s", name, runtime.holder)
         try:
             with lease_fence(SCHEDULER_LOCK, runtime.holder):  # every commit re-checks the lease
@@ -131,7 +133,7 @@ def _tally(name: str, started: datetime, *, ok: bool) -> float:
 def scheduled_jobs(scheduler: BackgroundScheduler, settings: Settings) -> list[ScheduledJob]:
     """The jobs this scheduler holds, with their intervals (what the stall watchdog expects)."""
     held = {job.id for job in scheduler.get_jobs()} if scheduler.running else set()
-    return [ScheduledJob(spec.name, float(getattr(settings, spec.interval_setting)))
+    return [ScheduledJob(spec.name, float(getattr(settings, spec.interval_setting)), spec.timeout_s)
             for spec in JOBS if spec.name in held]
 
 

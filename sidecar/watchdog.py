@@ -9,8 +9,12 @@ its own stall from inside a job):
 - `monitor_scheduler_stalled` (segment `job=<name>`) — on the leader, a scheduled job has not
   finished a run (ok or failed) for Settings.monitor_stall_intervals of its intervals, counted
   from when this replica took the lead at the earliest. Resolved once the job runs again.
+  Jobs run one at a time: while one is running within its own timeout (`JobSpec.timeout_s`,
+  e.g. an embed job working through a backlog) no job counts as stalled — the others wait
+  their turn; past its timeout, the running job is the stalled one.
 
-Jobs record each finished run in `job_cursors` (`record_job_run`, called by the scheduler).
+Jobs record each start and each finished run in `job_cursors` (`record_job_start`,
+`record_job_run`, called by the scheduler).
 """
 
 from __future__ import annotations
@@ -35,22 +39,49 @@ log = logging.getLogger("vigil.sidecar.watchdog")
 LEADER_LOST = "monitor_leader_lost"
 STALLED = "monitor_scheduler_stalled"
 RUN_CURSOR = "job_ran:{}"
+START_CURSOR = "job_started:{}"
+DEFAULT_TIMEOUT_S = 1800.0
 
 
 def record_job_run(session_factory: sessionmaker[Session], name: str, finished: datetime) -> None:
     """Note that job `name` finished a run (never raises: the job's own work is done)."""
+    _mark(session_factory, RUN_CURSOR.format(name), finished)
+
+
+def record_job_start(session_factory: sessionmaker[Session], name: str, started: datetime) -> None:
+    """Note that job `name` started a run (never raises: the run goes ahead regardless)."""
+    _mark(session_factory, START_CURSOR.format(name), started)
+
+
+def _mark(session_factory: sessionmaker[Session], cursor: str, at: datetime) -> None:
     try:
         with session_factory() as session:
-            set_cursor(session, RUN_CURSOR.format(name), to_utc(finished).isoformat(), finished)
+            set_cursor(session, cursor, to_utc(at).isoformat(), at)
             session.commit()
     except Exception as exc:
-        log.warning("could not record the run of job %s: %s: %s", name, type(exc).__name__, exc)
+        log.warning("could not record %s: %s: %s", cursor, type(exc).__name__, exc)
 
 
 @dataclass(frozen=True)
 class ScheduledJob:
     name: str
     interval_s: float
+    timeout_s: float = DEFAULT_TIMEOUT_S  # a run this long is still working, not stalled
+
+
+def _time(session: Session, cursor: str) -> datetime | None:
+    raw = get_cursor(session, cursor)
+    return to_utc(datetime.fromisoformat(raw)) if raw else None
+
+
+def running_within_timeout(session: Session, jobs: list[ScheduledJob], now: datetime) -> str | None:
+    """The job now running (started after its last finish) and still inside its timeout."""
+    for job in jobs:
+        started, finished = _time(session, START_CURSOR.format(job.name)), _time(session, RUN_CURSOR.format(job.name))
+        if started is not None and (finished is None or started > finished) \
+                and to_utc(now) - started <= timedelta(seconds=job.timeout_s):
+            return job.name
+    return None
 
 
 def check_leader(session: Session, settings: Settings, *, lost_at: datetime | None) -> bool:
@@ -75,12 +106,14 @@ def check_jobs(session: Session, settings: Settings, jobs: Iterable[ScheduledJob
                leader_since: datetime, now: datetime) -> list[str]:
     """Raise or resolve `monitor_scheduler_stalled` per job; returns the stalled jobs' names."""
     stalled = []
+    jobs = list(jobs)
+    busy = running_within_timeout(session, jobs, now)
     for job in jobs:
         raw = get_cursor(session, RUN_CURSOR.format(job.name))
         last = max(to_utc(datetime.fromisoformat(raw)), to_utc(leader_since)) if raw else to_utc(leader_since)
         limit = timedelta(seconds=settings.monitor_stall_intervals * job.interval_s)
         late = to_utc(now) - last
-        healthy = late <= limit
+        healthy = late <= limit or busy is not None  # waiting for the running job is not a stall
         if not healthy:
             stalled.append(job.name)
         raise_condition(
@@ -89,7 +122,7 @@ def check_jobs(session: Session, settings: Settings, jobs: Iterable[ScheduledJob
                 f"the {job.name} job has not run for {late.total_seconds() / 60:.0f} min "
                 f"(every {job.interval_s / 60:g} min expected): the scheduler is stalled"),
             evidence={"job": job.name, "last_run": raw, "interval_s": job.interval_s,
-                      "limit_s": limit.total_seconds()},
+                      "limit_s": limit.total_seconds(), "timeout_s": job.timeout_s},
         )  # fmt: skip
     return stalled
 

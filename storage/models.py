@@ -205,12 +205,12 @@ class Alert(Base):
     last_seen: Mapped[datetime] = mapped_column(UTCDateTime())
     last_notified: Mapped[datetime | None] = mapped_column(UTCDateTime())
     occurrences: Mapped[int] = mapped_column(Integer, default=1)
-    # lifecycle (alerts.lifecycle): an acknowledged or snoozed alert is not re-notified while
-    # it stays at `silenced_severity`; each action is also a row in alert_actions
+    # lifecycle (alerts.lifecycle), each action also a row in alert_actions
     acknowledged_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     acknowledged_by: Mapped[str | None] = mapped_column(String(128))
     snoozed_until: Mapped[datetime | None] = mapped_column(UTCDateTime())
     silenced_severity: Mapped[str | None] = mapped_column(String(16))
+    incident_id: Mapped[int | None] = mapped_column(ForeignKey("incidents.id"), index=True)
 
 
 class AlertAction(Base):
@@ -229,12 +229,13 @@ class AlertAction(Base):
 
 
 class Delivery(Base):
-    """The webhook outbox: one row per (alert notification, target)."""
+    """The webhook outbox: one row per (incident notification, target); alert_id: its lead."""
 
     __tablename__ = "deliveries"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     alert_id: Mapped[int] = mapped_column(ForeignKey("alerts.id", ondelete="CASCADE"), index=True)
+    incident_id: Mapped[int | None] = mapped_column(ForeignKey("incidents.id"), index=True)
     target: Mapped[str] = mapped_column(Text)
     format: Mapped[str] = mapped_column(String(16))  # generic|slack|pagerduty
     idempotency_key: Mapped[str] = mapped_column(String(128), unique=True)
@@ -268,8 +269,7 @@ class JobCursor(Base):
 
 
 class CanaryBaseline(Base):
-    """What the engine's canary probes are expected to give (fixed by calibration runs), and the
-    per-probe tolerances calibrated from the engine's own run-to-run and batch noise."""
+    """Expected canary outputs (calibration runs) and per-probe tolerances from measured noise."""
 
     __tablename__ = "canary_baselines"
 
@@ -316,3 +316,4 @@ class CanaryResult(Base):
 
 
 from storage.page_session import PageSession  # noqa: E402,F401  (its table belongs to Base.metadata)
+from storage.incident_model import Incident  # noqa: E402,F401  (own file; registered on Base)

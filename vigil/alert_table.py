@@ -103,7 +103,8 @@ CONDITIONS: dict[str, tuple[tuple[str, str, str], ...]] = {  # kind: (rule id, s
     ),
     "monitoring": (
         ("monitor_window_failed", "high", "a drift window failed or was skipped: not checked"),
-        ("monitor_no_baseline", "high", "no active, valid baseline: drift is not measured"),
+        ("monitor_no_baseline", "review", "no active baseline yet: drift is not measured"),
+        ("monitor_baseline_invalid", "high", "the active baseline is not validated: drift results are untrustworthy"),
         ("monitor_backlog", "moderate", "the embed or eval backlog is older than allowed"),
         ("monitor_dead_letters", "moderate", "alert deliveries were dead-lettered"),
         ("monitor_scheduler_stalled", "high", "the sidecar's jobs have not run on time"),

@@ -33,6 +33,7 @@ from dashboards.report.build import evidently_part, segment_counts, write_run_re
 from sidecar.baselines import load_baseline_with_frame
 from sidecar.cursors import set_cursor
 from sidecar.jobs.coverage import vector_coverage
+from sidecar.jobs.drift_cause import run_cause
 from sidecar.jobs.embed import model_name, run_embed_job
 from sidecar.jobs.windows import CURSOR, drift_cursor, due_windows
 from storage.models import DriftRun
@@ -52,7 +53,8 @@ log = logging.getLogger("vigil.sidecar.drift")
 
 MAX_ATTEMPTS = 3  # claims of one window before the job gives it up (the run becomes `skipped`)
 WINDOW_FAILED = "monitor_window_failed"
-NO_BASELINE = "monitor_no_baseline"
+NO_BASELINE = "monitor_no_baseline"  # none active yet: a reminder (review), not a page
+BASELINE_INVALID = "monitor_baseline_invalid"  # the active one is not validated: a page
 EVAL_TREND_DAYS = 7
 
 
@@ -218,10 +220,11 @@ def run_window(
             sizes = report.segments
             proposed = [replace(a, evidence={**a.evidence, "vectors": partial}) if partial else a
                         for a in report.alerts]
+            cause = run_cause(results, sizes, proposed, frame, base_frame, seed=run_id)
             summary = {"n_current": report.n_current, "baseline_valid": report.baseline_valid,
                        "baseline_reasons": report.baseline_reasons, "timings": report.timings}  # fmt: skip
         else:
-            results, proposed = [], []
+            results, proposed, cause = [], [], None
             sizes = segment_counts(frame, DEFAULT_SEGMENT_BY)
             summary = {"n_current": len(frame), "note": note or "the window holds no samples"}
 
@@ -243,7 +246,7 @@ def run_window(
             insufficient=r["insufficient"], detail=r["detail"]) for r in results])  # fmt: skip
         fired = (
             raise_alerts(session, proposed, run_id=run_id, now=now, settings=settings,
-                         resolve_absent=resolve_absent)
+                         resolve_absent=resolve_absent, cause=cause)
             if baseline else []
         )  # fmt: skip
         path = write_run_report(
@@ -256,6 +259,7 @@ def run_window(
             _report_baseline_health(session, settings, active, baseline, now)
             raise_condition(session, WINDOW_FAILED, healthy=True, now=now, settings=settings)
         summary["alerts"] = [{"id": a.id, "rule": a.rule, "segment": a.segment, "severity": a.severity} for a in fired]
+        summary["cause"] = cause
         summary["drifted"] = sum(1 for r in results if r["drifted"])
         finish_drift_run(session, run_id, num_samples=len(frame), summary=summary, report_path=str(path), now=now)
         if advance_cursor:
@@ -267,13 +271,13 @@ def run_window(
 
 
 def _report_baseline_health(session: Session, settings: Settings, active, baseline, now: datetime) -> None:
-    """Raise the monitoring alert while windows are checked against no active, valid baseline
-    (silence would look like "no drift"); resolve it once there is one."""
-    problem = None
-    if active is None:
-        problem = "no active baseline: build, validate and activate one (vigil baseline ...)"
-    elif baseline is None or not baseline.valid:
-        problem = f"the active baseline #{active.id} is not validated: drift results are not trustworthy"
-    raise_condition(session, NO_BASELINE, healthy=problem is None, now=now, settings=settings,
-                    summary=None if problem is None else f"drift not measured: {problem}",
-                    evidence={"baseline_id": active.id if active else None})
+    """While windows are checked against no active, valid baseline (silence would look like "no
+    drift"): a fresh install without one gets a `review` reminder, an active baseline that is
+    not validated pages. Each resolves once there is one (also at activation, sidecar.baselines)."""
+    invalid = active is not None and (baseline is None or not baseline.valid)
+    raise_condition(session, NO_BASELINE, healthy=active is not None, now=now, settings=settings,
+                    summary="no active baseline yet: drift is not measured; build, validate and activate one "
+                            "on /baselines (or vigil baseline ...)")  # fmt: skip
+    raise_condition(session, BASELINE_INVALID, healthy=not invalid, now=now, settings=settings,
+                    summary=f"drift results are not trustworthy: the active baseline #{active.id if active else '-'} "
+                            "is not validated", evidence={"baseline_id": active.id if active else None})  # fmt: skip

@@ -9,7 +9,7 @@ from alert_helpers import SECRET, FakeClock, Receiver, make_settings
 from sqlalchemy import delete
 
 from storage.db import session_factory
-from storage.models import Alert, Delivery, DriftRun
+from storage.models import Alert, Delivery, DriftRun, Incident
 
 
 @pytest.fixture
@@ -30,6 +30,7 @@ def alerts_db(migrated_db_module) -> str:
     with session_factory(migrated_db_module)() as session, session.begin():
         session.execute(delete(Delivery))
         session.execute(delete(Alert))
+        session.execute(delete(Incident))
         session.execute(delete(DriftRun))
     return migrated_db_module
 

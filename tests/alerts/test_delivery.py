@@ -20,14 +20,13 @@ from storage.models import Delivery
 
 
 def enqueue(sessions, settings, n, now, **kw) -> list[str]:
-    """n alerts (one per segment) → n deliveries per target; returns their idempotency keys.
-    Each alert comes from its own run: one run's alerts of one rule would share a grouped
-    notification (alerts.grouping)."""
+    """n incidents → n deliveries per target; returns their idempotency keys. A condition rule
+    per segment is an incident of its own (drift alerts would all join one drift incident)."""
     with sessions() as s, s.begin():
         for i in range(n):
             run_id = make_run(s, now + timedelta(seconds=i))
-            raise_alerts(s, [proposal(segment=f"tenant={i}")], run_id=run_id, now=now, settings=settings,
-                         **{"resolve_absent": False, **kw})
+            raise_alerts(s, [proposal(rule="monitor_backlog", kind="monitoring", segment=f"tenant={i}")],
+                         run_id=run_id, now=now, settings=settings, **{"resolve_absent": False, **kw})
     return [d.idempotency_key for d in rows(sessions)]
 
 

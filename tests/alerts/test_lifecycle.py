@@ -27,7 +27,8 @@ def fire(sessions, settings, now, severity="moderate") -> int:
 def triggers(sessions, alert_id) -> int:
     with sessions() as s:
         return s.scalar(select(func.count()).select_from(Delivery).where(
-            Delivery.alert_id == alert_id, Delivery.idempotency_key.contains("-trigger-")))
+            Delivery.incident_id == s.get(Alert, alert_id).incident_id,
+            Delivery.idempotency_key.contains("-trigger-")))
 
 
 def test_acknowledged_alert_stays_quiet_until_its_severity_changes(sessions, alerts_db):
@@ -36,7 +37,7 @@ def test_acknowledged_alert_stays_quiet_until_its_severity_changes(sessions, ale
     assert triggers(sessions, alert_id) == 1
     with sessions() as s, s.begin():
         acknowledge(s, alert_id, actor="alice", now=T0 + timedelta(minutes=5), note="looking")
-    # past the cooldown, same severity: no new notification (it would be re-sent without the ack)
+    # same severity: no new notification
     assert fire(sessions, settings, T0 + 2 * HOUR) == alert_id
     assert fire(sessions, settings, T0 + 4 * HOUR) == alert_id
     assert triggers(sessions, alert_id) == 1
@@ -56,9 +57,11 @@ def test_snooze_silences_until_its_end(sessions, alerts_db):
     alert_id = fire(sessions, settings, T0)
     with sessions() as s, s.begin():
         snooze(s, alert_id, actor="bob", until=T0 + 5 * HOUR, now=T0)
-    fire(sessions, settings, T0 + 2 * HOUR)
+    fire(sessions, settings, T0 + 2 * HOUR, severity="high")  # a rise inside the snooze: quiet
     assert triggers(sessions, alert_id) == 1
-    fire(sessions, settings, T0 + 6 * HOUR)  # snooze over, cooldown elapsed
+    fire(sessions, settings, T0 + 6 * HOUR, severity="high")  # snooze over: the rise is told
+    assert triggers(sessions, alert_id) == 2
+    fire(sessions, settings, T0 + 8 * HOUR, severity="high")  # same severity: never re-sent
     assert triggers(sessions, alert_id) == 2
     with sessions() as s:
         (action,) = actions(s, alert_id)
@@ -99,6 +102,6 @@ def test_silenced_rules():
         silenced_severity = "high"
 
     assert silenced(A, "high", T0) and not silenced(A, "high", T0 + HOUR)
-    assert not silenced(A, "critical", T0) and not silenced(None, "high", T0)
+    assert silenced(A, "critical", T0) and not silenced(None, "high", T0)  # a snooze holds a rise too
     A.acknowledged_at = T0
-    assert silenced(A, "high", T0 + 10 * HOUR) and not silenced(A, "moderate", T0)
+    assert silenced(A, "high", T0 + 10 * HOUR) and not silenced(A, "moderate", T0 + HOUR)

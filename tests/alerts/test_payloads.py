@@ -127,12 +127,13 @@ def test_slack_payload_blocks_escape_and_link():
     assert body["text"].startswith("[HIGH] ") and len(body["text"]) <= 3000
     assert body["text"].endswith("<https://vigil.example.com:8443/alerts/42|Open alert>")
     types = [block["type"] for block in body["blocks"]]
-    assert types == ["header", "section", "section", "actions"]
+    assert types == ["header", "section", "section", "section", "actions"]
     header = body["blocks"][0]["text"]
     assert header["type"] == "plain_text" and len(header["text"]) <= 150
     section = body["blocks"][1]["text"]["text"]
     assert section.startswith("latency &lt;p95&gt; &amp; friends") and len(section) <= 3000
-    buttons = body["blocks"][3]["elements"]
+    assert body["blocks"][3]["text"]["text"].startswith("*What to check*\n1. ")  # the runbook
+    buttons = body["blocks"][4]["elements"]
     assert [b["url"] for b in buttons] == [
         "https://vigil.example.com:8443/alerts/42",
         "https://vigil.example.com:8443/reports/9",

@@ -51,8 +51,8 @@ def test_new_alert_enqueues_one_delivery_per_routed_target(sessions, alerts_db):
     assert rows[0].payload["alert"]["report_url"] == f"http://vigil.test:8001/reports/{run_id}"
 
 
-def test_dedupe_updates_the_open_alert_and_cooldown_holds_notifications(sessions, alerts_db):
-    settings = make_settings(alerts_db, ["http://127.0.0.1:9/a"], alert_cooldown_s=3600)
+def test_dedupe_updates_the_open_alert_and_its_incident_is_told_once(sessions, alerts_db):
+    settings = make_settings(alerts_db, ["http://127.0.0.1:9/a"], alert_cooldown_s=0)
     first, _ = _raise(sessions, settings, [proposal(statistic=0.4)], T0)
     # an hour-ly drift job fires again 30 min later: same alert, one more occurrence, no message
     again, run2 = _raise(sessions, settings, [proposal(statistic=0.5)], T0 + timedelta(minutes=30))
@@ -62,12 +62,16 @@ def test_dedupe_updates_the_open_alert_and_cooldown_holds_notifications(sessions
         alert = s.get(Alert, first[0][0])
         assert alert.evidence["statistic"] == 0.5 and alert.run_id == run2
         assert alert.last_seen == T0 + timedelta(minutes=30) and alert.last_notified == T0
-    # past the cooldown: notified again, under a new idempotency key
-    later, _ = _raise(sessions, settings, [proposal(statistic=0.6)], T0 + timedelta(minutes=61))
+    # hours later, same severity: still one notification (re-sent only on a rise or the resolve)
+    later, _ = _raise(sessions, settings, [proposal(statistic=0.6)], T0 + timedelta(hours=5))
     assert later[0][:2] == (first[0][0], 3)
     with sessions() as s:
+        assert len(deliveries_for_alert(s, first[0][0])) == 1
+    # a rise is told at once, under a new idempotency key
+    _raise(sessions, settings, [proposal(statistic=0.9, severity="high")], T0 + timedelta(hours=6))
+    with sessions() as s:
         keys = [d.idempotency_key for d in deliveries_for_alert(s, first[0][0])]
-        assert s.get(Alert, first[0][0]).last_notified == T0 + timedelta(minutes=61)
+        assert s.get(Alert, first[0][0]).last_notified == T0 + timedelta(hours=6)
     assert len(keys) == 2 and len(set(keys)) == 2
 
 
@@ -87,7 +91,7 @@ def test_other_segment_or_rule_is_another_alert(sessions, alerts_db):
     assert _count(sessions, Delivery) == 0  # no targets configured: recorded, not sent
 
 
-def test_escalation_notifies_at_once_despite_cooldown(sessions, alerts_db):
+def test_escalation_notifies_at_once(sessions, alerts_db):
     settings = make_settings(alerts_db, ["http://127.0.0.1:9/a"])
     _raise(sessions, settings, [proposal(rule="eval_drop", kind="eval", severity="high")], T0)
     fired, _ = _raise(
@@ -98,7 +102,7 @@ def test_escalation_notifies_at_once_despite_cooldown(sessions, alerts_db):
     )
     assert fired[0][2] == "critical"
     assert _count(sessions, Delivery) == 2
-    # and back down: recorded, but no new message inside the cooldown
+    # and back down: recorded, no new message
     _raise(
         sessions,
         settings,

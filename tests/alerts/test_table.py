@@ -34,7 +34,8 @@ def test_drift_and_alerts_read_the_same_table():
     "name, severity, kind",
     [
         ("monitor_window_failed", "high", "monitoring"),
-        ("monitor_no_baseline", "high", "monitoring"),
+        ("monitor_no_baseline", "review", "monitoring"),
+        ("monitor_baseline_invalid", "high", "monitoring"),
         ("monitor_backlog", "moderate", "monitoring"),
         ("monitor_dead_letters", "moderate", "monitoring"),
         ("monitor_scheduler_stalled", "high", "monitoring"),

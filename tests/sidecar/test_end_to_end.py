@@ -84,15 +84,18 @@ def test_pipeline_delivers_signed_alerts_and_a_report(migrated_db, make_settings
         # a second run over the same time does nothing: the window is done, the cursor moved
         assert run_drift_job(settings, factory, datetime.now(UTC)).windows == []
 
-        expected = len({a.rule for a in alerts})  # one run's segments of a rule share a notification
+        expected = 1  # the run's alerts are one incident: one notification
+        assert {a.incident_id for a in alerts} == {alerts[0].incident_id}
         worker = DeliveryWorker(factory, settings=settings).start()
         try:
             deadline = time.monotonic() + 30
             while len(receiver.received) < expected and time.monotonic() < deadline:
                 time.sleep(0.1)
+            time.sleep(0.5)  # nothing more may arrive
         finally:
             worker.stop()
         assert len(receiver.received) == expected
+        assert json.loads(receiver.received[0][2])["incident"]["size"] == len(alerts)
         keys = set()
         for _path, headers, raw in receiver.received:
             verify(raw, headers, SECRET)  # raises SignatureError if forged or stale

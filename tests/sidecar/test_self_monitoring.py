@@ -24,6 +24,7 @@ from sidecar.watchdog import (
     check_jobs,
     check_leader,
     record_job_run,
+    record_job_start,
 )
 from storage.db import session_factory
 from storage.models import Alert, JobLock
@@ -112,8 +113,8 @@ def test_dead_letters_alert_until_a_delivery_succeeds(migrated_db, make_settings
     assert len(_open(factory, DEAD_LETTERS)) == 1
     status["code"] = 200
     with factory() as s:  # a fresh notification, now deliverable
-        raise_alerts(s, [{"severity": "high", "rule": "token_psi", "kind": "prompt", "segment": "*",
-                          "summary": "tokens", "evidence": {}}], run_id=None, now=NOW, settings=settings)
+        raise_alerts(s, [{"severity": "high", "rule": "monitor_backlog", "kind": "monitoring", "segment": "embed",
+                          "summary": "behind", "evidence": {}}], run_id=None, now=NOW, settings=settings)
         s.commit()
     assert worker.run_once().delivered >= 1
     assert _open(factory, DEAD_LETTERS) == {}
@@ -133,6 +134,26 @@ def test_stalled_jobs_alert_per_job_and_resolve_when_they_run(migrated_db, make_
         assert check_jobs(s, settings, jobs, leader_since=NOW - timedelta(minutes=5), now=NOW) == []
         s.commit()
     assert _open(factory, STALLED) == {}
+
+
+def test_no_stall_while_a_job_runs_within_its_own_timeout(migrated_db, make_settings):
+    """An embed job working through a backlog for 95 s with a 15 s interval is not a stall, nor
+    are the jobs queued behind it; past its own timeout it is."""
+    settings = make_settings(migrated_db, monitor_stall_intervals=3)
+    factory = session_factory(migrated_db)
+    jobs = [ScheduledJob("embed", 15.0, timeout_s=600.0), ScheduledJob("evaluate", 15.0)]
+    for job in jobs:
+        record_job_run(factory, job.name, NOW - timedelta(seconds=100))
+    record_job_start(factory, "embed", NOW - timedelta(seconds=95))
+    with factory() as s:
+        assert check_jobs(s, settings, jobs, leader_since=NOW - timedelta(hours=1), now=NOW) == []
+        s.commit()
+    assert _open(factory, STALLED) == {}
+    later = NOW + timedelta(seconds=600)  # the embed run is now past its own timeout
+    with factory() as s:
+        assert check_jobs(s, settings, jobs, leader_since=NOW - timedelta(hours=1), now=later) == [
+            "embed", "evaluate"]
+        s.commit()
 
 
 def test_lost_leader_alerts_until_a_replica_holds_the_lease(migrated_db, make_settings):

@@ -74,5 +74,5 @@ def prepare(settings, factory, judge_url: str | None, *, n_baseline=240, n_drift
     built = build_baseline_from_window(settings, factory, base_start, base_end, name="test", now=now)
     checked = validate_stored_baseline(settings, factory, built.baseline_id, now=now)
     assert checked.valid, checked.reasons
-    activate_baseline(factory, built.baseline_id, now=now)
+    activate_baseline(factory, built.baseline_id, now=now, settings=settings)
     return World((start, end), built.baseline_id, baseline_records, drift_records, judged)

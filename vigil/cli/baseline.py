@@ -57,7 +57,7 @@ def baseline_command(args) -> int:
                 print(f"  - {reason}", file=sys.stderr)
             return 1
         if args.action == "activate":
-            activate_baseline(factory, args.id, now=now)
+            activate_baseline(factory, args.id, now=now, settings=settings)
             print(f"baseline {args.id} is now active (the previous active one is retired)")
             return 0
         with factory() as session:
