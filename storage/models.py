@@ -315,5 +315,5 @@ class CanaryResult(Base):
     __table_args__ = (UniqueConstraint("run_id", "probe", name="uq_canary_result_probe"),)
 
 
-from storage.page_session import PageSession  # noqa: E402,F401  (its table belongs to Base.metadata)
 from storage.incident_model import Incident  # noqa: E402,F401  (own file; registered on Base)
+from storage.page_session import PageSession  # noqa: E402,F401  (its table belongs to Base.metadata)
