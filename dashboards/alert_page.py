@@ -16,8 +16,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from alerts.lifecycle import actions
+from alerts.runbooks import runbook
 from dashboards.alert_lead import lead_row, lead_sentence, own_rows, table_rows
-from storage.models import Alert, Delivery, DriftResult, DriftRun, Embedding
+from storage.models import Alert, Delivery, DriftResult, DriftRun, Embedding, Incident
 from storage.repositories.samples import fetch_window
 from storage.types import to_utc
 
@@ -68,7 +69,9 @@ def alert_context(session: Session, alert_id: int, now: datetime, range_: str = 
     mine = [r for r in results if r.segment == row.segment] or results  # the alert's segment's clusters
     examples = example_prompts(session, run, mine) if run is not None and row.kind in ("prompt", "response",
                                                                                      "persona") else []
-    deliveries = list(session.scalars(select(Delivery).where(Delivery.alert_id == alert_id).order_by(Delivery.id)))
+    # the notifications that spoke for it: its incident's (members never notify on their own)
+    spoke = (Delivery.incident_id == row.incident_id) if row.incident_id is not None else (Delivery.alert_id == alert_id)
+    deliveries = list(session.scalars(select(Delivery).where(spoke).order_by(Delivery.id)))
     timeline = [{"at": to_utc(row.first_seen), "what": f"opened ({row.severity})", "who": "vigil", "note": ""}]
     timeline += [{"at": to_utc(a.at), "what": a.action + (f" until {to_utc(a.until):%Y-%m-%d %H:%M} UTC" if a.until else ""),
                   "who": a.actor, "note": a.note or ""} for a in actions(session, alert_id)]
@@ -80,5 +83,6 @@ def alert_context(session: Session, alert_id: int, now: datetime, range_: str = 
     return {"alert": row, "run": run, "window": window, "has_report": has_report, "results": table,
             "left_out": left_out, "range": range_,
             "lead": lead, "chart": chart, "examples": examples, "deliveries": deliveries,
-            "timeline": timeline, "snoozed": snoozed,
+            "timeline": timeline, "snoozed": snoozed, "runbook": runbook(row, ""),
+            "incident": session.get(Incident, row.incident_id) if row.incident_id is not None else None,
             "evidence": json.dumps(row.evidence or {}, indent=2, sort_keys=True, default=str)}

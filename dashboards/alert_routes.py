@@ -29,7 +29,7 @@ FORM_WORDS = {"acknowledge": "acknowledging", "snooze": "snoozing", "resolve": "
 MAX_BODY = 16_384
 
 
-async def _fields(request: Request) -> dict[str, Any]:
+async def read_fields(request: Request) -> dict[str, Any]:
     raw = await request.body()
     if len(raw) > MAX_BODY:
         raise HTTPException(413, "action body too large")
@@ -44,7 +44,7 @@ async def _fields(request: Request) -> dict[str, Any]:
     return {k: v[0] for k, v in parse_qs(raw.decode("utf-8", "replace"), max_num_fields=8).items()}
 
 
-def _until(fields: dict[str, Any], now: datetime) -> datetime:
+def snooze_end(fields: dict[str, Any], now: datetime) -> datetime:
     """A snooze end from `until` (ISO 8601) or `hours`."""
     if fields.get("until"):
         try:
@@ -81,7 +81,7 @@ def build_alert_router(settings: Settings, session_factory: sessionmaker[Session
                 if action == "acknowledge":
                     alert = acknowledge(session, alert_id, actor=actor, now=now, note=note)
                 elif action == "snooze":
-                    alert = snooze(session, alert_id, actor=actor, until=_until(fields, now), now=now, note=note)
+                    alert = snooze(session, alert_id, actor=actor, until=snooze_end(fields, now), now=now, note=note)
                 else:
                     alert = resolve(session, alert_id, actor=actor, now=now, settings=settings, note=note)
             except LookupError as exc:
@@ -112,7 +112,7 @@ def build_alert_router(settings: Settings, session_factory: sessionmaker[Session
         if not getattr(principal, "admin", False):
             return refused(what, principal, f"/alerts/{alert_id}")
         try:
-            act(alert_id, action, await _fields(request), _actor(principal))
+            act(alert_id, action, await read_fields(request), _actor(principal))
         except HTTPException as exc:
             return refused(what, principal, f"/alerts/{alert_id}", status=exc.status_code, why=str(exc.detail))
         return RedirectResponse(f"/alerts/{alert_id}", status_code=303)
@@ -120,6 +120,6 @@ def build_alert_router(settings: Settings, session_factory: sessionmaker[Session
     @router.post("/api/v1/alerts/{alert_id}/{action}")
     async def api_action(alert_id: RowId, action: str, request: Request,
                          principal: Any = Depends(admin)) -> JSONResponse:
-        return JSONResponse(act(alert_id, action, await _fields(request), _actor(principal)))
+        return JSONResponse(act(alert_id, action, await read_fields(request), _actor(principal)))
 
     return router

@@ -13,7 +13,6 @@ from datetime import UTC, datetime, timedelta
 
 import httpx
 from sidecar_servers import WebhookReceiver
-from vigil.demo_traffic import drift_event, steady
 
 from alerts.delivery import deliver_due
 from alerts.signing import verify
@@ -26,6 +25,7 @@ from sidecar.jobs.drift import run_drift_job, run_window
 from sidecar.jobs.embed import run_embed_job
 from storage.db import session_factory
 from storage.repositories.samples import insert_samples
+from vigil.devtools.demo_traffic import drift_event, steady
 
 SECRET = "demo-incident-webhook-secret-0123"
 MONITOR_KINDS = {"monitoring", "operational"}
