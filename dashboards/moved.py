@@ -9,9 +9,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from dashboards.alert_lead import Row, as_row, ratio
-
-MIN_SAMPLES = 30
-MIN_SHARE = 0.05
+from drift.ranking import FLOOR_N as MIN_SAMPLES
+from drift.ranking import FLOOR_SHARE as MIN_SHARE  # one floor: the incident's ranking's
 
 
 def share_of_window(row: Row, window_samples: int | None) -> float | None:

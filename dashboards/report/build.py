@@ -147,10 +147,12 @@ def write_run_report(
     evidently: EvidentlyPart | tuple[str | None, str | None],
     note: str | None = None,
     eval_frame: pd.DataFrame | None = None,
+    incident: dict[str, Any] | None = None,
 ) -> Path:
     """Render the run's report (Vigil's sections on top of `evidently_part`'s page) and write
     it; returns the path. `eval_frame`: the trailing days of eval scores the eval trend tested
-    (the drift job's), drawn as the trend; without it, the window's own scores are drawn."""
+    (the drift job's), drawn as the trend; without it, the window's own scores are drawn.
+    `incident` (id, headline, url): the run's incident, whose headline the report leads with."""
     base_frame = baseline_frame if baseline_frame is not None else pd.DataFrame()
     scores = eval_frame if eval_frame is not None and len(eval_frame) else frame
     counts = {label: s.get("n_current", 0) for label, s in segment_sizes.items()}
@@ -170,6 +172,7 @@ def write_run_report(
         public_url=public_url, note=note,
         pictures=report_pictures(results, base_frame, frame) if len(frame) else [],
         eval_pictures=eval_trend_pictures(base_frame, scores, results, to_utc(window[1])),
+        incident=incident,
     )  # fmt: skip
     html, why, verdict = EvidentlyPart(*evidently)
     page = render_report(ctx, html, why, verdict)

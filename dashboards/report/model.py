@@ -70,6 +70,7 @@ class ReportContext:
     note: str | None = None  # e.g. "no active baseline"
     pictures: list[Any] = field(default_factory=list)  # report.pictures.Picture: inline SVGs
     eval_pictures: list[Any] = field(default_factory=list)  # the eval-score trend, one per evaluator
+    incident: dict[str, Any] | None = None  # id, headline, url: what the report leads with
 
 
 def segment_rows(results: list[dict[str, Any]], counts: dict[str, int]) -> list[SegmentRow]:

@@ -33,7 +33,7 @@ from dashboards.report.build import evidently_part, segment_counts, write_run_re
 from sidecar.baselines import load_baseline_with_frame
 from sidecar.cursors import set_cursor
 from sidecar.jobs.coverage import vector_coverage
-from sidecar.jobs.drift_cause import run_cause
+from sidecar.jobs.drift_cause import incident_view, run_cause
 from sidecar.jobs.embed import model_name, run_embed_job
 from sidecar.jobs.windows import CURSOR, drift_cursor, due_windows
 from storage.models import DriftRun
@@ -254,6 +254,7 @@ def run_window(
             baseline_frame=base_frame, results=results, segment_sizes=sizes, alerts=fired,
             report_dir=settings.report_dir, public_url=settings.public_url,
             evidently=evidently, note=note, eval_frame=evals,
+            incident=incident_view(session, fired, settings.public_url),
         )  # fmt: skip
         if resolve_absent:  # the scheduled job: report on the monitor's own health
             _report_baseline_health(session, settings, active, baseline, now)

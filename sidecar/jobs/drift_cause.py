@@ -8,6 +8,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
+from sqlalchemy.orm import Session
+
+from storage.models import Incident
 
 log = logging.getLogger("vigil.sidecar.drift")
 
@@ -33,3 +36,13 @@ def run_cause(results: list[dict[str, Any]], sizes: dict[str, dict[str, int]], p
     except Exception:  # the headline is help, not the alert: never fail the window on it
         log.exception("drift run cause could not be built; the incident keeps its lead alert's summary")
         return None
+
+
+def incident_view(session: Session, fired: Sequence[Any], public_url: str) -> dict[str, Any] | None:
+    """The incident the run's alerts joined, as the report shows it (id, headline, url)."""
+    ids = [a.incident_id for a in fired if getattr(a, "incident_id", None) is not None]
+    incident = session.get(Incident, ids[0]) if ids else None
+    if incident is None:
+        return None
+    return {"id": incident.id, "headline": incident.headline,
+            "url": f"{public_url.rstrip('/')}/incidents/{incident.id}"}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import httpx
 from sidecar_servers import WebhookReceiver
@@ -96,6 +97,8 @@ def test_demo_event_is_one_incident_that_says_what_changed(migrated_db, make_set
     topics = " ".join(t["name"] for t in incident["cause"]["topics"]).lower().split()
     assert len(set(topics) & EVENT_WORDS) >= 3, incident["cause"]["topics"]
     assert incident["size"] == len(outcome.alerts)
+    report = Path(outcome.report_path).read_text()  # the hourly report leads with the headline
+    assert report.index(headline) < report.index("Alerts raised")
 
     # every target: one drift trigger; PagerDuty's carries the incident's one dedup key
     pd = [b for b in triggers["/pd"] if b["payload"]["class"] not in MONITOR_KINDS]

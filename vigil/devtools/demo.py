@@ -171,12 +171,16 @@ def demo_command(args) -> int:
             lead = found.group(1) if found else ""
         alerts = drift_alerts(receiver.received)
         alert = alerts[0]
+        incident = next((r["body"]["incident"] for r in receiver.received
+                         if r["body"].get("alert") is alert and r["body"].get("incident")), {})
         summary = {"dashboard": f"{sidecar}/", "dashboard_says": " ".join(re.sub(r"<[^>]+>", "", lead).split()),
-                   "alert": alert.get("url"), "summary": alert.get("summary"),
-                   "drift_rules": sorted({a["rule"] for a in alerts}), "report": report.stdout.strip(),
+                   "headline": incident.get("headline"), "incident": incident.get("url"),
+                   "drift_notifications": len(alerts), "alert": alert.get("url"), "summary": alert.get("summary"),
+                   "drift_rules": sorted({m["rule"] for m in incident.get("members", [])} or {a["rule"] for a in alerts}),
+                   "report": report.stdout.strip(),
                    "deliveries": len(receiver.received), "verified": sum(r["verified"] for r in receiver.received),
                    "seconds": round(time.monotonic() - started, 1), "api_key": API_KEY, "admin_key": ADMIN_KEY}
-        _say("an alert fired and reached the webhook, signed:")
+        _say("one incident reached the webhook, signed:")
         print(json.dumps(summary, indent=2), flush=True)
         if not quick:
             _say(f"open {sidecar}/ (log in with {API_KEY}); Ctrl-C stops the demo")
