@@ -68,21 +68,23 @@ class Exchange:
             answer_id = answer_id or _str(payload.get("id"))
             if isinstance(payload.get("usage"), dict):
                 usage = payload["usage"]
-            for raw in payload.get("choices") or ():
+            for raw in _list(payload.get("choices")):
                 if isinstance(raw, dict):
-                    _fold(choices.setdefault(int(raw.get("index") or 0), _Choice()), raw, at)
+                    index = raw.get("index")
+                    index = index if _is_int(index) and 0 <= index < 1024 else 0
+                    _fold(choices.setdefault(index, _Choice()), raw, at)
         prompt = _prompt_text(request)
         end = self.times[-1] if self.times else self.started
         out = []
         for index, choice in sorted(choices.items()):
             completion = usage.get("completion_tokens") if len(choices) == 1 else None
-            n_out = completion if isinstance(completion, int) else choice.events
+            n_out = completion if _is_int(completion) else choice.events
             tpot = None
             if n_out > 1 and choice.first is not None and choice.last is not None:
                 tpot = (choice.last - choice.first) * 1000.0 / (n_out - 1)
             stats = RequestStats(
                 prompt=prompt, response="".join(choice.text),
-                prompt_tokens=usage.get("prompt_tokens") if isinstance(usage.get("prompt_tokens"), int) else None,
+                prompt_tokens=usage.get("prompt_tokens") if _is_int(usage.get("prompt_tokens")) else None,
                 completion_tokens=n_out, finish_reason=choice.finish_reason, queue_ms=None,
                 ttft_ms=(choice.first - self.started) * 1000.0 if choice.first is not None else None,
                 tpot_ms=tpot, latency_ms=(end - self.started) * 1000.0,
@@ -119,6 +121,14 @@ class Exchange:
                         yield payload, at
 
 
+def _list(value: Any) -> list:
+    return value if isinstance(value, list) else []
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
@@ -128,8 +138,9 @@ def _fold(choice: _Choice, raw: dict, at: float | None) -> None:
     piece = None
     if isinstance(delta, dict):
         piece = delta.get("content")
-        for call in delta.get("tool_calls") or ():
-            name = (call.get("function") or {}).get("name") if isinstance(call, dict) else None
+        for call in _list(delta.get("tool_calls")):
+            function = call.get("function") if isinstance(call, dict) else None
+            name = function.get("name") if isinstance(function, dict) else None
             if isinstance(name, str) and name:
                 choice.tools.append(name)
     elif isinstance(raw.get("text"), str):
@@ -147,8 +158,9 @@ def _fold(choice: _Choice, raw: dict, at: float | None) -> None:
         if isinstance(logprobs.get("content"), list):  # chat
             values = [t.get("logprob") for t in logprobs["content"] if isinstance(t, dict)]
         else:  # completions
-            values = logprobs.get("token_logprobs") or []
-        choice.logprobs += [float(v) for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+            values = _list(logprobs.get("token_logprobs"))
+        choice.logprobs += [float(v) for v in values
+                            if isinstance(v, int | float) and not isinstance(v, bool) and -1e4 <= v <= 0]
 
 
 def _prompt_text(request: dict) -> str:
