@@ -21,6 +21,7 @@ from dashboards.report.model import (
     ReportContext,
     segment_rows,
     truncate,
+    unsent_fields,
 )
 from dashboards.report.pictures import report_pictures
 from dashboards.report.preamble import shared_preambles, strip_preamble
@@ -172,7 +173,7 @@ def write_run_report(
         public_url=public_url, note=note,
         pictures=report_pictures(results, base_frame, frame) if len(frame) else [],
         eval_pictures=eval_trend_pictures(base_frame, scores, results, to_utc(window[1])),
-        incident=incident,
+        incident=incident, unsent=unsent_fields(frame),
     )  # fmt: skip
     html, why, verdict = EvidentlyPart(*evidently)
     page = render_report(ctx, html, why, verdict)

@@ -93,3 +93,25 @@ def test_evidently_section_says_what_its_verdict_counts(tmp_path):
     note = path.read_text().split('id="evidently-note">')[1].split("</p>")[0]
     assert f"Here {expected} of {len(NUMERIC_FEATURES)}" in note and "at least 50 % of them drift" in note
     assert "It is not Vigil's verdict" in note
+
+
+def test_the_report_says_which_fields_no_sample_of_the_window_sent(tmp_path):
+    """A window fed by OTLP spans (no log-probabilities) or vLLM's spans (no text either): the
+    report names what was not sent and the tests that had nothing to judge."""
+    current = frame(5, n=30)
+    current["mean_logprob"] = np.nan
+    current["mean_entropy"] = None
+    current["response"] = "an answer"
+    current.loc[3, "ttft_ms"] = np.nan  # one missing value is not "not sent"
+    path = build.write_run_report(
+        run_id=12, window=(datetime(2026, 11, 29, 10, tzinfo=UTC), datetime(2026, 11, 29, 11, tzinfo=UTC)),
+        now=datetime.now(UTC), frame=current, baseline_row=None, baseline_frame=frame(6, n=30), results=[],
+        segment_sizes={"*": {"n_current": 30}}, alerts=[], report_dir=tmp_path, public_url="http://x",
+        evidently=(None, "skipped"))  # fmt: skip
+    note = path.read_text().split('id="unsent">')[1].split("</p>")[0]
+    assert "mean_logprob (log-probability)" in note and "mean_entropy (entropy)" in note
+    assert "ttft_ms" not in note and "prompt" not in note and "response" not in note
+    full = frame(7, n=30)
+    full["response"] = "x"
+    full["mean_logprob"], full["mean_entropy"] = -0.5, 1.0
+    assert build.unsent_fields(full) == []
