@@ -1,39 +1,37 @@
-"""What moved in a run, worst first — weighed so a handful of requests cannot lead: a result
-from fewer than MIN_SAMPLES samples or under MIN_SHARE of the window ranks after every result
-above that floor, whatever its ratio to its threshold (it still leads when it is all there is)."""
+"""What moved in a run, in the order drift.ranking leads with: effect weighed by the traffic
+behind it, and a floor — a result from under FLOOR_N samples or FLOOR_SHARE of the window ranks
+after every result above it, whatever its ratio to its threshold (it leads only when it is all
+there is). The incident's cause ranks with the same function, so the overview and the incident
+name the same worst signal."""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from dashboards.alert_lead import Row, as_row, ratio
-from drift.ranking import FLOOR_N as MIN_SAMPLES
-from drift.ranking import FLOOR_SHARE as MIN_SHARE  # one floor: the incident's ranking's
+from dashboards.alert_lead import Row, as_row
+from drift import ranking
 
 
-def share_of_window(row: Row, window_samples: int | None) -> float | None:
-    if row.samples is None or not window_samples:
-        return None
-    return row.samples / window_samples
+@dataclass(frozen=True)
+class Moved:
+    row: Row
+    share: float  # of the window, held by the rows behind the result
+    samples: int
+    above_floor: bool
 
 
-def above_floor(row: Row, window_samples: int | None) -> bool:
-    """Enough samples behind the result; a result that does not say how many counts as enough."""
-    if row.samples is None:
-        return True
-    share = share_of_window(row, window_samples)
-    return row.samples >= MIN_SAMPLES and (share is None or share >= MIN_SHARE)
-
-
-def rank_moved(results: Sequence[Any], window_samples: int | None) -> list[Row]:
-    """The drifted, sufficient results, those above the floor first, each part by ×threshold."""
+def rank_moved(results: Sequence[Any], window_samples: int | None,
+               sizes: Mapping[str, Mapping[str, int]] | None = None) -> list[Moved]:
+    """The drifted, sufficient results, leading first. `sizes`: the run's segment sizes
+    (label -> {"n_current"}), when the run kept them; the window alone otherwise."""
     rows = [as_row(r) for r in results]
-    moved = [r for r in rows if r.drifted and not r.insufficient]
-    # stable: equals keep the run's order
-    return sorted(moved, key=lambda r: (not above_floor(r, window_samples), -_finite(ratio(r))))
-
-
-def _finite(x: float) -> float:
-    return x if math.isfinite(x) else 0.0
+    known = dict(sizes or {})
+    if window_samples:
+        known.setdefault("*", {"n_current": window_samples})
+    dicts = [{"test": r.test, "feature": r.feature, "segment": r.segment, "statistic": r.statistic,
+              "p_value": r.p_value, "threshold": r.threshold, "drifted": r.drifted,
+              "insufficient": r.insufficient, "detail": r.detail or {}} for r in rows]
+    return [Moved(rows[x.index], x.share, x.n, x.above_floor)
+            for x in ranking.rank(dicts, known, window_samples or None)]

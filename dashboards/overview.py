@@ -11,9 +11,9 @@ from sqlalchemy.orm import Session
 
 from dashboards.alert_lead import ratio
 from dashboards.charts import direction_of
-from dashboards.moved import above_floor, rank_moved, share_of_window
+from dashboards.moved import rank_moved
 from dashboards.segment_page import segment_href
-from storage.models import Alert, DriftResult
+from storage.models import Alert, DriftResult, DriftRun
 from storage.repositories.baselines import get_active_baseline
 from storage.repositories.series import latest_done_run
 from storage.types import to_utc
@@ -22,20 +22,21 @@ SEVERITIES = ("critical", "high", "moderate", "review")
 MAX_ROWS = 25
 
 
-def moved_rows(session: Session, run_id: int, window_samples: int | None) -> tuple[list[dict], int]:
-    """(the run's drifted results worst first — a slice under the floor never ahead of a larger
-    one (dashboards/moved.py) — at most MAX_ROWS of them, how many drifted in all)."""
+def moved_rows(session: Session, run_id: int, window_samples: int | None,
+               sizes: dict | None = None) -> tuple[list[dict], int]:
+    """(the run's drifted results leading first — a slice under the floor never ahead of a
+    larger one (dashboards/moved.py) — at most MAX_ROWS of them, how many drifted in all)."""
     results = session.scalars(select(DriftResult).where(DriftResult.run_id == run_id,
                                                         DriftResult.drifted.is_(True))
                              .order_by(DriftResult.id)).all()
-    ranked = rank_moved(results, window_samples)
+    ranked = rank_moved(results, window_samples, sizes)
     rows = []
-    for r in ranked[:MAX_ROWS]:
-        share = share_of_window(r, window_samples)
+    for m in ranked[:MAX_ROWS]:
+        r = m.row
         rows.append({"test": r.test, "feature": r.feature, "segment": r.segment, "href": segment_href(r.segment),
                      "statistic": r.statistic, "p_value": r.p_value, "threshold": r.threshold,
-                     "direction": direction_of(r.test), "ratio": ratio(r) or None, "samples": r.samples,
-                     "share": share, "small": not above_floor(r, window_samples)})
+                     "direction": direction_of(r.test), "ratio": ratio(r) or None, "samples": m.samples,
+                     "share": m.share if window_samples else None, "small": not m.above_floor})
     return rows, len(ranked)
 
 
@@ -57,6 +58,9 @@ def overview_context(session: Session, range_: str, now: datetime) -> dict:
         run = {"id": latest.run_id, "num_samples": latest.num_samples,
                "window": f"{latest.window_start:%Y-%m-%d %H:%M} → {latest.window_end:%H:%M} UTC",
                "age_s": (now - latest.window_end).total_seconds()}
-        run["moved"], run["moved_count"] = moved_rows(session, latest.run_id, latest.num_samples)
+        stored = session.get(DriftRun, latest.run_id)
+        sizes = (stored.summary or {}).get("segments") if stored is not None else None
+        run["moved"], run["moved_count"] = moved_rows(session, latest.run_id, latest.num_samples,
+                                                      sizes if isinstance(sizes, dict) else None)
     return {"baseline": baseline, "run": run, "by_severity": by_severity, "open_alerts": open_alerts[:MAX_ROWS],
             "range": range_}

@@ -261,6 +261,8 @@ def run_window(
             raise_condition(session, WINDOW_FAILED, healthy=True, now=now, settings=settings)
         summary["alerts"] = [{"id": a.id, "rule": a.rule, "segment": a.segment, "severity": a.severity} for a in fired]
         summary["cause"] = cause
+        summary["segments"] = {label: {"n_current": int(v.get("n_current") or 0)}  # what pages weigh results by
+                               for label, v in (sizes or {}).items()}
         summary["drifted"] = sum(1 for r in results if r["drifted"])
         finish_drift_run(session, run_id, num_samples=len(frame), summary=summary, report_path=str(path), now=now)
         if advance_cursor:

@@ -9,12 +9,12 @@ from hypothesis import strategies as st
 from seed_history import seed_history
 from sidecar_servers import API_KEY
 
-from dashboards.alert_lead import ratio
-from dashboards.moved import MIN_SAMPLES, MIN_SHARE, above_floor, rank_moved
+from dashboards.moved import rank_moved
 from dashboards.overview import MAX_ROWS
+from drift.ranking import FLOOR_N, FLOOR_SHARE
 from sidecar.app import create_app
 from storage.db import session_factory
-from storage.models import DriftResult
+from storage.models import DriftResult, DriftRun
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 
@@ -33,16 +33,16 @@ RESULT = st.fixed_dictionaries({
 def test_a_small_slice_never_leads_while_a_larger_one_moved(results, window):
     ranked = rank_moved(results, window)
     assert len(ranked) == sum(r["drifted"] for r in results)
-    if not ranked:
-        return
-    worst = ranked[0]
-    large = [r for r in ranked if above_floor(r, window)]
-    if large:
-        assert above_floor(worst, window)
-        assert ratio(worst) == max(ratio(r) for r in large)
-    for r in ranked:
-        if r.samples is not None and (r.samples < MIN_SAMPLES or r.samples / window < MIN_SHARE):
-            assert not above_floor(r, window)
+    for m in ranked:  # the floor, recomputed from the rows behind each result
+        n = m.row.samples if m.row.samples is not None else (window if m.row.segment == "*" else 0)
+        n = min(n, window) if m.row.segment == "*" else n  # the window bounds only its own slice
+        assert m.samples == n
+        assert m.above_floor == (n >= FLOOR_N and min(1.0, n / window) >= FLOOR_SHARE)
+    if any(m.above_floor for m in ranked):
+        assert ranked[0].above_floor
+    # above-floor results all come before the rest
+    flags = [m.above_floor for m in ranked]
+    assert flags == sorted(flags, reverse=True)
 
 
 def test_headline_counts_every_moved_signal_and_skips_a_tiny_slice(migrated_db, make_settings):
@@ -68,3 +68,21 @@ def test_headline_counts_every_moved_signal_and_skips_a_tiny_slice(migrated_db, 
         in headline
     table = html.split('id="moved">')[1].split("</table>")[0]
     assert table.count("<tr") == MAX_ROWS + 1 and f"the {MAX_ROWS} worst of {moved}" in html
+
+
+def test_the_runs_segment_sizes_bound_the_samples_behind_a_result(migrated_db, make_settings):
+    factory = session_factory(migrated_db)
+    with factory() as session:
+        data = seed_history(session, hours=2, samples_per_hour=300)
+        run = session.get(DriftRun, data.drift_run_id)
+        run.summary = {"segments": {"*": {"n_current": 300}, "segment=api": {"n_current": 12}}}
+        session.query(DriftResult).filter_by(run_id=run.id, test="psi", segment="web").update(
+            {"detail": {"n_current": 150}})
+        # a feature count larger than its slice (12 rows): the slice bounds it, under the floor
+        session.add(DriftResult(run_id=run.id, test="psi", feature="completion_tokens", segment="segment=api",
+                                statistic=9.0, threshold=0.2, drifted=True, insufficient=False,
+                                detail={"n_current": 200}))
+        session.commit()
+    html = TestClient(create_app(make_settings(migrated_db), factory)).get("/", headers=AUTH).text
+    headline = html.split('id="headline">')[1].split("</p>")[0]
+    assert "<b>psi · prompt_tokens</b> in segment <b>web</b>" in headline, headline
