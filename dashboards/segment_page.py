@@ -1,6 +1,7 @@
 """The segment page: one slice of traffic — its drift signals (the drift job labels slices
-`tenant=...` and `segment=...`), the open alerts that involve it (dashboards/segment_alerts.py:
-filed under it, a result in it, or naming it as a new value), its volume and latency, and its
+`tenant=...` and `segment=...`), the open incidents and alerts that involve it
+(dashboards/segment_incidents.py, dashboards/segment_alerts.py: filed under it, a result in it,
+or naming it as a new value), its volume and latency, and its
 latest prompts.
 
 Links name the slice in the query (`/segments?tenant=a%2Fb&segment=web`): a path parameter
@@ -21,6 +22,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from dashboards.api import NAME, Range
 from dashboards.segment_alerts import chart_keys, involved_alerts
+from dashboards.segment_incidents import involved_incidents
 from dashboards.templating import page, visible
 from storage.models import Sample
 
@@ -58,6 +60,7 @@ def segment_context(session: Session, tenant: str | None, segment: str | None, r
         traffic["segment"] = segment
     slices = [(k, v) for k, v in (("tenant", tenant), ("segment", segment)) if v]
     involved = involved_alerts(session, slices)
+    incidents = involved_incidents(session, slices, involved)
     for test, feature, label in chart_keys(involved, labels):
         where = "all traffic" if label == "*" else visible(label)
         charts.append((f"{test} · {feature} ({where}), from an alert that involves it", "/api/v1/series?" + urlencode(
@@ -70,7 +73,7 @@ def segment_context(session: Session, tenant: str | None, segment: str | None, r
         query = query.where(Sample.segment == segment)
     prompts = [{"at": ts, "tenant": t, "segment": s, "prompt": (p or "")[:PROMPT_CHARS]}
                for ts, t, s, p in session.execute(query.order_by(Sample.timestamp.desc()).limit(MAX_PROMPTS))]
-    return {"charts": charts, "alerts": involved, "prompts": prompts, "labels": labels}
+    return {"charts": charts, "alerts": involved, "incidents": incidents, "prompts": prompts, "labels": labels}
 
 
 def _segment_page(session_factory: sessionmaker[Session], tenant: str | None, segment: str | None,

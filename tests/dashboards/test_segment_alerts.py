@@ -13,7 +13,7 @@ from sidecar_servers import API_KEY
 from dashboards.segment_alerts import involvement
 from sidecar.app import create_app
 from storage.db import session_factory
-from storage.models import Alert, DriftResult
+from storage.models import Alert, DriftResult, Incident
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 NAMES = st.sampled_from(["newco", "acme", "web", "a/b", "x=y", "*"])
@@ -62,3 +62,32 @@ def test_a_new_tenants_alert_filed_under_all_traffic_is_on_its_page(migrated_db,
     assert "psi on prompt_tokens moved in web" not in table
     acme = client.get("/segments?tenant=acme", headers=AUTH).text
     assert "new tenant newco" not in acme
+
+
+def test_an_incident_involves_a_slice_its_cause_or_a_member_names(migrated_db, make_settings):
+    factory = session_factory(migrated_db)
+    with factory() as s:
+        data = seed_history(s, hours=2)
+        cause = {"headline": "New tenant newco (mobile) is 65 % of traffic since 07:12 UTC",
+                 "new_values": [{"feature": "tenant", "value": "newco", "share": 0.65, "count": 195}],
+                 "worst": {"test": "new_category", "feature": "tenant", "segment": "*"}, "order": ["new_category|*"]}
+        newco = Incident(group_key="drift", status="open", severity="high", kind="persona", headline=cause["headline"],
+                         cause=cause, run_id=data.drift_run_id, first_seen=data.now, last_seen=data.now)
+        web = Incident(group_key="drift-old", status="open", severity="moderate", kind="prompt",
+                       headline="Prompts moved in segment web", cause={"order": []}, run_id=data.drift_run_id,
+                       first_seen=data.now, last_seen=data.now)
+        s.add_all([newco, web])
+        s.flush()
+        member = s.get(Alert, data.alert_id)  # web's member, filed under segment=web
+        member.incident_id, member.segment = web.id, "segment=web"
+        s.commit()
+        ids = newco.id, web.id
+    client = TestClient(create_app(make_settings(migrated_db), factory))
+    page = client.get("/segments?tenant=newco", headers=AUTH).text
+    table = page.split('id="segment-incidents"')[1].split("</table>")[0]
+    assert f'href="/incidents/{ids[0]}"' in table and "its cause names tenant newco as new" in table
+    assert f'href="/incidents/{ids[1]}"' not in table
+    page = client.get("/segments?segment=web", headers=AUTH).text
+    table = page.split('id="segment-incidents"')[1].split("</table>")[0]
+    assert f'href="/incidents/{ids[1]}"' in table and f"member alert {data.alert_id}: filed under segment=web" in table
+    assert "New tenant newco" not in table
