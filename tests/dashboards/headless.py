@@ -17,7 +17,7 @@ CHROMIUM = shutil.which("chromium") or next((p for p in ("/usr/bin/chromium",) i
 LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu"]
 
 
-def _missing() -> str | None:
+def browser_missing() -> str | None:
     if importlib.util.find_spec("playwright") is None:
         return "needs the playwright package (the test extra: pip install -e '.[test]')"
     if CHROMIUM is None:
@@ -25,7 +25,7 @@ def _missing() -> str | None:
     return None
 
 
-needs_browser = pytest.mark.skipif(_missing() is not None, reason=_missing() or "")
+needs_browser = pytest.mark.skipif(browser_missing() is not None, reason=browser_missing() or "")
 
 
 def launch(playwright):

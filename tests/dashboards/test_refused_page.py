@@ -61,13 +61,13 @@ def test_a_named_admin_key_is_recorded_by_name(world):
 def test_buttons_pressed_in_a_browser_act_or_say_why_not(migrated_db, make_settings):
     """In Chromium (its form posts carry `Origin: null` under the pages' no-referrer policy): an
     admin's Acknowledge is recorded under the key's name; a viewer's gets the refusal page."""
-    pytest.importorskip("playwright")
-    from headless import CHROMIUM, LAUNCH_ARGS
-    from playwright.sync_api import sync_playwright
+    from headless import CHROMIUM, LAUNCH_ARGS, browser_missing
     from sidecar_servers import UvicornThread
 
-    if CHROMIUM is None:
-        pytest.skip("needs Debian's chromium: `make test-setup` (python3 -m vigil.doctor --fix) installs it")
+    if browser_missing():
+        pytest.skip(browser_missing())
+    from playwright.sync_api import sync_playwright
+
     factory = session_factory(migrated_db)
     with factory() as session:
         data = seed_history(session, hours=1)
