@@ -208,7 +208,8 @@ def _delivered_about_acme(receiver: WebhookReceiver) -> list[dict]:
         received = list(receiver.received)
     for _path, headers, raw in received:
         verify(raw, headers, SECRET)  # raises on a bad signature
-        alert = json.loads(raw)["alert"]
-        if alert.get("segment") in ("*", "tenant=acme") and alert.get("kind") != "persona":
-            out.append(alert)
+        body = json.loads(raw)  # one notification per incident: its members say what it is about
+        for alert in body.get("incident", {}).get("members") or [body["alert"]]:
+            if alert.get("segment") in ("*", "tenant=acme") and alert.get("kind") != "persona":
+                out.append(alert)
     return out

@@ -75,7 +75,7 @@ def test_sigkill_mid_drift_job_then_restart(migrated_db, make_settings, embedder
 
             wait_for(done, 120, "the restarted sidecar to finish the window", poll=0.2)
             with factory() as s:
-                n_groups = len({a.rule for a in s.scalars(select(Alert))})  # one webhook per (run, rule)
+                n_groups = len({a.incident_id for a in s.scalars(select(Alert))})  # one webhook per incident
             assert n_groups > 0
             wait_for(lambda: len(receiver.received) >= n_groups, 60, "the webhooks", poll=0.2)
             time.sleep(1.0)  # a duplicate would arrive now
@@ -101,11 +101,11 @@ def test_sigkill_mid_drift_job_then_restart(migrated_db, make_settings, embedder
         assert (finished.window_start, finished.window_end) == world.window
         assert finished.num_samples == len(world.drift_records)
         keys = [h[IDEMPOTENCY_HEADER] for _p, h, _b in receiver.received]
-        # each (run, rule) group delivered exactly once, its members naming every alert's segment
-        assert len(keys) == len(set(keys)) == len({a.rule for a in alerts})
+        # each incident delivered exactly once, its members naming every alert
+        assert len(keys) == len(set(keys)) == len({a.incident_id for a in alerts})
         bodies = [json.loads(raw) for _p, _h, raw in receiver.received]
-        named = {(b["alert"]["rule"], m["segment"]) for b in bodies
-                 for m in (b.get("group", {}).get("members") or [b["alert"]])}
+        named = {(m["rule"], m["segment"]) for b in bodies
+                 for m in (b.get("incident", {}).get("members") or [b["alert"]])}
         assert named == {(a.rule, a.segment) for a in alerts}
         for _path, headers, raw in receiver.received:
             verify(raw, headers, SECRET)
