@@ -103,6 +103,8 @@ class Embedding(Base):
     __table_args__ = (
         UniqueConstraint("sample_id", "field", "model", name="uq_embedding"),
         Index("ix_embeddings_model_dim", "model", "dim"),  # one model's vectors; its dimension
+        # the embed queue's probe "any vector of this sample by this model?" (both terms)
+        Index("ix_embeddings_sample_model", "sample_id", "model"),
     )
 
 
@@ -117,7 +119,10 @@ class EvalScore(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     detail: Mapped[dict | None] = mapped_column(JSON)
 
-    __table_args__ = (UniqueConstraint("sample_id", "name", name="uq_eval_score"),)
+    __table_args__ = (
+        UniqueConstraint("sample_id", "name", name="uq_eval_score"),
+        Index("ix_eval_scores_created_at", "created_at"),  # eval means over recent scores
+    )
 
 
 class Baseline(Base):
