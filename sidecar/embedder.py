@@ -80,7 +80,8 @@ class Embedder:
             vecs = self.model.encode([clipped[i] for i in idx], batch_size=len(idx),
                                      normalize_embeddings=True, convert_to_numpy=True,
                                      show_progress_bar=False)  # fmt: skip
-            out[idx] = np.asarray(vecs, dtype=np.float32)
+            vecs = np.asarray(vecs, dtype=np.float32)  # half-precision rows are not quite unit
+            out[idx] = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
         return out
 
 

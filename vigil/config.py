@@ -128,8 +128,8 @@ class Settings(TenancySettings, BaseSettings):
     # the embed job serves the rows drift windows read first; with none of those waiting, the
     # rest of a run goes to rows no window reads (the clusters page and `vigil check` use them)
     embed_unread_when_idle: bool = True
-    # the embedder: auto = CUDA when visible; auto precision = fp16 on CUDA (cosine >= 0.999 with
-    # fp32), fp32 on CPU; threads: torch CPU threads (None: torch_threads, else torch's default)
+    # the embedder: auto = CUDA when visible; precision auto = fp32; fp16/bf16 on CUDA only
+    # (cosine >= 0.999 with fp32, no faster on an H200); threads: torch CPU threads
     embed_device: Literal["auto", "cpu", "cuda"] = "auto"
     embed_dtype: Literal["auto", "fp32", "fp16", "bf16"] = "auto"
     embed_threads: int | None = Field(None, gt=0)
