@@ -8,6 +8,7 @@ Other sidecar parts may register more collectors on `app.state.metrics_registry`
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Iterable
@@ -54,6 +55,12 @@ def _direction(test: str) -> str:
         return "statistic"
 
 
+def _minutes_behind(value: str | None, now: datetime) -> float:
+    """Minutes since the oldest read row still without vectors arrived (0: none waiting)."""
+    oldest = json.loads(value).get("oldest") if value else None
+    return 0.0 if oldest is None else max((now - datetime.fromisoformat(oldest)).total_seconds() / 60, 0.0)
+
+
 def _eval_cursor_time(value: str | None) -> datetime | None:
     if not value:
         return None
@@ -98,6 +105,7 @@ class SidecarCollector(Collector):
             means = eval_means(session, now - timedelta(hours=24))
             embed = embed_backlog(session, model_name(self.settings))
             evaluate = arrived_after(session, _eval_cursor_time(get_cursor(session, "evaluate")))
+            behind = _minutes_behind(get_cursor(session, "embed_backlog"), now)
         labels = ["test", "feature", "segment"]
         statistic = GaugeMetricFamily("vigil_drift_statistic", "Drift test statistic in the latest run.", labels=labels)
         p_value = GaugeMetricFamily("vigil_drift_p_value", "Drift test p-value in the latest run.", labels=labels)
@@ -144,8 +152,12 @@ class SidecarCollector(Collector):
         backlog = GaugeMetricFamily("vigil_backlog_samples", "Samples waiting for a job (capped).", labels=["job"])
         backlog.add_metric(["embed"], float(embed))
         backlog.add_metric(["evaluate"], float(evaluate))
+        minutes = GaugeMetricFamily("vigil_backlog_minutes", "How long the oldest row a drift window "
+                                    "reads has waited for its vectors, at the embed job's last run.",
+                                    labels=["job"])
+        minutes.add_metric(["embed"], behind)
         return [statistic, p_value, threshold, detected, last_end, last_n, run_counts, score, scored,
-                open_alerts, deliveries, backlog]
+                open_alerts, deliveries, backlog, minutes]
 
 
 def _job_families() -> list[Metric]:

@@ -11,6 +11,7 @@ only, and says how many minutes behind they are.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,6 +20,7 @@ from typing import Any
 from sqlalchemy.orm import Session, sessionmaker
 
 from sidecar.backlog import report_backlog
+from sidecar.cursors import set_cursor
 from sidecar.embed_device import EmbedConfig
 from sidecar.embedder import Embedder, embedder_name, get_embedder
 from sidecar.jobs.windows import windows_to_read
@@ -31,6 +33,7 @@ from storage.repositories.embeddings import (
 from vigil.config import Settings
 
 BATCH = 256
+BACKLOG_CURSOR = "embed_backlog"  # {waiting, oldest}: the read rows still without vectors
 MAX_BATCHES_PER_RUN = 40  # ~10k samples; the rest waits for the next run instead of hogging CPU
 
 Window = tuple[datetime, datetime]
@@ -102,6 +105,8 @@ def run_embed_job(settings: Settings, session_factory: sessionmaker[Session], no
                 if not batch:
                     break
                 run.embed(session, batch)
+        set_cursor(session, BACKLOG_CURSOR, json.dumps(  # what /metrics reports between runs
+            {"waiting": waiting, "oldest": None if oldest is None else oldest.isoformat()}), now)
         per_s = run.samples / run.seconds if run.seconds > 0 else None
         report_backlog(session, settings, "embed", oldest, settings.embed_interval_s, now,
                        waiting=waiting, rate=per_s)

@@ -185,3 +185,21 @@ def test_backlog_sentence_says_minutes_behind_and_time_to_catch_up():
         "arrived 42 min ago (limit 10 min); at its last run's pace it needs about 9 min more to "
         "catch up; drift windows run on the rows embedded so far")
     assert "catch up" not in backlog_summary("evaluate", 3600, 300, None)
+
+
+def test_metrics_say_how_many_minutes_the_read_rows_wait(migrated_db, make_settings, monkeypatch):
+    from fastapi.testclient import TestClient
+    from sidecar_servers import API_KEY
+
+    from sidecar.app import create_app
+
+    settings = make_settings(migrated_db, embed_interval_s=60)
+    factory = session_factory(migrated_db)
+    now = datetime.now(UTC)
+    _samples(factory, 4, now - timedelta(minutes=30), at=now - timedelta(hours=1))
+    monkeypatch.setattr(embed_job, "MAX_BATCHES_PER_RUN", 0)
+    embed_job.run_embed_job(settings, factory, now)
+    text = TestClient(create_app(settings, factory)).get(
+        "/metrics", headers={"Authorization": f"Bearer {API_KEY}"}).text
+    [line] = [ln for ln in text.splitlines() if ln.startswith('vigil_backlog_minutes{job="embed"}')]
+    assert 29.5 < float(line.split()[-1]) < 35
