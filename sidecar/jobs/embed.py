@@ -116,13 +116,15 @@ def run_embed_job(settings: Settings, session_factory: sessionmaker[Session], no
 
 
 def _drain(run: _Run, session: Session, queue: WindowQueue) -> None:
+    after = None  # keyset: each batch starts past the last one
     while run.budget_left:
-        batch = queued_samples(session, queue, run.model, limit=BATCH)
+        batch = queued_samples(session, queue, run.model, limit=BATCH, after=after)
         if not batch:
             return
         run.embed(session, batch)
         if len(batch) < BATCH:
             return
+        after = batch[-1]["key"]
 
 
 def model_name(settings: Settings) -> str:

@@ -134,3 +134,17 @@ def test_the_migration_gives_existing_rows_their_draw(tmp_path):
     with session_factory(url)() as s:
         got = dict(s.execute(select(Sample.id, Sample.draw)).all())
     assert got == {f"old{i}": sample_draw(f"old{i}") for i in range(7)}
+
+
+def test_the_queue_goes_on_past_a_key_without_repeating_or_skipping(migrated_db):
+    factory = session_factory(migrated_db)
+    with factory() as s:
+        insert_samples(s, _records({"web": 70, "api": 40, None: 9}, "k"))
+        s.commit()
+        queue = window_queue(s, T0, T0 + HOUR, max_rows=50, min_per_segment=5)
+        every = [r["id"] for r in queued_samples(s, queue, MODEL, limit=10_000)]
+        pages, after = [], None
+        while batch := queued_samples(s, queue, MODEL, limit=7, after=after):
+            pages += [r["id"] for r in batch]
+            after = batch[-1]["key"]
+    assert pages == every and len(every) == 50
