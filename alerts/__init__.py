@@ -17,7 +17,7 @@ from alerts.delivery import (
 )
 from alerts.payloads import alert_document, alert_url, build_payload, encode_body, report_url
 from alerts.proposal import KINDS, SEVERITIES, Proposal, ProposalError, coerce_proposal
-from alerts.rules import RulesError, RuleSet, Target, load_rules, parse_rules
+from alerts.rules_file import RulesError, RuleSet, Target, load_rules, parse_rules
 from alerts.service import (
     count_open_alerts,
     deliveries_for_alert,

@@ -11,7 +11,7 @@ from datetime import datetime
 from alerts import lifecycle
 from alerts.incidents import open_members
 from alerts.lifecycle import MAX_ACTOR_CHARS, LifecycleError
-from alerts.rules import RuleSet, load_rules
+from alerts.rules_file import RuleSet, load_rules
 from alerts.service import resolve_member
 from storage.models import Incident
 from storage.types import to_utc

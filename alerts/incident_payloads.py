@@ -16,7 +16,7 @@ from alerts.payloads import (
     build_payload,
     report_url,
 )
-from alerts.rules import RuleSet, Target
+from alerts.rules_file import RuleSet, Target
 
 MAX_LISTED = 50  # members listed in one body; `size` is always exact
 MAX_CAUSE_CHARS = 8_000

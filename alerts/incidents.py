@@ -32,8 +32,8 @@ from sqlalchemy.orm import Session
 from alerts.incident_payloads import build_incident_payload
 from alerts.lifecycle import silenced
 from alerts.proposal import SEVERITY_RANK
-from alerts.rules import RuleSet, Target
-from alerts.ruleset import match_values
+from alerts.routing import match_values
+from alerts.rules_file import RuleSet, Target
 from storage.models import Alert, Delivery, Incident
 from vigil.alert_table import DRIFT_RULE_NAMES
 from vigil.config import Settings

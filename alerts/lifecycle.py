@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from alerts.rules import RuleSet
+from alerts.rules_file import RuleSet
 from storage.models import Alert, AlertAction
 from storage.types import to_utc
 from vigil.config import Settings

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-from alerts.rules import RuleSet, Target
+from alerts.rules_file import RuleSet, Target
 from alerts.runbooks import runbook
 
 SCHEMA = "vigil.alert.v1"

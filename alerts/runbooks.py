@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from alerts.rules import RuleSet
-from alerts.ruleset import match_values
+from alerts.routing import match_values
+from alerts.rules_file import RuleSet
 
 _WINDOW = "the report's result table (which segments moved, by how much against the threshold)"
 _PROMPTS = "the cluster explorer: the new or grown clusters and their example prompts"

@@ -26,8 +26,8 @@ from sqlalchemy.orm import Session
 from alerts import incidents
 from alerts.dedupe import dedupe_key, plan_firing
 from alerts.proposal import ALL_SEGMENTS, SEVERITY_RANK, Proposal, coerce_proposal
-from alerts.rules import RuleSet, load_rules
-from alerts.ruleset import Decision
+from alerts.routing import Decision
+from alerts.rules_file import RuleSet, load_rules
 from storage.models import Alert, Delivery
 from storage.types import to_utc
 from vigil.alert_table import DRIFT_RULE_NAMES, condition_rule

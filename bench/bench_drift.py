@@ -22,7 +22,7 @@ from bench.results_table import Table, write_results
 from drift.baseline import build_baseline
 from drift.calibrate import calibrate_baseline
 from drift.features import EmbeddingBlock, FeatureSet
-from drift.job import run_drift
+from drift.run import run_drift
 from drift.validate import validate_baseline
 
 FEATURES = ("prompt_chars", "prompt_tokens", "completion_tokens", "response_chars", "tools_count",

@@ -31,7 +31,7 @@ import numpy as np
 import psycopg
 from sqlalchemy.engine import make_url
 
-import drift.job
+import drift.run
 import sidecar.jobs.drift as drift_job
 import sidecar.jobs.embed as embed_job
 from bench.results_table import Table, write_results
@@ -177,7 +177,7 @@ def run(args, url: str, report_dir: Path) -> list[dict]:
     activate_baseline(factory, built.baseline_id, now=now)
     timers = Timers()
     timers.wrap(drift_job, "fetch_window", "load")
-    timers.wrap(drift.job, "run_drift", "tests")
+    timers.wrap(drift.run, "run_drift", "tests")
     timers.wrap(drift_job, "evidently_part", "report")
     timers.wrap(drift_job, "write_run_report", "report")
     rows = []

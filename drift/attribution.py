@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from drift.report import ProposedAlert
+from drift.outcome import ProposedAlert
 from drift.result import TestResult
 
 PROMPT_FEATURES = frozenset({"prompt_embedding", "prompt_chars", "prompt_tokens", "tools_count", "tool"})

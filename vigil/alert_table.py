@@ -12,7 +12,7 @@ Two sorts of rule:
 - condition rules (`test` None) are raised by the code that watches the condition, through
   `alerts.service.raise_condition`, and resolved by that same call once the condition is healthy.
 
-An operator's rules file (`VIGIL_ALERT_RULES_PATH`, `alerts/rules.py`) can re-tier, re-route or
+An operator's rules file (`VIGIL_ALERT_RULES_PATH`, `alerts/rules_file.py`) can re-tier, re-route or
 mute any of these by name; it cannot add rows to this table.
 """
 

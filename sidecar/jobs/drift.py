@@ -7,7 +7,7 @@ Windows are aligned to Settings.drift_interval_s (e.g. whole hours); the cursor 
    reset) and count the attempt, then commit — the run is visibly `running`, and a job that
    dies in the window (SIGKILL, out of memory) has still used one of its MAX_ATTEMPTS;
 2. load the window (at most Settings.drift_max_window_rows rows, stratified by segment) and
-   the baseline, run drift.job.run_drift (pure, seeded per window);
+   the baseline, run drift.run.run_drift (pure, seeded per window);
 3. ONE transaction: results, alerts (`raise_alerts`: dedupe + outbox enqueue), report path,
    run `done`, cursor moved. A SIGKILL anywhere before that commit leaves no alert and no
    result behind, and the restarted job redoes the window; after it, the window is done and
@@ -180,7 +180,7 @@ def run_window(
     """Drift for one window [start, end), exactly once (see module doc). `resolve_absent`:
     open drift alerts this window does not fire are resolved (the scheduled job); an ad-hoc
     window (`vigil report`) leaves them alone."""
-    from drift.job import DEFAULT_SEGMENT_BY, run_drift
+    from drift.run import DEFAULT_SEGMENT_BY, run_drift
 
     with session_factory() as session:
         active = get_active_baseline(session)

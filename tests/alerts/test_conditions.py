@@ -9,7 +9,7 @@ import pytest
 from alert_helpers import T0, make_settings
 from sqlalchemy import func, select
 
-from alerts.rules import parse_rules
+from alerts.rules_file import parse_rules
 from alerts.service import deliveries_for_alert, list_alerts, raise_condition
 from storage.models import Alert, Delivery
 from vigil.alert_table import DEFAULT_RULES

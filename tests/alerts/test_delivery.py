@@ -13,7 +13,7 @@ from alert_helpers import SECRET, Receiver, make_run, make_settings, proposal
 from sqlalchemy import select
 
 from alerts.delivery import DeliveryStats, deliver_due, list_dead_letters, outbox_counts, retry_dead
-from alerts.rules import parse_rules
+from alerts.rules_file import parse_rules
 from alerts.service import raise_alerts
 from alerts.worker import DeliveryWorker
 from storage.models import Delivery

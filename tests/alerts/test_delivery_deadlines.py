@@ -104,11 +104,12 @@ def test_a_stalled_receiver_delays_only_itself(sessions, alerts_db):
                 time.sleep(0.02)
             on_time = time.monotonic() - start
             assert healthy.processed, "the healthy target never got its alert"
-            assert on_time < 1.0, f"the healthy target waited {on_time:.1f} s behind the stalled one"
+            # well inside the stalled attempt's 3 s deadline, which one shared worker would wait out
+            assert on_time < 2.0, f"the healthy target waited {on_time:.1f} s behind the stalled one"
             assert slow.requests == 1 and not slow.cut_after  # still stalling meanwhile
             while not slow.cut_after and time.monotonic() - start < 10:
                 time.sleep(0.02)
-            assert slow.cut_after and slow.cut_after[0] <= 3.0 + 0.5  # and cut at its deadline
+            assert slow.cut_after and slow.cut_after[0] <= 3.0 + 1.0  # and cut at its deadline
         finally:
             worker.stop()
         with sessions() as s:

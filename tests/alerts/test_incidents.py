@@ -12,7 +12,7 @@ from sqlalchemy import select
 
 from alerts import incident_lifecycle
 from alerts.lifecycle import LifecycleError, actions
-from alerts.rules import parse_rules
+from alerts.rules_file import parse_rules
 from alerts.service import raise_alerts, raise_condition
 from storage.models import Alert, Delivery, Incident
 

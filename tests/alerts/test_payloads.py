@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from alerts.payloads import build_payload, encode_body
-from alerts.rules import Target
+from alerts.rules_file import Target
 
 PUBLIC = "https://vigil.example.com:8443/"
 PD = Target("pager", "https://events.pagerduty.com/v2/enqueue", "pagerduty", "R" * 32)

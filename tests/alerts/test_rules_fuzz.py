@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from alerts.proposal import coerce_proposal
-from alerts.rules import RulesError, RuleSet, load_rules, parse_rules
+from alerts.rules_file import RulesError, RuleSet, load_rules, parse_rules
 from vigil.alert_table import DEFAULT_RULES, KINDS, SEVERITIES
 from vigil.config import load_settings
 

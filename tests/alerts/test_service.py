@@ -10,7 +10,7 @@ from alert_helpers import T0, make_run, make_settings, proposal
 from sqlalchemy import func, select
 
 from alerts.proposal import ProposalError
-from alerts.rules import parse_rules
+from alerts.rules_file import parse_rules
 from alerts.service import (
     deliveries_for_alert,
     list_alerts,
@@ -212,9 +212,9 @@ def test_muted_rule_raises_nothing(sessions, alerts_db):
 def test_drift_jobs_proposals_are_accepted_and_file_rules_match_their_results(sessions, alerts_db):
     """The contract with drift/: its ProposedAlert objects (evidence = {"rule": description,
     "results": [TestResult dicts]}) go in unchanged; a file rule matching test/feature applies."""
-    from drift.job import propose_alerts
+    from drift.custom_rules import DEFAULT_RULES
     from drift.result import TestResult
-    from drift.rules import DEFAULT_RULES
+    from drift.run import propose_alerts
 
     results = [
         TestResult("psi", 0.41, None, 0.25, True, feature="prompt_tokens", segment="tenant=a"),

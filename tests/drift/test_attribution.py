@@ -10,9 +10,9 @@ import pytest
 
 from drift.attribution import attribute_alerts
 from drift.baseline import build_baseline
-from drift.job import run_drift
-from drift.report import ProposedAlert
+from drift.outcome import ProposedAlert
 from drift.result import TestResult
+from drift.run import run_drift
 
 
 def result(test, feature, *, p=None, segment="*", drifted=True):

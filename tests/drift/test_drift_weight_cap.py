@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from test_drift_weights import OPTS, star, stratum
 
 from drift.baseline import build_baseline
-from drift.job import run_drift
+from drift.run import run_drift
 from drift.weights import MIN_KEPT_ROWS, ROW_WEIGHT_CAP, capped_weights, thinning_rows
 
 

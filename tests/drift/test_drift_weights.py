@@ -17,7 +17,7 @@ from scipy import stats
 from drift.baseline import build_baseline
 from drift.battery import BatteryOptions
 from drift.features import EmbeddingBlock, FeatureSet
-from drift.job import run_drift
+from drift.run import run_drift
 from drift.weights import (
     Population,
     block_rows_to_original,

@@ -14,12 +14,12 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
+from drift.custom_rules import DEFAULT_RULES, Rule
 from drift.formatting import clean_text, fmt_num
-from drift.job import describe_hit, propose_alerts
+from drift.outcome import DriftOutcome
 from drift.registry import all_tests
-from drift.report import DriftReport
 from drift.result import TestResult
-from drift.rules import DEFAULT_RULES, Rule
+from drift.run import describe_hit, propose_alerts
 from drift.validate import describe
 
 EXTRA_TESTS = ("new_cluster", "cluster_growth", "eval_trend", "new_category", "segment_size")
@@ -76,7 +76,7 @@ def test_every_result_formats_and_serialises(test):
             assert back[key] == expected
     alerts = propose_alerts(results, EVERYTHING)
     assert alerts and all(a.summary for a in alerts)
-    report = DriftReport(results=results, alerts=alerts, segments={}, baseline_valid=True)
+    report = DriftOutcome(results=results, alerts=alerts, segments={}, baseline_valid=True)
     json.dumps(report.to_dict(full=True), allow_nan=False)
     for a in alerts:
         a.summary.encode("utf-8")

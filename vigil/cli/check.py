@@ -21,9 +21,9 @@ import pandas as pd
 from drift.baseline import build_baseline
 from drift.calibrate import calibrate_baseline
 from drift.errors import InputError
-from drift.job import run_drift
-from drift.report import DriftReport
+from drift.outcome import DriftOutcome
 from drift.result import ALL
+from drift.run import run_drift
 from vigil.sample_record import EMBEDDING_FIELDS
 from vigil.sample_record.jsonl import RecordFileError, read_records
 
@@ -104,7 +104,7 @@ def _check_segment_fields(named: dict[str, pd.DataFrame], fields: list[str]) -> 
 
 
 def run_check(reference: str, current: str, *, segment_by: list[str], seed: int,
-              embed=None) -> tuple[DriftReport, dict[str, Any]]:
+              embed=None) -> tuple[DriftOutcome, dict[str, Any]]:
     ref, cur = read_samples(reference), read_samples(current)
     named = {reference: ref, current: cur}
     _check_segment_fields(named, segment_by)
@@ -121,7 +121,7 @@ def run_check(reference: str, current: str, *, segment_by: list[str], seed: int,
     return report, info
 
 
-def no_verdict_reason(report: DriftReport, info: dict[str, Any]) -> str | None:
+def no_verdict_reason(report: DriftOutcome, info: dict[str, Any]) -> str | None:
     """Why the result cannot be read as "no drift" or "drift", or None when it can.
 
     A rejected reference cannot stand for normal traffic, so neither answer holds; when most
@@ -138,7 +138,7 @@ def no_verdict_reason(report: DriftReport, info: dict[str, Any]) -> str | None:
     return None
 
 
-def render_text(report: DriftReport, info: dict[str, Any], reference: str, current: str) -> str:
+def render_text(report: DriftOutcome, info: dict[str, Any], reference: str, current: str) -> str:
     lines = [f"reference {reference}: {info['n_reference']} samples, baseline "
              + ("valid" if report.baseline_valid else "REJECTED")]
     lines += [f"  - {r}" for r in info["baseline_reasons"]]

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from alerts.proposal import ProposalError, coerce_proposal
-from alerts.rules import RulesError, load_rules, parse_rules
+from alerts.rules_file import RulesError, load_rules, parse_rules
 from vigil.config import load_settings
 
 RULES_YAML = """

@@ -1,5 +1,5 @@
 """Rule, target and routing dataclasses and `RuleSet`, which decides severity, kind, targets and
-cooldown for one proposal. Read from a file by `alerts.rules`.
+cooldown for one proposal. Read from a file by `alerts.rules_file`.
 
 These are an operator's edits over proposals. The built-in tiers are not here: every proposal
 already carries its rule's severity and kind from the one rules table (`vigil.alert_table`).

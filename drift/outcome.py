@@ -22,7 +22,7 @@ class ProposedAlert:
 
 
 @dataclass
-class DriftReport:
+class DriftOutcome:
     results: list[TestResult]
     alerts: list[ProposedAlert]
     segments: dict[str, dict[str, int]]  # label -> {"n_current", "n_reference"}

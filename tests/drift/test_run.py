@@ -10,8 +10,8 @@ import pytest
 from drift_synth import make_samples
 
 from drift.baseline import build_baseline
-from drift.job import run_drift
-from drift.rules import DEFAULT_RULES, merge_rules, rules_from_dicts
+from drift.custom_rules import DEFAULT_RULES, merge_rules, rules_from_dicts
+from drift.run import run_drift
 from drift.validate import validate_baseline
 
 

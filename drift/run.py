@@ -1,11 +1,11 @@
-"""The drift job's core: a window against a baseline, whole and per segment, into a report.
+"""The drift job's core: a window against a baseline, whole and per segment, into an outcome.
 
 `run_drift` runs every test on the whole window ("*") and on each segment (tenant, segment,
 prompt version, ...: one label "key=value" per value seen in the window) against the same
 segment of the baseline. Segments smaller than `min_segment_size` on either side get one
 insufficient result instead of tests. The whole-window tests see both sides thinned to the
 population mix by `sample_weight` (drift.weights). Drifted results become proposed alerts
-through the rules table (drift.rules). Pure: frames and arrays in, a DriftReport out.
+through the rules table (drift.custom_rules). Pure: frames and arrays in, a DriftOutcome out.
 """
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ import pandas as pd
 from drift.attribution import attribute_alerts
 from drift.baseline import Baseline
 from drift.battery import BatteryOptions, Frozen, run_battery
+from drift.custom_rules import DEFAULT_RULES, Rule
 from drift.errors import InputError
 from drift.eval_trend import eval_trend_test
 from drift.features import MULTI_VALUED, EmbeddingBlock, FeatureSet, extract_features
 from drift.formatting import clean_text, fmt_num
 from drift.new_values import new_values_test
-from drift.report import DriftReport, ProposedAlert
+from drift.outcome import DriftOutcome, ProposedAlert
 from drift.result import ALL, TestResult
-from drift.rules import DEFAULT_RULES, Rule
 from drift.weights import Population, block_rows_to_original, population_sample, weighting_detail
 
 DEFAULT_SEGMENT_BY = ("tenant", "segment", "prompt_version")
@@ -68,7 +68,7 @@ def run_drift(
     min_segment_size: int = MIN_SEGMENT_SIZE,
     max_segments_per_key: int = MAX_SEGMENTS_PER_KEY,
     weighted: bool = True,
-) -> DriftReport:
+) -> DriftOutcome:
     """Every test on the whole window and per segment; proposed alerts from `rules`.
 
     `weighted` (default): the whole-window ("*") tests run on both sides thinned to the
@@ -138,7 +138,7 @@ def run_drift(
     reasons = list((baseline.validation or {}).get("reasons", []))
     if baseline.status == "candidate":
         reasons.append("baseline has not been validated")
-    return DriftReport(results=results, alerts=alerts, segments=sizes,
+    return DriftOutcome(results=results, alerts=alerts, segments=sizes,
                        baseline_valid=baseline.valid, baseline_reasons=reasons,
                        n_current=cur.n, seed=rng_seed, timings=timings)
 

@@ -38,7 +38,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from alerts.ruleset import (
+from alerts.routing import (
     DEFAULT_GROUP,
     MATCH_KEYS,
     Decision,
