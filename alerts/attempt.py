@@ -52,7 +52,9 @@ def post_bounded(
     timeout = min(settings.delivery_timeout_s, deadline)
     with within(deadline) as ends:
         try:
-            with client.stream("POST", url, content=body, headers=headers, timeout=timeout) as response:
+            with client.stream(
+                "POST", url, content=body, headers=headers, timeout=timeout
+            ) as response:
                 kept = bytearray()
                 for chunk in response.iter_raw():
                     if time.monotonic() > ends:  # a client without deadline streams (tests)
@@ -105,5 +107,3 @@ def send_attempt(
             0.0,
         )
     return "pending", error, delay
-
-

@@ -67,8 +67,9 @@ class _DeadlineStream(httpcore.NetworkStream):
     def close(self) -> None:
         self.inner.close()
 
-    def start_tls(self, ssl_context, server_hostname: str | None = None,
-                  timeout: float | None = None) -> httpcore.NetworkStream:
+    def start_tls(
+        self, ssl_context, server_hostname: str | None = None, timeout: float | None = None
+    ) -> httpcore.NetworkStream:
         return _DeadlineStream(self.inner.start_tls(ssl_context, server_hostname, _clamp(timeout)))
 
     def get_extra_info(self, info: str):
@@ -76,9 +77,17 @@ class _DeadlineStream(httpcore.NetworkStream):
 
 
 class DeadlineBackend(httpcore.SyncBackend):
-    def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
-                    socket_options=None) -> httpcore.NetworkStream:
-        return _DeadlineStream(super().connect_tcp(host, port, _clamp(timeout), local_address, socket_options))
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options=None,
+    ) -> httpcore.NetworkStream:
+        return _DeadlineStream(
+            super().connect_tcp(host, port, _clamp(timeout), local_address, socket_options)
+        )
 
 
 class DeadlineTransport(httpx.HTTPTransport):
@@ -87,8 +96,12 @@ class DeadlineTransport(httpx.HTTPTransport):
     def __init__(self, verify: bool = True) -> None:
         super().__init__(verify=verify)
         self._pool = httpcore.ConnectionPool(
-            ssl_context=httpx.create_ssl_context(verify=verify), network_backend=DeadlineBackend(),
-            max_connections=100, max_keepalive_connections=20, keepalive_expiry=5.0)
+            ssl_context=httpx.create_ssl_context(verify=verify),
+            network_backend=DeadlineBackend(),
+            max_connections=100,
+            max_keepalive_connections=20,
+            keepalive_expiry=5.0,
+        )
 
 
 def deadline_client() -> httpx.Client:

@@ -67,7 +67,9 @@ def deliver_due(
     now = to_utc(now) if now is not None else utcnow()
     rng = rng or random.Random()
     # the lease must outlast the sends of the whole batch, or another worker re-sends them
-    lease = timedelta(seconds=limit * (settings.delivery_deadline_s + settings.delivery_timeout_s) + 60)
+    lease = timedelta(
+        seconds=limit * (settings.delivery_deadline_s + settings.delivery_timeout_s) + 60
+    )
     claimed = _claim(session_factory, now=now, lease_until=now + lease, limit=limit, target=target)
     stats = DeliveryStats(claimed=len(claimed))
     started = time.monotonic()
@@ -102,17 +104,22 @@ def _due(now: datetime):
     return (Delivery.status == "pending", Delivery.next_attempt_at <= now, ~blocked)
 
 
-def due_targets(session_factory, now: datetime, *, exclude: Collection[str] = (), limit: int = 16) -> list[str]:
+def due_targets(
+    session_factory, now: datetime, *, exclude: Collection[str] = (), limit: int = 16
+) -> list[str]:
     """Targets with a delivery due at `now`, the longest-waiting first, not those in `exclude`."""
     query = select(Delivery.target).where(*_due(now)).group_by(Delivery.target)
     if exclude:
         query = query.where(Delivery.target.not_in(list(exclude)))
     with session_factory() as session:
-        return list(session.scalars(query.order_by(func.min(Delivery.next_attempt_at)).limit(limit)))
+        return list(
+            session.scalars(query.order_by(func.min(Delivery.next_attempt_at)).limit(limit))
+        )
 
 
-def _claim(session_factory, *, now: datetime, lease_until: datetime, limit: int,
-           target: str | None = None) -> list[Claimed]:
+def _claim(
+    session_factory, *, now: datetime, lease_until: datetime, limit: int, target: str | None = None
+) -> list[Claimed]:
     with session_factory() as session, session.begin():
         due = select(Delivery.id).where(*_due(now))
         if target is not None:

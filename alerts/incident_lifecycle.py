@@ -23,11 +23,15 @@ def _open_incident(session, incident_id: int) -> Incident:
     if incident is None:
         raise LookupError(f"incident {incident_id} does not exist")
     if incident.status != "open":
-        raise LifecycleError(f"incident {incident_id} is {incident.status}; only an open incident can be changed")
+        raise LifecycleError(
+            f"incident {incident_id} is {incident.status}; only an open incident can be changed"
+        )
     return incident
 
 
-def acknowledge(session, incident_id: int, *, actor: str, now: datetime, note: str | None = None) -> Incident:
+def acknowledge(
+    session, incident_id: int, *, actor: str, now: datetime, note: str | None = None
+) -> Incident:
     incident = _open_incident(session, incident_id)
     incident.acknowledged_at, incident.acknowledged_by = to_utc(now), actor[:MAX_ACTOR_CHARS]
     incident.silenced_severity = incident.severity
@@ -36,8 +40,15 @@ def acknowledge(session, incident_id: int, *, actor: str, now: datetime, note: s
     return incident
 
 
-def snooze(session, incident_id: int, *, actor: str, until: datetime, now: datetime,
-           note: str | None = None) -> Incident:
+def snooze(
+    session,
+    incident_id: int,
+    *,
+    actor: str,
+    until: datetime,
+    now: datetime,
+    note: str | None = None,
+) -> Incident:
     incident = _open_incident(session, incident_id)
     alive = open_members(session, incident)
     for alert in alive:  # checks the snooze's bounds before anything changes
@@ -48,8 +59,16 @@ def snooze(session, incident_id: int, *, actor: str, until: datetime, now: datet
     return incident
 
 
-def resolve(session, incident_id: int, *, actor: str, now: datetime, settings: Settings,
-            note: str | None = None, rules: RuleSet | None = None) -> Incident:
+def resolve(
+    session,
+    incident_id: int,
+    *,
+    actor: str,
+    now: datetime,
+    settings: Settings,
+    note: str | None = None,
+    rules: RuleSet | None = None,
+) -> Incident:
     """Resolve by hand: every open member, then the incident, with one resolve notification."""
     incident = _open_incident(session, incident_id)
     rules = rules if rules is not None else load_rules(settings)

@@ -50,8 +50,15 @@ def incident_document(incident: Any, members: list[Any], public_url: str) -> dic
     }  # fmt: skip
 
 
-def build_incident_payload(incident: Any, members: list[Any], target: Target, *, event: str,
-                           public_url: str, rules: RuleSet | None = None) -> dict[str, Any]:
+def build_incident_payload(
+    incident: Any,
+    members: list[Any],
+    target: Target,
+    *,
+    event: str,
+    public_url: str,
+    rules: RuleSet | None = None,
+) -> dict[str, Any]:
     """`members` ranked, the lead first (`alerts.incidents.ranked`)."""
     lead = members[0]
     body = build_payload(lead, target, event=event, public_url=public_url, rules=rules)
@@ -60,31 +67,50 @@ def build_incident_payload(incident: Any, members: list[Any], target: Target, *,
     if target.format == "pagerduty":
         body["dedup_key"] = pagerduty_incident_key(incident)
         if event == "trigger":
-            body["payload"]["summary"] = f"[{incident.severity}] {incident.headline}"[:PAGERDUTY_SUMMARY_MAX]
+            body["payload"]["summary"] = f"[{incident.severity}] {incident.headline}"[
+                :PAGERDUTY_SUMMARY_MAX
+            ]
             body["payload"]["severity"] = PAGERDUTY_SEVERITY[incident.severity]
             body["payload"]["custom_details"].update(
-                incident_url=i_url, incident_id=incident.id, headline=incident.headline,
-                members=[f"{m['severity']} {m['rule']} [{m['segment']}]" for m in doc["members"]])
+                incident_url=i_url,
+                incident_id=incident.id,
+                headline=incident.headline,
+                members=[f"{m['severity']} {m['rule']} [{m['segment']}]" for m in doc["members"]],
+            )
             body["links"] = [{"href": i_url, "text": "Vigil incident"}, *body["links"]]
             body["client_url"] = i_url
         return body
     if target.format == "slack":
         state = "RESOLVED" if event == "resolve" else incident.severity.upper()
-        lines = "\n".join(f"• <{m['url']}|{m['rule']}> [{m['segment']}] ({m['severity']})"
-                          for m in doc["members"])
-        header = {"type": "header", "text": {"type": "plain_text",
-                                             "text": f"[{state}] Vigil incident #{incident.id}"}}
-        lead_block = {"type": "section", "text": {"type": "mrkdwn", "text": _esc(incident.headline)[:SLACK_TEXT_MAX]}}
-        listed = {"type": "section", "text": {"type": "mrkdwn",
-                                              "text": f"*{len(members)} alerts*\n{lines}"[:SLACK_TEXT_MAX]}}
+        lines = "\n".join(
+            f"• <{m['url']}|{m['rule']}> [{m['segment']}] ({m['severity']})" for m in doc["members"]
+        )
+        header = {
+            "type": "header",
+            "text": {"type": "plain_text", "text": f"[{state}] Vigil incident #{incident.id}"},
+        }
+        lead_block = {
+            "type": "section",
+            "text": {"type": "mrkdwn", "text": _esc(incident.headline)[:SLACK_TEXT_MAX]},
+        }
+        listed = {
+            "type": "section",
+            "text": {
+                "type": "mrkdwn",
+                "text": f"*{len(members)} alerts*\n{lines}"[:SLACK_TEXT_MAX],
+            },
+        }
         blocks = list(body.get("blocks") or [])
         return {**body, "text": f"[{state}] {_esc(incident.headline)} <{i_url}|Open incident>"[:SLACK_TEXT_MAX],
                 "blocks": [header, lead_block, listed, *blocks[2:]],
                 # a Slack app posting through chat.postMessage threads on this (one thread per incident)
                 "metadata": {"event_type": "vigil_incident",
                              "event_payload": {"incident_id": incident.id, "event": event}}}  # fmt: skip
-    return {**body, "incident": doc,
-            "links": {**body["links"], "incident": i_url, "report": report_url(incident, public_url)}}
+    return {
+        **body,
+        "incident": doc,
+        "links": {**body["links"], "incident": i_url, "report": report_url(incident, public_url)},
+    }
 
 
 def _esc(text: str) -> str:

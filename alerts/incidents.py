@@ -52,16 +52,29 @@ def group_of(alert: Alert) -> str:
 
 
 def open_members(session: Session, incident: Incident) -> list[Alert]:
-    return list(session.scalars(
-        select(Alert).where(Alert.incident_id == incident.id, Alert.status == "open").order_by(Alert.id)))
+    return list(
+        session.scalars(
+            select(Alert)
+            .where(Alert.incident_id == incident.id, Alert.status == "open")
+            .order_by(Alert.id)
+        )
+    )
 
 
 def members(session: Session, incident_id: int) -> list[Alert]:
-    return list(session.scalars(select(Alert).where(Alert.incident_id == incident_id).order_by(Alert.id)))
+    return list(
+        session.scalars(select(Alert).where(Alert.incident_id == incident_id).order_by(Alert.id))
+    )
 
 
-def attach(session: Session, alerts: Iterable[Alert], *, run_id: int | None, now: datetime,
-           cause: Mapping[str, Any] | None = None) -> list[Incident]:
+def attach(
+    session: Session,
+    alerts: Iterable[Alert],
+    *,
+    run_id: int | None,
+    now: datetime,
+    cause: Mapping[str, Any] | None = None,
+) -> list[Incident]:
     """Put each fired alert into its group's open incident (opened here when there is none);
     return the incidents touched. `cause` (the drift run's headline and what it was built from)
     becomes the drift incident's headline."""
@@ -75,8 +88,16 @@ def attach(session: Session, alerts: Iterable[Alert], *, run_id: int | None, now
         incident = _open_incident(session, key, group)
         if incident is None:
             lead = max(group, key=lambda a: SEVERITY_RANK[a.severity])
-            incident = Incident(group_key=key, status="open", severity=lead.severity, kind=lead.kind,
-                                headline=lead.summary, first_seen=now, last_seen=now, notifications=0)
+            incident = Incident(
+                group_key=key,
+                status="open",
+                severity=lead.severity,
+                kind=lead.kind,
+                headline=lead.summary,
+                first_seen=now,
+                last_seen=now,
+                notifications=0,
+            )
             session.add(incident)
             session.flush()
         for alert in group:
@@ -97,25 +118,39 @@ def _open_incident(session: Session, key: str, group: list[Alert]) -> Incident |
     joined = {a.incident_id for a in group if a.incident_id is not None}
     query = select(Incident).where(Incident.status == "open")
     if joined:
-        found = session.scalars(query.where(Incident.id.in_(joined)).order_by(Incident.id.desc())).first()
+        found = session.scalars(
+            query.where(Incident.id.in_(joined)).order_by(Incident.id.desc())
+        ).first()
         if found is not None:
             return found
-    return session.scalars(query.where(Incident.group_key == key).order_by(Incident.id.desc())).first()
+    return session.scalars(
+        query.where(Incident.group_key == key).order_by(Incident.id.desc())
+    ).first()
 
 
 def inhibitor(session: Session, incident: Incident) -> Incident | None:
     if incident.group_key != DRIFT_GROUP:
         return None
-    return session.scalars(select(Incident).where(
-        Incident.group_key == ENGINE_GROUP, Incident.status == "open").order_by(Incident.id)).first()
+    return session.scalars(
+        select(Incident)
+        .where(Incident.group_key == ENGINE_GROUP, Incident.status == "open")
+        .order_by(Incident.id)
+    ).first()
 
 
 def ranked(incident: Incident, alerts: list[Alert], inhibited: bool) -> list[Alert]:
     """Members in the order they are shown and told: uninhibited first, then by severity, then
     by the cause's ranking (traffic share x effect, `drift.ranking`), then by id."""
     order = {k: i for i, k in enumerate((incident.cause or {}).get("order") or [])}
-    return sorted(alerts, key=lambda a: (inhibited and a.kind in INHIBITED_KINDS, -SEVERITY_RANK[a.severity],
-                                         order.get(a.dedupe_key, len(order)), a.id))
+    return sorted(
+        alerts,
+        key=lambda a: (
+            inhibited and a.kind in INHIBITED_KINDS,
+            -SEVERITY_RANK[a.severity],
+            order.get(a.dedupe_key, len(order)),
+            a.id,
+        ),
+    )
 
 
 def refresh(session: Session, incident: Incident) -> list[Alert]:
@@ -130,20 +165,24 @@ def refresh(session: Session, incident: Incident) -> list[Alert]:
     if scope:
         incident.severity = max((a.severity for a in scope), key=SEVERITY_RANK.__getitem__)
         incident.kind = scope[0].kind
-        headline = (incident.cause or {}).get("headline") if incident.group_key == DRIFT_GROUP else None
+        headline = (
+            (incident.cause or {}).get("headline") if incident.group_key == DRIFT_GROUP else None
+        )
         incident.headline = headline or scope[0].summary
     return alive
 
 
-def notify(session: Session, incident: Incident, *, now: datetime, settings: Settings,
-           rules: RuleSet) -> list[Delivery]:
+def notify(
+    session: Session, incident: Incident, *, now: datetime, settings: Settings, rules: RuleSet
+) -> list[Delivery]:
     """The incident's trigger, when it is new to its targets or its severity rose."""
     alive = refresh(session, incident)
     if not alive or incident.inhibited_by is not None:
         return []
     severity = incident.severity
-    if incident.notified_severity is not None and \
-            SEVERITY_RANK[severity] <= SEVERITY_RANK.get(incident.notified_severity, -1):
+    if incident.notified_severity is not None and SEVERITY_RANK[severity] <= SEVERITY_RANK.get(
+        incident.notified_severity, -1
+    ):
         return []
     if silenced(incident, severity, now) or all(silenced(a, a.severity, now) for a in alive):
         return []
@@ -152,8 +191,16 @@ def notify(session: Session, incident: Incident, *, now: datetime, settings: Set
     for alert in alive:
         if not (inhibited and alert.kind in INHIBITED_KINDS):
             targets.update((t.name, t) for t in _targets(rules, alert))
-    rows = _enqueue(session, incident, alive, list(targets.values()), event="trigger", now=now,
-                    settings=settings, rules=rules)
+    rows = _enqueue(
+        session,
+        incident,
+        alive,
+        list(targets.values()),
+        event="trigger",
+        now=now,
+        settings=settings,
+        rules=rules,
+    )
     incident.notified_severity, incident.last_notified = severity, now
     incident.notified_targets = sorted(set(incident.notified_targets or []) | set(targets))
     for alert in alive:
@@ -161,8 +208,9 @@ def notify(session: Session, incident: Incident, *, now: datetime, settings: Set
     return rows
 
 
-def close_if_done(session: Session, incident_id: int | None, *, now: datetime, settings: Settings,
-                  rules: RuleSet) -> Incident | None:
+def close_if_done(
+    session: Session, incident_id: int | None, *, now: datetime, settings: Settings, rules: RuleSet
+) -> Incident | None:
     """Resolve the incident once no member is open: one resolve to the targets told of it."""
     incident = session.get(Incident, incident_id) if incident_id is not None else None
     if incident is None or incident.status != "open":
@@ -171,22 +219,44 @@ def close_if_done(session: Session, incident_id: int | None, *, now: datetime, s
     if refresh(session, incident):
         return incident
     incident.status, incident.resolved_at = "resolved", now
-    told = [rules.targets[name] for name in incident.notified_targets or [] if name in rules.targets]
+    told = [
+        rules.targets[name] for name in incident.notified_targets or [] if name in rules.targets
+    ]
     if incident.notifications:
-        _enqueue(session, incident, members(session, incident.id), told, event="resolve", now=now,
-                 settings=settings, rules=rules)
+        _enqueue(
+            session,
+            incident,
+            members(session, incident.id),
+            told,
+            event="resolve",
+            now=now,
+            settings=settings,
+            rules=rules,
+        )
     session.flush()
     return incident
 
 
 def _targets(rules: RuleSet, alert: Alert) -> tuple[Target, ...]:
-    rule = rules.rule_for(match_values(rule=alert.rule, kind=alert.kind, segment=alert.segment,
-                                       evidence=alert.evidence))
+    rule = rules.rule_for(
+        match_values(
+            rule=alert.rule, kind=alert.kind, segment=alert.segment, evidence=alert.evidence
+        )
+    )
     return rules.targets_for(alert.severity, rule if rule is not None and rule.enabled else None)
 
 
-def _enqueue(session: Session, incident: Incident, ranked_members: list[Alert], targets: list[Target], *,
-             event: str, now: datetime, settings: Settings, rules: RuleSet) -> list[Delivery]:
+def _enqueue(
+    session: Session,
+    incident: Incident,
+    ranked_members: list[Alert],
+    targets: list[Target],
+    *,
+    event: str,
+    now: datetime,
+    settings: Settings,
+    rules: RuleSet,
+) -> list[Delivery]:
     """One outbox row per target; the idempotency key names (incident, event, notification,
     target): the same on every retry, different for the next notification."""
     if not targets or not ranked_members:
@@ -196,12 +266,28 @@ def _enqueue(session: Session, incident: Incident, ranked_members: list[Alert], 
     rows = []
     for target in targets:
         digest = hashlib.sha256(f"{target.name}\n{target.url}".encode()).hexdigest()[:12]
-        payload = build_incident_payload(incident, ranked_members, target, event=event,
-                                         public_url=settings.public_url, rules=rules)
-        rows.append(Delivery(alert_id=lead.id, incident_id=incident.id, target=target.url,
-                             format=target.format, payload=payload, status="pending", attempts=0,
-                             idempotency_key=f"vigil-i{incident.id}-{event}-{incident.notifications}-{digest}",
-                             next_attempt_at=now, created_at=now))
+        payload = build_incident_payload(
+            incident,
+            ranked_members,
+            target,
+            event=event,
+            public_url=settings.public_url,
+            rules=rules,
+        )
+        rows.append(
+            Delivery(
+                alert_id=lead.id,
+                incident_id=incident.id,
+                target=target.url,
+                format=target.format,
+                payload=payload,
+                status="pending",
+                attempts=0,
+                idempotency_key=f"vigil-i{incident.id}-{event}-{incident.notifications}-{digest}",
+                next_attempt_at=now,
+                created_at=now,
+            )
+        )
     session.add_all(rows)
     return rows
 

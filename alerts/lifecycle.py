@@ -43,21 +43,39 @@ def _open_alert(session: Session, alert_id: int) -> Alert:
     if alert is None:
         raise LookupError(f"alert {alert_id} does not exist")
     if alert.status != "open":
-        raise LifecycleError(f"alert {alert_id} is {alert.status}; only an open alert can be changed")
+        raise LifecycleError(
+            f"alert {alert_id} is {alert.status}; only an open alert can be changed"
+        )
     return alert
 
 
-def record(session: Session, alert: Alert, action: str, *, actor: str, now: datetime,
-            note: str | None = None, until: datetime | None = None) -> AlertAction:
-    row = AlertAction(alert_id=alert.id, action=action, actor=(actor or "unknown")[:MAX_ACTOR_CHARS],
-                      at=to_utc(now), severity=alert.severity, until=until,
-                      note=(note or None) and note[:MAX_NOTE_CHARS])
+def record(
+    session: Session,
+    alert: Alert,
+    action: str,
+    *,
+    actor: str,
+    now: datetime,
+    note: str | None = None,
+    until: datetime | None = None,
+) -> AlertAction:
+    row = AlertAction(
+        alert_id=alert.id,
+        action=action,
+        actor=(actor or "unknown")[:MAX_ACTOR_CHARS],
+        at=to_utc(now),
+        severity=alert.severity,
+        until=until,
+        note=(note or None) and note[:MAX_NOTE_CHARS],
+    )
     session.add(row)
     session.flush()
     return row
 
 
-def acknowledge(session: Session, alert_id: int, *, actor: str, now: datetime, note: str | None = None) -> Alert:
+def acknowledge(
+    session: Session, alert_id: int, *, actor: str, now: datetime, note: str | None = None
+) -> Alert:
     alert = _open_alert(session, alert_id)
     alert.acknowledged_at, alert.acknowledged_by = to_utc(now), actor[:MAX_ACTOR_CHARS]
     alert.silenced_severity = alert.severity
@@ -74,8 +92,15 @@ def check_snooze(until: datetime, now: datetime) -> tuple[datetime, datetime]:
     return until, now
 
 
-def snooze(session: Session, alert_id: int, *, actor: str, until: datetime, now: datetime,
-           note: str | None = None) -> Alert:
+def snooze(
+    session: Session,
+    alert_id: int,
+    *,
+    actor: str,
+    until: datetime,
+    now: datetime,
+    note: str | None = None,
+) -> Alert:
     until, now = check_snooze(until, now)
     alert = _open_alert(session, alert_id)
     alert.snoozed_until, alert.silenced_severity = until, alert.severity
@@ -83,8 +108,16 @@ def snooze(session: Session, alert_id: int, *, actor: str, until: datetime, now:
     return alert
 
 
-def resolve(session: Session, alert_id: int, *, actor: str, now: datetime, settings: Settings,
-            note: str | None = None, rules: RuleSet | None = None) -> Alert:
+def resolve(
+    session: Session,
+    alert_id: int,
+    *,
+    actor: str,
+    now: datetime,
+    settings: Settings,
+    note: str | None = None,
+    rules: RuleSet | None = None,
+) -> Alert:
     """Resolve by hand: its targets get the resolve notification, the note goes in the history."""
     from alerts.service import resolve_alert
 
@@ -94,5 +127,10 @@ def resolve(session: Session, alert_id: int, *, actor: str, now: datetime, setti
 
 
 def actions(session: Session, alert_id: int) -> list[AlertAction]:
-    return list(session.scalars(
-        select(AlertAction).where(AlertAction.alert_id == alert_id).order_by(AlertAction.at, AlertAction.id)))
+    return list(
+        session.scalars(
+            select(AlertAction)
+            .where(AlertAction.alert_id == alert_id)
+            .order_by(AlertAction.at, AlertAction.id)
+        )
+    )

@@ -44,8 +44,9 @@ def encode_body(payload: dict[str, Any]) -> bytes:
     return json.dumps(payload, separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode()
 
 
-def build_payload(alert: Any, target: Target, *, event: str, public_url: str,
-                  rules: RuleSet | None = None) -> dict[str, Any]:
+def build_payload(
+    alert: Any, target: Target, *, event: str, public_url: str, rules: RuleSet | None = None
+) -> dict[str, Any]:
     """One alert's body; `rules`: the rule set whose `runbook_url`/`next_steps` apply."""
     if event not in EVENTS:
         raise ValueError(f"event {event!r} is not one of {', '.join(EVENTS)}")
@@ -90,8 +91,9 @@ def alert_document(alert: Any, public_url: str, rules: RuleSet | None = None) ->
     }
 
 
-def generic_payload(alert: Any, target: Target, *, event: str, public_url: str,
-                    rules: RuleSet | None = None) -> dict[str, Any]:
+def generic_payload(
+    alert: Any, target: Target, *, event: str, public_url: str, rules: RuleSet | None = None
+) -> dict[str, Any]:
     return {
         "schema": SCHEMA,
         "event": event,
@@ -108,8 +110,9 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def slack_payload(alert: Any, target: Target, *, event: str, public_url: str,
-                  rules: RuleSet | None = None) -> dict[str, Any]:
+def slack_payload(
+    alert: Any, target: Target, *, event: str, public_url: str, rules: RuleSet | None = None
+) -> dict[str, Any]:
     state = "RESOLVED" if event == "resolve" else alert.severity.upper()
     title = f"[{state}] Vigil {alert.kind} drift: {alert.rule} ({alert.segment})"
     a_url, r_url = alert_url(alert, public_url), report_url(alert, public_url)
@@ -151,7 +154,10 @@ def slack_payload(alert: Any, target: Target, *, event: str, public_url: str,
             },
             {
                 "type": "section",
-                "text": {"type": "mrkdwn", "text": _clip(f"*What to check*\n{steps}", SLACK_TEXT_MAX)},
+                "text": {
+                    "type": "mrkdwn",
+                    "text": _clip(f"*What to check*\n{steps}", SLACK_TEXT_MAX),
+                },
             },
             {
                 "type": "actions",
@@ -172,8 +178,9 @@ def slack_payload(alert: Any, target: Target, *, event: str, public_url: str,
     }
 
 
-def pagerduty_payload(alert: Any, target: Target, *, event: str, public_url: str,
-                      rules: RuleSet | None = None) -> dict[str, Any]:
+def pagerduty_payload(
+    alert: Any, target: Target, *, event: str, public_url: str, rules: RuleSet | None = None
+) -> dict[str, Any]:
     if not target.routing_key:
         raise ValueError(f"target {target.name}: PagerDuty needs a routing_key")
     # the incident's key replaces it (alerts.incident_payloads): one PagerDuty incident per event

@@ -15,8 +15,15 @@ from typing import Any
 from vigil.alert_table import KINDS, SEVERITIES, SEVERITY_RANK
 from vigil.sample_record.limits import MAX_SEGMENT_LABEL_CHARS
 
-__all__ = ["ALL_SEGMENTS", "KINDS", "SEVERITIES", "SEVERITY_RANK", "Proposal", "ProposalError",
-           "coerce_proposal"]
+__all__ = [
+    "ALL_SEGMENTS",
+    "KINDS",
+    "SEVERITIES",
+    "SEVERITY_RANK",
+    "Proposal",
+    "ProposalError",
+    "coerce_proposal",
+]
 
 ALL_SEGMENTS = "*"
 
@@ -57,7 +64,9 @@ def coerce_proposal(obj: Any, index: int | None = None) -> Proposal:
         raise ProposalError(f"{where}: rule {rule[:20]!r}... is longer than 64 characters")
     segment = _get(obj, "segment") or ALL_SEGMENTS
     if not isinstance(segment, str) or len(segment) > MAX_SEGMENT_LABEL_CHARS:
-        raise ProposalError(f"{where}: segment must be a string of at most {MAX_SEGMENT_LABEL_CHARS} characters")
+        raise ProposalError(
+            f"{where}: segment must be a string of at most {MAX_SEGMENT_LABEL_CHARS} characters"
+        )
     summary = _get(obj, "summary") or f"{rule} fired on segment {segment}"
     evidence = _get(obj, "evidence") or {}
     if not isinstance(evidence, Mapping):

@@ -63,8 +63,17 @@ __all__ = [
 ]
 
 FORMATS = ("generic", "slack", "pagerduty")
-RULE_KEYS = {"name", "match", "severity", "kind", "routes", "cooldown_s", "enabled", "runbook_url",
-             "next_steps"}
+RULE_KEYS = {
+    "name",
+    "match",
+    "severity",
+    "kind",
+    "routes",
+    "cooldown_s",
+    "enabled",
+    "runbook_url",
+    "next_steps",
+}
 MAX_STEPS, MAX_STEP_CHARS = 10, 500
 TARGET_KEYS = {"url", "format", "routing_key", "routing_key_env"}
 TOP_KEYS = {"targets", "routes", "rules"}
@@ -225,17 +234,27 @@ def _parse_rule(index: int, spec: Any, known: set[str], fail) -> Rule:
     if not isinstance(enabled, bool):
         raise fail(f"{where}.enabled", f"expected true or false, got {_show(enabled)}")
     runbook_url = spec.get("runbook_url")
-    if runbook_url is not None and (not isinstance(runbook_url, str) or len(runbook_url) > 2000
-                                    or not runbook_url.startswith(("http://", "https://"))):
+    if runbook_url is not None and (
+        not isinstance(runbook_url, str)
+        or len(runbook_url) > 2000
+        or not runbook_url.startswith(("http://", "https://"))
+    ):
         raise fail(f"{where}.runbook_url", f"{_show(runbook_url)} is not an http(s) URL")
     steps = spec.get("next_steps")
     if steps is not None:
-        if (not isinstance(steps, list) or not 0 < len(steps) <= MAX_STEPS
-                or not all(isinstance(x, str) and 0 < len(x) <= MAX_STEP_CHARS for x in steps)):
-            raise fail(f"{where}.next_steps",
-                       f"expected 1 to {MAX_STEPS} strings of at most {MAX_STEP_CHARS} characters")
+        if (
+            not isinstance(steps, list)
+            or not 0 < len(steps) <= MAX_STEPS
+            or not all(isinstance(x, str) and 0 < len(x) <= MAX_STEP_CHARS for x in steps)
+        ):
+            raise fail(
+                f"{where}.next_steps",
+                f"expected 1 to {MAX_STEPS} strings of at most {MAX_STEP_CHARS} characters",
+            )
         steps = tuple(steps)
-    return Rule(name, Match(**patterns), severity, kind, routes, cooldown, enabled, runbook_url, steps)
+    return Rule(
+        name, Match(**patterns), severity, kind, routes, cooldown, enabled, runbook_url, steps
+    )
 
 
 def _names(names: Any, known: set[str], where: str, fail) -> tuple[str, ...]:

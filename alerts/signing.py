@@ -120,7 +120,9 @@ def verify(
             expected = sign_keyed(body, candidate, timestamp, key)
             if any(hmac.compare_digest(expected, sig) for sig in keyed):
                 return timestamp
-        raise SignatureError("signature mismatch: the body, timestamp, Idempotency-Key or secret differs")
+        raise SignatureError(
+            "signature mismatch: the body, timestamp, Idempotency-Key or secret differs"
+        )
     if require_key_signature:
         raise SignatureError(
             f"{SIGNATURE_HEADER} has no {KEYED_SCHEME}= signature (the Idempotency-Key is unsigned)"

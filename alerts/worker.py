@@ -114,7 +114,9 @@ class DeliveryWorker:
 
     def _executor(self) -> ThreadPoolExecutor:
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(self.parallel, thread_name_prefix="vigil-delivery-target")
+            self._pool = ThreadPoolExecutor(
+                self.parallel, thread_name_prefix="vigil-delivery-target"
+            )
         return self._pool
 
     def _dispatch(self) -> None:
@@ -135,8 +137,15 @@ class DeliveryWorker:
         total = DeliveryStats()
         try:
             while True:
-                stats = deliver_due(self.session_factory, self.client, self.clock(), settings=self.settings,
-                                    limit=self.batch_size, rng=self.rng, target=target)
+                stats = deliver_due(
+                    self.session_factory,
+                    self.client,
+                    self.clock(),
+                    settings=self.settings,
+                    limit=self.batch_size,
+                    rng=self.rng,
+                    target=target,
+                )
                 _add(total, stats)
                 with self._lock:
                     _add(self.totals, stats)

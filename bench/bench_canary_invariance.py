@@ -40,8 +40,9 @@ def prompt_ids(engine: LLMEngine, probe: Probe) -> list[int]:
 def probe_params(probe: Probe, seed: int) -> SamplingParams:
     if probe.kind == "perplexity":
         return SamplingParams(max_tokens=1, temperature=0.0, seed=seed, prompt_logprobs=0)
-    return SamplingParams(max_tokens=probe.max_tokens, temperature=0.0, seed=seed, logprobs=0,
-                          ignore_eos=True)
+    return SamplingParams(
+        max_tokens=probe.max_tokens, temperature=0.0, seed=seed, logprobs=0, ignore_eos=True
+    )
 
 
 def observe(out, probe: Probe) -> Observation:
@@ -53,7 +54,9 @@ def observe(out, probe: Probe) -> Observation:
     return Observation.of(list(choice.token_ids), [e.logprob for e in choice.logprobs])
 
 
-def run(engine: LLMEngine, arrivals: dict[int, list[tuple[str, list[int], SamplingParams]]]) -> dict:
+def run(
+    engine: LLMEngine, arrivals: dict[int, list[tuple[str, list[int], SamplingParams]]]
+) -> dict:
     finals, step, pending = {}, 0, dict(arrivals)
     while pending or engine.has_unfinished_requests():
         for rid, ids, params in pending.pop(step, []):
@@ -72,11 +75,24 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     probe_set = load_probe_set()
-    engine = LLMEngine(EngineConfig(device="cpu", max_num_seqs=max(64, args.batch), kv_cache_memory_mb=512))
+    engine = LLMEngine(
+        EngineConfig(device="cpu", max_num_seqs=max(64, args.batch), kv_cache_memory_mb=512)
+    )
     fillers = probe_set.calibration.fillers or ["Tell me something."]
-    table = Table(f"Alone vs in a batch of {args.batch} (CPU, float32, {args.threads} threads)",
-                  ["probe", "kind", "prompt tokens", "compared tokens", "identical tokens",
-                   "first divergence", "max abs logprob delta", "perplexity ratio", "seconds"])
+    table = Table(
+        f"Alone vs in a batch of {args.batch} (CPU, float32, {args.threads} threads)",
+        [
+            "probe",
+            "kind",
+            "prompt tokens",
+            "compared tokens",
+            "identical tokens",
+            "first divergence",
+            "max abs logprob delta",
+            "perplexity ratio",
+            "seconds",
+        ],
+    )
     print(table.header())
     for probe in probe_set.probes:
         started = time.perf_counter()
@@ -86,10 +102,20 @@ def main() -> None:
         others = []
         for i in range(args.batch - 1):
             text = fillers[i % len(fillers)]
-            filler_ids = engine.tokenizer.encode(engine.tokenizer.apply_chat_template(
-                [{"role": "user", "content": f"{text} ({i})"}], add_generation_prompt=True))
-            others.append((f"f{i}", filler_ids, SamplingParams(max_tokens=probe.max_tokens,
-                                                                temperature=1.0, seed=i, ignore_eos=True)))
+            filler_ids = engine.tokenizer.encode(
+                engine.tokenizer.apply_chat_template(
+                    [{"role": "user", "content": f"{text} ({i})"}], add_generation_prompt=True
+                )
+            )
+            others.append(
+                (
+                    f"f{i}",
+                    filler_ids,
+                    SamplingParams(
+                        max_tokens=probe.max_tokens, temperature=1.0, seed=i, ignore_eos=True
+                    ),
+                )
+            )
         early = (2 * len(others)) // 3
         arrivals = {0: others[:early] + [("probe", ids, params)], 2: others[early:]}
         batched = observe(run(engine, arrivals)["probe"], probe)

@@ -34,12 +34,19 @@ from serving.sampling_params import SamplingParams
 
 
 def _engine(loaded, seqs: int, steps: int, core: bool, rows: bool = True):
-    engine = make_engine(loaded, max_num_seqs=seqs, kv_tokens=seqs * (128 + 2 * steps + 64), device="cpu",
-                         output=token_deltas(rows) if core else None)
+    engine = make_engine(
+        loaded,
+        max_num_seqs=seqs,
+        kv_tokens=seqs * (128 + 2 * steps + 64),
+        device="cpu",
+        output=token_deltas(rows) if core else None,
+    )
     g = torch.Generator().manual_seed(0)
     params = SamplingParams(max_tokens=2 * steps + 40, temperature=0.0, ignore_eos=True)
     for i in range(seqs):
-        engine.add_request(f"r{i}", torch.randint(0, TINY["vocab_size"], (128,), generator=g).tolist(), params)
+        engine.add_request(
+            f"r{i}", torch.randint(0, TINY["vocab_size"], (128,), generator=g).tolist(), params
+        )
     for _ in range(20):  # the prefill and a few decode steps
         engine.step()
     freeze_startup_heap()
@@ -126,6 +133,7 @@ class _Timed:
                 return fn(*a, **kw)
             finally:
                 self.total += time.perf_counter() - start
+
         return timed
 
 
@@ -138,11 +146,20 @@ def main() -> None:
     hf = hf_random_model(TINY, device="cpu")
     loaded = loaded_from_hf(hf, TINY, "tiny-llama")
     del hf
-    table = Table(f"host microseconds per decode step outside the model forward, tiny model on the CPU, "
-                  f"{args.steps} steps, best of 2 (runs interleaved)",
-                  ["sequences", "offline engine step", "core iteration: deltas", "core iteration: rows",
-                   "core (rows) / offline", "core output side: deltas", "core output side: rows",
-                   "output side deltas / rows"])
+    table = Table(
+        f"host microseconds per decode step outside the model forward, tiny model on the CPU, "
+        f"{args.steps} steps, best of 2 (runs interleaved)",
+        [
+            "sequences",
+            "offline engine step",
+            "core iteration: deltas",
+            "core iteration: rows",
+            "core (rows) / offline",
+            "core output side: deltas",
+            "core output side: rows",
+            "output side deltas / rows",
+        ],
+    )
     print(table.header(), flush=True)
     for seqs in [int(s) for s in args.seqs.split(",")]:
         offline, deltas, rows = [], [], []
@@ -151,16 +168,29 @@ def main() -> None:
             deltas.append(_core_us(loaded, seqs, args.steps, rows=False))
             rows.append(_core_us(loaded, seqs, args.steps, rows=True))
         best_off, (d_all, d_out), (r_all, r_out) = min(offline), min(deltas), min(rows)
-        print(table.add(seqs, f"{best_off:.0f}", f"{d_all:.0f}", f"{r_all:.0f}", f"{r_all / best_off:.2f}",
-                        f"{d_out:.0f}", f"{r_out:.0f}", f"{d_out / r_out:.2f}"), flush=True)
+        print(
+            table.add(
+                seqs,
+                f"{best_off:.0f}",
+                f"{d_all:.0f}",
+                f"{r_all:.0f}",
+                f"{r_all / best_off:.2f}",
+                f"{d_out:.0f}",
+                f"{r_out:.0f}",
+                f"{d_out / r_out:.2f}",
+            ),
+            flush=True,
+        )
     write_results("core_loop", [table, _full_collection(loaded)])
 
 
 def _full_collection(loaded) -> Table:
     """One full collection's time with an engine of 256 running sequences alive, before and after
     the start-up heap is frozen."""
-    table = Table("one full garbage collection (generation 2) with a 256-sequence engine alive",
-                  ["heap", "objects the collector scans", "ms"])
+    table = Table(
+        "one full garbage collection (generation 2) with a 256-sequence engine alive",
+        ["heap", "objects the collector scans", "ms"],
+    )
     engine = _engine(loaded, 256, 50, core=True)  # (freezes: undone to time the unfrozen pass)
     gc.unfreeze()
     gc.collect()

@@ -25,8 +25,18 @@ from drift.features import EmbeddingBlock, FeatureSet
 from drift.run import run_drift
 from drift.validate import validate_baseline
 
-FEATURES = ("prompt_chars", "prompt_tokens", "completion_tokens", "response_chars", "tools_count",
-            "latency_ms", "ttft_ms", "tpot_ms", "mean_logprob", "mean_entropy")
+FEATURES = (
+    "prompt_chars",
+    "prompt_tokens",
+    "completion_tokens",
+    "response_chars",
+    "tools_count",
+    "latency_ms",
+    "ttft_ms",
+    "tpot_ms",
+    "mean_logprob",
+    "mean_entropy",
+)
 DIM = 384
 
 
@@ -50,12 +60,16 @@ def numeric(rng: np.random.Generator, n: int, shifted: bool) -> dict[str, np.nda
     return out
 
 
-def embeddings(rng: np.random.Generator, centres: np.ndarray, n: int, new_share: float) -> np.ndarray:
+def embeddings(
+    rng: np.random.Generator, centres: np.ndarray, n: int, new_share: float
+) -> np.ndarray:
     labels = rng.choice(len(centres), n)
     x = centres[labels] + rng.normal(0, 0.05, (n, DIM)).astype(np.float32)
     k = int(new_share * n)
     if k:
-        x[:k] = rng.normal(size=DIM).astype(np.float32) * 0.1 + rng.normal(0, 0.05, (k, DIM)).astype(np.float32)
+        x[:k] = rng.normal(size=DIM).astype(np.float32) * 0.1 + rng.normal(
+            0, 0.05, (k, DIM)
+        ).astype(np.float32)
     return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)  # unit, like MiniLM
 
 
@@ -73,14 +87,24 @@ def main() -> None:
     rng = np.random.default_rng(0)
     centres = rng.normal(size=(8, DIM)).astype(np.float32) * 0.1
 
-    ref = FeatureSet(n=args.base, numeric=numeric(rng, args.base, False),
-                     embeddings={"prompt_embedding": EmbeddingBlock(
-                         np.arange(args.base), embeddings(rng, centres, args.base, 0.0))},
-                     timestamps=np.arange(args.base, dtype=np.float64))
+    ref = FeatureSet(
+        n=args.base,
+        numeric=numeric(rng, args.base, False),
+        embeddings={
+            "prompt_embedding": EmbeddingBlock(
+                np.arange(args.base), embeddings(rng, centres, args.base, 0.0)
+            )
+        },
+        timestamps=np.arange(args.base, dtype=np.float64),
+    )
     emb_rows = np.sort(rng.choice(args.rows, args.emb, replace=False))
-    cur = FeatureSet(n=args.rows, numeric=numeric(rng, args.rows, True),
-                     embeddings={"prompt_embedding": EmbeddingBlock(
-                         emb_rows, embeddings(rng, centres, args.emb, 0.10))})
+    cur = FeatureSet(
+        n=args.rows,
+        numeric=numeric(rng, args.rows, True),
+        embeddings={
+            "prompt_embedding": EmbeddingBlock(emb_rows, embeddings(rng, centres, args.emb, 0.10))
+        },
+    )
     if args.tenants:
         names = np.array([f"tenant-{i}" for i in range(args.tenants)], dtype=object)
         ref.keys["tenant"] = names[rng.integers(0, args.tenants, args.base)]
@@ -98,10 +122,15 @@ def main() -> None:
     t = time.perf_counter()
     baseline.mmd_references()["prompt_embedding"].kernel_xx()  # the cached reference block
     t_cache = time.perf_counter() - t
-    print(f"baseline {args.base:,} rows: build+clusters {t_build:.1f} s, validate {t_validate:.1f} s "
-          f"(valid={valid}), calibrate {t_cal:.1f} s, MMD reference kernel {t_cache:.2f} s (once)")
-    table = Table(f"{args.rows:,} x {len(FEATURES)} numeric + {args.emb:,} x {DIM} embeddings vs a "
-                  f"{args.base:,}-sample baseline, {args.threads} thread(s)", ["step", "seconds", "detail"])
+    print(
+        f"baseline {args.base:,} rows: build+clusters {t_build:.1f} s, validate {t_validate:.1f} s "
+        f"(valid={valid}), calibrate {t_cal:.1f} s, MMD reference kernel {t_cache:.2f} s (once)"
+    )
+    table = Table(
+        f"{args.rows:,} x {len(FEATURES)} numeric + {args.emb:,} x {DIM} embeddings vs a "
+        f"{args.base:,}-sample baseline, {args.threads} thread(s)",
+        ["step", "seconds", "detail"],
+    )
     table.add("baseline build + clusters", f"{t_build:.1f}", f"{args.base:,} rows")
     table.add("baseline validate", f"{t_validate:.1f}", f"valid={valid}")
     table.add("baseline calibrate", f"{t_cal:.1f}", "")
@@ -111,11 +140,17 @@ def main() -> None:
     report = run_drift(baseline, cur, segment_by=["tenant"] if args.tenants else [], rng_seed=0)
     t_vigil = time.perf_counter() - t
     tests = sorted({r.test for r in report.results})
-    print(f"vigil drift job: {args.rows:,} x {len(FEATURES)} numeric + {args.emb:,} x {DIM} "
-          f"embeddings vs {args.base:,}, {len(report.segments)} segment(s): {t_vigil:.1f} s  "
-          f"({len(report.results)} results: "
-          f"{', '.join(tests)}; alerts: {', '.join(sorted({a.rule for a in report.alerts}))})")
-    table.add("vigil drift job", f"{t_vigil:.1f}", f"{len(report.segments)} segment(s), {len(report.results)} results")
+    print(
+        f"vigil drift job: {args.rows:,} x {len(FEATURES)} numeric + {args.emb:,} x {DIM} "
+        f"embeddings vs {args.base:,}, {len(report.segments)} segment(s): {t_vigil:.1f} s  "
+        f"({len(report.results)} results: "
+        f"{', '.join(tests)}; alerts: {', '.join(sorted({a.rule for a in report.alerts}))})"
+    )
+    table.add(
+        "vigil drift job",
+        f"{t_vigil:.1f}",
+        f"{len(report.segments)} segment(s), {len(report.results)} results",
+    )
 
     if args.no_evidently:
         write_results("drift", [table])
@@ -129,19 +164,36 @@ def main() -> None:
     cur_df = pd.DataFrame({k: cur.numeric[k] for k in FEATURES})
     snapshot = Report([DataDriftPreset()]).run(
         Dataset.from_pandas(cur_df, data_definition=definition),
-        Dataset.from_pandas(ref_df, data_definition=definition))
+        Dataset.from_pandas(ref_df, data_definition=definition),
+    )
     t_ev = time.perf_counter() - t
-    counts = [m["value"] for m in snapshot.dict()["metrics"]
-              if str(m.get("metric_name", "")).startswith("DriftedColumnsCount")]
+    counts = [
+        m["value"]
+        for m in snapshot.dict()["metrics"]
+        if str(m.get("metric_name", "")).startswith("DriftedColumnsCount")
+    ]
     ours = sorted({r.feature for r in report.results if r.test == "psi" and r.drifted})
-    print(f"evidently DataDriftPreset: same {args.rows:,} x {len(FEATURES)} numeric vs {args.base:,}: "
-          f"{t_ev:.1f} s  (drifted columns: {counts[0] if counts else '?'}; vigil PSI: {ours})")
-    print(f"ratio evidently / vigil (vigil also ran MMD + clusters on the embeddings): "
-          f"{t_ev / t_vigil:.2f}x")
-    table.add("Evidently DataDriftPreset (numeric only)", f"{t_ev:.1f}",
-              f"drifted columns: {counts[0] if counts else '?'}")
-    write_results("drift", [table], [f"Evidently / vigil time: {t_ev / t_vigil:.2f}x "
-                                     "(vigil also ran MMD and clusters on the embeddings)"])
+    print(
+        f"evidently DataDriftPreset: same {args.rows:,} x {len(FEATURES)} numeric vs {args.base:,}: "
+        f"{t_ev:.1f} s  (drifted columns: {counts[0] if counts else '?'}; vigil PSI: {ours})"
+    )
+    print(
+        f"ratio evidently / vigil (vigil also ran MMD + clusters on the embeddings): "
+        f"{t_ev / t_vigil:.2f}x"
+    )
+    table.add(
+        "Evidently DataDriftPreset (numeric only)",
+        f"{t_ev:.1f}",
+        f"drifted columns: {counts[0] if counts else '?'}",
+    )
+    write_results(
+        "drift",
+        [table],
+        [
+            f"Evidently / vigil time: {t_ev / t_vigil:.2f}x "
+            "(vigil also ran MMD and clusters on the embeddings)"
+        ],
+    )
 
 
 if __name__ == "__main__":

@@ -39,9 +39,15 @@ def measure(config: EmbedConfig, items: list[str], ref: np.ndarray | None) -> di
     started = time.perf_counter()
     embedder.encode(items)
     seconds = time.perf_counter() - started
-    out = {"device": embedder.device, "dtype": embedder.dtype, "threads": config.threads,
-           "batch_tokens": config.batch_tokens, "texts": len(items), "seconds": round(seconds, 3),
-           "texts_per_s": round(len(items) / seconds, 1)}
+    out = {
+        "device": embedder.device,
+        "dtype": embedder.dtype,
+        "threads": config.threads,
+        "batch_tokens": config.batch_tokens,
+        "texts": len(items),
+        "seconds": round(seconds, 3),
+        "texts_per_s": round(len(items) / seconds, 1),
+    }
     if ref is not None:  # the reference holds the vectors of corpus(len(ref))
         cosine = np.sum(embedder.encode(corpus(len(ref))) * ref, axis=1)
         out.update(cos_min=float(cosine.min()), cos_mean=float(cosine.mean()), cos_n=len(ref))
@@ -57,11 +63,18 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=2000)
     ap.add_argument("--model")
     ap.add_argument("--ref")
-    ap.add_argument("--write-ref", type=int, default=0, help="write fp32 CPU vectors of the first N texts to --ref")
+    ap.add_argument(
+        "--write-ref",
+        type=int,
+        default=0,
+        help="write fp32 CPU vectors of the first N texts to --ref",
+    )
     ap.add_argument("--json")
     args = ap.parse_args()
     if args.write_ref:
-        vecs = get_embedder(EmbedConfig(args.model, "cpu", "fp32", args.threads)).encode(corpus(args.write_ref))
+        vecs = get_embedder(EmbedConfig(args.model, "cpu", "fp32", args.threads)).encode(
+            corpus(args.write_ref)
+        )
         np.save(args.ref, vecs)
         print(f"wrote {len(vecs)} reference vectors to {args.ref}")
         return
@@ -69,7 +82,9 @@ def main() -> None:
     ref = np.load(args.ref) if args.ref else None
     rows = []
     for dtype in args.dtypes.split(","):
-        row = measure(EmbedConfig(args.model, args.device, dtype, args.threads, args.batch_tokens), items, ref)
+        row = measure(
+            EmbedConfig(args.model, args.device, dtype, args.threads, args.batch_tokens), items, ref
+        )
         print(json.dumps(row), flush=True)
         rows.append(row)
     if args.json:

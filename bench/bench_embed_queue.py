@@ -76,13 +76,26 @@ def seed(url: str, n: int, per_hour: int, model: str) -> None:
             for i in range(lo, min(n, lo + 5000)):
                 sid = f"s{i:07d}"
                 ts = END - timedelta(seconds=(n - i) * step)
-                rows.append({"id": sid, "record_id": sid, "timestamp": ts, "ingested_at": ts,
-                             "segment": f"seg{i % 4}", "tenant": f"t{i % 3}", "sample_weight": 1.0,
-                             "source": "ingest", "prompt": f"question {i} about topic {i % 50}",
-                             "response": f"answer {i}", "latency_ms": 100.0 + i % 300})
+                rows.append(
+                    {
+                        "id": sid,
+                        "record_id": sid,
+                        "timestamp": ts,
+                        "ingested_at": ts,
+                        "segment": f"seg{i % 4}",
+                        "tenant": f"t{i % 3}",
+                        "sample_weight": 1.0,
+                        "source": "ingest",
+                        "prompt": f"question {i} about topic {i % 50}",
+                        "response": f"answer {i}",
+                        "latency_ms": 100.0 + i % 300,
+                    }
+                )
                 if i < 0.7 * n:
-                    embs += [{"sample_id": sid, "field": f, "model": model, "dim": DIM, "vector": vec}
-                             for f in ("prompt", "response")]
+                    embs += [
+                        {"sample_id": sid, "field": f, "model": model, "dim": DIM, "vector": vec}
+                        for f in ("prompt", "response")
+                    ]
             conn.execute(insert(Sample), rows)
             if embs:
                 conn.execute(insert(Embedding), embs)
@@ -137,8 +150,12 @@ def measure(url: str, settings, model: str, per_hour: int, cap_s: float) -> dict
     with factory() as s:
         out["unread"] = timed(lambda: samples_missing_embeddings(s, model, 256), restart, cap_s, 3)
         s.rollback()
-        out["window"] = timed(lambda: queued_samples(s, window_queue(s, start, END, max_rows=50_000),
-                                                     model, 256), restart, cap_s, 3)
+        out["window"] = timed(
+            lambda: queued_samples(s, window_queue(s, start, END, max_rows=50_000), model, 256),
+            restart,
+            cap_s,
+            3,
+        )
         s.rollback()
     import sidecar.jobs.embed as embed_job
 
@@ -147,7 +164,9 @@ def measure(url: str, settings, model: str, per_hour: int, cap_s: float) -> dict
     restart()
     try:
         began = time.perf_counter()
-        build_baseline_from_window(settings, factory, start, END, now=END, name=f"bench-{uuid.uuid4().hex[:6]}")
+        build_baseline_from_window(
+            settings, factory, start, END, now=END, name=f"bench-{uuid.uuid4().hex[:6]}"
+        )
         out["build"] = time.perf_counter() - began
         out["build"] = None if out["build"] > cap_s else out["build"]
     except DBAPIError:
@@ -155,8 +174,13 @@ def measure(url: str, settings, model: str, per_hour: int, cap_s: float) -> dict
     finally:
         embed_job.get_embedder = real
     with engine.begin() as conn:  # the window unembedded again, for the next measurement
-        conn.execute(text("DELETE FROM embeddings WHERE sample_id IN "
-                          "(SELECT id FROM samples WHERE timestamp >= :t)"), {"t": start})
+        conn.execute(
+            text(
+                "DELETE FROM embeddings WHERE sample_id IN "
+                "(SELECT id FROM samples WHERE timestamp >= :t)"
+            ),
+            {"t": start},
+        )
     engine.dispose()
     return out
 
@@ -173,7 +197,9 @@ def to_before(url: str) -> None:
     dispose_engines()
 
 
-def run_backend(url: str, n: int, per_hour: int, cap_s: float) -> dict[str, dict[str, float | None]]:
+def run_backend(
+    url: str, n: int, per_hour: int, cap_s: float
+) -> dict[str, dict[str, float | None]]:
     upgrade(url)
     settings = load_settings(database_url=url)
     model = embedder_name(settings.embedding_model_path)
@@ -199,9 +225,13 @@ def ratio(before: float | None, after: float | None, cap_s: float) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--samples", type=int, default=100_000)
-    parser.add_argument("--build-samples", type=int, default=1000, help="samples per hour (the built window)")
+    parser.add_argument(
+        "--build-samples", type=int, default=1000, help="samples per hour (the built window)"
+    )
     parser.add_argument("--cap-s", type=float, default=120.0)
     parser.add_argument("--pg-url", default="postgresql+psycopg://postgres@127.0.0.1:5432/test")
     parser.add_argument("--no-pg", action="store_true")
@@ -210,8 +240,9 @@ def main() -> int:
     results = {}
     with tempfile.TemporaryDirectory() as tmpdir:
         print("sqlite", flush=True)
-        results["sqlite"] = run_backend(f"sqlite:///{Path(tmpdir) / 'bench.db'}", args.samples,
-                                        args.build_samples, args.cap_s)
+        results["sqlite"] = run_backend(
+            f"sqlite:///{Path(tmpdir) / 'bench.db'}", args.samples, args.build_samples, args.cap_s
+        )
     if not args.no_pg:
         schema = f"bench_{uuid.uuid4().hex[:10]}"
         admin = make_url(args.pg_url).set(drivername="postgresql").render_as_string(False)
@@ -220,25 +251,41 @@ def main() -> int:
         url = make_url(args.pg_url).update_query_dict({"options": f"-csearch_path={schema}"})
         try:
             print("postgresql", flush=True)
-            results["postgresql"] = run_backend(url.render_as_string(False), args.samples,
-                                                args.build_samples, args.cap_s)
+            results["postgresql"] = run_backend(
+                url.render_as_string(False), args.samples, args.build_samples, args.cap_s
+            )
         finally:
             dispose_engines()
             with psycopg.connect(admin, autocommit=True) as conn:
                 conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
-    table = Table(f"{args.samples:,} samples (30 % without vectors), queue batch of 256; baseline build "
-                  f"of one hour ({args.build_samples:,} samples, stand-in embedder)",
-                  ["backend", "step", "before", "after", "before/after"])
-    names = {"unread": "unread queue batch", "window": "window queue batch", "build": "baseline build"}
+    table = Table(
+        f"{args.samples:,} samples (30 % without vectors), queue batch of 256; baseline build "
+        f"of one hour ({args.build_samples:,} samples, stand-in embedder)",
+        ["backend", "step", "before", "after", "before/after"],
+    )
+    names = {
+        "unread": "unread queue batch",
+        "window": "window queue batch",
+        "build": "baseline build",
+    }
     print(table.header())
     for backend, r in results.items():
         for key, label in names.items():
             b, a = r["before"][key], r["after"][key]
-            print(table.add(backend, label, fmt(b, args.cap_s), fmt(a, args.cap_s), ratio(b, a, args.cap_s)))
-    write_results("embed_queue", [table], [
-        "before: the same database without `ix_embeddings_sample_model` and, on SQLite, without "
-        "statistics (the schema up to migration 0011); after: at head, as `vigil db upgrade` leaves it"])
+            print(
+                table.add(
+                    backend, label, fmt(b, args.cap_s), fmt(a, args.cap_s), ratio(b, a, args.cap_s)
+                )
+            )
+    write_results(
+        "embed_queue",
+        [table],
+        [
+            "before: the same database without `ix_embeddings_sample_model` and, on SQLite, without "
+            "statistics (the schema up to migration 0011); after: at head, as `vigil db upgrade` leaves it"
+        ],
+    )
     return 0
 
 

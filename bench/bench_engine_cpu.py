@@ -44,7 +44,9 @@ def main() -> None:
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--hf-sequential", action="store_true", help="also time HF one request at a time")
+    ap.add_argument(
+        "--hf-sequential", action="store_true", help="also time HF one request at a time"
+    )
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -62,10 +64,14 @@ def main() -> None:
     tok = engine.tokenizer
     questions = (QUESTIONS * (args.batch // len(QUESTIONS) + 1))[: args.batch]
     prompts = [
-        tok.encode(tok.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True))
+        tok.encode(
+            tok.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True)
+        )
         for q in questions
     ]
-    hf = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32).eval()
+    hf = AutoModelForCausalLM.from_pretrained(
+        str(path.parent), gguf_file=path.name, dtype=torch.float32
+    ).eval()
     n = args.new_tokens
     total = n * len(prompts)
 
@@ -91,14 +97,16 @@ def main() -> None:
         while engine.has_unfinished_requests():
             for out in engine.step():
                 if out.finished:
-                    done[out.request_id[len(tag):]] = out.outputs[0].token_ids
+                    done[out.request_id[len(tag) :]] = out.outputs[0].token_ids
             steps += 1
         return time.perf_counter() - t0, done, steps
 
     def run_hf() -> tuple[float, torch.Tensor]:
         t0 = time.perf_counter()
         with torch.inference_mode():
-            out = hf.generate(ids, attention_mask=mask, max_new_tokens=n, min_new_tokens=n, do_sample=False)
+            out = hf.generate(
+                ids, attention_mask=mask, max_new_tokens=n, min_new_tokens=n, do_sample=False
+            )
         return time.perf_counter() - t0, out
 
     # alternate the two, best of `repeats` each: the machine may be shared, and alternating keeps
@@ -116,8 +124,13 @@ def main() -> None:
         with torch.inference_mode():
             for p in prompts:
                 one = torch.tensor([p])
-                hf.generate(one, attention_mask=torch.ones_like(one), max_new_tokens=n, min_new_tokens=n,
-                            do_sample=False)
+                hf.generate(
+                    one,
+                    attention_mask=torch.ones_like(one),
+                    max_new_tokens=n,
+                    min_new_tokens=n,
+                    do_sample=False,
+                )
         t_seq = time.perf_counter() - t0
 
     # agreement up to each HF row's first EOS (HF's min_new_tokens bans EOS after that point)
@@ -128,23 +141,40 @@ def main() -> None:
         cut = next((k for k, t in enumerate(ours[str(i)]) if t in eos), n)
         agree += ours[str(i)][:cut] == theirs[:cut]
 
-    print(f"SmolLM2-135M-Instruct (GGUF Q4_1 -> float32), CPU, {args.threads} threads, "
-          f"batch {len(prompts)}, {n} new tokens each, prompts {min(map(len, prompts))}-{width} tokens")
-    print(f"  vigil engine : {total / t_ours:8.1f} tok/s  ({t_ours:.2f} s, {steps} steps, best of {args.repeats})")
-    print(f"  HF generate  : {total / t_hf:8.1f} tok/s  ({t_hf:.2f} s, left-padded batch, best of {args.repeats})")
+    print(
+        f"SmolLM2-135M-Instruct (GGUF Q4_1 -> float32), CPU, {args.threads} threads, "
+        f"batch {len(prompts)}, {n} new tokens each, prompts {min(map(len, prompts))}-{width} tokens"
+    )
+    print(
+        f"  vigil engine : {total / t_ours:8.1f} tok/s  ({t_ours:.2f} s, {steps} steps, best of {args.repeats})"
+    )
+    print(
+        f"  HF generate  : {total / t_hf:8.1f} tok/s  ({t_hf:.2f} s, left-padded batch, best of {args.repeats})"
+    )
     print(f"  ratio (ours / HF): {t_hf / t_ours:.2f}x")
     if t_seq is not None:
-        print(f"  HF generate one request at a time: {total / t_seq:8.1f} tok/s "
-              f"(ours / that: {t_seq / t_ours:.2f}x)")
+        print(
+            f"  HF generate one request at a time: {total / t_seq:8.1f} tok/s "
+            f"(ours / that: {t_seq / t_ours:.2f}x)"
+        )
     print(f"  greedy rows agreeing with HF (up to first EOS): {agree}/{len(prompts)}")
-    table = Table(f"SmolLM2-135M-Instruct (GGUF Q4_1 -> float32), CPU, {args.threads} threads, batch "
-                  f"{len(prompts)}, {n} new tokens each, best of {args.repeats}", ["generator", "tok/s", "seconds"])
+    table = Table(
+        f"SmolLM2-135M-Instruct (GGUF Q4_1 -> float32), CPU, {args.threads} threads, batch "
+        f"{len(prompts)}, {n} new tokens each, best of {args.repeats}",
+        ["generator", "tok/s", "seconds"],
+    )
     table.add("vigil engine", f"{total / t_ours:.1f}", f"{t_ours:.2f}")
     table.add("HF generate, left-padded batch", f"{total / t_hf:.1f}", f"{t_hf:.2f}")
     if t_seq is not None:
         table.add("HF generate, one request at a time", f"{total / t_seq:.1f}", f"{t_seq:.2f}")
-    write_results("engine_cpu", [table], [f"vigil / HF batch: {t_hf / t_ours:.2f}x",
-                                          f"greedy rows agreeing with HF up to the first EOS: {agree}/{len(prompts)}"])
+    write_results(
+        "engine_cpu",
+        [table],
+        [
+            f"vigil / HF batch: {t_hf / t_ours:.2f}x",
+            f"greedy rows agreeing with HF up to the first EOS: {agree}/{len(prompts)}",
+        ],
+    )
 
 
 if __name__ == "__main__":

@@ -23,12 +23,29 @@ from serving.traffic.spans import EngineSpans
 
 def finished(i: int) -> FinishedRequest:
     now = time.monotonic()
-    metrics = RequestMetrics(arrival_time=now - 1.2, first_scheduled_time=now - 1.19, first_token_time=now - 1.1,
-                             last_token_time=now, finished_time=now)
-    out = RequestOutput(f"chatcmpl-{i:08d}", "<|im_start|>user\nExplain paged attention briefly.<|im_end|>",
-                        list(range(128)), [CompletionOutput(0, "Paged attention keeps the KV cache in blocks. " * 10,
-                                                            "", list(range(256)), finish_reason="length")],
-                        True, metrics)
+    metrics = RequestMetrics(
+        arrival_time=now - 1.2,
+        first_scheduled_time=now - 1.19,
+        first_token_time=now - 1.1,
+        last_token_time=now,
+        finished_time=now,
+    )
+    out = RequestOutput(
+        f"chatcmpl-{i:08d}",
+        "<|im_start|>user\nExplain paged attention briefly.<|im_end|>",
+        list(range(128)),
+        [
+            CompletionOutput(
+                0,
+                "Paged attention keeps the KV cache in blocks. " * 10,
+                "",
+                list(range(256)),
+                finish_reason="length",
+            )
+        ],
+        True,
+        metrics,
+    )
     return FinishedRequest(out, SegmentInfo(tenant="acme", segment="web"), end_time=time.time())
 
 
@@ -46,23 +63,37 @@ def per_request_us(spans: EngineSpans, n: int) -> float:
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--requests", type=int, default=5000)
-    p.add_argument("--rate", type=float, default=160.0,
-                   help="finished requests/s of a busy API process (64 streams x 256 tokens at ~40k tok/s)")
+    p.add_argument(
+        "--rate",
+        type=float,
+        default=160.0,
+        help="finished requests/s of a busy API process (64 streams x 256 tokens at ~40k tok/s)",
+    )
     args = p.parse_args()
     sink = NullOTLP()
-    table = Table("engine spans: CPU per finished request (emit + batch export to a null receiver)",
-                  ["content", "us / request", f"share of one core at {args.rate:g} requests/s"])
+    table = Table(
+        "engine spans: CPU per finished request (emit + batch export to a null receiver)",
+        ["content", "us / request", f"share of one core at {args.rate:g} requests/s"],
+    )
     print(table.header(), flush=True)
     for capture in (False, True):
         spans = EngineSpans(sink.url, model_name="SmolLM2-135M-Instruct", capture_content=capture)
         per_request_us(spans, 200)  # warm-up
         us = per_request_us(spans, args.requests)
         spans.close()
-        print(table.add("on" if capture else "off", f"{us:.1f}", f"{us * args.rate / 1e4:.2f} %"), flush=True)
-    write_results("engine_spans", [table], [
-        f"{sink.requests} OTLP export requests received; spans off, nothing of OpenTelemetry is imported and "
-        "the traffic logger's hand-off is unchanged",
-        "process CPU time on a shared 2-core machine; the served on/off ratio (bench_proxy --spans) needs a GPU run"])
+        print(
+            table.add("on" if capture else "off", f"{us:.1f}", f"{us * args.rate / 1e4:.2f} %"),
+            flush=True,
+        )
+    write_results(
+        "engine_spans",
+        [table],
+        [
+            f"{sink.requests} OTLP export requests received; spans off, nothing of OpenTelemetry is imported and "
+            "the traffic logger's hand-off is unchanged",
+            "process CPU time on a shared 2-core machine; the served on/off ratio (bench_proxy --spans) needs a GPU run",
+        ],
+    )
     return 0
 
 

@@ -23,7 +23,15 @@ import torch
 from bench.results_table import Table, write_results
 from serving.attention.base import AttentionMetadata
 
-COLUMNS = ["model", "first divergence (step)", "greedy agreement", "NLL bf16", "NLL fp8", "diff", "text tokens"]
+COLUMNS = [
+    "model",
+    "first divergence (step)",
+    "greedy agreement",
+    "NLL bf16",
+    "NLL fp8",
+    "diff",
+    "text tokens",
+]
 
 FIXED_TEXT = (
     "The history of the lighthouse begins in the ancient world, where fires burning on hilltops "
@@ -48,8 +56,10 @@ class Runner:
         nb = -(-max_len // block_size) + 1
         shape = (nb, block_size, cfg.num_key_value_heads, cfg.head_dim)
         self.caches = [
-            (torch.zeros(shape, dtype=cache_dtype, device=device),
-             torch.zeros(shape, dtype=cache_dtype, device=device))
+            (
+                torch.zeros(shape, dtype=cache_dtype, device=device),
+                torch.zeros(shape, dtype=cache_dtype, device=device),
+            )
             for _ in range(cfg.num_hidden_layers)
         ]
         self.table = torch.arange(nb, dtype=torch.int32, device=device)[None, :]
@@ -63,8 +73,12 @@ class Runner:
             query_start_loc=torch.tensor([0, n], dtype=torch.int32, device=dev),
             seq_lens=torch.tensor([end], dtype=torch.int32, device=dev),
             slot_mapping=pos.clone(),  # block table 0..n-1: slot == position
-            block_tables=self.table, max_query_len=n, max_seq_len=end,
-            num_decode_tokens=1 if n == 1 else 0, query_lens_cpu=[n], seq_lens_cpu=[end],
+            block_tables=self.table,
+            max_query_len=n,
+            max_seq_len=end,
+            num_decode_tokens=1 if n == 1 else 0,
+            query_lens_cpu=[n],
+            seq_lens_cpu=[end],
         )
         hidden = self.forward(torch.tensor(ids, device=dev), pos, self.caches, meta)
         return self.model.compute_logits(hidden)
@@ -122,8 +136,10 @@ def cpu_real(new: int, table: Table) -> None:
     model = build_model(loaded.config, loaded.state_dict, "cpu", torch.float32)
     backend = TorchRefBackend()
     tok = loaded.tokenizer
-    prompt = tok.encode("<|im_start|>user\nTell me a long story about a lighthouse keeper.<|im_end|>\n"
-                        "<|im_start|>assistant\n")
+    prompt = tok.encode(
+        "<|im_start|>user\nTell me a long story about a lighthouse keeper.<|im_end|>\n"
+        "<|im_start|>assistant\n"
+    )
     text = tok.encode(FIXED_TEXT)
 
     def forward(ids, pos, caches, meta):
@@ -159,8 +175,14 @@ def gpu_random(new: int, table: Table) -> None:
 
 
 def _cells(r: dict) -> list[str]:
-    return [str(r["first_divergence"]), f"{100 * r['agreement_overall']:.1f}%", f"{r['nll_bf16']:.4f}",
-            f"{r['nll_fp8']:.4f}", f"{r['nll_diff']:+.4f}", str(r["text_tokens"])]
+    return [
+        str(r["first_divergence"]),
+        f"{100 * r['agreement_overall']:.1f}%",
+        f"{r['nll_bf16']:.4f}",
+        f"{r['nll_fp8']:.4f}",
+        f"{r['nll_diff']:+.4f}",
+        str(r["text_tokens"]),
+    ]
 
 
 def main() -> None:

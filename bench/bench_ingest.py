@@ -49,13 +49,18 @@ def make_records(n: int, tag: str) -> list[dict]:
 
 
 def bench_writer(url: str, records: list[dict], journal: Path) -> float:
-    writer = SampleWriter(url, journal, batch_size=500, flush_interval_s=0.05, queue_size=len(records) + 1)
+    writer = SampleWriter(
+        url, journal, batch_size=500, flush_interval_s=0.05, queue_size=len(records) + 1
+    )
     start = time.perf_counter()
     for record in records:
         writer.submit(record)
     assert writer.close(timeout=300), "writer did not finish"
     elapsed = time.perf_counter() - start
-    assert writer.written == len(records) and writer.journaled == 0, (writer.written, writer.last_error)
+    assert writer.written == len(records) and writer.journaled == 0, (
+        writer.written,
+        writer.last_error,
+    )
     return len(records) / elapsed
 
 
@@ -89,7 +94,9 @@ def run_backend(name: str, url: str, rows: int, single_rows: int, tmp: Path) -> 
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rows", type=int, default=20_000)
     parser.add_argument("--single-rows", type=int, default=2_000)
     parser.add_argument("--pg-url", default="postgresql+psycopg://postgres@127.0.0.1:5432/test")
@@ -99,7 +106,9 @@ def main() -> int:
     results: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
-        results["sqlite"] = run_backend("sqlite", f"sqlite:///{tmp / 'bench.db'}", args.rows, args.single_rows, tmp)
+        results["sqlite"] = run_backend(
+            "sqlite", f"sqlite:///{tmp / 'bench.db'}", args.rows, args.single_rows, tmp
+        )
         if not args.no_pg:
             schema = f"bench_{uuid.uuid4().hex[:10]}"
             admin = make_url(args.pg_url).set(drivername="postgresql").render_as_string(False)
@@ -123,13 +132,34 @@ def main() -> int:
               f"{r['writer'] / r['single']:>14.1f}x{r['bulk'] / r['single']:>12.1f}x")  # fmt: skip
     ok = results["sqlite"]["writer"] >= SQLITE_TARGET
     verdict = "meets" if ok else "MISSES"
-    print(f"SQLite batched writer {results['sqlite']['writer']:,.0f} rows/s {verdict} the {SQLITE_TARGET:,.0f} rows/s target")
-    table = Table(f"{args.rows:,} rows batched, {args.single_rows:,} rows one commit per row",
-                  ["backend", "writer rows/s", "bulk rows/s", "single rows/s", "writer/single", "bulk/single"])
+    print(
+        f"SQLite batched writer {results['sqlite']['writer']:,.0f} rows/s {verdict} the {SQLITE_TARGET:,.0f} rows/s target"
+    )
+    table = Table(
+        f"{args.rows:,} rows batched, {args.single_rows:,} rows one commit per row",
+        [
+            "backend",
+            "writer rows/s",
+            "bulk rows/s",
+            "single rows/s",
+            "writer/single",
+            "bulk/single",
+        ],
+    )
     for backend, r in results.items():
-        table.add(backend, f"{r['writer']:,.0f}", f"{r['bulk']:,.0f}", f"{r['single']:,.0f}",
-                  f"{r['writer'] / r['single']:.1f}x", f"{r['bulk'] / r['single']:.1f}x")
-    write_results("ingest", [table], [f"SQLite batched writer {verdict.lower()} the {SQLITE_TARGET:,.0f} rows/s target"])
+        table.add(
+            backend,
+            f"{r['writer']:,.0f}",
+            f"{r['bulk']:,.0f}",
+            f"{r['single']:,.0f}",
+            f"{r['writer'] / r['single']:.1f}x",
+            f"{r['bulk'] / r['single']:.1f}x",
+        )
+    write_results(
+        "ingest",
+        [table],
+        [f"SQLite batched writer {verdict.lower()} the {SQLITE_TARGET:,.0f} rows/s target"],
+    )
     return 0 if ok else 1
 
 

@@ -41,8 +41,15 @@ def make_settings(**overrides):
     """Engine settings for the bench: a small KV pool, one torch thread, no sampling unless asked."""
     from vigil.config import load_settings
 
-    base = dict(env="development", api_keys=["bench-key"], max_model_len=512, kv_cache_memory_mb=64,
-                torch_threads=1, sample_rate=0.0, segment_min_per_hour=0)
+    base = dict(
+        env="development",
+        api_keys=["bench-key"],
+        max_model_len=512,
+        kv_cache_memory_mb=64,
+        torch_threads=1,
+        sample_rate=0.0,
+        segment_min_per_hour=0,
+    )
     base.update(overrides)
     return load_settings(**base)
 
@@ -56,7 +63,9 @@ def new_engine(**overrides):
 
     settings = make_settings(**overrides)
     torch.set_num_threads(settings.torch_threads)
-    engine = AsyncLLMEngine(LLMEngine(EngineConfig.from_settings(settings), loaded=load_model_files()))
+    engine = AsyncLLMEngine(
+        LLMEngine(EngineConfig.from_settings(settings), loaded=load_model_files())
+    )
     engine.start()
     return engine
 
@@ -81,8 +90,17 @@ async def one_round(state, n: int, max_tokens: int, tag: str) -> int:
     for i in range(n):
         prompt = f"Request {i}: write about the sea and the ships on it."
         params = SamplingParams(max_tokens=max_tokens, temperature=0.8, seed=i, ignore_eos=True)
-        streams.append(generate(state, f"{tag}-{i}", tok.encode(prompt), params, prompt=prompt,
-                                segment=SegmentInfo(tenant=f"t{i % 3}"), tools=[]))
+        streams.append(
+            generate(
+                state,
+                f"{tag}-{i}",
+                tok.encode(prompt),
+                params,
+                prompt=prompt,
+                segment=SegmentInfo(tenant=f"t{i % 3}"),
+                tools=[],
+            )
+        )
     finals = await collect_final(streams)
     return sum(len(c.token_ids) for out in finals for c in out.outputs)
 
@@ -111,8 +129,11 @@ def main() -> int:
     writer = SampleWriter(db, tmp / "journal")
     states = {
         "off": create_app(make_settings(), engine=engine, log_traffic=False).state.vigil,
-        "on": create_app(make_settings(sample_rate=1.0, redact_pii=args.redact, database_url=db),
-                         engine=engine, writer=writer).state.vigil,
+        "on": create_app(
+            make_settings(sample_rate=1.0, redact_pii=args.redact, database_url=db),
+            engine=engine,
+            writer=writer,
+        ).state.vigil,
     }
     logging_threads = ("vigil-traffic", "vigil-sample-writer")
     tps: dict[str, list[float]] = {"off": [], "on": []}
@@ -122,18 +143,23 @@ def main() -> int:
         for name in ("off", "on"):  # warm-up
             await one_round(states[name], args.requests, 4, f"warm-{name}")
         for r in range(args.rounds):
-            for name in (("off", "on") if r % 2 == 0 else ("on", "off")):
+            for name in ("off", "on") if r % 2 == 0 else ("on", "off"):
                 e0, l0 = thread_cpu(("vigil-engine-loop",)), thread_cpu(logging_threads)
                 start = time.perf_counter()
-                tokens = await one_round(states[name], args.requests, args.max_tokens, f"r{r}-{name}")
+                tokens = await one_round(
+                    states[name], args.requests, args.max_tokens, f"r{r}-{name}"
+                )
                 secs = time.perf_counter() - start
                 if name == "on":
                     await asyncio.to_thread(writer.flush, 30)  # its cost lands in this round
                     cpu["engine_on"] += thread_cpu(("vigil-engine-loop",)) - e0
                     cpu["logging_on"] += thread_cpu(logging_threads) - l0
                 tps[name].append(tokens / secs)
-                print(f"round {r + 1:2d} sampling {name:>3}: {tokens} tokens in {secs:6.2f}s "
-                      f"= {tokens / secs:6.1f} tok/s", flush=True)
+                print(
+                    f"round {r + 1:2d} sampling {name:>3}: {tokens} tokens in {secs:6.2f}s "
+                    f"= {tokens / secs:6.1f} tok/s",
+                    flush=True,
+                )
 
     asyncio.run(run())
     for state in states.values():
@@ -150,23 +176,40 @@ def main() -> int:
     cpu_share = cpu["logging_on"] / cpu["engine_on"] * 100
     expected = args.requests * (args.rounds + 1)
     print(f"\nsampling off : median {med_off:6.1f} tok/s")
-    print(f"sampling 100%: median {med_on:6.1f} tok/s  (redaction {'on' if args.redact else 'off'})")
-    print(f"paired on/off ratio: median {ratio:.4f} (rounds: {', '.join(f'{p:.3f}' for p in pairs)})")
-    print(f"throughput overhead (median of pairs): {(1 - ratio) * 100:+.2f}% "
-          f"+- {stderr * 100:.2f}% (standard error of the pairs; target <= 2%)")
+    print(
+        f"sampling 100%: median {med_on:6.1f} tok/s  (redaction {'on' if args.redact else 'off'})"
+    )
+    print(
+        f"paired on/off ratio: median {ratio:.4f} (rounds: {', '.join(f'{p:.3f}' for p in pairs)})"
+    )
+    print(
+        f"throughput overhead (median of pairs): {(1 - ratio) * 100:+.2f}% "
+        f"+- {stderr * 100:.2f}% (standard error of the pairs; target <= 2%)"
+    )
     if stderr * 100 > 2.0:
-        print("  the wall-clock A/B cannot resolve 2% at this noise level (machine shared/loaded);"
-              " the CPU accounting below is the load-independent measure")
-    print(f"logging threads CPU = {cpu['logging_on']:.3f}s vs engine loop CPU = {cpu['engine_on']:.2f}s "
-          f"-> {cpu_share:.2f}% extra CPU")
-    print(f"rows in SQLite: {rows} (expected {expected}); writer written={writer.written} "
-          f"journaled={writer.journaled} rejected={writer.rejected} dropped={writer.dropped}")
-    table = Table(f"{args.rounds} rounds x {args.requests} requests x {args.max_tokens} tokens, "
-                  f"{args.threads} torch thread(s), redaction {'on' if args.redact else 'off'}",
-                  ["measure", "value"])
+        print(
+            "  the wall-clock A/B cannot resolve 2% at this noise level (machine shared/loaded);"
+            " the CPU accounting below is the load-independent measure"
+        )
+    print(
+        f"logging threads CPU = {cpu['logging_on']:.3f}s vs engine loop CPU = {cpu['engine_on']:.2f}s "
+        f"-> {cpu_share:.2f}% extra CPU"
+    )
+    print(
+        f"rows in SQLite: {rows} (expected {expected}); writer written={writer.written} "
+        f"journaled={writer.journaled} rejected={writer.rejected} dropped={writer.dropped}"
+    )
+    table = Table(
+        f"{args.rounds} rounds x {args.requests} requests x {args.max_tokens} tokens, "
+        f"{args.threads} torch thread(s), redaction {'on' if args.redact else 'off'}",
+        ["measure", "value"],
+    )
     table.add("sampling off, median tok/s", f"{med_off:.1f}")
     table.add("sampling 100%, median tok/s", f"{med_on:.1f}")
-    table.add("throughput overhead (median of paired rounds)", f"{(1 - ratio) * 100:+.2f}% +- {stderr * 100:.2f}%")
+    table.add(
+        "throughput overhead (median of paired rounds)",
+        f"{(1 - ratio) * 100:+.2f}% +- {stderr * 100:.2f}%",
+    )
     table.add("logging threads CPU / engine loop CPU", f"{cpu_share:.2f}%")
     table.add("rows in SQLite / expected", f"{rows} / {expected}")
     write_results("logging_overhead", [table])

@@ -41,11 +41,21 @@ KEY = "bench-operator-key-0123456789"
 
 def records(n: int, tag: str) -> list[dict]:
     now = time.time()
-    return [{"id": f"{tag}-{uuid.uuid4().hex[:20]}", "timestamp": now - 60 + i * 1e-3, "segment": f"s{i % 5}",
-             "model_version": "smollm2", "prompt": f"Question {i}: " + "explain the paged KV cache " * 10,
-             "response": f"Answer {i}: " + "blocks are allocated on demand " * 6,
-             "prompt_tokens": 80 + i % 50, "completion_tokens": 40 + i % 30, "finish_reason": "stop",
-             "latency_ms": 300.0 + i % 100} for i in range(n)]
+    return [
+        {
+            "id": f"{tag}-{uuid.uuid4().hex[:20]}",
+            "timestamp": now - 60 + i * 1e-3,
+            "segment": f"s{i % 5}",
+            "model_version": "smollm2",
+            "prompt": f"Question {i}: " + "explain the paged KV cache " * 10,
+            "response": f"Answer {i}: " + "blocks are allocated on demand " * 6,
+            "prompt_tokens": 80 + i % 50,
+            "completion_tokens": 40 + i % 30,
+            "finish_reason": "stop",
+            "latency_ms": 300.0 + i % 100,
+        }
+        for i in range(n)
+    ]
 
 
 def spans_of(batch: list[dict]) -> list:
@@ -55,13 +65,30 @@ def spans_of(batch: list[dict]) -> list:
     tracer = provider.get_tracer("bench")
     for r in batch:
         end = int(r["timestamp"] * 1e9)
-        span = tracer.start_span("chat smollm2", start_time=end - int(r["latency_ms"] * 1e6), attributes={
-            "gen_ai.operation.name": "chat", "gen_ai.request.model": r["model_version"],
-            "gen_ai.usage.input_tokens": r["prompt_tokens"], "gen_ai.usage.output_tokens": r["completion_tokens"],
-            "gen_ai.response.finish_reasons": [r["finish_reason"]], "vigil.segment": r["segment"],
-            "gen_ai.input.messages": json.dumps([{"role": "user", "parts": [{"type": "text", "content": r["prompt"]}]}]),
-            "gen_ai.output.messages": json.dumps([{"role": "assistant", "finish_reason": "stop",
-                                                   "parts": [{"type": "text", "content": r["response"]}]}])})
+        span = tracer.start_span(
+            "chat smollm2",
+            start_time=end - int(r["latency_ms"] * 1e6),
+            attributes={
+                "gen_ai.operation.name": "chat",
+                "gen_ai.request.model": r["model_version"],
+                "gen_ai.usage.input_tokens": r["prompt_tokens"],
+                "gen_ai.usage.output_tokens": r["completion_tokens"],
+                "gen_ai.response.finish_reasons": [r["finish_reason"]],
+                "vigil.segment": r["segment"],
+                "gen_ai.input.messages": json.dumps(
+                    [{"role": "user", "parts": [{"type": "text", "content": r["prompt"]}]}]
+                ),
+                "gen_ai.output.messages": json.dumps(
+                    [
+                        {
+                            "role": "assistant",
+                            "finish_reason": "stop",
+                            "parts": [{"type": "text", "content": r["response"]}],
+                        }
+                    ]
+                ),
+            },
+        )
         span.end(end_time=end)
     provider.shutdown()
     return list(memory.get_finished_spans())
@@ -80,7 +107,7 @@ def otlp_json(spans: list) -> bytes:
 def bodies(kind: str, rows: list[dict], batch: int) -> list[tuple[bytes, str]]:
     out = []
     for i in range(0, len(rows), batch):
-        part = rows[i:i + batch]
+        part = rows[i : i + batch]
         if kind == "ingest":
             out.append((json.dumps({"samples": part}).encode(), "application/json"))
         elif kind == "otlp-protobuf":
@@ -97,28 +124,46 @@ def serve(url: str, tmp: Path):
     from vigil.config import load_settings
 
     upgrade(url)
-    settings = load_settings(database_url=url, operator_keys=[KEY], report_dir=tmp / "r",
-                             ingest_max_bytes=64 * 1024 * 1024, ingest_max_samples=5000)
+    settings = load_settings(
+        database_url=url,
+        operator_keys=[KEY],
+        report_dir=tmp / "r",
+        ingest_max_bytes=64 * 1024 * 1024,
+        ingest_max_samples=5000,
+    )
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(settings, session_factory(url)), host="127.0.0.1",
-                                           port=port, log_level="warning", lifespan="off"))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(settings, session_factory(url)),
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+            lifespan="off",
+        )
+    )
     threading.Thread(target=server.run, daemon=True).start()
     while not server.started:
         time.sleep(0.02)
     return server, f"http://127.0.0.1:{port}"
 
 
-def run(url: str, kinds: list[str], rows: int, batch: int, tmp: Path, rounds: int) -> dict[str, float]:
+def run(
+    url: str, kinds: list[str], rows: int, batch: int, tmp: Path, rounds: int
+) -> dict[str, float]:
     """Rows/s per path: the median of `rounds` rounds, the paths taking turns within each."""
     server, base = serve(url, tmp)
     seen: dict[str, list[float]] = {kind: [] for kind in kinds}
     try:
-        with httpx.Client(base_url=base, timeout=300, headers={"Authorization": f"Bearer {KEY}"}) as client:
+        with httpx.Client(
+            base_url=base, timeout=300, headers={"Authorization": f"Bearer {KEY}"}
+        ) as client:
             for round_ in range(rounds):
                 for kind in kinds if round_ % 2 == 0 else kinds[::-1]:
-                    payloads = bodies(kind, records(rows, f"{kind}{round_}"), batch)  # built off the clock
+                    payloads = bodies(
+                        kind, records(rows, f"{kind}{round_}"), batch
+                    )  # built off the clock
                     path = "/v1/ingest" if kind == "ingest" else "/v1/traces"
                     start = time.perf_counter()
                     for body, content_type in payloads:
@@ -127,7 +172,9 @@ def run(url: str, kinds: list[str], rows: int, batch: int, tmp: Path, rounds: in
                         if kind == "ingest":
                             assert r.json()["inserted"] == min(batch, rows), r.text
                         elif kind == "otlp-json":
-                            assert "partialSuccess" not in r.json() or not r.json()["partialSuccess"], r.text
+                            assert (
+                                "partialSuccess" not in r.json() or not r.json()["partialSuccess"]
+                            ), r.text
                     seen[kind].append(rows / (time.perf_counter() - start))
     finally:
         server.should_exit = True
@@ -143,34 +190,71 @@ def main() -> int:
     p.add_argument("--no-pg", action="store_true")
     args = p.parse_args()
     kinds = ["ingest", "otlp-protobuf", "otlp-json"]
-    table = Table(f"rows stored per second, batches of {args.batch}",
-                  ["backend", "/v1/ingest rows/s", "OTLP protobuf rows/s", "OTLP/JSON rows/s",
-                   "protobuf / ingest", "JSON / ingest"])
+    table = Table(
+        f"rows stored per second, batches of {args.batch}",
+        [
+            "backend",
+            "/v1/ingest rows/s",
+            "OTLP protobuf rows/s",
+            "OTLP/JSON rows/s",
+            "protobuf / ingest",
+            "JSON / ingest",
+        ],
+    )
     print(table.header(), flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         backends = ["sqlite"] + ([] if args.no_pg else ["postgresql"])
         for name in backends:
             if name == "sqlite":
-                r = run(f"sqlite:///{tmp}/bench.db", kinds, args.rows, args.batch, Path(tmp), args.rounds)
+                r = run(
+                    f"sqlite:///{tmp}/bench.db",
+                    kinds,
+                    args.rows,
+                    args.batch,
+                    Path(tmp),
+                    args.rounds,
+                )
             else:  # a scratch schema, dropped afterwards
                 schema = f"bench_{uuid.uuid4().hex[:10]}"
                 admin = make_url(args.pg_url).set(drivername="postgresql").render_as_string(False)
                 with psycopg.connect(admin, autocommit=True) as conn:
                     conn.execute(f'CREATE SCHEMA "{schema}"')
-                url = make_url(args.pg_url).update_query_dict({"options": f"-csearch_path={schema}"})
+                url = make_url(args.pg_url).update_query_dict(
+                    {"options": f"-csearch_path={schema}"}
+                )
                 try:
-                    r = run(url.render_as_string(False), kinds, args.rows, args.batch, Path(tmp), args.rounds)
+                    r = run(
+                        url.render_as_string(False),
+                        kinds,
+                        args.rows,
+                        args.batch,
+                        Path(tmp),
+                        args.rounds,
+                    )
                 finally:
                     dispose_engines()
                     with psycopg.connect(admin, autocommit=True) as conn:
                         conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
-            print(table.add(name, f"{r['ingest']:,.0f}", f"{r['otlp-protobuf']:,.0f}", f"{r['otlp-json']:,.0f}",
-                            f"{r['otlp-protobuf'] / r['ingest']:.2f}", f"{r['otlp-json'] / r['ingest']:.2f}"),
-                  flush=True)
-    write_results("otlp_ingest", [table], [
-        "client and server share one interpreter on a shared 2-core machine: compare the paths, not the totals;"
-        f" medians of {args.rounds} rounds of {args.rows} rows per path, the paths taking turns",
-        "OTLP rows carry the same text, token counts, finish reason, segment, model and latency as the ingest rows"])
+            print(
+                table.add(
+                    name,
+                    f"{r['ingest']:,.0f}",
+                    f"{r['otlp-protobuf']:,.0f}",
+                    f"{r['otlp-json']:,.0f}",
+                    f"{r['otlp-protobuf'] / r['ingest']:.2f}",
+                    f"{r['otlp-json'] / r['ingest']:.2f}",
+                ),
+                flush=True,
+            )
+    write_results(
+        "otlp_ingest",
+        [table],
+        [
+            "client and server share one interpreter on a shared 2-core machine: compare the paths, not the totals;"
+            f" medians of {args.rounds} rounds of {args.rows} rows per path, the paths taking turns",
+            "OTLP rows carry the same text, token counts, finish reason, segment, model and latency as the ingest rows",
+        ],
+    )
     return 0
 
 

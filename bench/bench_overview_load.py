@@ -47,10 +47,15 @@ from vigil.config import load_settings  # noqa: E402
 TARGET_MS = 500.0
 # what the overview (/?range=30d) and a segment page (/segments/acme/web?range=30d) request; the
 # seed labels drift segments "web" and "api", so the segment's drift series asks for "web"
-PATHS = ("/?range=30d", "/api/v1/series?kind=drift&range=30d", "/api/v1/series?kind=eval&range=30d",
-         "/api/v1/series?kind=traffic&range=30d", "/segments/acme/web?range=30d",
-         "/api/v1/series?kind=drift&range=30d&segment=web",
-         "/api/v1/series?kind=traffic&range=30d&tenant=acme&segment=web")
+PATHS = (
+    "/?range=30d",
+    "/api/v1/series?kind=drift&range=30d",
+    "/api/v1/series?kind=eval&range=30d",
+    "/api/v1/series?kind=traffic&range=30d",
+    "/segments/acme/web?range=30d",
+    "/api/v1/series?kind=drift&range=30d&segment=web",
+    "/api/v1/series?kind=traffic&range=30d&tenant=acme&segment=web",
+)
 
 
 class ServerTimer:
@@ -77,9 +82,22 @@ def seed(url: str, hours: int, samples_per_hour: int) -> None:
         seed_history(s, hours=hours, samples_per_hour=samples_per_hour)
         rng = random.Random(1)
         run_ids = [r for (r,) in s.query(DriftRun.id)]
-        extra = [dict(run_id=rid, test="psi", feature=f"feature_{k}", segment=seg, statistic=rng.random() * 0.1,
-                      threshold=0.2, drifted=False, insufficient=False, detail={})
-                 for rid in run_ids for k in range(12) for seg in ("*", "web", "api")]
+        extra = [
+            dict(
+                run_id=rid,
+                test="psi",
+                feature=f"feature_{k}",
+                segment=seg,
+                statistic=rng.random() * 0.1,
+                threshold=0.2,
+                drifted=False,
+                insufficient=False,
+                detail={},
+            )
+            for rid in run_ids
+            for k in range(12)
+            for seg in ("*", "web", "api")
+        ]
         s.execute(insert(DriftResult), extra)
         s.commit()
         if s.get_bind().dialect.name == "postgresql":
@@ -105,9 +123,16 @@ def measure(url: str, repeat: int, tmp: Path) -> dict[str, dict]:
             assert r.status_code == 200, (path, r.status_code)
             times.append(timer.last * 1000)
             size = len(r.content)
-        out[path] = {"median_ms": statistics.median(times), "max_ms": max(times), "kib": size / 1024}
-        print(f"{path}: median {out[path]['median_ms']:.0f} ms, slowest {out[path]['max_ms']:.0f} ms, "
-              f"{out[path]['kib']:.0f} KiB", flush=True)
+        out[path] = {
+            "median_ms": statistics.median(times),
+            "max_ms": max(times),
+            "kib": size / 1024,
+        }
+        print(
+            f"{path}: median {out[path]['median_ms']:.0f} ms, slowest {out[path]['max_ms']:.0f} ms, "
+            f"{out[path]['kib']:.0f} KiB",
+            flush=True,
+        )
     return out
 
 
@@ -116,7 +141,11 @@ def postgres_schema(pg_url: str) -> tuple[str, str, str]:
     admin = make_url(pg_url).set(drivername="postgresql").render_as_string(False)
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{schema}"')
-    url = make_url(pg_url).update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(False)
+    url = (
+        make_url(pg_url)
+        .update_query_dict({"options": f"-csearch_path={schema}"})
+        .render_as_string(False)
+    )
     return admin, schema, url
 
 
@@ -139,15 +168,23 @@ def run_backend(backend: str, args, tmp: Path) -> dict[str, dict]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--hours", type=int, default=720)
     parser.add_argument("--samples-per-hour", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=7)
-    parser.add_argument("--backends", nargs="+", default=["sqlite", "postgresql"], choices=["sqlite", "postgresql"])
+    parser.add_argument(
+        "--backends", nargs="+", default=["sqlite", "postgresql"], choices=["sqlite", "postgresql"]
+    )
     parser.add_argument("--pg-url", default="postgresql+psycopg://postgres@127.0.0.1:5432/test")
     parser.add_argument("--json", type=Path, help="write the figures here")
-    parser.add_argument("--before", type=Path, help="figures of an earlier run (--json) to compare with")
-    parser.add_argument("--no-write", action="store_true", help="do not add a section to bench/results")
+    parser.add_argument(
+        "--before", type=Path, help="figures of an earlier run (--json) to compare with"
+    )
+    parser.add_argument(
+        "--no-write", action="store_true", help="do not add a section to bench/results"
+    )
     args = parser.parse_args()
 
     results: dict[str, dict[str, dict]] = {}
@@ -157,22 +194,34 @@ def main() -> int:
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
     before = json.loads(args.before.read_text()) if args.before else {}
-    table = Table(f"server time, {args.hours} hourly runs, {args.samples_per_hour} samples an hour "
-                  f"(median and slowest of {args.repeat})",
-                  ["backend", "path", "before median ms", "before KiB", "median ms", "slowest ms", "KiB"])
+    table = Table(
+        f"server time, {args.hours} hourly runs, {args.samples_per_hour} samples an hour "
+        f"(median and slowest of {args.repeat})",
+        ["backend", "path", "before median ms", "before KiB", "median ms", "slowest ms", "KiB"],
+    )
     missed = []
     for backend, paths in results.items():
         for path, r in paths.items():
             old = before.get(backend, {}).get(path)
-            table.add(backend, f"`{path}`", f"{old['median_ms']:.0f}" if old else None,
-                      f"{old['kib']:.0f}" if old else None, f"{r['median_ms']:.0f}", f"{r['max_ms']:.0f}",
-                      f"{r['kib']:.0f}")
+            table.add(
+                backend,
+                f"`{path}`",
+                f"{old['median_ms']:.0f}" if old else None,
+                f"{old['kib']:.0f}" if old else None,
+                f"{r['median_ms']:.0f}",
+                f"{r['max_ms']:.0f}",
+                f"{r['kib']:.0f}",
+            )
             if r["median_ms"] >= TARGET_MS:
                 missed.append(f"{backend} {path}")
-    notes = [f"target: every path under {TARGET_MS:.0f} ms server time; "
-             + (f"missed by {', '.join(missed)}" if missed else "all meet it")]
+    notes = [
+        f"target: every path under {TARGET_MS:.0f} ms server time; "
+        + (f"missed by {', '.join(missed)}" if missed else "all meet it")
+    ]
     if before:
-        notes.append(f"before: figures from {args.before.name}, the same bench run on the code before this change")
+        notes.append(
+            f"before: figures from {args.before.name}, the same bench run on the code before this change"
+        )
     if not args.no_write:
         write_results("overview_load", [table], notes)
     print(notes[0])

@@ -47,8 +47,12 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=14)
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     parser.add_argument("--new", type=int, default=480, help="cpu: generated tokens per sequence")
-    parser.add_argument("--prefill", type=int, default=0, help="profile a lone prompt of this many tokens")
-    parser.add_argument("--staggered", type=int, default=0, help="profile this many streams at fixed concurrency")
+    parser.add_argument(
+        "--prefill", type=int, default=0, help="profile a lone prompt of this many tokens"
+    )
+    parser.add_argument(
+        "--staggered", type=int, default=0, help="profile this many streams at fixed concurrency"
+    )
     args = parser.parse_args()
     if args.device == "cpu":
         from bench.profile_host import profile_host
@@ -65,19 +69,25 @@ def main() -> None:
     if args.prefill:
         from bench.profile_prefill import profile_prefill
 
-        table = profile_prefill(engine, args.shape, shape["vocab_size"], args.prefill, reps=10, top=args.top)
+        table = profile_prefill(
+            engine, args.shape, shape["vocab_size"], args.prefill, reps=10, top=args.top
+        )
         write_results("profile_step", [table])
         return
     if args.staggered:
         from bench.profile_staggered import profile_staggered
 
-        tables = profile_staggered(engine, args.shape, shape["vocab_size"], args.staggered, 128, 256, args.steps)
+        tables = profile_staggered(
+            engine, args.shape, shape["vocab_size"], args.staggered, 128, 256, args.steps
+        )
         write_results("profile_step", list(tables))
         return
     params = SamplingParams(max_tokens=1000, temperature=0.0, ignore_eos=True)
     g = torch.Generator().manual_seed(0)
     for i in range(args.batch):
-        engine.add_request(f"r{i}", torch.randint(0, shape["vocab_size"], (128,), generator=g).tolist(), params)
+        engine.add_request(
+            f"r{i}", torch.randint(0, shape["vocab_size"], (128,), generator=g).tolist(), params
+        )
     for _ in range(40):  # prefill + graph capture + warm decode
         engine.step()
     gpu_forward = engine.runner.gpu.forward
@@ -92,9 +102,18 @@ def main() -> None:
         return out
 
     engine.runner.gpu.forward = timed_forward
-    table = Table(f"GPU decode step after warm-up, {args.steps} steps, context 128 + ~40",
-                  ["shape", "batch", "async", "engine step ms (wall)", "forward ms (GPU)", "outside the forward",
-                   "tok/s"])
+    table = Table(
+        f"GPU decode step after warm-up, {args.steps} steps, context 128 + ~40",
+        [
+            "shape",
+            "batch",
+            "async",
+            "engine step ms (wall)",
+            "forward ms (GPU)",
+            "outside the forward",
+            "tok/s",
+        ],
+    )
     for on in (False, True):
         engine.set_async_scheduling(on)
         engine.step()
@@ -107,12 +126,21 @@ def main() -> None:
         wall = (time.perf_counter() - t0) / args.steps
         fwd = sum(s.elapsed_time(e) for s, e in events) / len(events) / 1e3
         mode = "on" if on else "off"
-        print(f"## {args.shape} batch {args.batch}, async scheduling {mode}: engine step {wall * 1e3:.3f} ms "
-              f"wall, model forward (graph replay + input copies) {fwd * 1e3:.3f} ms on the GPU "
-              f"-> {100 * (1 - fwd / wall):.0f}% of the step is outside the forward "
-              f"(scheduler, step inputs, lm_head, sampler, outputs); {args.batch / wall:.0f} tok/s")
-        table.add(args.shape, args.batch, mode, f"{wall * 1e3:.3f}", f"{fwd * 1e3:.3f}",
-                  f"{100 * (1 - fwd / wall):.0f}%", f"{args.batch / wall:.0f}")
+        print(
+            f"## {args.shape} batch {args.batch}, async scheduling {mode}: engine step {wall * 1e3:.3f} ms "
+            f"wall, model forward (graph replay + input copies) {fwd * 1e3:.3f} ms on the GPU "
+            f"-> {100 * (1 - fwd / wall):.0f}% of the step is outside the forward "
+            f"(scheduler, step inputs, lm_head, sampler, outputs); {args.batch / wall:.0f} tok/s"
+        )
+        table.add(
+            args.shape,
+            args.batch,
+            mode,
+            f"{wall * 1e3:.3f}",
+            f"{fwd * 1e3:.3f}",
+            f"{100 * (1 - fwd / wall):.0f}%",
+            f"{args.batch / wall:.0f}",
+        )
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:

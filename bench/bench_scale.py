@@ -75,11 +75,16 @@ def ingest(base_url: str, tag: str, start: datetime, n: int) -> float:
     errors: list[str] = []
 
     def worker(part: list[tuple[int, int]]) -> None:
-        with httpx.Client(base_url=base_url, timeout=120,
-                          headers={"Authorization": f"Bearer {DEFAULT_DEV_OPERATOR_KEY}"}) as client:
+        with httpx.Client(
+            base_url=base_url,
+            timeout=120,
+            headers={"Authorization": f"Bearer {DEFAULT_DEV_OPERATOR_KEY}"},
+        ) as client:
             for lo, count in part:
                 body = json.dumps({"samples": records(tag, start, lo, count, n, seed=lo)})
-                r = client.post("/v1/ingest", content=body, headers={"Content-Type": "application/json"})
+                r = client.post(
+                    "/v1/ingest", content=body, headers={"Content-Type": "application/json"}
+                )
                 if r.status_code != 200 or r.json().get("inserted") != count:
                     errors.append(f"{r.status_code} {r.text[:200]}")
 
@@ -161,14 +166,22 @@ def peak_rss_mb() -> float:
 
 
 def run(args, url: str, report_dir: Path) -> list[dict]:
-    settings = load_settings(database_url=url, drift_max_window_rows=args.cap, embed_device="cpu",
-                             embed_threads=args.threads, report_dir=report_dir, drift_interval_s=3600)
+    settings = load_settings(
+        database_url=url,
+        drift_max_window_rows=args.cap,
+        embed_device="cpu",
+        embed_threads=args.threads,
+        report_dir=report_dir,
+        drift_interval_s=3600,
+    )
     factory = session_factory(url)
     now = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
     hours = [now - HOUR * (len(args.sizes) + 1 - k) for k in range(len(args.sizes) + 1)]
     base = hours[0] - HOUR
     with factory() as s:
-        insert_samples(s, records("base", base, 0, args.baseline, args.baseline, seed=99), now=base + HOUR)
+        insert_samples(
+            s, records("base", base, 0, args.baseline, args.baseline, seed=99), now=base + HOUR
+        )
         s.commit()
     say(f"baseline: {args.baseline:,} samples, embedding and building")
     built = build_baseline_from_window(settings, factory, base, base + HOUR, now=now)
@@ -187,17 +200,29 @@ def run(args, url: str, report_dir: Path) -> list[dict]:
             say(f"{n:,}: ingest")
             ingest_s = ingest(base_url, f"n{n}", start, n)
             say(f"{n:,}: ingested in {ingest_s:.1f} s; embedding the read rows")
-            read_samples, read_texts, read_s = embed_until_done(settings, factory, window, now, unread=False)
+            read_samples, read_texts, read_s = embed_until_done(
+                settings, factory, window, now, unread=False
+            )
             say(f"{n:,}: {read_samples:,} read rows embedded in {read_s:.1f} s; the naive peer")
             naive_samples, naive_texts, naive_s = embed_until_done(
-                settings, factory, [], now, unread=True, max_samples=args.naive_max)
+                settings, factory, [], now, unread=True, max_samples=args.naive_max
+            )
             rest = n - read_samples - naive_samples
-            naive_total_s = read_s + naive_s + (rest * naive_s / naive_samples if naive_samples else 0.0)
+            naive_total_s = (
+                read_s + naive_s + (rest * naive_s / naive_samples if naive_samples else 0.0)
+            )
             say(f"{n:,}: the window")
             timers.spent.clear()
             t = time.perf_counter()
-            outcome = drift_job.run_window(settings, factory, start, start + HOUR, now=now,
-                                           advance_cursor=False, resolve_absent=False)
+            outcome = drift_job.run_window(
+                settings,
+                factory,
+                start,
+                start + HOUR,
+                now=now,
+                advance_cursor=False,
+                resolve_absent=False,
+            )
             window_s = time.perf_counter() - t
             row = {"n": n, "ingest_rows_s": n / ingest_s, "read_samples": read_samples,
                    "embed_s": read_s, "embed_texts_s": read_texts / read_s if read_s else None,
@@ -212,11 +237,17 @@ def run(args, url: str, report_dir: Path) -> list[dict]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--sizes", default="10000,100000")
-    ap.add_argument("--cap", type=int, default=5000, help="the window's row cap (VIGIL_DRIFT_MAX_WINDOW_ROWS)")
+    ap.add_argument(
+        "--cap", type=int, default=5000, help="the window's row cap (VIGIL_DRIFT_MAX_WINDOW_ROWS)"
+    )
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads of the embedder")
-    ap.add_argument("--naive-max", type=int, default=512, help="unread samples embedded for the naive peer")
+    ap.add_argument(
+        "--naive-max", type=int, default=512, help="unread samples embedded for the naive peer"
+    )
     ap.add_argument("--baseline", type=int, default=2000, help="samples in the baseline hour")
     ap.add_argument("--port", type=int, default=18731)
     ap.add_argument("--pg-url", default="postgresql+psycopg://postgres@127.0.0.1:5432/test")
@@ -226,7 +257,11 @@ def main() -> int:
     admin = make_url(args.pg_url).set(drivername="postgresql").render_as_string(False)
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{schema}"')
-    url = make_url(args.pg_url).update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(False)
+    url = (
+        make_url(args.pg_url)
+        .update_query_dict({"options": f"-csearch_path={schema}"})
+        .render_as_string(False)
+    )
     try:
         upgrade(url)
         with tempfile.TemporaryDirectory() as tmp:
@@ -240,12 +275,24 @@ def main() -> int:
                   "embed texts/s", "naive embed s", "naive/read", "window load s", "drift tests s",
                   "report s", "peak RSS MB"])  # fmt: skip
     for r in rows:
-        table.add(f"{r['n']:,}", f"{r['ingest_rows_s']:,.0f}", f"{r['read_samples']:,}", f"{r['embed_s']:,.1f}",
-                  f"{r['embed_texts_s']:,.0f}", f"{r['naive_s']:,.0f}", f"{r['naive_s'] / r['embed_s']:.1f}x",
-                  f"{r['load_s']:.2f}", f"{r['tests_s']:.1f}", f"{r['report_s']:.1f}", f"{r['rss_mb']:,.0f}")
+        table.add(
+            f"{r['n']:,}",
+            f"{r['ingest_rows_s']:,.0f}",
+            f"{r['read_samples']:,}",
+            f"{r['embed_s']:,.1f}",
+            f"{r['embed_texts_s']:,.0f}",
+            f"{r['naive_s']:,.0f}",
+            f"{r['naive_s'] / r['embed_s']:.1f}x",
+            f"{r['load_s']:.2f}",
+            f"{r['tests_s']:.1f}",
+            f"{r['report_s']:.1f}",
+            f"{r['rss_mb']:,.0f}",
+        )
     timed = ", ".join(f"{r['naive_measured']:,} of {r['n']:,}" for r in rows)
-    notes = [f"naive: every sample embedded; of the unread samples {timed} were timed, the rest "
-             "projected at that rate; the machine is 2 cores shared with other work"]
+    notes = [
+        f"naive: every sample embedded; of the unread samples {timed} were timed, the rest "
+        "projected at that rate; the machine is 2 cores shared with other work"
+    ]
     write_results("scale", [table], notes)
     return 0
 

@@ -75,21 +75,52 @@ def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser()
     p.add_argument("--device", default="cpu")
     p.add_argument("--model", default=None, help="GGUF or HF dir (default: the SmolLM2 GGUF)")
-    p.add_argument("--tokenizer-dir", default=None, help="GPU runs: random weights of --shape with this tokenizer")
-    p.add_argument("--shape", default=None, choices=sorted(SHAPES), help="with --tokenizer-dir (default smollm2-135m)")
+    p.add_argument(
+        "--tokenizer-dir",
+        default=None,
+        help="GPU runs: random weights of --shape with this tokenizer",
+    )
+    p.add_argument(
+        "--shape",
+        default=None,
+        choices=sorted(SHAPES),
+        help="with --tokenizer-dir (default smollm2-135m)",
+    )
     p.add_argument("--modes", default="inprocess,separate")
-    p.add_argument("--api-server-count", default="1",
-                   help="API server processes, comma-separated: one server each (above 1: separate mode only)")
-    p.add_argument("--tiny-model", default=None, help="write a tiny random Llama here and serve it (CPU API-path runs)")
-    p.add_argument("--concurrency", default="8", help="fixed-concurrency runs, comma-separated ('' for none)")
-    p.add_argument("--request-rates", default="", help="Poisson runs: requests/s, comma-separated, 'inf' allowed")
-    p.add_argument("--sample-rates", default="0", help="traffic sample rates, one server each (e.g. 0,1)")
-    p.add_argument("--server-per-concurrency", action="store_true",
-                   help="a server per concurrency, max_num_seqs = that concurrency, as the offline engine it is "
-                        "compared with (default: one server, max_num_seqs = the largest concurrency)")
+    p.add_argument(
+        "--api-server-count",
+        default="1",
+        help="API server processes, comma-separated: one server each (above 1: separate mode only)",
+    )
+    p.add_argument(
+        "--tiny-model",
+        default=None,
+        help="write a tiny random Llama here and serve it (CPU API-path runs)",
+    )
+    p.add_argument(
+        "--concurrency", default="8", help="fixed-concurrency runs, comma-separated ('' for none)"
+    )
+    p.add_argument(
+        "--request-rates",
+        default="",
+        help="Poisson runs: requests/s, comma-separated, 'inf' allowed",
+    )
+    p.add_argument(
+        "--sample-rates", default="0", help="traffic sample rates, one server each (e.g. 0,1)"
+    )
+    p.add_argument(
+        "--server-per-concurrency",
+        action="store_true",
+        help="a server per concurrency, max_num_seqs = that concurrency, as the offline engine it is "
+        "compared with (default: one server, max_num_seqs = the largest concurrency)",
+    )
     p.add_argument("--num-prompts", type=int, default=32)
-    p.add_argument("--offline-repeats", type=int, default=2,
-                   help="passes of the jobs through the offline engine; the served run is compared with the best")
+    p.add_argument(
+        "--offline-repeats",
+        type=int,
+        default=2,
+        help="passes of the jobs through the offline engine; the served run is compared with the best",
+    )
     p.add_argument("--workload", default="random", choices=["random", "chat"])
     p.add_argument("--input-len", type=int, default=64)
     p.add_argument("--output-len", type=int, default=32)
@@ -119,19 +150,30 @@ def main() -> None:
     rates = [float(r) for r in args.request_rates.split(",") if r]
     sample_rates = [float(r) for r in args.sample_rates.split(",") if r]
     max_seqs = max(concurrencies + [64])
-    jobs = workload(args.workload, args.num_prompts, prompt_vocab(args.model, args.shape), args.input_len, args.output_len)
+    jobs = workload(
+        args.workload,
+        args.num_prompts,
+        prompt_vocab(args.model, args.shape),
+        args.input_len,
+        args.output_len,
+    )
     capacity = kv_tokens(args.shape, args.kv_cache_mb)
     if capacity is not None:
         worst = sorted((len(j.prompt_ids) + j.max_tokens for j in jobs), reverse=True)[:max_seqs]
-        print(f"KV cache: {capacity} tokens (bf16); {len(worst)} longest jobs at once need {sum(worst)}"
-              + (" (preemption possible: raise --kv-cache-mb)" if sum(worst) > capacity else ""), flush=True)
+        print(
+            f"KV cache: {capacity} tokens (bf16); {len(worst)} longest jobs at once need {sum(worst)}"
+            + (" (preemption possible: raise --kv-cache-mb)" if sum(worst) > capacity else ""),
+            flush=True,
+        )
     Path(args.json_dir).mkdir(parents=True, exist_ok=True)
     loads = [("concurrency", c) for c in concurrencies] + [("rate", r) for r in rates]
     runs: list[dict] = []
     for mode in args.modes.split(","):
         for api_servers in [int(n) for n in args.api_server_count.split(",")]:
             if api_servers > 1 and mode != "separate":
-                print(f"skipped: {api_servers} API servers need the separate engine process, not {mode}")
+                print(
+                    f"skipped: {api_servers} API servers need the separate engine process, not {mode}"
+                )
                 continue
             for sample_rate in sample_rates:
                 if args.server_per_concurrency:
@@ -142,7 +184,11 @@ def main() -> None:
                     runs += serve_runs(args, mode, sample_rate, jobs, loads, max_seqs, api_servers)
     offline_by_seqs = {}
     for run in runs:
-        seqs = int(float(run["load"].split()[1])) if run["load"].startswith("concurrency") else max_seqs
+        seqs = (
+            int(float(run["load"].split()[1]))
+            if run["load"].startswith("concurrency")
+            else max_seqs
+        )
         if seqs not in offline_by_seqs:
             offline_by_seqs[seqs] = offline(args, jobs, seqs)
             print(json.dumps({"offline_max_num_seqs": seqs, **offline_by_seqs[seqs]}))
@@ -153,8 +199,15 @@ def main() -> None:
     raise SystemExit(0 if ok else 1)
 
 
-def serve_runs(args, mode: str, sample_rate: float, jobs: list[Job], loads: list, max_seqs: int,
-               api_servers: int = 1) -> list[dict]:
+def serve_runs(
+    args,
+    mode: str,
+    sample_rate: float,
+    jobs: list[Job],
+    loads: list,
+    max_seqs: int,
+    api_servers: int = 1,
+) -> list[dict]:
     """One server (this mode, API process count and sample rate) through every load; with
     sampling on, each run carries the storage check: records sampled, rows in the database,
     nothing journaled/dropped."""
@@ -163,7 +216,9 @@ def serve_runs(args, mode: str, sample_rate: float, jobs: list[Job], loads: list
     base = f"http://127.0.0.1:{args.port}"
     runs: list[dict] = []
     try:
-        model = httpx.get(f"{base}/v1/models", headers={"Authorization": f"Bearer {KEY}"}).json()["data"][0]["id"]
+        model = httpx.get(f"{base}/v1/models", headers={"Authorization": f"Bearer {KEY}"}).json()[
+            "data"
+        ][0]["id"]
         answered = run_load(base, model, jobs[:2], 1, 2)["completed"]  # warm-up (logged too)
         pids = api_pids(proc.pid, api_servers, base)
         for kind, value in loads:
@@ -171,14 +226,25 @@ def serve_runs(args, mode: str, sample_rate: float, jobs: list[Job], loads: list
                 poisson_schedule(jobs, value)
             load_before = os.getloadavg()[0]
             cpu_before, latency_before = total_cpu_seconds(pids), latency_totals(base)
-            summary = run_load(base, model, jobs, args.client_procs, int(value) if kind == "concurrency" else None)
+            summary = run_load(
+                base, model, jobs, args.client_procs, int(value) if kind == "concurrency" else None
+            )
             summary.update(api_cpu(cpu_before, total_cpu_seconds(pids), summary))
             summary.update(latency_means(latency_before, latency_totals(base)))
             answered += summary["completed"]
-            run = {"mode": mode, "api_servers": api_servers, "load": f"{kind} {value:g}", "server_max_num_seqs": max_seqs,
-                   "sample_rate": sample_rate, "workload": args.workload,
-                   "machine_load_1m": round(max(load_before, os.getloadavg()[0]), 2), **summary}
-            if sample_rate >= 1.0:  # every answered request so far is a row (the writer lags a little)
+            run = {
+                "mode": mode,
+                "api_servers": api_servers,
+                "load": f"{kind} {value:g}",
+                "server_max_num_seqs": max_seqs,
+                "sample_rate": sample_rate,
+                "workload": args.workload,
+                "machine_load_1m": round(max(load_before, os.getloadavg()[0]), 2),
+                **summary,
+            }
+            if (
+                sample_rate >= 1.0
+            ):  # every answered request so far is a row (the writer lags a little)
                 run["rows_expected"], run["rows_in_db"] = answered, storage.wait_rows(answered)
             runs.append(run)
             print(json.dumps(run), flush=True)
@@ -188,10 +254,30 @@ def serve_runs(args, mode: str, sample_rate: float, jobs: list[Job], loads: list
     finally:
         stop_server(proc)  # drains: the logger and writer flush before the process exits
     if sample_rate > 0:
-        check = {"answered": answered, **counters, "rows": storage.rows(), "journal_files": len(storage.journal_files())}
-        check["all_in_db"] = (check["rows"] == check["sampled"] and not check["dropped"] and not check["journaled"]
-                              and (sample_rate < 1.0 or check["sampled"] == answered))
-        print(json.dumps({"mode": mode, "api_servers": api_servers, "sample_rate": sample_rate, "storage": str(storage.db), **check}), flush=True)
+        check = {
+            "answered": answered,
+            **counters,
+            "rows": storage.rows(),
+            "journal_files": len(storage.journal_files()),
+        }
+        check["all_in_db"] = (
+            check["rows"] == check["sampled"]
+            and not check["dropped"]
+            and not check["journaled"]
+            and (sample_rate < 1.0 or check["sampled"] == answered)
+        )
+        print(
+            json.dumps(
+                {
+                    "mode": mode,
+                    "api_servers": api_servers,
+                    "sample_rate": sample_rate,
+                    "storage": str(storage.db),
+                    **check,
+                }
+            ),
+            flush=True,
+        )
         for run in runs:
             run["logging"] = check
     return runs
@@ -202,7 +288,10 @@ def api_cpu(before: float | None, after: float | None, summary: dict) -> dict:
     tokens = summary["output_tok_s"] * summary["wall_s"]
     if before is None or after is None or tokens <= 0:
         return {"api_cpu_s": None, "api_cpu_s_per_1k_tok": None}
-    return {"api_cpu_s": round(after - before, 2), "api_cpu_s_per_1k_tok": round(1e3 * (after - before) / tokens, 4)}
+    return {
+        "api_cpu_s": round(after - before, 2),
+        "api_cpu_s_per_1k_tok": round(1e3 * (after - before) / tokens, 4),
+    }
 
 
 def _settled_counters(base: str, timeout_s: float = 60.0) -> dict[str, float]:
@@ -210,60 +299,138 @@ def _settled_counters(base: str, timeout_s: float = 60.0) -> dict[str, float]:
     deadline = time.monotonic() + timeout_s
     while True:
         c = sample_metrics(base)
-        if c["logged"] + c["journaled"] + c["dropped"] >= c["sampled"] or time.monotonic() > deadline:
+        if (
+            c["logged"] + c["journaled"] + c["dropped"] >= c["sampled"]
+            or time.monotonic() > deadline
+        ):
             return c
         time.sleep(0.2)
 
 
 def _three(r: dict, name: str) -> str:
-    return "/".join("-" if r[f"{name}_p{q}_ms"] is None else f"{r[f'{name}_p{q}_ms']:.0f}" for q in (50, 90, 99))
+    return "/".join(
+        "-" if r[f"{name}_p{q}_ms"] is None else f"{r[f'{name}_p{q}_ms']:.0f}" for q in (50, 90, 99)
+    )
 
 
 def _server_latency(r: dict) -> str:
-    return "/".join("-" if r.get(k) is None else f"{r[k]:.1f}" for k in ("server_ttft_mean_ms", "server_queue_mean_ms"))
+    return "/".join(
+        "-" if r.get(k) is None else f"{r[k]:.1f}"
+        for k in ("server_ttft_mean_ms", "server_queue_mean_ms")
+    )
 
 
 def report(args, runs: list[dict]) -> bool:
     """Print and keep the tables; False when a logging check failed."""
     shape = f"random {args.shape} weights, " if args.shape else ""
-    title = (f"vigil serve on {args.device}, {shape}{args.workload} workload ({args.num_prompts} requests, input ~"
-             f"{args.input_len}, output ~{args.output_len} tokens, greedy, EOS ignored), "
-             f"{args.client_procs} client processes; SLO TTFT <= 200 ms, TPOT <= 50 ms")
-    table = Table(title, ["engine process", "API servers", "load", "server max seqs", "sample rate", "req/s", "output tok/s", "offline tok/s",
-                          "offline slowest pass", "served/offline", "TTFT p50/p90/p99 ms", "server TTFT / queue mean ms", "TPOT p50/p90/p99 ms", "ITL p50/p90/p99 ms",
-                          "goodput req/s", "API CPU s", "API CPU s / 1k tok", "tok / event", "client CPU s", "load avg 1m",
-                          "failed"])
+    title = (
+        f"vigil serve on {args.device}, {shape}{args.workload} workload ({args.num_prompts} requests, input ~"
+        f"{args.input_len}, output ~{args.output_len} tokens, greedy, EOS ignored), "
+        f"{args.client_procs} client processes; SLO TTFT <= 200 ms, TPOT <= 50 ms"
+    )
+    table = Table(
+        title,
+        [
+            "engine process",
+            "API servers",
+            "load",
+            "server max seqs",
+            "sample rate",
+            "req/s",
+            "output tok/s",
+            "offline tok/s",
+            "offline slowest pass",
+            "served/offline",
+            "TTFT p50/p90/p99 ms",
+            "server TTFT / queue mean ms",
+            "TPOT p50/p90/p99 ms",
+            "ITL p50/p90/p99 ms",
+            "goodput req/s",
+            "API CPU s",
+            "API CPU s / 1k tok",
+            "tok / event",
+            "client CPU s",
+            "load avg 1m",
+            "failed",
+        ],
+    )
     print(f"## {title}\n{table.header()}")
     for r in runs:
-        print(table.add(r["mode"], r["api_servers"], r["load"], r["server_max_num_seqs"], f"{r['sample_rate']:g}",
-                        f"{r['request_throughput']:.2f}",
-                        f"{r['output_tok_s']:.1f}", f"{r['offline_output_tok_s']:.1f}",
-                        f"{min(r['offline_passes_tok_s']):.1f}",
-                        f"{100 * r['served_over_offline']:.0f} %", _three(r, "ttft"), _server_latency(r), _three(r, "tpot"),
-                        _three(r, "itl"), f"{r['goodput_req_s']:.2f}", r["api_cpu_s"], r["api_cpu_s_per_1k_tok"], r["tokens_per_event"],
-                        r["client_cpu_s"], r["machine_load_1m"],
-                        r["failed"]))
+        print(
+            table.add(
+                r["mode"],
+                r["api_servers"],
+                r["load"],
+                r["server_max_num_seqs"],
+                f"{r['sample_rate']:g}",
+                f"{r['request_throughput']:.2f}",
+                f"{r['output_tok_s']:.1f}",
+                f"{r['offline_output_tok_s']:.1f}",
+                f"{min(r['offline_passes_tok_s']):.1f}",
+                f"{100 * r['served_over_offline']:.0f} %",
+                _three(r, "ttft"),
+                _server_latency(r),
+                _three(r, "tpot"),
+                _three(r, "itl"),
+                f"{r['goodput_req_s']:.2f}",
+                r["api_cpu_s"],
+                r["api_cpu_s_per_1k_tok"],
+                r["tokens_per_event"],
+                r["client_cpu_s"],
+                r["machine_load_1m"],
+                r["failed"],
+            )
+        )
     tables, ok = [table], True
     logged = [r for r in runs if r["sample_rate"] > 0]
     if logged:
-        on_off = Table("traffic logging to SQLite on (sample rate > 0) vs off (0): served output tok/s, "
-                       "and every sampled record in the database",
-                       ["engine process", "API servers", "load", "sample rate", "off tok/s", "on tok/s", "on/off",
-                        "answered", "sampled", "rows in DB", "journaled", "dropped", "all in DB"])
+        on_off = Table(
+            "traffic logging to SQLite on (sample rate > 0) vs off (0): served output tok/s, "
+            "and every sampled record in the database",
+            [
+                "engine process",
+                "API servers",
+                "load",
+                "sample rate",
+                "off tok/s",
+                "on tok/s",
+                "on/off",
+                "answered",
+                "sampled",
+                "rows in DB",
+                "journaled",
+                "dropped",
+                "all in DB",
+            ],
+        )
         print(f"## {on_off.title}\n{on_off.header()}")
         off = {(r["mode"], r["api_servers"], r["load"]): r for r in runs if r["sample_rate"] == 0}
         for r in logged:
             base, check = off.get((r["mode"], r["api_servers"], r["load"])), r["logging"]
             ok &= check["all_in_db"]
-            print(on_off.add(r["mode"], r["api_servers"], r["load"], f"{r['sample_rate']:g}",
-                             f"{base['output_tok_s']:.1f}" if base else "-", f"{r['output_tok_s']:.1f}",
-                             f"{100 * r['output_tok_s'] / base['output_tok_s']:.1f} %" if base else "-",
-                             check["answered"], int(check["sampled"]), check["rows"], int(check["journaled"]),
-                             int(check["dropped"]), "yes" if check["all_in_db"] else "NO"))
+            print(
+                on_off.add(
+                    r["mode"],
+                    r["api_servers"],
+                    r["load"],
+                    f"{r['sample_rate']:g}",
+                    f"{base['output_tok_s']:.1f}" if base else "-",
+                    f"{r['output_tok_s']:.1f}",
+                    f"{100 * r['output_tok_s'] / base['output_tok_s']:.1f} %" if base else "-",
+                    check["answered"],
+                    int(check["sampled"]),
+                    check["rows"],
+                    int(check["journaled"]),
+                    int(check["dropped"]),
+                    "yes" if check["all_in_db"] else "NO",
+                )
+            )
         tables.append(on_off)
     write_results("serving", tables)
     if not ok:
-        print("traffic logging check FAILED: a sampled record did not reach the database", flush=True)
+        print(
+            "traffic logging check FAILED: a sampled record did not reach the database", flush=True
+        )
     return ok
 
 

@@ -54,19 +54,31 @@ def decode_step(batch: int, width: int) -> SimpleNamespace:
     meta = AttentionMetadata(
         query_start_loc=torch.arange(batch + 1, dtype=torch.int32),
         seq_lens=torch.full((batch,), width * 16 - 3, dtype=torch.int32),
-        slot_mapping=torch.arange(batch) * 16, block_tables=torch.arange(batch * width, dtype=torch.int32).reshape(
-            batch, width), max_query_len=1, max_seq_len=width * 16 - 3, num_decode_tokens=batch)
-    return SimpleNamespace(input_ids=torch.arange(batch), positions=torch.arange(batch), meta=meta,
-                           logits_rows=torch.arange(batch), pending_rows=list(range(batch)),
-                           pending_src=list(range(batch)))
+        slot_mapping=torch.arange(batch) * 16,
+        block_tables=torch.arange(batch * width, dtype=torch.int32).reshape(batch, width),
+        max_query_len=1,
+        max_seq_len=width * 16 - 3,
+        num_decode_tokens=batch,
+    )
+    return SimpleNamespace(
+        input_ids=torch.arange(batch),
+        positions=torch.arange(batch),
+        meta=meta,
+        logits_rows=torch.arange(batch),
+        pending_rows=list(range(batch)),
+        pending_src=list(range(batch)),
+    )
 
 
 def _channels(rank: int) -> dict[str, StepChannel]:
     tp = ParallelContext(rank, 2, dist.group.WORLD, dist.new_group(backend="gloo"))
     old = StepChannel(tp, torch.device("cpu"), transport="gloo")
     old.host = TwoBroadcasts(tp.cpu_group)
-    return {OLD: old, NEW: StepChannel(tp, torch.device("cpu"), transport="gloo"),
-            SHM: StepChannel(tp, torch.device("cpu"), transport="shm")}
+    return {
+        OLD: old,
+        NEW: StepChannel(tp, torch.device("cpu"), transport="gloo"),
+        SHM: StepChannel(tp, torch.device("cpu"), transport="shm"),
+    }
 
 
 def _worker(port: int, ack) -> None:
@@ -82,7 +94,9 @@ def _worker(port: int, ack) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=2000)
-    parser.add_argument("--write", action="store_true", help="add the table to bench/results/step_channel.md")
+    parser.add_argument(
+        "--write", action="store_true", help="add the table to bench/results/step_channel.md"
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     port = free_port()
@@ -108,17 +122,33 @@ def main() -> None:
     proc.join(30)
     dist.destroy_process_group()
     names = [OLD, NEW, SHM]
-    table = Table(f"step message latency, driver to 1 worker, {args.steps} messages",
-                  ["step", *(f"{n} us" for n in names), "one broadcast / old", "shm ring / old"])
+    table = Table(
+        f"step message latency, driver to 1 worker, {args.steps} messages",
+        ["step", *(f"{n} us" for n in names), "one broadcast / old", "shm ring / old"],
+    )
     print(table.header())
     for case in CASES:
         old, new, shm = (results[(n, case)] for n in names)
-        print(table.add(case, f"{old:.1f}", f"{new:.1f}", f"{shm:.1f}", f"{new / old:.2f}", f"{shm / old:.2f}"))
+        print(
+            table.add(
+                case,
+                f"{old:.1f}",
+                f"{new:.1f}",
+                f"{shm:.1f}",
+                f"{new / old:.2f}",
+                f"{shm / old:.2f}",
+            )
+        )
     if args.write:
-        write_results("step_channel", [table], [
-            "Each message waits for the worker's acknowledgement of the one before (a pipe message): "
-            "the figures include that pipe round trip, the same for every channel.",
-        ])
+        write_results(
+            "step_channel",
+            [table],
+            [
+                "Each message waits for the worker's acknowledgement of the one before (a pipe message): "
+                "the figures include that pipe round trip, the same for every channel.",
+            ],
+        )
+
 
 if __name__ == "__main__":
     main()

@@ -40,7 +40,19 @@ from serving.kernels import gemv as gemv_kernels
 from serving.kernels import pdl
 from serving.sampling_params import SamplingParams
 
-COLUMNS = ["shape", "batch", "gemv", "PDL", "norm in GEMV up to", "async", "engine tok/s", "HF tok/s", "engine/HF", "roofline tok/s", "% roofline"]
+COLUMNS = [
+    "shape",
+    "batch",
+    "gemv",
+    "PDL",
+    "norm in GEMV up to",
+    "async",
+    "engine tok/s",
+    "HF tok/s",
+    "engine/HF",
+    "roofline tok/s",
+    "% roofline",
+]
 
 
 def run_engine(engine, prompts: list[list[int]], new_tokens: int) -> tuple[float, int]:
@@ -76,15 +88,22 @@ def bench_shape(name: str, batches: list[int], args, rows: list[dict], table: Ta
     hf = hf_random_model(shape)
     loaded = loaded_from_hf(hf, shape, name)
     kv_tokens = max(batches) * (args.prompt + args.new + 16)
-    engine = make_engine(loaded, max_num_seqs=max(batches), kv_tokens=kv_tokens,
-                         kv_cache_dtype=args.kv_cache_dtype)
+    engine = make_engine(
+        loaded, max_num_seqs=max(batches), kv_tokens=kv_tokens, kv_cache_dtype=args.kv_cache_dtype
+    )
     g = torch.Generator().manual_seed(0)
     modes = {"both": [False, True], "on": [True], "off": [False]}[args.async_scheduling]
     default_norm = gemv_kernels.MAX_FUSED_NORM_FEATURES
     for batch in batches:
         # the one-token GEMV only runs at batch 1: other batches run once
-        gemv_modes = {"both": [False, True], "on": [True], "off": [False]}[args.gemv] if batch == 1 else [True]
-        pdl_modes = {"both": ["off", "auto"], "on": ["auto"], "off": ["off"]}[args.programmatic_launch]
+        gemv_modes = (
+            {"both": [False, True], "on": [True], "off": [False]}[args.gemv]
+            if batch == 1
+            else [True]
+        )
+        pdl_modes = {"both": ["off", "auto"], "on": ["auto"], "off": ["off"]}[
+            args.programmatic_launch
+        ]
         prompts = torch.randint(0, shape["vocab_size"], (batch, args.prompt), generator=g).tolist()
         run_engine(engine, prompts, 8)  # warm-up: compiles kernels, captures this batch's graph
         hf_tps = None
@@ -94,8 +113,12 @@ def bench_shape(name: str, batches: list[int], args, rows: list[dict], table: Ta
         kv_elem = 1 if args.kv_cache_dtype == "fp8" else 2
         step_bytes = decode_step_bytes(shape, batch, args.prompt + args.new / 2, kv_elem)
         roof = batch * HBM_BYTES_PER_S / step_bytes
-        norm_limits = [int(v) for v in args.fused_norm_max.split(",")] if batch == 1 else [default_norm]
-        for use_gemv, pdl_mode, norm_limit in [(g, p, m) for g in gemv_modes for p in pdl_modes for m in norm_limits]:
+        norm_limits = (
+            [int(v) for v in args.fused_norm_max.split(",")] if batch == 1 else [default_norm]
+        )
+        for use_gemv, pdl_mode, norm_limit in [
+            (g, p, m) for g in gemv_modes for p in pdl_modes for m in norm_limits
+        ]:
             gemv_kernels.ENABLED = use_gemv
             gemv_kernels.MAX_FUSED_NORM_FEATURES = norm_limit
             pdl.set_mode(pdl_mode)
@@ -107,18 +130,41 @@ def bench_shape(name: str, batches: list[int], args, rows: list[dict], table: Ta
                 t, generated = run_engine(engine, prompts, args.new)
                 assert generated == batch * args.new, (generated, batch * args.new)
                 ours = generated / t
-                row = {"shape": name, "batch": batch, "kv": args.kv_cache_dtype, "async_scheduling": on,
-                       "gemv": use_gemv and batch == 1, "pdl": pdl_label, "fused_norm_max": norm_limit,
-                       "engine_tok_s": ours, "hf_tok_s": hf_tps,
-                       "ratio": ours / hf_tps if hf_tps else None,
-                       "roofline_tok_s": roof, "roofline_share": ours / roof, "engine_s": t}
+                row = {
+                    "shape": name,
+                    "batch": batch,
+                    "kv": args.kv_cache_dtype,
+                    "async_scheduling": on,
+                    "gemv": use_gemv and batch == 1,
+                    "pdl": pdl_label,
+                    "fused_norm_max": norm_limit,
+                    "engine_tok_s": ours,
+                    "hf_tok_s": hf_tps,
+                    "ratio": ours / hf_tps if hf_tps else None,
+                    "roofline_tok_s": roof,
+                    "roofline_share": ours / roof,
+                    "engine_s": t,
+                }
                 rows.append(row)
                 ratio = f"{ours / hf_tps:.1f}x" if hf_tps else "-"
                 hf_s = f"{hf_tps:.0f}" if hf_tps else "-"
                 label = name + (" fp8-kv" if args.kv_cache_dtype == "fp8" else "")
-                print(table.add(label, batch, "on" if use_gemv and batch == 1 else "-", pdl_label, norm_limit,
-                                "on" if on else "off",
-                                f"{ours:.0f}", hf_s, ratio, f"{roof:.0f}", f"{100 * ours / roof:.0f}%"), flush=True)
+                print(
+                    table.add(
+                        label,
+                        batch,
+                        "on" if use_gemv and batch == 1 else "-",
+                        pdl_label,
+                        norm_limit,
+                        "on" if on else "off",
+                        f"{ours:.0f}",
+                        hf_s,
+                        ratio,
+                        f"{roof:.0f}",
+                        f"{100 * ours / roof:.0f}%",
+                    ),
+                    flush=True,
+                )
         gemv_kernels.ENABLED = True
         gemv_kernels.MAX_FUSED_NORM_FEATURES = default_norm
         pdl.set_mode("auto")
@@ -127,8 +173,18 @@ def bench_shape(name: str, batches: list[int], args, rows: list[dict], table: Ta
     torch.cuda.empty_cache()
 
 
-TP_COLUMNS = ["shape", "TP", "batch", "async", "all-reduce", "engine tok/s", "vs TP=1", "roofline tok/s", "% roofline",
-              "all-reduce % of GPU time"]
+TP_COLUMNS = [
+    "shape",
+    "TP",
+    "batch",
+    "async",
+    "all-reduce",
+    "engine tok/s",
+    "vs TP=1",
+    "roofline tok/s",
+    "% roofline",
+    "all-reduce % of GPU time",
+]
 # kernel names of the all-reduces (and the logits all-gather): NCCL's, and the symmetric-memory one-shot
 COLLECTIVE_KERNELS = ("nccl", "all_reduce")
 
@@ -144,7 +200,11 @@ def allreduce_share(engine, prompts: list[list[int]], new_tokens: int = 32) -> f
         run_engine(engine, prompts, new_tokens)
     kernels = [e for e in prof.events() if e.device_type == DeviceType.CUDA]
     total = sum(e.time_range.elapsed_us() for e in kernels)
-    nccl = sum(e.time_range.elapsed_us() for e in kernels if any(k in e.name.lower() for k in COLLECTIVE_KERNELS))
+    nccl = sum(
+        e.time_range.elapsed_us()
+        for e in kernels
+        if any(k in e.name.lower() for k in COLLECTIVE_KERNELS)
+    )
     return nccl / total if total else None
 
 
@@ -152,20 +212,38 @@ def bench_tp_shape(name: str, batches: list[int], args, rows: list[dict], table:
     from bench.bench_tp_engines import make_tp_engine
 
     shape = SHAPES[name]
-    sizes = [args.tensor_parallel_size] if name in args.tp_only_shapes.split(",") else [1, args.tensor_parallel_size]
-    tp_async = "off" if args.async_scheduling == "off" else "on"  # TP rows: one mode, the same at TP=1 and TP=N
+    sizes = (
+        [args.tensor_parallel_size]
+        if name in args.tp_only_shapes.split(",")
+        else [1, args.tensor_parallel_size]
+    )
+    tp_async = (
+        "off" if args.async_scheduling == "off" else "on"
+    )  # TP rows: one mode, the same at TP=1 and TP=N
     base: dict[int, float] = {}
     g = torch.Generator().manual_seed(0)
-    prompts_by_batch = {b: torch.randint(0, shape["vocab_size"], (b, args.prompt), generator=g).tolist()
-                        for b in batches}
+    prompts_by_batch = {
+        b: torch.randint(0, shape["vocab_size"], (b, args.prompt), generator=g).tolist()
+        for b in batches
+    }
     for tp in sizes:
         kv_tokens = max(batches) * (args.prompt + args.new + 16)
-        engine = make_tp_engine(shape, tp=tp, max_num_seqs=max(batches), kv_tokens=kv_tokens,
-                                kv_cache_dtype=args.kv_cache_dtype, async_scheduling=tp_async,
-                                tp_allreduce=args.tp_allreduce)
-        reduce_name = engine.tensor_parallel.all_reduce_name if engine.tensor_parallel is not None else "-"
-        print(f"# TP={tp}: async scheduling {'on' if engine.async_scheduling else 'off'}, all-reduce {reduce_name}",
-              flush=True)
+        engine = make_tp_engine(
+            shape,
+            tp=tp,
+            max_num_seqs=max(batches),
+            kv_tokens=kv_tokens,
+            kv_cache_dtype=args.kv_cache_dtype,
+            async_scheduling=tp_async,
+            tp_allreduce=args.tp_allreduce,
+        )
+        reduce_name = (
+            engine.tensor_parallel.all_reduce_name if engine.tensor_parallel is not None else "-"
+        )
+        print(
+            f"# TP={tp}: async scheduling {'on' if engine.async_scheduling else 'off'}, all-reduce {reduce_name}",
+            flush=True,
+        )
         try:
             for batch in batches:
                 prompts = prompts_by_batch[batch]
@@ -176,15 +254,43 @@ def bench_tp_shape(name: str, batches: list[int], args, rows: list[dict], table:
                 if tp == 1:
                     base[batch] = ours
                 kv_elem = 1 if args.kv_cache_dtype == "fp8" else 2
-                roof = tp * batch * HBM_BYTES_PER_S / decode_step_bytes(shape, batch, args.prompt + args.new / 2, kv_elem)
+                roof = (
+                    tp
+                    * batch
+                    * HBM_BYTES_PER_S
+                    / decode_step_bytes(shape, batch, args.prompt + args.new / 2, kv_elem)
+                )
                 vs = f"{ours / base[batch]:.2f}x" if batch in base and tp > 1 else "-"
                 share = allreduce_share(engine, prompts) if tp > 1 and not args.no_profile else None
-                rows.append({"shape": name, "tp": tp, "batch": batch, "async_scheduling": engine.async_scheduling,
-                             "all_reduce": reduce_name, "engine_tok_s": ours, "roofline_tok_s": roof,
-                             "roofline_share": ours / roof, "engine_s": t, "allreduce_share": share})
-                print(table.add(name, tp, batch, "on" if engine.async_scheduling else "off", reduce_name,
-                                f"{ours:.0f}", vs, f"{roof:.0f}", f"{100 * ours / roof:.0f}%",
-                                "-" if share is None else f"{100 * share:.1f}%"), flush=True)
+                rows.append(
+                    {
+                        "shape": name,
+                        "tp": tp,
+                        "batch": batch,
+                        "async_scheduling": engine.async_scheduling,
+                        "all_reduce": reduce_name,
+                        "engine_tok_s": ours,
+                        "roofline_tok_s": roof,
+                        "roofline_share": ours / roof,
+                        "engine_s": t,
+                        "allreduce_share": share,
+                    }
+                )
+                print(
+                    table.add(
+                        name,
+                        tp,
+                        batch,
+                        "on" if engine.async_scheduling else "off",
+                        reduce_name,
+                        f"{ours:.0f}",
+                        vs,
+                        f"{roof:.0f}",
+                        f"{100 * ours / roof:.0f}%",
+                        "-" if share is None else f"{100 * share:.1f}%",
+                    ),
+                    flush=True,
+                )
         finally:
             engine.close()
             del engine
@@ -203,19 +309,38 @@ def main() -> None:
     parser.add_argument("--json", default=None)
     parser.add_argument("--kv-cache-dtype", default="auto", choices=["auto", "fp8"])
     parser.add_argument("--async-scheduling", default="both", choices=["both", "on", "off"])
-    parser.add_argument("--gemv", default="on", choices=["both", "on", "off"],
-                        help="batch 1: projections as one-token GEMVs (serving/kernels/gemv.py) or cuBLAS")
-    parser.add_argument("--programmatic-launch", default="on", choices=["both", "on", "off"],
-                        help="decode kernels launched with programmatic dependent launch (serving/kernels/pdl.py)")
-    parser.add_argument("--fused-norm-max", default=str(gemv_kernels.MAX_FUSED_NORM_FEATURES),
-                        help="batch 1: RMSNorm read inside the GEMV for rows up to this many features, "
-                             "comma-separated values each run (serving/kernels/gemv.py)")
-    parser.add_argument("--device", default="cuda", choices=["cuda"], help="the engine's device (GPU only)")
+    parser.add_argument(
+        "--gemv",
+        default="on",
+        choices=["both", "on", "off"],
+        help="batch 1: projections as one-token GEMVs (serving/kernels/gemv.py) or cuBLAS",
+    )
+    parser.add_argument(
+        "--programmatic-launch",
+        default="on",
+        choices=["both", "on", "off"],
+        help="decode kernels launched with programmatic dependent launch (serving/kernels/pdl.py)",
+    )
+    parser.add_argument(
+        "--fused-norm-max",
+        default=str(gemv_kernels.MAX_FUSED_NORM_FEATURES),
+        help="batch 1: RMSNorm read inside the GEMV for rows up to this many features, "
+        "comma-separated values each run (serving/kernels/gemv.py)",
+    )
+    parser.add_argument(
+        "--device", default="cuda", choices=["cuda"], help="the engine's device (GPU only)"
+    )
     parser.add_argument("--tensor-parallel-size", type=int, default=1)
     parser.add_argument("--tp-only-shapes", default="qwen3-32b", help="shapes run at TP=N only")
-    parser.add_argument("--no-profile", action="store_true", help="TP rows: skip the all-reduce share profile")
-    parser.add_argument("--tp-allreduce", default="auto", choices=["auto", "nccl", "symm_mem"],
-                        help="TP rows: the layers' all-reduce (serving/distributed/all_reduce.py)")
+    parser.add_argument(
+        "--no-profile", action="store_true", help="TP rows: skip the all-reduce share profile"
+    )
+    parser.add_argument(
+        "--tp-allreduce",
+        default="auto",
+        choices=["auto", "nccl", "symm_mem"],
+        help="TP rows: the layers' all-reduce (serving/distributed/all_reduce.py)",
+    )
     args = parser.parse_args()
     batches = [int(b) for b in args.batches.split(",")]
     if args.tensor_parallel_size > 1:
@@ -234,6 +359,7 @@ def main() -> None:
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     write_results(name, [table])
+
 
 if __name__ == "__main__":
     main()

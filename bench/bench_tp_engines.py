@@ -11,13 +11,28 @@ from serving.engine.config import EngineConfig
 from serving.engine.core.llm_engine import LLMEngine
 
 
-def make_tp_engine(shape: dict, *, tp: int, max_num_seqs: int, kv_tokens: int, kv_cache_dtype: str = "auto",
-                   async_scheduling: str = "on", tp_allreduce: str = "auto"):
+def make_tp_engine(
+    shape: dict,
+    *,
+    tp: int,
+    max_num_seqs: int,
+    kv_tokens: int,
+    kv_cache_dtype: str = "auto",
+    async_scheduling: str = "on",
+    tp_allreduce: str = "auto",
+):
     block = 16
     cfg = EngineConfig(
-        device="cuda", dtype="bfloat16", block_size=block, num_kv_blocks=-(-kv_tokens // block) + max_num_seqs + 8,
-        max_num_seqs=max_num_seqs, max_num_batched_tokens=8192, enable_prefix_caching=False,
-        kv_cache_dtype=kv_cache_dtype, tensor_parallel_size=tp, async_scheduling=async_scheduling,
+        device="cuda",
+        dtype="bfloat16",
+        block_size=block,
+        num_kv_blocks=-(-kv_tokens // block) + max_num_seqs + 8,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=8192,
+        enable_prefix_caching=False,
+        kv_cache_dtype=kv_cache_dtype,
+        tensor_parallel_size=tp,
+        async_scheduling=async_scheduling,
         tp_allreduce=tp_allreduce,
     )
     if tp == 1:

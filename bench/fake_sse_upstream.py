@@ -18,7 +18,9 @@ def _chunk(data: bytes) -> bytes:
     return b"%x\r\n%s\r\n" % (len(data), data)
 
 
-async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, ttft: float, itl: float) -> None:
+async def handle(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, ttft: float, itl: float
+) -> None:
     try:
         while True:
             head = await reader.readuntil(b"\r\n\r\n")
@@ -28,23 +30,47 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, ttf
                     length = int(line.split(b":", 1)[1])
             body = json.loads(await reader.readexactly(length)) if length else {}
             if head.startswith(b"GET"):
-                data = json.dumps({"object": "list", "data": [{"id": MODEL, "object": "model"}]}).encode()
-                writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
-                             % (len(data), data))
+                data = json.dumps(
+                    {"object": "list", "data": [{"id": MODEL, "object": "model"}]}
+                ).encode()
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
+                    % (len(data), data)
+                )
                 continue
             n = int(body.get("max_tokens") or 16)
-            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+            writer.write(
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+            )
             await asyncio.sleep(ttft)
             for i in range(n):
-                event = {"id": "cmpl-fake", "object": "text_completion", "model": MODEL,
-                         "choices": [{"index": 0, "text": f" t{i}", "logprobs": None,
-                                      "finish_reason": "length" if i == n - 1 else None}]}
+                event = {
+                    "id": "cmpl-fake",
+                    "object": "text_completion",
+                    "model": MODEL,
+                    "choices": [
+                        {
+                            "index": 0,
+                            "text": f" t{i}",
+                            "logprobs": None,
+                            "finish_reason": "length" if i == n - 1 else None,
+                        }
+                    ],
+                }
                 writer.write(_chunk(b"data: " + json.dumps(event).encode() + b"\n\n"))
                 await writer.drain()
                 await asyncio.sleep(itl)
-            usage = {"id": "cmpl-fake", "object": "text_completion", "model": MODEL, "choices": [],
-                     "usage": {"prompt_tokens": len(body.get("prompt") or []), "completion_tokens": n}}
-            writer.write(_chunk(b"data: " + json.dumps(usage).encode() + b"\n\ndata: [DONE]\n\n") + b"0\r\n\r\n")
+            usage = {
+                "id": "cmpl-fake",
+                "object": "text_completion",
+                "model": MODEL,
+                "choices": [],
+                "usage": {"prompt_tokens": len(body.get("prompt") or []), "completion_tokens": n},
+            }
+            writer.write(
+                _chunk(b"data: " + json.dumps(usage).encode() + b"\n\ndata: [DONE]\n\n")
+                + b"0\r\n\r\n"
+            )
             await writer.drain()
     except (asyncio.IncompleteReadError, ConnectionError):
         pass
@@ -53,7 +79,9 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, ttf
 
 
 async def main(port: int, ttft: float, itl: float) -> None:
-    server = await asyncio.start_server(lambda r, w: handle(r, w, ttft, itl), "127.0.0.1", port, backlog=1024)
+    server = await asyncio.start_server(
+        lambda r, w: handle(r, w, ttft, itl), "127.0.0.1", port, backlog=1024
+    )
     async with server:
         await server.serve_forever()
 

@@ -38,7 +38,12 @@ def loaded_from_hf(hf_model, shape: dict, name: str):
 
 
 def make_engine(
-    loaded, *, max_num_seqs: int, kv_tokens: int, kv_cache_dtype: str = "auto", device: str = "cuda",
+    loaded,
+    *,
+    max_num_seqs: int,
+    kv_tokens: int,
+    kv_cache_dtype: str = "auto",
+    device: str = "cuda",
     output=None,
 ):
     """`output`: the engine's output sink factory (None: text outputs)."""
@@ -51,9 +56,14 @@ def make_engine(
     per_block = kv_bytes_per_block(loaded.config, block, kv_dtype)
     num_blocks = -(-kv_tokens // block) + max_num_seqs + 8
     cfg = EngineConfig(
-        device=device, dtype="bfloat16", block_size=block, num_kv_blocks=num_blocks,
-        kv_cache_memory_mb=max(1, num_blocks * per_block >> 20), max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=8192, enable_prefix_caching=False,
+        device=device,
+        dtype="bfloat16",
+        block_size=block,
+        num_kv_blocks=num_blocks,
+        kv_cache_memory_mb=max(1, num_blocks * per_block >> 20),
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=8192,
+        enable_prefix_caching=False,
     )
     if kv_cache_dtype != "auto":
         if not hasattr(cfg, "kv_cache_dtype"):

@@ -21,11 +21,22 @@ from bench.results_table import Table
 from serving.sampling_params import SamplingParams
 
 TINY = {
-    "model_type": "llama", "vocab_size": 1024, "hidden_size": 64, "intermediate_size": 128,
-    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
-    "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "max_position_embeddings": 4096,
-    "tie_word_embeddings": True, "hidden_act": "silu", "attention_bias": False,
-    "bos_token_id": None, "eos_token_id": None,
+    "model_type": "llama",
+    "vocab_size": 1024,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "rms_norm_eps": 1e-5,
+    "rope_theta": 10000.0,
+    "max_position_embeddings": 4096,
+    "tie_word_embeddings": True,
+    "hidden_act": "silu",
+    "attention_bias": False,
+    "bos_token_id": None,
+    "eos_token_id": None,
 }
 
 
@@ -44,7 +55,9 @@ def profile_host(batch: int = 256, new: int = 480, prompt: int = 32, top: int = 
     hf = hf_random_model(TINY, device="cpu")
     loaded = loaded_from_hf(hf, TINY, "tiny-llama")
     del hf
-    engine = make_engine(loaded, max_num_seqs=batch, kv_tokens=batch * (prompt + new + 16), device="cpu")
+    engine = make_engine(
+        loaded, max_num_seqs=batch, kv_tokens=batch * (prompt + new + 16), device="cpu"
+    )
     fwd: list[float] = []
     start: list[float] = []
     model = engine.runner.model
@@ -53,7 +66,9 @@ def profile_host(batch: int = 256, new: int = 480, prompt: int = 32, top: int = 
     params = SamplingParams(max_tokens=new + 8, temperature=0.0, ignore_eos=True)
     g = torch.Generator().manual_seed(0)
     for i in range(batch):
-        engine.add_request(f"r{i}", torch.randint(0, TINY["vocab_size"], (prompt,), generator=g).tolist(), params)
+        engine.add_request(
+            f"r{i}", torch.randint(0, TINY["vocab_size"], (prompt,), generator=g).tolist(), params
+        )
     engine.step()  # the prefill (all prompts fit one step's token budget)
     for _ in range(19):
         engine.step()
@@ -65,12 +80,19 @@ def profile_host(batch: int = 256, new: int = 480, prompt: int = 32, top: int = 
     prof.enable()
     late_prof = _window(engine, 20, fwd)
     prof.disable()
-    table = Table(f"CPU host cost per engine step, tiny random model, batch {batch}",
-                  ["window", "step ms", "forward ms", "host (step - forward) ms"])
-    for name, (wall, f) in (("early (~30 generated)", early), (f"late (~{new - 50} generated)", late)):
+    table = Table(
+        f"CPU host cost per engine step, tiny random model, batch {batch}",
+        ["window", "step ms", "forward ms", "host (step - forward) ms"],
+    )
+    for name, (wall, f) in (
+        ("early (~30 generated)", early),
+        (f"late (~{new - 50} generated)", late),
+    ):
         table.add(name, f"{wall * 1e3:.2f}", f"{f * 1e3:.2f}", f"{(wall - f) * 1e3:.2f}")
-        print(f"{name}: step {wall * 1e3:.2f} ms, forward {f * 1e3:.2f} ms, "
-              f"host (step - forward) {(wall - f) * 1e3:.2f} ms  [batch {batch}]")
+        print(
+            f"{name}: step {wall * 1e3:.2f} ms, forward {f * 1e3:.2f} ms, "
+            f"host (step - forward) {(wall - f) * 1e3:.2f} ms  [batch {batch}]"
+        )
     print(f"late, under cProfile: step {late_prof[0] * 1e3:.2f} ms")
     buf = io.StringIO()
     stats = pstats.Stats(prof, stream=buf)

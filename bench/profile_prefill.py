@@ -32,7 +32,9 @@ def _ttft_once(engine, prompt: list[int], rid: str) -> float:
     return first
 
 
-def profile_prefill(engine, shape_name: str, vocab: int, prompt_len: int, reps: int, top: int) -> Table:
+def profile_prefill(
+    engine, shape_name: str, vocab: int, prompt_len: int, reps: int, top: int
+) -> Table:
     gpu = engine.runner.gpu
     launch = engine.runner.launch
     host_ms: list[float] = []
@@ -59,13 +61,23 @@ def profile_prefill(engine, shape_name: str, vocab: int, prompt_len: int, reps: 
 
     g = torch.Generator().manual_seed(1)
     modes = [(False, True), (True, False), (True, True)]  # (prefill graphs, async scheduling)
-    prompts = [torch.randint(0, vocab, (prompt_len,), generator=g).tolist()
-               for _ in range(len(modes) * (reps + 1) + 3)]
+    prompts = [
+        torch.randint(0, vocab, (prompt_len,), generator=g).tolist()
+        for _ in range(len(modes) * (reps + 1) + 3)
+    ]
     buckets = gpu.prefill_buckets
     gpu.forward, engine.runner.launch = timed_forward, timed_launch
-    table = Table(f"lone prompt of {prompt_len} tokens, {reps} prompts each way",
-                  ["shape", "prefill", "async", "engine TTFT ms p50 (min)", "prefill launch host ms p50",
-                   "prefill forward GPU ms p50"])
+    table = Table(
+        f"lone prompt of {prompt_len} tokens, {reps} prompts each way",
+        [
+            "shape",
+            "prefill",
+            "async",
+            "engine TTFT ms p50 (min)",
+            "prefill launch host ms p50",
+            "prefill forward GPU ms p50",
+        ],
+    )
     try:
         for graphs, on in modes:
             gpu.prefill_buckets = buckets if graphs else ()
@@ -73,12 +85,19 @@ def profile_prefill(engine, shape_name: str, vocab: int, prompt_len: int, reps: 
             _ttft_once(engine, prompts.pop(), "warm")
             host_ms.clear()
             gpu_events.clear()
-            ttft = [1e3 * _ttft_once(engine, prompts.pop(), f"p{graphs}{on}{i}") for i in range(reps)]
+            ttft = [
+                1e3 * _ttft_once(engine, prompts.pop(), f"p{graphs}{on}{i}") for i in range(reps)
+            ]
             torch.cuda.synchronize()
             fwd = [s.elapsed_time(e) for s, e in gpu_events]
-            row = table.add(shape_name, "graph" if graphs and buckets else "eager", "on" if on else "off",
-                            f"{statistics.median(ttft):.2f} ({min(ttft):.2f})",
-                            f"{statistics.median(host_ms):.2f}", f"{statistics.median(fwd):.2f}")
+            row = table.add(
+                shape_name,
+                "graph" if graphs and buckets else "eager",
+                "on" if on else "off",
+                f"{statistics.median(ttft):.2f} ({min(ttft):.2f})",
+                f"{statistics.median(host_ms):.2f}",
+                f"{statistics.median(fwd):.2f}",
+            )
             print(row, flush=True)
         from torch.profiler import ProfilerActivity, profile
 

@@ -39,7 +39,9 @@ class _Timer:
             return out
 
         def timed_launch(out, *a, **kw):
-            self.kind = "mixed" if any(item.num_new_tokens > 1 for item in out.scheduled) else "decode"
+            self.kind = (
+                "mixed" if any(item.num_new_tokens > 1 for item in out.scheduled) else "decode"
+            )
             return self.launch(out, *a, **kw)
 
         self.gpu.forward, self.runner.launch = timed_forward, timed_launch
@@ -61,7 +63,9 @@ def _params(n: int) -> SamplingParams:
     return SamplingParams(max_tokens=n, temperature=0.0, ignore_eos=True)
 
 
-def _staggered(engine, timer: _Timer, prompts, streams: int, new: int, steps: int) -> tuple[dict, float]:
+def _staggered(
+    engine, timer: _Timer, prompts, streams: int, new: int, steps: int
+) -> tuple[dict, float]:
     """`streams` live requests, the first ones ending evenly spread over `new` steps; `steps`
     measured steps after as many warm ones. Returns per-kind step wall ms and output tok/s."""
     count = 0
@@ -106,17 +110,41 @@ def _waves(engine, prompts, streams: int, new: int, waves: int) -> float:
     return tokens / (time.perf_counter() - start)
 
 
-def profile_staggered(engine, shape_name: str, vocab: int, streams: int, prompt_len: int, new: int,
-                      steps: int) -> tuple[Table, Table]:
+def profile_staggered(
+    engine, shape_name: str, vocab: int, streams: int, prompt_len: int, new: int, steps: int
+) -> tuple[Table, Table]:
     g = torch.Generator().manual_seed(2)
-    prompts = [torch.randint(0, vocab, (prompt_len,), generator=g).tolist() for _ in range(4 * streams)]
-    table = Table(f"{streams} streams, prompts of {prompt_len}, {new} tokens each; {steps} steps measured",
-                  ["shape", "schedule", "async", "step kind", "steps", "step wall ms p50 (mean)",
-                   "forward GPU ms p50 (mean)", "output tok/s"])
+    prompts = [
+        torch.randint(0, vocab, (prompt_len,), generator=g).tolist() for _ in range(4 * streams)
+    ]
+    table = Table(
+        f"{streams} streams, prompts of {prompt_len}, {new} tokens each; {steps} steps measured",
+        [
+            "shape",
+            "schedule",
+            "async",
+            "step kind",
+            "steps",
+            "step wall ms p50 (mean)",
+            "forward GPU ms p50 (mean)",
+            "output tok/s",
+        ],
+    )
     print(table.header(), flush=True)
     waves = _waves(engine, prompts, streams, new, 3)
-    print(table.add(shape_name, "waves (offline benchmark)", "on" if engine.async_scheduling else "off",
-                    "all", "-", "-", "-", f"{waves:.0f}"), flush=True)
+    print(
+        table.add(
+            shape_name,
+            "waves (offline benchmark)",
+            "on" if engine.async_scheduling else "off",
+            "all",
+            "-",
+            "-",
+            "-",
+            f"{waves:.0f}",
+        ),
+        flush=True,
+    )
     with _Timer(engine) as timer:
         for on in (True, False):
             engine.set_async_scheduling(on)
@@ -126,10 +154,19 @@ def profile_staggered(engine, shape_name: str, vocab: int, streams: int, prompt_
                 w, f = wall.get(kind, []), gpu.get(kind, [])
                 if not w:
                     continue
-                print(table.add(shape_name, "staggered", "on" if on else "off", kind, len(w),
-                                f"{statistics.median(w):.3f} ({statistics.fmean(w):.3f})",
-                                f"{statistics.median(f):.3f} ({statistics.fmean(f):.3f})" if f else "-",
-                                f"{rate:.0f}"), flush=True)
+                print(
+                    table.add(
+                        shape_name,
+                        "staggered",
+                        "on" if on else "off",
+                        kind,
+                        len(w),
+                        f"{statistics.median(w):.3f} ({statistics.fmean(w):.3f})",
+                        f"{statistics.median(f):.3f} ({statistics.fmean(f):.3f})" if f else "-",
+                        f"{rate:.0f}",
+                    ),
+                    flush=True,
+                )
     engine.set_async_scheduling(True)
     return table, _phases(engine, shape_name, prompts, streams, new, steps)
 
@@ -143,8 +180,11 @@ def _phases(engine, shape_name: str, prompts, streams: int, new: int, steps: int
         wall, _ = _staggered(engine, timer, prompts, streams, new, steps)
         elapsed = time.perf_counter() - t0
     measured = 2 * steps  # the phases also count the warm half
-    table = Table(f"{shape_name}, {streams} streams staggered, async on: host microseconds per step by phase "
-                  "(nested phases indented, counted in their parent too)", ["phase", "us per step"])
+    table = Table(
+        f"{shape_name}, {streams} streams staggered, async on: host microseconds per step by phase "
+        "(nested phases indented, counted in their parent too)",
+        ["phase", "us per step"],
+    )
     print(table.header(), flush=True)
     for name, us in phases.per_step_us(measured).items():
         print(table.add(name, f"{us:.0f}"), flush=True)

@@ -19,7 +19,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 # VIGIL_BENCH_RESULTS_DIR sends a trial run's tables elsewhere, keeping bench/results for real runs
-RESULTS_DIR = Path(os.environ.get("VIGIL_BENCH_RESULTS_DIR") or Path(__file__).resolve().parent / "results")
+RESULTS_DIR = Path(
+    os.environ.get("VIGIL_BENCH_RESULTS_DIR") or Path(__file__).resolve().parent / "results"
+)
 
 
 @dataclass
@@ -51,7 +53,11 @@ def _machine() -> str:
 
         if torch.cuda.is_available():
             count = torch.cuda.device_count()
-            return f"{count} x {torch.cuda.get_device_name(0)}" if count > 1 else torch.cuda.get_device_name(0)
+            return (
+                f"{count} x {torch.cuda.get_device_name(0)}"
+                if count > 1
+                else torch.cuda.get_device_name(0)
+            )
     except ImportError:
         pass
     model = platform.processor() or platform.machine()
@@ -85,8 +91,14 @@ def _commit() -> str:
     if os.environ.get("VIGIL_BENCH_COMMIT"):  # a copy of the tree without .git (the GPU machine)
         return os.environ["VIGIL_BENCH_COMMIT"]
     try:
-        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              cwd=Path(__file__).resolve().parent, check=False, timeout=10)
+        done = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            cwd=Path(__file__).resolve().parent,
+            check=False,
+            timeout=10,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return "unknown"
     return done.stdout.strip() or "unknown"
@@ -117,8 +129,9 @@ def run_section(tables: list[Table], header: list[tuple[str, str]], notes: list[
     return "\n".join(lines) + "\n"
 
 
-def write_results(name: str, tables: list[Table], notes: list[str] = (), *,
-                  directory: Path = RESULTS_DIR) -> Path:
+def write_results(
+    name: str, tables: list[Table], notes: list[str] = (), *, directory: Path = RESULTS_DIR
+) -> Path:
     """Insert this run at the top of `<directory>/<name>.md` (created with a title if new)."""
     path = directory / f"{name}.md"
     section = run_section(tables, run_header(), list(notes))

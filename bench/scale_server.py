@@ -14,5 +14,11 @@ from vigil.config import load_settings
 if __name__ == "__main__":
     url, port = sys.argv[1], int(sys.argv[2])
     settings = load_settings(database_url=url)
-    uvicorn.run(create_app(settings, session_factory(url)), host="127.0.0.1", port=port,
-                log_level="warning", lifespan="off", access_log=False)
+    uvicorn.run(
+        create_app(settings, session_factory(url)),
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        lifespan="off",
+        access_log=False,
+    )

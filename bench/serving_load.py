@@ -33,7 +33,9 @@ class Job:
     send_at: float = 0.0  # seconds after the run's start (Poisson mode)
 
 
-def workload(kind: str, num: int, vocab: int, in_len: int, out_len: int, seed: int = 0) -> list[Job]:
+def workload(
+    kind: str, num: int, vocab: int, in_len: int, out_len: int, seed: int = 0
+) -> list[Job]:
     """`random`: lengths uniform in [0.5, 1.5] x the means; `chat`: a mix of short questions,
     long-context questions and long answers."""
     rng = random.Random(seed)
@@ -44,9 +46,16 @@ def workload(kind: str, num: int, vocab: int, in_len: int, out_len: int, seed: i
             n_out = rng.randint(max(1, out_len // 2), max(1, out_len * 3 // 2))
         elif kind == "chat":
             shape = rng.choices(["short", "context", "essay"], weights=[0.6, 0.25, 0.15])[0]
-            n_in = {"short": rng.randint(16, 64), "context": rng.randint(192, 384), "essay": rng.randint(24, 80)}[shape]
-            n_out = {"short": rng.randint(out_len // 2, out_len), "context": rng.randint(8, out_len // 2 + 8),
-                     "essay": rng.randint(out_len, 2 * out_len)}[shape]
+            n_in = {
+                "short": rng.randint(16, 64),
+                "context": rng.randint(192, 384),
+                "essay": rng.randint(24, 80),
+            }[shape]
+            n_out = {
+                "short": rng.randint(out_len // 2, out_len),
+                "context": rng.randint(8, out_len // 2 + 8),
+                "essay": rng.randint(out_len, 2 * out_len),
+            }[shape]
         else:
             raise ValueError(f"unknown workload {kind!r}")
         jobs.append(Job(i, [rng.randrange(100, vocab) for _ in range(n_in)], n_out))
@@ -75,13 +84,22 @@ async def sse_lines(texts: AsyncIterator[str]) -> AsyncIterator[str]:
 
 
 async def _one(client: httpx.AsyncClient, url: str, model: str, job: Job) -> dict:
-    body = {"model": model, "prompt": job.prompt_ids, "max_tokens": job.max_tokens, "temperature": 0.0,
-            "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
+    body = {
+        "model": model,
+        "prompt": job.prompt_ids,
+        "max_tokens": job.max_tokens,
+        "temperature": 0.0,
+        "ignore_eos": True,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     start = time.perf_counter()
     stamps: list[float] = []
     tokens, error = 0, None
     try:
-        async with client.stream("POST", url, json=body, headers={"Authorization": f"Bearer {KEY}"}) as r:
+        async with client.stream(
+            "POST", url, json=body, headers={"Authorization": f"Bearer {KEY}"}
+        ) as r:
             if r.status_code != 200:
                 error = f"{r.status_code}"
             async for line in sse_lines(r.aiter_text()):
@@ -97,11 +115,19 @@ async def _one(client: httpx.AsyncClient, url: str, model: str, job: Job) -> dic
     except httpx.HTTPError as exc:
         error = type(exc).__name__
     end = time.perf_counter()
-    return {"index": job.index, "start": start, "end": end, "stamps": stamps, "tokens": tokens,
-            "error": error}
+    return {
+        "index": job.index,
+        "start": start,
+        "end": end,
+        "stamps": stamps,
+        "tokens": tokens,
+        "error": error,
+    }
 
 
-async def _drive(base: str, model: str, jobs: list[Job], concurrency: int | None, t0: float) -> list[dict]:
+async def _drive(
+    base: str, model: str, jobs: list[Job], concurrency: int | None, t0: float
+) -> list[dict]:
     url = f"{base}/v1/completions"
     limits = httpx.Limits(max_connections=(concurrency or len(jobs)) + 4)
     async with httpx.AsyncClient(timeout=1800, limits=limits) as client:
@@ -137,17 +163,23 @@ def _worker(args) -> tuple[list[dict], float]:
     return results, time.process_time() - cpu
 
 
-def split_jobs(jobs: list[Job], workers: int, concurrency: int | None) -> list[tuple[list[Job], int | None]]:
+def split_jobs(
+    jobs: list[Job], workers: int, concurrency: int | None
+) -> list[tuple[list[Job], int | None]]:
     """(jobs, lanes) per client process. Closed loop: no more processes than lanes, and each
     process gets its lanes' share of the jobs, so `concurrency` bounds what is outstanding (a
     process with jobs and no lane would send them all at once). Open loop: jobs dealt round-robin."""
     if not concurrency:
         return [(jobs[i::workers], None) for i in range(workers) if jobs[i::workers]]
     workers = min(workers, concurrency)
-    lanes = [concurrency // workers + (1 if i < concurrency % workers else 0) for i in range(workers)]
+    lanes = [
+        concurrency // workers + (1 if i < concurrency % workers else 0) for i in range(workers)
+    ]
     starts = [sum(lanes[:i]) for i in range(workers)]
-    shares = [[job for k, job in enumerate(jobs) if starts[i] <= k % concurrency < starts[i] + lanes[i]]
-              for i in range(workers)]
+    shares = [
+        [job for k, job in enumerate(jobs) if starts[i] <= k % concurrency < starts[i] + lanes[i]]
+        for i in range(workers)
+    ]
     return [(share, n) for share, n in zip(shares, lanes, strict=True) if share]
 
 
@@ -156,7 +188,9 @@ def run_load(base: str, model: str, jobs: list[Job], workers: int, concurrency: 
     parts_in = split_jobs(jobs, workers, concurrency)
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(len(parts_in)) as pool:
-        t0 = time.time() + 2.0  # every worker starts the clock together (spawned and imported by then)
+        t0 = (
+            time.time() + 2.0
+        )  # every worker starts the clock together (spawned and imported by then)
         parts = pool.map(_worker, [(base, model, share, lanes, t0) for share, lanes in parts_in])
     results = [r for part, _ in parts for r in part]
     summary = summarize(results)
@@ -175,15 +209,26 @@ def summarize(results: list[dict]) -> dict:
     ttft = [r["stamps"][0] - r["start"] for r in ok]
     tpot = [(r["end"] - r["stamps"][0]) / (r["tokens"] - 1) for r in ok if r["tokens"] > 1]
     itl = [b - a for r in ok for a, b in zip(r["stamps"], r["stamps"][1:], strict=False)]
-    good = [r for r in ok if r["stamps"][0] - r["start"] <= SLO_TTFT_S
-            and (r["tokens"] <= 1 or (r["end"] - r["stamps"][0]) / (r["tokens"] - 1) <= SLO_TPOT_S)]
+    good = [
+        r
+        for r in ok
+        if r["stamps"][0] - r["start"] <= SLO_TTFT_S
+        and (r["tokens"] <= 1 or (r["end"] - r["stamps"][0]) / (r["tokens"] - 1) <= SLO_TPOT_S)
+    ]
     completed = sum(1 for r in results if r["error"] is None)  # answered in full, tokens or not
-    out = {"requests": len(results), "completed": completed, "failed": len(results) - len(ok),
-           "wall_s": round(wall, 3),
-           "request_throughput": len(ok) / wall, "output_tok_s": sum(r["tokens"] for r in ok) / wall,
-           "goodput_req_s": len(good) / wall,
-           # above 1 when the server fell behind and its outputs coalesced: fewer events to write
-           "tokens_per_event": round(sum(r["tokens"] for r in ok) / max(1, sum(len(r["stamps"]) for r in ok)), 3)}
+    out = {
+        "requests": len(results),
+        "completed": completed,
+        "failed": len(results) - len(ok),
+        "wall_s": round(wall, 3),
+        "request_throughput": len(ok) / wall,
+        "output_tok_s": sum(r["tokens"] for r in ok) / wall,
+        "goodput_req_s": len(good) / wall,
+        # above 1 when the server fell behind and its outputs coalesced: fewer events to write
+        "tokens_per_event": round(
+            sum(r["tokens"] for r in ok) / max(1, sum(len(r["stamps"]) for r in ok)), 3
+        ),
+    }
     for name, values in (("ttft", ttft), ("tpot", tpot), ("itl", itl)):
         for q in (50, 90, 99):
             v = pct(values, q)

@@ -18,8 +18,13 @@ def offline(args, jobs: list[Job], max_num_seqs: int) -> dict:
     from serving.sampling_params import SamplingParams
     from vigil.config import load_settings
 
-    settings = load_settings(device=args.device, max_num_seqs=max_num_seqs, kv_cache_memory_mb=args.kv_cache_mb,
-                             model_path=args.model, torch_threads=args.torch_threads)
+    settings = load_settings(
+        device=args.device,
+        max_num_seqs=max_num_seqs,
+        kv_cache_memory_mb=args.kv_cache_mb,
+        model_path=args.model,
+        torch_threads=args.torch_threads,
+    )
     engine = LLMEngine(EngineConfig.from_settings(settings))
     freeze_startup_heap()  # as the served engine core does before it is ready: no full collections over it
     warm = SamplingParams(max_tokens=4, temperature=0.0, ignore_eos=True)
@@ -43,8 +48,11 @@ def _offline_pass(engine, jobs: list[Job], prefix: str) -> dict:
 
     start, tokens = time.perf_counter(), 0
     for job in jobs:
-        engine.add_request(f"{prefix}{job.index}", job.prompt_ids,
-                           SamplingParams(max_tokens=job.max_tokens, temperature=0.0, ignore_eos=True))
+        engine.add_request(
+            f"{prefix}{job.index}",
+            job.prompt_ids,
+            SamplingParams(max_tokens=job.max_tokens, temperature=0.0, ignore_eos=True),
+        )
     while engine.has_unfinished_requests():
         for out in engine.step():
             if out.finished:

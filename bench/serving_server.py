@@ -23,13 +23,16 @@ from bench.model_shapes import SHAPES
 from bench.serving_load import KEY
 
 SMOLLM2_VOCAB = 49152  # the default model's, and the tokenizer the GPU runs are given
-TOKENIZER_FILES = [("smollm2_tokenizer.json", "tokenizer.json"),
-                   ("smollm2_tokenizer_config.json", "tokenizer_config.json"),
-                   ("smollm2_chat_template.jinja", "chat_template.jinja")]
+TOKENIZER_FILES = [
+    ("smollm2_tokenizer.json", "tokenizer.json"),
+    ("smollm2_tokenizer_config.json", "tokenizer_config.json"),
+    ("smollm2_chat_template.jinja", "chat_template.jinja"),
+]
 
 
-def write_random_model(out: Path, tokenizer_dir: Path, shape_name: str, device: str,
-                       shape: dict | None = None) -> None:
+def write_random_model(
+    out: Path, tokenizer_dir: Path, shape_name: str, device: str, shape: dict | None = None
+) -> None:
     """An HF directory of `shape_name` (bench/model_shapes.py) with random bf16 weights (made on
     `device`; `shape`: a config dict instead of the named one) and the tokenizer files from
     `tokenizer_dir`. Kept between runs: a directory that
@@ -51,9 +54,11 @@ def write_random_model(out: Path, tokenizer_dir: Path, shape_name: str, device: 
         return
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    model = hf_random_model(shape or SHAPES[shape_name], seed=0, device="cuda" if device.startswith("cuda") else "cpu")
+    model = hf_random_model(
+        shape or SHAPES[shape_name], seed=0, device="cuda" if device.startswith("cuda") else "cpu"
+    )
     with torch.no_grad():
-        model.get_output_embeddings().weight[want["tokenizer_vocab"]:] = 0
+        model.get_output_embeddings().weight[want["tokenizer_vocab"] :] = 0
     model.save_pretrained(out)
     del model
     if torch.cuda.is_available():
@@ -118,7 +123,11 @@ class Storage:
                 return 0
 
     def journal_files(self) -> list[Path]:
-        return sorted(p for p in self.journal.rglob("*") if p.is_file()) if self.journal.is_dir() else []
+        return (
+            sorted(p for p in self.journal.rglob("*") if p.is_file())
+            if self.journal.is_dir()
+            else []
+        )
 
     def wait_rows(self, expected: int, timeout_s: float = 120.0) -> int:
         """Poll until `expected` rows are committed (or the timeout); returns the count seen."""
@@ -128,14 +137,25 @@ class Storage:
         return n
 
 
-def server_env(args, mode: str, max_num_seqs: int, sample_rate: float, storage: Storage,
-               api_servers: int = 1) -> dict:
-    env = dict(os.environ, VIGIL_ENGINE_PROCESS=mode, VIGIL_API_SERVER_COUNT=str(api_servers), VIGIL_DEVICE=args.device,
-               VIGIL_MAX_NUM_SEQS=str(max_num_seqs), VIGIL_SAMPLE_RATE=f"{sample_rate:g}",
-               VIGIL_SEGMENT_MIN_PER_HOUR="0", VIGIL_KV_CACHE_MEMORY_MB=str(args.kv_cache_mb),
-               VIGIL_MAX_WAITING_REQUESTS="4096", VIGIL_DATABASE_URL=f"sqlite:///{storage.db}",
-               VIGIL_JOURNAL_DIR=str(storage.journal), VIGIL_API_KEYS=json.dumps([KEY]),
-               HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+def server_env(
+    args, mode: str, max_num_seqs: int, sample_rate: float, storage: Storage, api_servers: int = 1
+) -> dict:
+    env = dict(
+        os.environ,
+        VIGIL_ENGINE_PROCESS=mode,
+        VIGIL_API_SERVER_COUNT=str(api_servers),
+        VIGIL_DEVICE=args.device,
+        VIGIL_MAX_NUM_SEQS=str(max_num_seqs),
+        VIGIL_SAMPLE_RATE=f"{sample_rate:g}",
+        VIGIL_SEGMENT_MIN_PER_HOUR="0",
+        VIGIL_KV_CACHE_MEMORY_MB=str(args.kv_cache_mb),
+        VIGIL_MAX_WAITING_REQUESTS="4096",
+        VIGIL_DATABASE_URL=f"sqlite:///{storage.db}",
+        VIGIL_JOURNAL_DIR=str(storage.journal),
+        VIGIL_API_KEYS=json.dumps([KEY]),
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+    )
     if args.model:
         env["VIGIL_MODEL_PATH"] = args.model
     if args.torch_threads:
@@ -143,10 +163,20 @@ def server_env(args, mode: str, max_num_seqs: int, sample_rate: float, storage: 
     return env
 
 
-def start_server(args, mode: str, max_num_seqs: int, sample_rate: float, storage: Storage,
-                 api_servers: int = 1) -> subprocess.Popen:
+def start_server(
+    args, mode: str, max_num_seqs: int, sample_rate: float, storage: Storage, api_servers: int = 1
+) -> subprocess.Popen:
     """`vigil serve` (with `api_servers` API processes) once /health answers 200."""
-    cmd = [sys.executable, "-m", "vigil.cli", "serve", "--port", str(args.port), "--host", "127.0.0.1"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "vigil.cli",
+        "serve",
+        "--port",
+        str(args.port),
+        "--host",
+        "127.0.0.1",
+    ]
     log_path = f"{args.log_prefix}-{mode}-api{api_servers}-rate{sample_rate:g}.log"
     with open(log_path, "w") as log:
         env = server_env(args, mode, max_num_seqs, sample_rate, storage, api_servers)
@@ -154,9 +184,15 @@ def start_server(args, mode: str, max_num_seqs: int, sample_rate: float, storage
     base = f"http://127.0.0.1:{args.port}"
     deadline = time.monotonic() + 900
     while time.monotonic() < deadline:
-        if proc.poll() is not None:  # the log's end in the message: a remote run may keep nothing else
-            tail = "".join(Path(log_path).read_text(errors="replace").splitlines(keepends=True)[-40:])
-            raise RuntimeError(f"vigil serve exited with {proc.returncode}; the end of {log_path}:\n{tail}")
+        if (
+            proc.poll() is not None
+        ):  # the log's end in the message: a remote run may keep nothing else
+            tail = "".join(
+                Path(log_path).read_text(errors="replace").splitlines(keepends=True)[-40:]
+            )
+            raise RuntimeError(
+                f"vigil serve exited with {proc.returncode}; the end of {log_path}:\n{tail}"
+            )
         try:
             if httpx.get(f"{base}/health", timeout=2).status_code == 200:
                 return proc
@@ -186,18 +222,27 @@ def _families(base: str):
 
 def sample_metrics(base: str) -> dict[str, float]:
     """The server's traffic-logging counters from /metrics (sampled, logged, journaled, dropped)."""
-    names = {"vigil:requests_sampled": "sampled", "vigil:samples_logged": "logged",
-             "vigil:samples_journaled": "journaled", "vigil:samples_dropped": "dropped"}
+    names = {
+        "vigil:requests_sampled": "sampled",
+        "vigil:samples_logged": "logged",
+        "vigil:samples_journaled": "journaled",
+        "vigil:samples_dropped": "dropped",
+    }
     out = {}
     for family in _families(base):
         if family.name in names:
-            out[names[family.name]] = sum(s.value for s in family.samples if s.name.endswith("_total"))
+            out[names[family.name]] = sum(
+                s.value for s in family.samples if s.name.endswith("_total")
+            )
     return out
 
 
 # the server's own latency histograms: from the request reaching the engine client to its first
 # token (and to its first scheduling); client TTFT minus these is HTTP, parsing and streaming
-LATENCY_HISTOGRAMS = {"vllm:time_to_first_token_seconds": "server_ttft", "vllm:request_queue_time_seconds": "server_queue"}
+LATENCY_HISTOGRAMS = {
+    "vllm:time_to_first_token_seconds": "server_ttft",
+    "vllm:request_queue_time_seconds": "server_queue",
+}
 
 
 def latency_totals(base: str) -> dict[str, tuple[float, float]]:

@@ -65,4 +65,8 @@ class StepPhases:
         self._saved.clear()
 
     def per_step_us(self, steps: int) -> dict[str, float]:
-        return {name: 1e6 * self.totals[name] / steps for owner, _, name in self.targets if owner is not None}
+        return {
+            name: 1e6 * self.totals[name] / steps
+            for owner, _, name in self.targets
+            if owner is not None
+        }

@@ -6,9 +6,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-TINY = {"model_type": "llama", "vocab_size": 256, "hidden_size": 64, "intermediate_size": 128,
-        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-        "max_position_embeddings": 1024, "tie_word_embeddings": True, "rope_theta": 10000.0}
+TINY = {
+    "model_type": "llama",
+    "vocab_size": 256,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 1024,
+    "tie_word_embeddings": True,
+    "rope_theta": 10000.0,
+}
 
 
 def write_tiny_model(out: Path) -> Path:
@@ -23,12 +32,20 @@ def write_tiny_model(out: Path) -> Path:
 
     out.mkdir(parents=True, exist_ok=True)
     kw = {k: v for k, v in TINY.items() if k != "model_type"}
-    config = AutoConfig.for_model("llama", initializer_range=0.2, bos_token_id=None, eos_token_id=None,
-                                  pad_token_id=None, **kw)
+    config = AutoConfig.for_model(
+        "llama",
+        initializer_range=0.2,
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=None,
+        **kw,
+    )
     torch.manual_seed(0)
     AutoModelForCausalLM.from_config(config).eval().save_pretrained(str(out))
     # every byte one token: any id sampled has text, so every token is one stream event
-    tokenizer = Tokenizer(models.BPE(vocab={ch: i for i, ch in enumerate(sorted(ByteLevel.alphabet()))}, merges=[]))
+    tokenizer = Tokenizer(
+        models.BPE(vocab={ch: i for i, ch in enumerate(sorted(ByteLevel.alphabet()))}, merges=[])
+    )
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
     tokenizer.save(str(out / "tokenizer.json"))

@@ -39,27 +39,51 @@ class Row:
     @property
     def samples(self) -> int | None:
         """The window rows the result stands on; for new values, the rows that hold them."""
-        new = [v for v in (self.detail or {}).get("new") or [] if isinstance(v, dict) and v.get("big")]
+        new = [
+            v for v in (self.detail or {}).get("new") or [] if isinstance(v, dict) and v.get("big")
+        ]
         if self.test == "new_category" and new:
             counts = [v.get("count") for v in new]
             if all(isinstance(c, int) and not isinstance(c, bool) for c in counts):
                 return sum(counts)
         n = (self.detail or {}).get("n_current")
-        return int(n) if isinstance(n, int | float) and not isinstance(n, bool) and math.isfinite(n) else None
+        return (
+            int(n)
+            if isinstance(n, int | float) and not isinstance(n, bool) and math.isfinite(n)
+            else None
+        )
 
 
 def as_row(r: Any, own: bool = False) -> Row:
     get = r.get if isinstance(r, dict) else (lambda k, d=None: getattr(r, k, d))
-    return Row(str(get("test") or "?"), str(get("feature") or "*"), str(get("segment") or "*"), get("statistic"),
-               get("p_value"), get("threshold"), bool(get("drifted")), bool(get("insufficient")),
-               get("detail") if isinstance(get("detail"), dict) else None, own)
+    return Row(
+        str(get("test") or "?"),
+        str(get("feature") or "*"),
+        str(get("segment") or "*"),
+        get("statistic"),
+        get("p_value"),
+        get("threshold"),
+        bool(get("drifted")),
+        bool(get("insufficient")),
+        get("detail") if isinstance(get("detail"), dict) else None,
+        own,
+    )
 
 
 def ratio(r: Row) -> float:
     """How far past its threshold, on the chart's scale (-log10 p for p-value tests); 0 if unknown."""
     direction = direction_of(r.test)
-    point = ResultPoint(0, r.test, r.feature, r.segment, r.statistic, r.p_value, r.threshold, r.drifted,
-                        r.insufficient)
+    point = ResultPoint(
+        0,
+        r.test,
+        r.feature,
+        r.segment,
+        r.statistic,
+        r.p_value,
+        r.threshold,
+        r.drifted,
+        r.insufficient,
+    )
     score, limit = drift_score(point, direction), score_threshold(r.threshold, direction)
     if score is None or not limit or not math.isfinite(score):
         return 0.0
@@ -79,8 +103,11 @@ def own_rows(evidence: dict | None, results: Sequence[Any]) -> list[Row]:
     """The alert's own results: the stored rows its evidence names, else the evidence itself."""
     stored = {as_row(r).key: r for r in results}
     rows = []
-    for key, r in zip(own_keys(evidence), [x for x in (evidence or {}).get("results") or []
-                                           if isinstance(x, dict) and x.get("test")], strict=True):
+    for key, r in zip(
+        own_keys(evidence),
+        [x for x in (evidence or {}).get("results") or [] if isinstance(x, dict) and x.get("test")],
+        strict=True,
+    ):
         rows.append(as_row(stored.get(key, r), own=True))
     return rows
 
@@ -101,9 +128,15 @@ def who(segment: str) -> str:
 
 def _new_values(r: Row) -> str:
     new = [v for v in (r.detail or {}).get("new") or [] if isinstance(v, dict)]
-    new = [v for v in new if v.get("big")] or new  # the values that drift, when the detail marks them
-    named = [f"{v.get('value')} ({v['share']:.0%} of the window)" if isinstance(v.get("share"), int | float)
-             else str(v.get("value")) for v in new[:5]]
+    new = [
+        v for v in new if v.get("big")
+    ] or new  # the values that drift, when the detail marks them
+    named = [
+        f"{v.get('value')} ({v['share']:.0%} of the window)"
+        if isinstance(v.get("share"), int | float)
+        else str(v.get("value"))
+        for v in new[:5]
+    ]
     return ", ".join(named)
 
 
@@ -117,15 +150,20 @@ def result_phrase(r: Row) -> str:
     if r.test == "new_cluster" and r.statistic is not None:
         return f"{head}: a new group of prompts is {r.statistic:.0%} of the window{times}"
     if direction_of(r.test) == "p_value" and r.p_value is not None and r.threshold is not None:
-        return f"{head}: p = {r.p_value:.2g}, at or below its threshold {r.threshold:.2g}" + \
-            (f" ({x:.1f}× on the -log10 p scale)" if x else "")
+        return f"{head}: p = {r.p_value:.2g}, at or below its threshold {r.threshold:.2g}" + (
+            f" ({x:.1f}× on the -log10 p scale)" if x else ""
+        )
     if r.statistic is not None and r.threshold is not None:
-        return f"{head} rose to {r.statistic:.3g} against a calibrated threshold of {r.threshold:.3g}" + \
-            (f" ({x:.1f}×)" if x else "")
+        return (
+            f"{head} rose to {r.statistic:.3g} against a calibrated threshold of {r.threshold:.3g}"
+            + (f" ({x:.1f}×)" if x else "")
+        )
     return head
 
 
-def lead_sentence(summary: str, own: Sequence[Row], window: str | None, window_samples: int | None) -> str:
+def lead_sentence(
+    summary: str, own: Sequence[Row], window: str | None, window_samples: int | None
+) -> str:
     """One sentence: the alert's own worst result, the samples behind it and the other own results."""
     lead = lead_row(own)
     if lead is None:
@@ -139,8 +177,9 @@ def lead_sentence(summary: str, own: Sequence[Row], window: str | None, window_s
     return f"{result_phrase(lead)}{' in ' + window if window else ''}{size}{tail}."
 
 
-def table_rows(alert_segment: str, own: Sequence[Row], results: Sequence[Any],
-               limit: int = MAX_TABLE_ROWS) -> tuple[list[Row], int]:
+def table_rows(
+    alert_segment: str, own: Sequence[Row], results: Sequence[Any], limit: int = MAX_TABLE_ROWS
+) -> tuple[list[Row], int]:
     """(rows, left out): the alert's own results (worst first), the rest of its segment, then
     the run's drifted results elsewhere; results of other segments that did not move are counted,
     not listed (the report has them all)."""

@@ -35,11 +35,21 @@ def example_prompts(session: Session, run: DriftRun, results: list[DriftResult])
     if not novel:
         return []
     model = session.scalar(select(Embedding.model).limit(1))
-    frame = pd.DataFrame(fetch_window(session, run.window_start, run.window_end, embedding_model=model))
+    frame = pd.DataFrame(
+        fetch_window(session, run.window_start, run.window_end, embedding_model=model)
+    )
     if not len(frame):
         return []
-    rows = [{"test": r.test, "feature": r.feature, "segment": r.segment, "drifted": r.drifted,
-             "detail": r.detail} for r in novel]
+    rows = [
+        {
+            "test": r.test,
+            "feature": r.feature,
+            "segment": r.segment,
+            "drifted": r.drifted,
+            "detail": r.detail,
+        }
+        for r in novel
+    ]
     examples: list[str] = []
     for view in cluster_views(rows, frame):
         examples += view.examples
@@ -55,8 +65,14 @@ def alert_context(session: Session, alert_id: int, now: datetime, range_: str = 
     window = None
     if run is not None:
         # every segment's rows: the table shows the alert's own first, then what moved elsewhere
-        results = list(session.scalars(select(DriftResult).where(DriftResult.run_id == run.id)
-                                       .order_by(DriftResult.id).limit(MAX_RUN_RESULTS)))
+        results = list(
+            session.scalars(
+                select(DriftResult)
+                .where(DriftResult.run_id == run.id)
+                .order_by(DriftResult.id)
+                .limit(MAX_RUN_RESULTS)
+            )
+        )
         window = f"{to_utc(run.window_start):%Y-%m-%d %H:%M} → {to_utc(run.window_end):%H:%M} UTC"
     own = own_rows(row.evidence, results)
     lead = lead_sentence(row.summary, own, window, run.num_samples if run is not None else None)
@@ -64,25 +80,74 @@ def alert_context(session: Session, alert_id: int, now: datetime, range_: str = 
     table, left_out = table_rows(row.segment, own, results)
     chart = None
     if worst is not None:
-        chart = "/api/v1/series?" + urlencode({"kind": "drift", "range": range_, "test": worst.test,
-                                                "feature": worst.feature, "segment": worst.segment})
-    mine = [r for r in results if r.segment == row.segment] or results  # the alert's segment's clusters
-    examples = example_prompts(session, run, mine) if run is not None and row.kind in ("prompt", "response",
-                                                                                     "persona") else []
+        chart = "/api/v1/series?" + urlencode(
+            {
+                "kind": "drift",
+                "range": range_,
+                "test": worst.test,
+                "feature": worst.feature,
+                "segment": worst.segment,
+            }
+        )
+    mine = [
+        r for r in results if r.segment == row.segment
+    ] or results  # the alert's segment's clusters
+    examples = (
+        example_prompts(session, run, mine)
+        if run is not None and row.kind in ("prompt", "response", "persona")
+        else []
+    )
     # the notifications that spoke for it: its incident's (members never notify on their own)
-    spoke = (Delivery.incident_id == row.incident_id) if row.incident_id is not None else (Delivery.alert_id == alert_id)
+    spoke = (
+        (Delivery.incident_id == row.incident_id)
+        if row.incident_id is not None
+        else (Delivery.alert_id == alert_id)
+    )
     deliveries = list(session.scalars(select(Delivery).where(spoke).order_by(Delivery.id)))
-    timeline = [{"at": to_utc(row.first_seen), "what": f"opened ({row.severity})", "who": "vigil", "note": ""}]
-    timeline += [{"at": to_utc(a.at), "what": a.action + (f" until {to_utc(a.until):%Y-%m-%d %H:%M} UTC" if a.until else ""),
-                  "who": a.actor, "note": a.note or ""} for a in actions(session, alert_id)]
-    timeline += [{"at": to_utc(d.delivered_at or d.created_at),
-                  "what": f"notification {d.status} ({d.format})", "who": "webhook", "note": ""} for d in deliveries]
+    timeline = [
+        {
+            "at": to_utc(row.first_seen),
+            "what": f"opened ({row.severity})",
+            "who": "vigil",
+            "note": "",
+        }
+    ]
+    timeline += [
+        {
+            "at": to_utc(a.at),
+            "what": a.action + (f" until {to_utc(a.until):%Y-%m-%d %H:%M} UTC" if a.until else ""),
+            "who": a.actor,
+            "note": a.note or "",
+        }
+        for a in actions(session, alert_id)
+    ]
+    timeline += [
+        {
+            "at": to_utc(d.delivered_at or d.created_at),
+            "what": f"notification {d.status} ({d.format})",
+            "who": "webhook",
+            "note": "",
+        }
+        for d in deliveries
+    ]
     timeline.sort(key=lambda e: e["at"])
     has_report = run is not None and bool(run.report_path) and Path(run.report_path).is_file()
     snoozed = row.snoozed_until is not None and to_utc(row.snoozed_until) > now
-    return {"alert": row, "run": run, "window": window, "has_report": has_report, "results": table,
-            "left_out": left_out, "range": range_,
-            "lead": lead, "chart": chart, "examples": examples, "deliveries": deliveries,
-            "timeline": timeline, "snoozed": snoozed, "runbook": runbook(row, ""),
-            "incident": session.get(Incident, row.incident_id) if row.incident_id is not None else None,
-            "evidence": json.dumps(row.evidence or {}, indent=2, sort_keys=True, default=str)}
+    return {
+        "alert": row,
+        "run": run,
+        "window": window,
+        "has_report": has_report,
+        "results": table,
+        "left_out": left_out,
+        "range": range_,
+        "lead": lead,
+        "chart": chart,
+        "examples": examples,
+        "deliveries": deliveries,
+        "timeline": timeline,
+        "snoozed": snoozed,
+        "runbook": runbook(row, ""),
+        "incident": session.get(Incident, row.incident_id) if row.incident_id is not None else None,
+        "evidence": json.dumps(row.evidence or {}, indent=2, sort_keys=True, default=str),
+    }

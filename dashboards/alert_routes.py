@@ -61,8 +61,9 @@ def snooze_end(fields: dict[str, Any], now: datetime) -> datetime:
     return now + timedelta(hours=hours)
 
 
-def build_alert_router(settings: Settings, session_factory: sessionmaker[Session],
-                       viewer: Callable[..., Any]) -> APIRouter:
+def build_alert_router(
+    settings: Settings, session_factory: sessionmaker[Session], viewer: Callable[..., Any]
+) -> APIRouter:
     router = APIRouter()
 
     def admin(principal: Any = Depends(viewer)) -> Any:
@@ -81,16 +82,29 @@ def build_alert_router(settings: Settings, session_factory: sessionmaker[Session
                 if action == "acknowledge":
                     alert = acknowledge(session, alert_id, actor=actor, now=now, note=note)
                 elif action == "snooze":
-                    alert = snooze(session, alert_id, actor=actor, until=snooze_end(fields, now), now=now, note=note)
+                    alert = snooze(
+                        session,
+                        alert_id,
+                        actor=actor,
+                        until=snooze_end(fields, now),
+                        now=now,
+                        note=note,
+                    )
                 else:
-                    alert = resolve(session, alert_id, actor=actor, now=now, settings=settings, note=note)
+                    alert = resolve(
+                        session, alert_id, actor=actor, now=now, settings=settings, note=note
+                    )
             except LookupError as exc:
                 raise HTTPException(404, str(exc).strip("'\"")) from None
             except LifecycleError as exc:
                 raise HTTPException(409, str(exc)) from None
-            state = {"id": alert.id, "status": alert.status, "severity": alert.severity,
-                     "acknowledged_by": alert.acknowledged_by,
-                     "snoozed_until": alert.snoozed_until.isoformat() if alert.snoozed_until else None}
+            state = {
+                "id": alert.id,
+                "status": alert.status,
+                "severity": alert.severity,
+                "acknowledged_by": alert.acknowledged_by,
+                "snoozed_until": alert.snoozed_until.isoformat() if alert.snoozed_until else None,
+            }
             session.commit()
         return state
 
@@ -102,11 +116,18 @@ def build_alert_router(settings: Settings, session_factory: sessionmaker[Session
         with session_factory() as session:
             context = alert_context(session, alert_id, datetime.now(UTC), range.value)
             alert = context["alert"]
-            return page("alert_page.html", title=f"Alert {alert.id}: {alert.rule} ({alert.severity})",
-                        ranges=[r.value for r in Range], ratio=ratio, **context)
+            return page(
+                "alert_page.html",
+                title=f"Alert {alert.id}: {alert.rule} ({alert.severity})",
+                ranges=[r.value for r in Range],
+                ratio=ratio,
+                **context,
+            )
 
     @router.post("/alerts/{alert_id}/{action}")
-    async def form_action(alert_id: RowId, action: str, request: Request, principal: Any = Depends(viewer)) -> Response:
+    async def form_action(
+        alert_id: RowId, action: str, request: Request, principal: Any = Depends(viewer)
+    ) -> Response:
         """A browser's form: a refusal is a page that says why, not JSON."""
         what = f"{FORM_WORDS.get(action, action)} alert {alert_id}"
         if not getattr(principal, "admin", False):
@@ -114,12 +135,15 @@ def build_alert_router(settings: Settings, session_factory: sessionmaker[Session
         try:
             act(alert_id, action, await read_fields(request), _actor(principal))
         except HTTPException as exc:
-            return refused(what, principal, f"/alerts/{alert_id}", status=exc.status_code, why=str(exc.detail))
+            return refused(
+                what, principal, f"/alerts/{alert_id}", status=exc.status_code, why=str(exc.detail)
+            )
         return RedirectResponse(f"/alerts/{alert_id}", status_code=303)
 
     @router.post("/api/v1/alerts/{alert_id}/{action}")
-    async def api_action(alert_id: RowId, action: str, request: Request,
-                         principal: Any = Depends(admin)) -> JSONResponse:
+    async def api_action(
+        alert_id: RowId, action: str, request: Request, principal: Any = Depends(admin)
+    ) -> JSONResponse:
         return JSONResponse(act(alert_id, action, await read_fields(request), _actor(principal)))
 
     return router

@@ -51,8 +51,15 @@ class Range(StrEnum):
 
 
 def series_payload(
-    session: Session, *, kind: str, range_: str, now: datetime, test: str | None = None,
-    feature: str | None = None, segment: str | None = None, tenant: str | None = None,
+    session: Session,
+    *,
+    kind: str,
+    range_: str,
+    now: datetime,
+    test: str | None = None,
+    feature: str | None = None,
+    segment: str | None = None,
+    tenant: str | None = None,
     baseline_id: int | None = None,
 ) -> dict:
     """The charts for one kind over one range ending at `now`."""
@@ -65,18 +72,38 @@ def series_payload(
     bucket_s = BUCKETS[range_]
     edges = bucket_edges(start, now, bucket_s)
     origin = float(edges[0]) if len(edges) else start.timestamp()
-    body: dict = {"kind": kind, "range": range_, "start": start.timestamp(), "end": now.timestamp(),
-                  "baseline_id": baseline_id, "bucket_s": bucket_s}
+    body: dict = {
+        "kind": kind,
+        "range": range_,
+        "start": start.timestamp(),
+        "end": now.timestamp(),
+        "baseline_id": baseline_id,
+        "bucket_s": bucket_s,
+    }
     if kind == "drift":
-        results = worst_results_per_bucket(session, start, now, origin, bucket_s, p_value_tests=p_value_tests(),
-                                           baseline_id=baseline_id, test=test, feature=feature, segment=segment)
+        results = worst_results_per_bucket(
+            session,
+            start,
+            now,
+            origin,
+            bucket_s,
+            p_value_tests=p_value_tests(),
+            baseline_id=baseline_id,
+            test=test,
+            feature=feature,
+            segment=segment,
+        )
         body["charts"] = drift_charts(results, origin, bucket_s)
         return body
     runs = runs_between(session, start, now, baseline_id=baseline_id)
     if kind == "eval":
-        body["charts"] = [eval_chart(eval_bucket_means(session, start, now, origin, bucket_s), edges, runs)]
+        body["charts"] = [
+            eval_chart(eval_bucket_means(session, start, now, origin, bucket_s), edges, runs)
+        ]
     else:
-        stats = traffic_buckets(session, start, now, origin, bucket_s, len(edges), tenant=tenant, segment=segment)
+        stats = traffic_buckets(
+            session, start, now, origin, bucket_s, len(edges), tenant=tenant, segment=segment
+        )
         body["charts"] = traffic_charts(stats, edges, runs)
     return body
 
@@ -95,9 +122,17 @@ def build_api_router(session_factory: sessionmaker[Session]) -> APIRouter:
         baseline: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
     ) -> JSONResponse:
         with session_factory() as session:
-            body = series_payload(session, kind=kind.value, range_=range.value, now=datetime.now(UTC),
-                                  test=test, feature=feature, segment=segment, tenant=tenant,
-                                  baseline_id=baseline)
+            body = series_payload(
+                session,
+                kind=kind.value,
+                range_=range.value,
+                now=datetime.now(UTC),
+                test=test,
+                feature=feature,
+                segment=segment,
+                tenant=tenant,
+                baseline_id=baseline,
+            )
         return JSONResponse(body, headers={"Cache-Control": "no-store"})
 
     return router

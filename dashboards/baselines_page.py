@@ -35,8 +35,11 @@ def _thresholds(spec: dict | None) -> list[tuple[str, str, float]]:
     out = []
     for test, by_feature in sorted(((spec or {}).get("thresholds") or {}).items()):
         if isinstance(by_feature, dict):
-            out += [(test, feature, value) for feature, value in sorted(by_feature.items())
-                    if isinstance(value, int | float)]
+            out += [
+                (test, feature, value)
+                for feature, value in sorted(by_feature.items())
+                if isinstance(value, int | float)
+            ]
     return out
 
 
@@ -45,11 +48,21 @@ def baseline_rows(session: Session, now: datetime) -> list[dict[str, Any]]:
     for b in list_baselines(session)[:200]:
         validation = b.validation or {}
         reasons = validation.get("reasons") or []
-        rows.append({"id": b.id, "name": b.name, "status": b.status, "num_samples": b.num_samples,
-                     "window": f"{to_utc(b.window_start):%Y-%m-%d %H:%M} → {to_utc(b.window_end):%Y-%m-%d %H:%M}",
-                     "age_s": (now - to_utc(b.created_at)).total_seconds(),
-                     "verdict": ("valid" if validation.get("valid") else "rejected") if validation else "not validated",
-                     "reasons": [str(r) for r in reasons][:5], "thresholds": _thresholds(b.spec)})
+        rows.append(
+            {
+                "id": b.id,
+                "name": b.name,
+                "status": b.status,
+                "num_samples": b.num_samples,
+                "window": f"{to_utc(b.window_start):%Y-%m-%d %H:%M} → {to_utc(b.window_end):%Y-%m-%d %H:%M}",
+                "age_s": (now - to_utc(b.created_at)).total_seconds(),
+                "verdict": ("valid" if validation.get("valid") else "rejected")
+                if validation
+                else "not validated",
+                "reasons": [str(r) for r in reasons][:5],
+                "thresholds": _thresholds(b.spec),
+            }
+        )
     return rows
 
 
@@ -61,32 +74,45 @@ def _parse_time(value: str, field: str) -> datetime:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
-def build_baselines_router(session_factory: sessionmaker[Session], viewer: Callable[..., Any],
-                           ops: BaselineOps | None) -> APIRouter:
+def build_baselines_router(
+    session_factory: sessionmaker[Session], viewer: Callable[..., Any], ops: BaselineOps | None
+) -> APIRouter:
     router = APIRouter()
 
     @router.get("/baselines", response_class=HTMLResponse)
     def baselines(message: str | None = None) -> HTMLResponse:
         with session_factory() as session:
             rows = baseline_rows(session, datetime.now(UTC))
-        return page("baselines.html", title="Baselines", baselines=rows, actions=ops is not None,
-                    message=(message or "")[:300])
+        return page(
+            "baselines.html",
+            title="Baselines",
+            baselines=rows,
+            actions=ops is not None,
+            message=(message or "")[:300],
+        )
 
     @router.post("/baselines/{action}")
     async def act(action: str, request: Request, principal: Any = Depends(viewer)) -> Response:
         if not getattr(principal, "admin", False):
-            words = {"build": "building", "validate": "validating", "activate": "activating"}.get(action, action)
+            words = {"build": "building", "validate": "validating", "activate": "activating"}.get(
+                action, action
+            )
             return refused(f"{words} a baseline", principal, "/baselines")
         if ops is None:
             raise HTTPException(503, "baseline actions are not available in this process")
         raw = await request.body()
         if len(raw) > MAX_FORM:
             raise HTTPException(413, "form too large")
-        form = {k: v[0] for k, v in parse_qs(raw.decode("utf-8", "replace"), max_num_fields=4).items()}
+        form = {
+            k: v[0] for k, v in parse_qs(raw.decode("utf-8", "replace"), max_num_fields=4).items()
+        }
         now = datetime.now(UTC)
         try:
             if action == "build":
-                start, end = _parse_time(form.get("start", ""), "start"), _parse_time(form.get("end", ""), "end")
+                start, end = (
+                    _parse_time(form.get("start", ""), "start"),
+                    _parse_time(form.get("end", ""), "end"),
+                )
                 message = f"built baseline {ops.build(start, end, now)} (candidate)"
             elif action in ("validate", "activate"):
                 try:
@@ -97,7 +123,9 @@ def build_baselines_router(session_factory: sessionmaker[Session], viewer: Calla
                     raise HTTPException(404, f"no baseline {baseline_id}")
                 if action == "validate":
                     valid, reasons = ops.validate(baseline_id, now)
-                    message = f"baseline {baseline_id}: " + ("valid" if valid else "rejected: " + "; ".join(reasons))
+                    message = f"baseline {baseline_id}: " + (
+                        "valid" if valid else "rejected: " + "; ".join(reasons)
+                    )
                 else:
                     ops.activate(baseline_id, now)
                     message = f"baseline {baseline_id} is active"

@@ -86,26 +86,52 @@ def _worst_run(points: list[tuple]) -> int | None:
     return best
 
 
-def drift_charts(results: Sequence[BucketResult], origin: float, bucket_s: int,
-                 max_charts: int = MAX_DRIFT_CHARTS) -> list[dict]:
+def drift_charts(
+    results: Sequence[BucketResult],
+    origin: float,
+    bucket_s: int,
+    max_charts: int = MAX_DRIFT_CHARTS,
+) -> list[dict]:
     """One chart per (test, feature): a line per segment and the calibrated threshold, ordered
     worst first (drifted, then highest score / threshold anywhere in the range). One x per time
     bucket that has runs; each value is the worst run of its bucket (see worst_results_per_bucket)."""
     # (test, feature) -> segment -> bucket -> (score, score-scale threshold, run id); each scored once
-    groups: dict[tuple[str, str], dict[str, dict[int, tuple]]] = defaultdict(lambda: defaultdict(dict))
+    groups: dict[tuple[str, str], dict[str, dict[int, tuple]]] = defaultdict(
+        lambda: defaultdict(dict)
+    )
     drifted: set[tuple[str, str]] = set()
     for point in results:
         key = (point.test, point.feature)
         direction = direction_of(point.test)
-        groups[key][point.segment][point.bucket] = (drift_score(point, direction),
-                                                    score_threshold(point.threshold, direction), point.run_id)
+        groups[key][point.segment][point.bucket] = (
+            drift_score(point, direction),
+            score_threshold(point.threshold, direction),
+            point.run_id,
+        )
         if point.drifted:
             drifted.add(key)
     ranked = []
     for key, by_segment in groups.items():
-        worst = {segment: max((score / limit for score, limit, _ in points.values() if score is not None and limit),
-                              default=0.0) for segment, points in by_segment.items()}
-        ranked.append((key not in drifted, -max(worst.values(), default=0.0), f"{key[0]}:{key[1]}", key, worst))
+        worst = {
+            segment: max(
+                (
+                    score / limit
+                    for score, limit, _ in points.values()
+                    if score is not None and limit
+                ),
+                default=0.0,
+            )
+            for segment, points in by_segment.items()
+        }
+        ranked.append(
+            (
+                key not in drifted,
+                -max(worst.values(), default=0.0),
+                f"{key[0]}:{key[1]}",
+                key,
+                worst,
+            )
+        )
     ranked.sort(key=lambda r: r[:3])
     charts = []
     for _, neg_worst, chart_id, (test, feature), worst in ranked[:max_charts]:
@@ -113,22 +139,38 @@ def drift_charts(results: Sequence[BucketResult], origin: float, bucket_s: int,
         direction = direction_of(test)
         buckets = sorted({b for seg in by_segment.values() for b in seg})
         # "*" (all traffic) first, then the segments that moved most
-        segments = sorted(by_segment, key=lambda s: (s != "*", -worst[s], s))[:MAX_SEGMENTS_PER_CHART]
-        series = [{"label": segment if segment != "*" else "all",
-                   "values": [_finite(by_segment[segment][b][0]) if b in by_segment[segment] else None
-                              for b in buckets]}
-                  for segment in segments]
+        segments = sorted(by_segment, key=lambda s: (s != "*", -worst[s], s))[
+            :MAX_SEGMENTS_PER_CHART
+        ]
+        series = [
+            {
+                "label": segment if segment != "*" else "all",
+                "values": [
+                    _finite(by_segment[segment][b][0]) if b in by_segment[segment] else None
+                    for b in buckets
+                ],
+            }
+            for segment in segments
+        ]
         threshold, runs = [], []
         for b in buckets:
             shown = [by_segment[s][b] for s in segments if b in by_segment[s]]
             threshold.append(_finite(shown[0][1]) if shown else None)
             runs.append(_worst_run(shown))
-        charts.append({
-            "id": chart_id, "title": f"{test} · {feature}", "direction": direction,
-            "unit": "-log10 p" if direction == "p_value" else "statistic",
-            "x": [origin + b * bucket_s for b in buckets], "runs": runs, "series": series,
-            "threshold": threshold, "drifted": (test, feature) in drifted, "worst": round(-neg_worst, 6),
-        })
+        charts.append(
+            {
+                "id": chart_id,
+                "title": f"{test} · {feature}",
+                "direction": direction,
+                "unit": "-log10 p" if direction == "p_value" else "statistic",
+                "x": [origin + b * bucket_s for b in buckets],
+                "runs": runs,
+                "series": series,
+                "threshold": threshold,
+                "drifted": (test, feature) in drifted,
+                "worst": round(-neg_worst, 6),
+            }
+        )
     return charts
 
 
@@ -142,7 +184,9 @@ def run_for_buckets(edges: np.ndarray, runs: Sequence[RunPoint]) -> list[int | N
     """For each bucket start, the run whose window contains it (the latest such), else None."""
     ordered = sorted(runs, key=lambda r: (r.window_start, r.window_end))
     starts = [r.window_start.timestamp() for r in ordered]
-    longest = max((r.window_end.timestamp() - r.window_start.timestamp() for r in ordered), default=0.0)
+    longest = max(
+        (r.window_end.timestamp() - r.window_start.timestamp() for r in ordered), default=0.0
+    )
     out: list[int | None] = []
     for t in edges:
         match, best_end = None, None
@@ -156,7 +200,9 @@ def run_for_buckets(edges: np.ndarray, runs: Sequence[RunPoint]) -> list[int | N
     return out
 
 
-def eval_chart(rows: Sequence[tuple[int, str, float, int]], edges: np.ndarray, runs: Sequence[RunPoint]) -> dict:
+def eval_chart(
+    rows: Sequence[tuple[int, str, float, int]], edges: np.ndarray, runs: Sequence[RunPoint]
+) -> dict:
     """Mean score per evaluator per bucket, from (bucket, evaluator, mean, count) rows."""
     by_name: dict[str, list[float | None]] = {}
     for bucket, name, mean, _count in rows:
@@ -164,28 +210,56 @@ def eval_chart(rows: Sequence[tuple[int, str, float, int]], edges: np.ndarray, r
         if 0 <= bucket < len(edges):
             values[bucket] = float(f"{mean:.5g}")
     series = [{"label": name, "values": by_name[name]} for name in sorted(by_name)]
-    return {"id": "eval", "title": "Eval score (mean per bucket)", "unit": "score",
-            "x": edges.tolist(), "runs": run_for_buckets(edges, runs), "series": series}
+    return {
+        "id": "eval",
+        "title": "Eval score (mean per bucket)",
+        "unit": "score",
+        "x": edges.tolist(),
+        "runs": run_for_buckets(edges, runs),
+        "series": series,
+    }
 
 
 def _values(array: np.ndarray, digits: int) -> list[float | None]:
     return [None if not math.isfinite(v) else round(float(v), digits) for v in array]
 
 
-def traffic_charts(stats: TrafficBuckets, edges: np.ndarray, runs: Sequence[RunPoint]) -> list[dict]:
+def traffic_charts(
+    stats: TrafficBuckets, edges: np.ndarray, runs: Sequence[RunPoint]
+) -> list[dict]:
     """Logged samples per bucket (and the weighted estimate), and p50/p95 of TTFT, TPOT and
     end-to-end latency per bucket."""
     links = run_for_buckets(edges, runs)
     x = edges.tolist()
-    volume = {"id": "traffic", "title": "Traffic (logged samples per bucket)", "unit": "samples",
-              "x": x, "runs": links,
-              "series": [{"label": "logged", "values": stats.count.astype(float).tolist()},
-                         {"label": "weighted", "values": stats.weighted.round(3).tolist()}]}
+    volume = {
+        "id": "traffic",
+        "title": "Traffic (logged samples per bucket)",
+        "unit": "samples",
+        "x": x,
+        "runs": links,
+        "series": [
+            {"label": "logged", "values": stats.count.astype(float).tolist()},
+            {"label": "weighted", "values": stats.weighted.round(3).tolist()},
+        ],
+    }
     charts = [volume]
-    for metric, key, title in (("ttft_ms", "ttft", "Time to first token"), ("tpot_ms", "tpot", "Time per output token"),
-                               ("latency_ms", "latency", "End-to-end latency")):
+    for metric, key, title in (
+        ("ttft_ms", "ttft", "Time to first token"),
+        ("tpot_ms", "tpot", "Time per output token"),
+        ("latency_ms", "latency", "End-to-end latency"),
+    ):
         p50, p95 = stats.quantiles[metric]
-        charts.append({"id": key, "title": title, "unit": "ms", "x": x, "runs": links,
-                       "series": [{"label": "p50", "values": _values(p50, 3)},
-                                  {"label": "p95", "values": _values(p95, 3)}]})
+        charts.append(
+            {
+                "id": key,
+                "title": title,
+                "unit": "ms",
+                "x": x,
+                "runs": links,
+                "series": [
+                    {"label": "p50", "values": _values(p50, 3)},
+                    {"label": "p95", "values": _values(p95, 3)},
+                ],
+            }
+        )
     return charts

@@ -27,8 +27,15 @@ def cluster_context(session: Session, run_id: int) -> dict:
     if run is None:
         raise HTTPException(404, f"no drift run {run_id}")
     window = f"{to_utc(run.window_start):%Y-%m-%d %H:%M} → {to_utc(run.window_end):%H:%M} UTC"
-    context = {"run": run, "window": window, "svg": None, "clusters": [], "n_window": 0, "n_baseline": 0,
-               "explained": None}
+    context = {
+        "run": run,
+        "window": window,
+        "svg": None,
+        "clusters": [],
+        "n_window": 0,
+        "n_baseline": 0,
+        "explained": None,
+    }
     model = session.scalar(select(Embedding.model).limit(1))
     if model is None or run.baseline_id is None:
         return context
@@ -36,20 +43,42 @@ def cluster_context(session: Session, run_id: int) -> dict:
     _, base = load_baseline_embeddings(session, run.baseline_id, FIELD)
     context.update(n_window=len(win_ids), n_baseline=len(base))
     # the drift job's new clusters over all traffic index the window's embedded rows in this order
-    result = session.scalars(select(DriftResult).where(
-        DriftResult.run_id == run_id, DriftResult.test == "new_cluster",
-        DriftResult.feature == f"{FIELD}_embedding", DriftResult.segment == "*")).first()
-    groups = ((result.detail or {}).get("clusters") or []) if result is not None and result.drifted else []
+    result = session.scalars(
+        select(DriftResult).where(
+            DriftResult.run_id == run_id,
+            DriftResult.test == "new_cluster",
+            DriftResult.feature == f"{FIELD}_embedding",
+            DriftResult.segment == "*",
+        )
+    ).first()
+    groups = (
+        ((result.detail or {}).get("clusters") or [])
+        if result is not None and result.drifted
+        else []
+    )
     highlighted: set[int] = set()
     for k, cluster in enumerate(groups):
-        reps = [i for i in cluster.get("representatives") or [] if isinstance(i, int) and 0 <= i < len(win_ids)]
+        reps = [
+            i
+            for i in cluster.get("representatives") or []
+            if isinstance(i, int) and 0 <= i < len(win_ids)
+        ]
         highlighted.update(reps)
         ids = [win_ids[i] for i in reps]
-        rows = session.execute(select(Sample.id, Sample.prompt).where(Sample.id.in_(ids))) if ids else []
+        rows = (
+            session.execute(select(Sample.id, Sample.prompt).where(Sample.id.in_(ids)))
+            if ids
+            else []
+        )
         prompts = {sample_id: prompt for sample_id, prompt in rows}
-        context["clusters"].append({"name": f"new group {k + 1}", "size": cluster.get("size"),
-                                    "share": cluster.get("share"),
-                                    "prompts": [(prompts.get(i) or "")[:PROMPT_CHARS] for i in ids]})
+        context["clusters"].append(
+            {
+                "name": f"new group {k + 1}",
+                "size": cluster.get("size"),
+                "share": cluster.get("share"),
+                "prompts": [(prompts.get(i) or "")[:PROMPT_CHARS] for i in ids],
+            }
+        )
     if len(win) and len(base) and win.shape[1] == base.shape[1]:
         base_rows, win_rows = subsample(base, seed=run_id), subsample(win, seed=run_id + 1)
         position = {int(original): j for j, original in enumerate(win_rows)}

@@ -29,7 +29,9 @@ from storage.types import to_utc
 from vigil.config import Settings
 
 
-def incident_context(session: Session, incident_id: int, now: datetime, public_url: str) -> dict[str, Any]:
+def incident_context(
+    session: Session, incident_id: int, now: datetime, public_url: str
+) -> dict[str, Any]:
     incident = session.get(Incident, incident_id)
     if incident is None:
         raise HTTPException(404, f"no incident {incident_id}")
@@ -39,33 +41,64 @@ def incident_context(session: Session, incident_id: int, now: datetime, public_u
     alive = [a for a in everyone if a.status == "open"]
     lead = (alive or everyone or [None])[0]
     run = session.get(DriftRun, incident.run_id) if incident.run_id is not None else None
-    deliveries = list(session.scalars(select(Delivery).where(Delivery.incident_id == incident_id)
-                                      .order_by(Delivery.id)))
-    timeline = [{"at": to_utc(incident.first_seen), "what": f"opened ({incident.severity})", "who": "vigil", "note": ""}]
+    deliveries = list(
+        session.scalars(
+            select(Delivery).where(Delivery.incident_id == incident_id).order_by(Delivery.id)
+        )
+    )
+    timeline = [
+        {
+            "at": to_utc(incident.first_seen),
+            "what": f"opened ({incident.severity})",
+            "who": "vigil",
+            "note": "",
+        }
+    ]
     seen = set()
     for alert in everyone:
         for a in actions(session, alert.id):
             key = (a.action, a.actor, to_utc(a.at))
             if key not in seen:  # an incident action is recorded on every member: show it once
                 seen.add(key)
-                timeline.append({"at": to_utc(a.at), "what": a.action, "who": a.actor, "note": a.note or ""})
-    timeline += [{"at": to_utc(d.delivered_at or d.created_at), "what": f"notification {d.status} ({d.format})",
-                  "who": "webhook", "note": ""} for d in deliveries]
+                timeline.append(
+                    {"at": to_utc(a.at), "what": a.action, "who": a.actor, "note": a.note or ""}
+                )
+    timeline += [
+        {
+            "at": to_utc(d.delivered_at or d.created_at),
+            "what": f"notification {d.status} ({d.format})",
+            "who": "webhook",
+            "note": "",
+        }
+        for d in deliveries
+    ]
     if incident.resolved_at is not None:
-        timeline.append({"at": to_utc(incident.resolved_at), "what": "resolved", "who": "vigil", "note": ""})
+        timeline.append(
+            {"at": to_utc(incident.resolved_at), "what": "resolved", "who": "vigil", "note": ""}
+        )
     timeline.sort(key=lambda e: e["at"])
     cause = incident.cause or {}
-    return {"incident": incident, "members": everyone, "lead": lead, "run": run,
-            "inhibited_kinds": INHIBITED_KINDS if inhibited else frozenset(), "inhibitor": engine,
-            "runbook": runbook(lead, public_url) if lead is not None else None,
-            "new_values": cause.get("new_values") or [], "topics": cause.get("topics") or [],
-            "worst": cause.get("worst"), "deliveries": deliveries, "timeline": timeline,
-            "has_report": run is not None and bool(run.report_path) and Path(run.report_path).is_file(),
-            "snoozed": incident.snoozed_until is not None and to_utc(incident.snoozed_until) > now}
+    return {
+        "incident": incident,
+        "members": everyone,
+        "lead": lead,
+        "run": run,
+        "inhibited_kinds": INHIBITED_KINDS if inhibited else frozenset(),
+        "inhibitor": engine,
+        "runbook": runbook(lead, public_url) if lead is not None else None,
+        "new_values": cause.get("new_values") or [],
+        "topics": cause.get("topics") or [],
+        "worst": cause.get("worst"),
+        "deliveries": deliveries,
+        "timeline": timeline,
+        "has_report": run is not None and bool(run.report_path) and Path(run.report_path).is_file(),
+        "snoozed": incident.snoozed_until is not None and to_utc(incident.snoozed_until) > now,
+    }
 
 
-def build_incident_router(settings: Settings, session_factory: sessionmaker[Session],
-                          viewer: Callable[..., Any]) -> APIRouter:
+def build_incident_router(
+    settings: Settings, session_factory: sessionmaker[Session], viewer: Callable[..., Any]
+) -> APIRouter:
     router = APIRouter()
 
     def admin(principal: Any = Depends(viewer)) -> Any:
@@ -81,20 +114,35 @@ def build_incident_router(settings: Settings, session_factory: sessionmaker[Sess
         with session_factory() as session:
             try:
                 if action == "acknowledge":
-                    incident = incident_lifecycle.acknowledge(session, incident_id, actor=actor, now=now, note=note)
+                    incident = incident_lifecycle.acknowledge(
+                        session, incident_id, actor=actor, now=now, note=note
+                    )
                 elif action == "snooze":
-                    incident = incident_lifecycle.snooze(session, incident_id, actor=actor,
-                                                         until=snooze_end(fields, now), now=now, note=note)
+                    incident = incident_lifecycle.snooze(
+                        session,
+                        incident_id,
+                        actor=actor,
+                        until=snooze_end(fields, now),
+                        now=now,
+                        note=note,
+                    )
                 else:
-                    incident = incident_lifecycle.resolve(session, incident_id, actor=actor, now=now,
-                                                          settings=settings, note=note)
+                    incident = incident_lifecycle.resolve(
+                        session, incident_id, actor=actor, now=now, settings=settings, note=note
+                    )
             except LookupError as exc:
                 raise HTTPException(404, str(exc).strip("'\"")) from None
             except LifecycleError as exc:
                 raise HTTPException(409, str(exc)) from None
-            state = {"id": incident.id, "status": incident.status, "severity": incident.severity,
-                     "acknowledged_by": incident.acknowledged_by,
-                     "snoozed_until": incident.snoozed_until.isoformat() if incident.snoozed_until else None}
+            state = {
+                "id": incident.id,
+                "status": incident.status,
+                "severity": incident.severity,
+                "acknowledged_by": incident.acknowledged_by,
+                "snoozed_until": incident.snoozed_until.isoformat()
+                if incident.snoozed_until
+                else None,
+            }
             session.commit()
         return state
 
@@ -103,23 +151,33 @@ def build_incident_router(settings: Settings, session_factory: sessionmaker[Sess
         with session_factory() as session:
             context = incident_context(session, incident_id, datetime.now(UTC), settings.public_url)
             incident = context["incident"]
-            return page("incident.html", title=f"Incident {incident.id} ({incident.severity})", **context)
+            return page(
+                "incident.html", title=f"Incident {incident.id} ({incident.severity})", **context
+            )
 
     @router.post("/incidents/{incident_id}/{action}")
-    async def form_action(incident_id: RowId, action: str, request: Request,
-                          principal: Any = Depends(viewer)) -> Response:
+    async def form_action(
+        incident_id: RowId, action: str, request: Request, principal: Any = Depends(viewer)
+    ) -> Response:
         what = f"{FORM_WORDS.get(action, action)} incident {incident_id}"
         if not getattr(principal, "admin", False):
             return refused(what, principal, f"/incidents/{incident_id}")
         try:
             act(incident_id, action, await read_fields(request), principal.actor)
         except HTTPException as exc:
-            return refused(what, principal, f"/incidents/{incident_id}", status=exc.status_code, why=str(exc.detail))
+            return refused(
+                what,
+                principal,
+                f"/incidents/{incident_id}",
+                status=exc.status_code,
+                why=str(exc.detail),
+            )
         return RedirectResponse(f"/incidents/{incident_id}", status_code=303)
 
     @router.post("/api/v1/incidents/{incident_id}/{action}")
-    async def api_action(incident_id: RowId, action: str, request: Request,
-                         principal: Any = Depends(admin)) -> JSONResponse:
+    async def api_action(
+        incident_id: RowId, action: str, request: Request, principal: Any = Depends(admin)
+    ) -> JSONResponse:
         return JSONResponse(act(incident_id, action, await read_fields(request), principal.actor))
 
     return router

@@ -22,16 +22,32 @@ class Moved:
     above_floor: bool
 
 
-def rank_moved(results: Sequence[Any], window_samples: int | None,
-               sizes: Mapping[str, Mapping[str, int]] | None = None) -> list[Moved]:
+def rank_moved(
+    results: Sequence[Any],
+    window_samples: int | None,
+    sizes: Mapping[str, Mapping[str, int]] | None = None,
+) -> list[Moved]:
     """The drifted, sufficient results, leading first. `sizes`: the run's segment sizes
     (label -> {"n_current"}), when the run kept them; the window alone otherwise."""
     rows = [as_row(r) for r in results]
     known = dict(sizes or {})
     if window_samples:
         known.setdefault("*", {"n_current": window_samples})
-    dicts = [{"test": r.test, "feature": r.feature, "segment": r.segment, "statistic": r.statistic,
-              "p_value": r.p_value, "threshold": r.threshold, "drifted": r.drifted,
-              "insufficient": r.insufficient, "detail": r.detail or {}} for r in rows]
-    return [Moved(rows[x.index], x.share, x.n, x.above_floor)
-            for x in ranking.rank(dicts, known, window_samples or None)]
+    dicts = [
+        {
+            "test": r.test,
+            "feature": r.feature,
+            "segment": r.segment,
+            "statistic": r.statistic,
+            "p_value": r.p_value,
+            "threshold": r.threshold,
+            "drifted": r.drifted,
+            "insufficient": r.insufficient,
+            "detail": r.detail or {},
+        }
+        for r in rows
+    ]
+    return [
+        Moved(rows[x.index], x.share, x.n, x.above_floor)
+        for x in ranking.rank(dicts, known, window_samples or None)
+    ]

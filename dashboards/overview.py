@@ -22,45 +22,76 @@ SEVERITIES = ("critical", "high", "moderate", "review")
 MAX_ROWS = 25
 
 
-def moved_rows(session: Session, run_id: int, window_samples: int | None,
-               sizes: dict | None = None) -> tuple[list[dict], int]:
+def moved_rows(
+    session: Session, run_id: int, window_samples: int | None, sizes: dict | None = None
+) -> tuple[list[dict], int]:
     """(the run's drifted results leading first — a slice under the floor never ahead of a
     larger one (dashboards/moved.py) — at most MAX_ROWS of them, how many drifted in all)."""
-    results = session.scalars(select(DriftResult).where(DriftResult.run_id == run_id,
-                                                        DriftResult.drifted.is_(True))
-                             .order_by(DriftResult.id)).all()
+    results = session.scalars(
+        select(DriftResult)
+        .where(DriftResult.run_id == run_id, DriftResult.drifted.is_(True))
+        .order_by(DriftResult.id)
+    ).all()
     ranked = rank_moved(results, window_samples, sizes)
     rows = []
     for m in ranked[:MAX_ROWS]:
         r = m.row
-        rows.append({"test": r.test, "feature": r.feature, "segment": r.segment, "href": segment_href(r.segment),
-                     "statistic": r.statistic, "p_value": r.p_value, "threshold": r.threshold,
-                     "direction": direction_of(r.test), "ratio": ratio(r) or None, "samples": m.samples,
-                     "share": m.share if window_samples else None, "small": not m.above_floor})
+        rows.append(
+            {
+                "test": r.test,
+                "feature": r.feature,
+                "segment": r.segment,
+                "href": segment_href(r.segment),
+                "statistic": r.statistic,
+                "p_value": r.p_value,
+                "threshold": r.threshold,
+                "direction": direction_of(r.test),
+                "ratio": ratio(r) or None,
+                "samples": m.samples,
+                "share": m.share if window_samples else None,
+                "small": not m.above_floor,
+            }
+        )
     return rows, len(ranked)
 
 
 def overview_context(session: Session, range_: str, now: datetime) -> dict:
     active = get_active_baseline(session)
     latest = latest_done_run(session)
-    open_alerts = list(session.scalars(
-        select(Alert).where(Alert.status == "open").order_by(Alert.last_seen.desc()).limit(200)))
+    open_alerts = list(
+        session.scalars(
+            select(Alert).where(Alert.status == "open").order_by(Alert.last_seen.desc()).limit(200)
+        )
+    )
     by_severity = {s: 0 for s in SEVERITIES}
     for a in open_alerts:
         by_severity[a.severity] = by_severity.get(a.severity, 0) + 1
     baseline = None
     if active is not None:
-        baseline = {"id": active.id, "name": active.name, "num_samples": active.num_samples,
-                    "window": f"{to_utc(active.window_start):%Y-%m-%d %H:%M} → {to_utc(active.window_end):%Y-%m-%d %H:%M}",
-                    "age_s": (now - to_utc(active.activated_at or active.created_at)).total_seconds()}
+        baseline = {
+            "id": active.id,
+            "name": active.name,
+            "num_samples": active.num_samples,
+            "window": f"{to_utc(active.window_start):%Y-%m-%d %H:%M} → {to_utc(active.window_end):%Y-%m-%d %H:%M}",
+            "age_s": (now - to_utc(active.activated_at or active.created_at)).total_seconds(),
+        }
     run = None
     if latest is not None:
-        run = {"id": latest.run_id, "num_samples": latest.num_samples,
-               "window": f"{latest.window_start:%Y-%m-%d %H:%M} → {latest.window_end:%H:%M} UTC",
-               "age_s": (now - latest.window_end).total_seconds()}
+        run = {
+            "id": latest.run_id,
+            "num_samples": latest.num_samples,
+            "window": f"{latest.window_start:%Y-%m-%d %H:%M} → {latest.window_end:%H:%M} UTC",
+            "age_s": (now - latest.window_end).total_seconds(),
+        }
         stored = session.get(DriftRun, latest.run_id)
         sizes = (stored.summary or {}).get("segments") if stored is not None else None
-        run["moved"], run["moved_count"] = moved_rows(session, latest.run_id, latest.num_samples,
-                                                      sizes if isinstance(sizes, dict) else None)
-    return {"baseline": baseline, "run": run, "by_severity": by_severity, "open_alerts": open_alerts[:MAX_ROWS],
-            "range": range_}
+        run["moved"], run["moved_count"] = moved_rows(
+            session, latest.run_id, latest.num_samples, sizes if isinstance(sizes, dict) else None
+        )
+    return {
+        "baseline": baseline,
+        "run": run,
+        "by_severity": by_severity,
+        "open_alerts": open_alerts[:MAX_ROWS],
+        "range": range_,
+    }

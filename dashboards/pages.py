@@ -20,7 +20,9 @@ from vigil.config import Settings
 from vigil.security_headers import REPORT_CSP
 
 TEMPLATES = FilePath(__file__).resolve().parent / "templates"
-RowId = Annotated[int, Path(ge=1, le=2**31 - 1)]  # an INTEGER key the database can hold (else 404, not 500)
+RowId = Annotated[
+    int, Path(ge=1, le=2**31 - 1)
+]  # an INTEGER key the database can hold (else 404, not 500)
 _env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]))
 _URL = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>]+")
 MAX_ERROR_CHARS = 300  # a receiver's reply is shown as a hint, not in full
@@ -62,10 +64,14 @@ def _run_view(run: DriftRun, drifted: int = 0) -> dict:
 
 
 def _page(template: str, status: int = 200, **context) -> HTMLResponse:
-    headers = {"Cache-Control": "no-store", "X-Frame-Options": "DENY",
-               "Content-Security-Policy": "default-src 'self'; style-src 'unsafe-inline'; frame-ancestors 'none'"}
-    return HTMLResponse(_env.get_template(template).render(fmt=fmt, **context), status_code=status,
-                        headers=headers)
+    headers = {
+        "Cache-Control": "no-store",
+        "X-Frame-Options": "DENY",
+        "Content-Security-Policy": "default-src 'self'; style-src 'unsafe-inline'; frame-ancestors 'none'",
+    }
+    return HTMLResponse(
+        _env.get_template(template).render(fmt=fmt, **context), status_code=status, headers=headers
+    )
 
 
 def login_page(next_path: str, error: str | None, status: int = 200) -> HTMLResponse:
@@ -78,15 +84,28 @@ def build_router(settings: Settings, session_factory: sessionmaker[Session]) -> 
     @router.get("/reports", response_class=HTMLResponse)
     def reports() -> HTMLResponse:
         with session_factory() as session:
-            runs = list(session.scalars(select(DriftRun).order_by(DriftRun.window_end.desc()).limit(200)))
-            counts = dict(
-                session.execute(
-                    select(DriftResult.run_id, func.count())
-                    .where(DriftResult.drifted.is_(True), DriftResult.run_id.in_([r.id for r in runs]))
-                    .group_by(DriftResult.run_id)
-                ).all()
-            ) if runs else {}
-        return _page("reports.html", title="Drift reports", runs=[_run_view(r, counts.get(r.id, 0)) for r in runs])
+            runs = list(
+                session.scalars(select(DriftRun).order_by(DriftRun.window_end.desc()).limit(200))
+            )
+            counts = (
+                dict(
+                    session.execute(
+                        select(DriftResult.run_id, func.count())
+                        .where(
+                            DriftResult.drifted.is_(True),
+                            DriftResult.run_id.in_([r.id for r in runs]),
+                        )
+                        .group_by(DriftResult.run_id)
+                    ).all()
+                )
+                if runs
+                else {}
+            )
+        return _page(
+            "reports.html",
+            title="Drift reports",
+            runs=[_run_view(r, counts.get(r.id, 0)) for r in runs],
+        )
 
     @router.get("/reports/{run_id}", response_class=HTMLResponse)
     def report(run_id: RowId) -> FileResponse:
@@ -96,7 +115,9 @@ def build_router(settings: Settings, session_factory: sessionmaker[Session]) -> 
             raise HTTPException(404, f"no drift run {run_id}")
         if not run.report_path or not FilePath(run.report_path).is_file():
             raise HTTPException(404, f"drift run {run_id} has no report (status {run.status})")
-        return FileResponse(run.report_path, media_type="text/html", headers={"Content-Security-Policy": REPORT_CSP})
+        return FileResponse(
+            run.report_path, media_type="text/html", headers={"Content-Security-Policy": REPORT_CSP}
+        )
 
     @router.get("/alerts", response_class=HTMLResponse)
     def alerts() -> HTMLResponse:

@@ -28,26 +28,43 @@ def pca_2d(baseline: np.ndarray, window: np.ndarray) -> tuple[np.ndarray, np.nda
     return (baseline - centre) @ axes, (window - centre) @ axes, np.pad(ratio, (0, 2 - len(ratio)))
 
 
-def svg_scatter(baseline_xy: np.ndarray, window_xy: np.ndarray, highlight: set[int],
-                size: int = 520, pad: int = 16) -> str:
+def svg_scatter(
+    baseline_xy: np.ndarray,
+    window_xy: np.ndarray,
+    highlight: set[int],
+    size: int = 520,
+    pad: int = 16,
+) -> str:
     """Baseline points grey, window points blue, highlighted window points red (drawn last)."""
-    points = np.vstack([baseline_xy, window_xy]) if len(baseline_xy) + len(window_xy) else np.zeros((1, 2))
+    points = (
+        np.vstack([baseline_xy, window_xy])
+        if len(baseline_xy) + len(window_xy)
+        else np.zeros((1, 2))
+    )
     lo, hi = points.min(axis=0), points.max(axis=0)
     span = np.where(hi - lo > 0, hi - lo, 1.0)
 
     def place(xy: np.ndarray) -> np.ndarray:
         scaled = (xy - lo) / span
-        return np.column_stack([pad + scaled[:, 0] * (size - 2 * pad), size - pad - scaled[:, 1] * (size - 2 * pad)])
+        return np.column_stack(
+            [pad + scaled[:, 0] * (size - 2 * pad), size - pad - scaled[:, 1] * (size - 2 * pad)]
+        )
 
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{size}" height="{size}" viewBox="0 0 {size} {size}" '
-             'role="img" aria-label="PCA projection of baseline and window embeddings" class="projection">',
-             f'<rect width="{size}" height="{size}" fill="#fff" stroke="#ddd"/>']
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{size}" height="{size}" viewBox="0 0 {size} {size}" '
+        'role="img" aria-label="PCA projection of baseline and window embeddings" class="projection">',
+        f'<rect width="{size}" height="{size}" fill="#fff" stroke="#ddd"/>',
+    ]
     for x, y in place(baseline_xy):
-        parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2" fill="#9e9e9e" fill-opacity="0.5" class="b"/>')
+        parts.append(
+            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2" fill="#9e9e9e" fill-opacity="0.5" class="b"/>'
+        )
     placed = place(window_xy)
     for i, (x, y) in enumerate(placed):
         if i not in highlight:
-            parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2.2" fill="#1f77b4" fill-opacity="0.6" class="w"/>')
+            parts.append(
+                f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2.2" fill="#1f77b4" fill-opacity="0.6" class="w"/>'
+            )
     for i in sorted(highlight):
         if 0 <= i < len(placed):
             x, y = placed[i]

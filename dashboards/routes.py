@@ -30,12 +30,17 @@ def static_file(path: str) -> FileResponse:
     target = (STATIC / path).resolve()
     if STATIC not in target.parents or not target.is_file() or target.suffix not in STATIC_TYPES:
         raise HTTPException(404, "no such static file")
-    return FileResponse(target, media_type=STATIC_TYPES[target.suffix],
-                        headers={"Cache-Control": "max-age=3600", "X-Content-Type-Options": "nosniff"})
+    return FileResponse(
+        target,
+        media_type=STATIC_TYPES[target.suffix],
+        headers={"Cache-Control": "max-age=3600", "X-Content-Type-Options": "nosniff"},
+    )
 
 
 def build_dashboard_router(
-    settings: Settings, session_factory: sessionmaker[Session], viewer: Callable[..., object],
+    settings: Settings,
+    session_factory: sessionmaker[Session],
+    viewer: Callable[..., object],
     baseline_ops: BaselineOps | None = None,
 ) -> APIRouter:
     warm_registry()
@@ -55,6 +60,8 @@ def build_dashboard_router(
     def overview(range: Annotated[Range, Query()] = Range.day) -> HTMLResponse:
         with session_factory() as session:
             context = overview_context(session, range.value, datetime.now(UTC))
-        return page("overview.html", title="Vigil overview", ranges=[r.value for r in Range], **context)
+        return page(
+            "overview.html", title="Vigil overview", ranges=[r.value for r in Range], **context
+        )
 
     return router

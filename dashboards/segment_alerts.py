@@ -32,8 +32,9 @@ def _names(detail: Any, field: str) -> list[str]:
     return out
 
 
-def involvement(alert_segment: str, evidence: dict | None, slices: Sequence[tuple[str, str]]
-                ) -> tuple[str, tuple[tuple[str, str, str], ...]] | None:
+def involvement(
+    alert_segment: str, evidence: dict | None, slices: Sequence[tuple[str, str]]
+) -> tuple[str, tuple[tuple[str, str, str], ...]] | None:
     """(why, the results that involve it) when the alert involves one of `slices` ((key, name)
     pairs, e.g. ("tenant", "newco")), else None."""
     labels = {f"{k}={v}" for k, v in slices}
@@ -62,8 +63,12 @@ def involved_alerts(session: Session, slices: Sequence[tuple[str, str]]) -> list
     """The open alerts that involve the slice, newest first."""
     if not slices:
         return []
-    rows = session.scalars(select(Alert).where(Alert.status == "open").order_by(Alert.last_seen.desc())
-                           .limit(MAX_SCANNED))
+    rows = session.scalars(
+        select(Alert)
+        .where(Alert.status == "open")
+        .order_by(Alert.last_seen.desc())
+        .limit(MAX_SCANNED)
+    )
     out = []
     for alert in rows:
         found = involvement(alert.segment, alert.evidence, slices)
@@ -72,7 +77,9 @@ def involved_alerts(session: Session, slices: Sequence[tuple[str, str]]) -> list
     return out
 
 
-def chart_keys(involved: Iterable[Involved], own_labels: Sequence[str]) -> list[tuple[str, str, str]]:
+def chart_keys(
+    involved: Iterable[Involved], own_labels: Sequence[str]
+) -> list[tuple[str, str, str]]:
     """The involving results worth a chart on the slice's page: those not under its own labels
     (those are charted already), at most MAX_CHARTS, first seen first."""
     seen: list[tuple[str, str, str]] = []

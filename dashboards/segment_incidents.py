@@ -30,7 +30,9 @@ def cause_involvement(cause: dict | None, slices: Sequence[tuple[str, str]]) -> 
         return None
     labels = {f"{k}={v}" for k, v in slices}
     for value in cause.get("new_values") or []:
-        if isinstance(value, dict) and (str(value.get("feature")), str(value.get("value"))) in set(slices):
+        if isinstance(value, dict) and (str(value.get("feature")), str(value.get("value"))) in set(
+            slices
+        ):
             return f"its cause names {value.get('feature')} {value.get('value')} as new"
     worst = cause.get("worst")
     if isinstance(worst, dict) and worst.get("segment") in labels:
@@ -42,8 +44,9 @@ def cause_involvement(cause: dict | None, slices: Sequence[tuple[str, str]]) -> 
     return None
 
 
-def involved_incidents(session: Session, slices: Sequence[tuple[str, str]],
-                       alerts: Sequence[Involved]) -> list[InvolvedIncident]:
+def involved_incidents(
+    session: Session, slices: Sequence[tuple[str, str]], alerts: Sequence[Involved]
+) -> list[InvolvedIncident]:
     """The open incidents that involve the slice, newest first."""
     if not slices:
         return []
@@ -52,8 +55,12 @@ def involved_incidents(session: Session, slices: Sequence[tuple[str, str]],
         incident_id = getattr(item.alert, "incident_id", None)
         if incident_id is not None and incident_id not in by_member:
             by_member[incident_id] = item
-    rows = session.scalars(select(Incident).where(Incident.status == "open").order_by(Incident.last_seen.desc())
-                           .limit(MAX_SCANNED))
+    rows = session.scalars(
+        select(Incident)
+        .where(Incident.status == "open")
+        .order_by(Incident.last_seen.desc())
+        .limit(MAX_SCANNED)
+    )
     out = []
     for incident in rows:
         why = cause_involvement(incident.cause, slices)

@@ -13,8 +13,10 @@ from dashboards.report.render import fmt
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 STATIC = Path(__file__).resolve().parent / "static"
-CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
-       "frame-ancestors 'none'; form-action 'self'")
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+    "frame-ancestors 'none'; form-action 'self'"
+)
 
 _env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]))
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # C0, DEL and C1: Unicode's control characters
@@ -46,7 +48,12 @@ _register_filters()
 
 
 def page(template: str, status: int = 200, **context) -> HTMLResponse:
-    headers = {"Cache-Control": "no-store", "X-Frame-Options": "DENY", "Content-Security-Policy": CSP,
-               "X-Content-Type-Options": "nosniff"}
-    return HTMLResponse(_env.get_template(template).render(fmt=fmt, **context), status_code=status,
-                        headers=headers)
+    headers = {
+        "Cache-Control": "no-store",
+        "X-Frame-Options": "DENY",
+        "Content-Security-Policy": CSP,
+        "X-Content-Type-Options": "nosniff",
+    }
+    return HTMLResponse(
+        _env.get_template(template).render(fmt=fmt, **context), status_code=status, headers=headers
+    )

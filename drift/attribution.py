@@ -27,9 +27,20 @@ from dataclasses import replace
 from drift.outcome import ProposedAlert
 from drift.result import TestResult
 
-PROMPT_FEATURES = frozenset({"prompt_embedding", "prompt_chars", "prompt_tokens", "tools_count", "tool"})
-RESPONSE_FEATURES = frozenset({"response_embedding", "response_stats", "response_chars",
-                               "completion_tokens", "mean_logprob", "mean_entropy", "finish_reason"})
+PROMPT_FEATURES = frozenset(
+    {"prompt_embedding", "prompt_chars", "prompt_tokens", "tools_count", "tool"}
+)
+RESPONSE_FEATURES = frozenset(
+    {
+        "response_embedding",
+        "response_stats",
+        "response_chars",
+        "completion_tokens",
+        "mean_logprob",
+        "mean_entropy",
+        "finish_reason",
+    }
+)
 ATTRIBUTED_KINDS = frozenset({"prompt", "model"})
 EVIDENCE_ALPHA = 0.01  # a prompt-side p-value test counts as evidence only at this level or below
 
@@ -74,7 +85,9 @@ def attribute_kind(alert: ProposedAlert, prompt_evidence: Sequence[TestResult]) 
     return alert.kind, "kept from the rule"
 
 
-def attribute_alerts(alerts: Sequence[ProposedAlert], results: Sequence[TestResult]) -> list[ProposedAlert]:
+def attribute_alerts(
+    alerts: Sequence[ProposedAlert], results: Sequence[TestResult]
+) -> list[ProposedAlert]:
     """The proposals with their kinds set by attribution, the reason kept in the evidence."""
     evidence = prompt_side_evidence(results)
     out = []
@@ -84,6 +97,14 @@ def attribute_alerts(alerts: Sequence[ProposedAlert], results: Sequence[TestResu
             out.append(alert)
             continue
         note = {"kind": kind, "rule_kind": alert.kind, "reason": why}
-        summary = alert.summary if kind == alert.kind else f"{alert.summary} — attributed to {kind}: {why}"
-        out.append(replace(alert, kind=kind, summary=summary, evidence={**alert.evidence, "attribution": note}))
+        summary = (
+            alert.summary
+            if kind == alert.kind
+            else f"{alert.summary} — attributed to {kind}: {why}"
+        )
+        out.append(
+            replace(
+                alert, kind=kind, summary=summary, evidence={**alert.evidence, "attribution": note}
+            )
+        )
     return out

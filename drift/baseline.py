@@ -62,8 +62,9 @@ class Baseline:
             self._population = population_sample(self.features, rng)
         return self._population
 
-    def mmd_reference(self, name: str, max_samples: int = MAX_SAMPLES,
-                      population: bool = False) -> MMDReference | None:
+    def mmd_reference(
+        self, name: str, max_samples: int = MAX_SAMPLES, population: bool = False
+    ) -> MMDReference | None:
         """The frozen MMD reference (seeded subsample + bandwidth + cached kernel), built once;
         `population`: of the weight-thinned rows (`population()`)."""
         population = population and self.population().applied
@@ -77,10 +78,13 @@ class Baseline:
             self._mmd[key] = prepare_reference(block.vectors, rng=rng, max_samples=max_samples)
         return self._mmd[key]
 
-    def mmd_references(self, max_samples: int = MAX_SAMPLES,
-                       population: bool = False) -> dict[str, MMDReference]:
-        refs = {name: self.mmd_reference(name, max_samples, population)
-                for name in self.features.embeddings}
+    def mmd_references(
+        self, max_samples: int = MAX_SAMPLES, population: bool = False
+    ) -> dict[str, MMDReference]:
+        refs = {
+            name: self.mmd_reference(name, max_samples, population)
+            for name in self.features.embeddings
+        }
         return {k: v for k, v in refs.items() if v is not None}
 
     def threshold(self, test: str, feature: str) -> float:
@@ -100,8 +104,10 @@ class Baseline:
             "psi_edges": {k: v.tolist() for k, v in fz.psi_edges.items()},
             "scales": dict(fz.scales),
             "levels": {k: list(v) for k, v in fz.levels.items()},
-            "clusters": {k: encode_array(np.frombuffer(m.to_bytes(), dtype=np.uint8))
-                         for k, m in fz.clusters.items()},
+            "clusters": {
+                k: encode_array(np.frombuffer(m.to_bytes(), dtype=np.uint8))
+                for k, m in fz.clusters.items()
+            },
             "thresholds": self.levels.thresholds,
             "effect_floors": self.levels.effect_floors,
             "min_samples": self.levels.min_samples,
@@ -138,17 +144,28 @@ class Baseline:
             psi_edges={k: np.asarray(v, dtype=np.float64) for k, v in data["psi_edges"].items()},
             scales={k: float(v) for k, v in data["scales"].items()},
             levels={k: list(v) for k, v in data["levels"].items()},
-            clusters={k: ClusterModel.from_bytes(decode_array(v).tobytes())
-                      for k, v in data["clusters"].items()},
+            clusters={
+                k: ClusterModel.from_bytes(decode_array(v).tobytes())
+                for k, v in data["clusters"].items()
+            },
         )
-        levels = Levels(thresholds=data.get("thresholds") or {},
-                        effect_floors=data.get("effect_floors") or {},
-                        min_samples=data.get("min_samples") or {})
+        levels = Levels(
+            thresholds=data.get("thresholds") or {},
+            effect_floors=data.get("effect_floors") or {},
+            min_samples=data.get("min_samples") or {},
+        )
         rows = data.get("rows")
-        return cls(features=features, seed=int(data["seed"]), status=data["status"],
-                   rows=None if rows is None else decode_array(rows), frozen=frozen, levels=levels,
-                   validation=data.get("validation"), calibration=data.get("calibration"),
-                   info=data.get("info") or {})
+        return cls(
+            features=features,
+            seed=int(data["seed"]),
+            status=data["status"],
+            rows=None if rows is None else decode_array(rows),
+            frozen=frozen,
+            levels=levels,
+            validation=data.get("validation"),
+            calibration=data.get("calibration"),
+            info=data.get("info") or {},
+        )
 
 
 def freeze(features: FeatureSet, rng: np.random.Generator, cluster: bool = True) -> Frozen:
@@ -187,8 +204,17 @@ def build_baseline(
     order = fs_capped.time_order()
     fs_capped, rows = fs_capped.take(order), rows[order]
     ts = fs_capped.timestamps
-    info = {"n_source": int(fs.n), "capped": bool(fs.n > max_samples), "max_samples": max_samples,
-            "window_start": None if ts is None or not np.isfinite(ts).any() else float(np.nanmin(ts)),
-            "window_end": None if ts is None or not np.isfinite(ts).any() else float(np.nanmax(ts))}
-    return Baseline(features=fs_capped, seed=seed, rows=rows,
-                    frozen=freeze(fs_capped, rng, cluster=cluster), info=info)
+    info = {
+        "n_source": int(fs.n),
+        "capped": bool(fs.n > max_samples),
+        "max_samples": max_samples,
+        "window_start": None if ts is None or not np.isfinite(ts).any() else float(np.nanmin(ts)),
+        "window_end": None if ts is None or not np.isfinite(ts).any() else float(np.nanmax(ts)),
+    }
+    return Baseline(
+        features=fs_capped,
+        seed=seed,
+        rows=rows,
+        frozen=freeze(fs_capped, rng, cluster=cluster),
+        info=info,
+    )

@@ -50,9 +50,15 @@ def run_battery(
         r, c = ref.numeric[name], cur.numeric[name]
         out += [run_test(spec, name, r, c, inputs) for spec in numeric]
         if name.startswith("eval_") and opt.wants("eval_trend"):
-            res = eval_trend_test(r, c, threshold=opt.eval_drop, timestamps=cur.timestamps,
-                                  alpha=opt.eval_alpha, window_days=opt.eval_window_days,
-                                  min_samples=opt.eval_min_samples)
+            res = eval_trend_test(
+                r,
+                c,
+                threshold=opt.eval_drop,
+                timestamps=cur.timestamps,
+                alpha=opt.eval_alpha,
+                window_days=opt.eval_window_days,
+                min_samples=opt.eval_min_samples,
+            )
             out.append(res.with_context(feature=name))
     adjust_across_features(out)
 
@@ -70,8 +76,13 @@ def run_battery(
         y = cur.embeddings[name].vectors
         out += [run_test(spec, name, block.vectors, y, inputs) for spec in embedding]
         if opt.wants("new_cluster") and name in frozen.clusters:
-            for res in cluster_results(frozen.clusters[name], y, rng=rng,
-                                       min_samples=opt.cluster_min_samples, **opt.cluster_kwargs):
+            for res in cluster_results(
+                frozen.clusters[name],
+                y,
+                rng=rng,
+                min_samples=opt.cluster_min_samples,
+                **opt.cluster_kwargs,
+            ):
                 out.append(res.with_context(feature=name))
     out += prompt_mix_results(ref, cur, inputs)
     out += conditional_results(ref, cur, inputs)
@@ -91,8 +102,12 @@ def adjust_across_features(results: list[TestResult]) -> None:
         adjusted = benjamini_hochberg([float(results[i].p_value or 0.0) for i in idx])
         for i, p_adj in zip(idx, adjusted, strict=True):
             r = results[i]
-            drifted = spec.verdict(r.statistic, float(p_adj), float(r.threshold or 0.0),
-                                   r.detail.get("effect_floor"))
-            results[i] = replace(r, p_value=float(p_adj), drifted=drifted,
-                                 detail={**r.detail, "p_bh": float(p_adj), "family_size": len(idx)})
-
+            drifted = spec.verdict(
+                r.statistic, float(p_adj), float(r.threshold or 0.0), r.detail.get("effect_floor")
+            )
+            results[i] = replace(
+                r,
+                p_value=float(p_adj),
+                drifted=drifted,
+                detail={**r.detail, "p_bh": float(p_adj), "family_size": len(idx)},
+            )

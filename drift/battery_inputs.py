@@ -76,13 +76,27 @@ class TestInputs:
     mmd_refs: dict[str, MMDReference] = field(default_factory=dict)
 
 
-def run_test(spec: TestSpec, feature: str, reference: np.ndarray, current: np.ndarray,
-             inputs: TestInputs, **extra: Any) -> TestResult:
+def run_test(
+    spec: TestSpec,
+    feature: str,
+    reference: np.ndarray,
+    current: np.ndarray,
+    inputs: TestInputs,
+    **extra: Any,
+) -> TestResult:
     """Run `spec` on one feature with its calibrated threshold, floor and frozen arguments."""
-    args: dict[str, Any] = {"min_samples": inputs.levels.need(spec.name),
-                            **spec.args(inputs, feature), **extra}
+    args: dict[str, Any] = {
+        "min_samples": inputs.levels.need(spec.name),
+        **spec.args(inputs, feature),
+        **extra,
+    }
     if spec.takes_effect_floor:
         args["effect_floor"] = inputs.levels.floor(spec.name, feature)
-    res = spec.run(reference, current, threshold=inputs.levels.threshold(spec.name, feature),
-                   rng=inputs.rng, **args)
+    res = spec.run(
+        reference,
+        current,
+        threshold=inputs.levels.threshold(spec.name, feature),
+        rng=inputs.rng,
+        **args,
+    )
     return res.with_context(feature=feature)

@@ -55,9 +55,14 @@ def calibrate_baseline(
         raise ValueError(f"window_size must be positive, got {window_size}")
     fs = baseline.features
     bounds = chunk_bounds(fs.n, window_size, max_chunks)
-    summary: dict[str, Any] = {"window_size": int(window_size), "chunks": len(bounds),
-                               "chunk_size": bounds[0][1] - bounds[0][0] if bounds else 0,
-                               "quantile": quantile, "k_sd": k_sd, "tests": {}}
+    summary: dict[str, Any] = {
+        "window_size": int(window_size),
+        "chunks": len(bounds),
+        "chunk_size": bounds[0][1] - bounds[0][0] if bounds else 0,
+        "quantile": quantile,
+        "k_sd": k_sd,
+        "tests": {},
+    }
     if not bounds:
         summary["note"] = f"baseline of {fs.n} samples is too small to calibrate; defaults kept"
         baseline.calibration = summary
@@ -68,18 +73,32 @@ def calibrate_baseline(
     calibrated = [s for s in all_tests() if s.per_feature]
     # p-value tests stricter than CAL_ALPHA (MMD's 0.001) run at CAL_ALPHA, so a permutation
     # test's count can stay at CAL_PERMUTATIONS
-    plain = Levels(thresholds={s.name: {"*": CAL_ALPHA} for s in calibrated
-                               if s.direction == "p_value" and s.default_threshold < CAL_ALPHA},
-                   min_samples=baseline.levels.min_samples)
+    plain = Levels(
+        thresholds={
+            s.name: {"*": CAL_ALPHA}
+            for s in calibrated
+            if s.direction == "p_value" and s.default_threshold < CAL_ALPHA
+        },
+        min_samples=baseline.levels.min_samples,
+    )
     for i, (lo, hi) in enumerate(bounds):
         idx = np.arange(fs.n)
         inside = (idx >= lo) & (idx < hi)
         tests = tuple(s.name for s in calibrated if not s.costly or i < costly_chunks)
-        opt = BatteryOptions(mmd_permutations=min(base.mmd_permutations, CAL_PERMUTATIONS),
-                             mmd_max_samples=base.mmd_max_samples, tests=tests)
+        opt = BatteryOptions(
+            mmd_permutations=min(base.mmd_permutations, CAL_PERMUTATIONS),
+            mmd_max_samples=base.mmd_max_samples,
+            tests=tests,
+        )
         rng = np.random.default_rng([baseline.seed, 3, i])
-        results = run_battery(fs.take(idx[~inside]), fs.take(idx[inside]), frozen=baseline.frozen,
-                              levels=plain, rng=rng, options=opt)
+        results = run_battery(
+            fs.take(idx[~inside]),
+            fs.take(idx[inside]),
+            frozen=baseline.frozen,
+            levels=plain,
+            rng=rng,
+            options=opt,
+        )
         for r in results:
             if r.insufficient or r.statistic is None:
                 continue
@@ -92,8 +111,12 @@ def calibrate_baseline(
         v = np.asarray(values)
         spec = get_test(test)
         default = spec.default_threshold
-        entry: dict[str, Any] = {"n": int(v.size), "mean": float(v.mean()), "sd": float(v.std()),
-                                 "quantile": float(np.quantile(v, quantile))}
+        entry: dict[str, Any] = {
+            "n": int(v.size),
+            "mean": float(v.mean()),
+            "sd": float(v.std()),
+            "quantile": float(np.quantile(v, quantile)),
+        }
         if spec.direction == "statistic":
             thr = max(default, entry["quantile"], entry["mean"] + k_sd * entry["sd"])
             baseline.levels.thresholds.setdefault(test, {})[feature] = float(thr)

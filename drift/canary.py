@@ -38,8 +38,9 @@ class Observation:
     perplexity: float | None = None
 
     @classmethod
-    def of(cls, token_ids: Sequence[int], logprobs: Sequence[float], perplexity: float | None = None
-           ) -> Observation:
+    def of(
+        cls, token_ids: Sequence[int], logprobs: Sequence[float], perplexity: float | None = None
+    ) -> Observation:
         if len(token_ids) != len(logprobs):
             raise ValueError(f"{len(token_ids)} token ids but {len(logprobs)} logprobs")
         return cls(tuple(int(t) for t in token_ids), tuple(float(x) for x in logprobs), perplexity)
@@ -107,8 +108,10 @@ def compare(expected: Observation, observed: Observation) -> Comparison:
     matches = sum(a == b for a, b in zip(expected.token_ids, observed.token_ids, strict=False))
     diverge = first_divergence(expected.token_ids, observed.token_ids)
     comparable = diverge if diverge is not None else len(expected.token_ids)
-    deltas = np.abs(np.asarray(expected.logprobs[:comparable], dtype=np.float64)
-                    - np.asarray(observed.logprobs[:comparable], dtype=np.float64))
+    deltas = np.abs(
+        np.asarray(expected.logprobs[:comparable], dtype=np.float64)
+        - np.asarray(observed.logprobs[:comparable], dtype=np.float64)
+    )
     ratio = None
     if expected.perplexity is not None and observed.perplexity is not None:
         ratio = observed.perplexity / expected.perplexity
@@ -125,20 +128,27 @@ def judge(comparison: Comparison, tolerance: Tolerance) -> Verdict:
     reasons = []
     c, t = comparison, tolerance
     if c.token_match_rate < t.min_token_match_rate:
-        reasons.append(f"token match {c.token_match_rate:.3f} < {t.min_token_match_rate:.3f} "
-                       f"(first divergence at token {c.first_divergence})")
+        reasons.append(
+            f"token match {c.token_match_rate:.3f} < {t.min_token_match_rate:.3f} "
+            f"(first divergence at token {c.first_divergence})"
+        )
     if c.logprob_delta_max > t.logprob_delta_max:
         reasons.append(f"max logprob delta {c.logprob_delta_max:.2e} > {t.logprob_delta_max:.2e}")
     if c.logprob_delta_mean > t.logprob_delta_mean:
-        reasons.append(f"mean logprob delta {c.logprob_delta_mean:.2e} > {t.logprob_delta_mean:.2e}")
+        reasons.append(
+            f"mean logprob delta {c.logprob_delta_mean:.2e} > {t.logprob_delta_mean:.2e}"
+        )
     if c.perplexity_ratio is not None and abs(c.perplexity_ratio - 1.0) > t.perplexity_ratio:
-        reasons.append(f"perplexity ratio {c.perplexity_ratio:.4f} outside 1 ± {t.perplexity_ratio:.2e}")
+        reasons.append(
+            f"perplexity ratio {c.perplexity_ratio:.4f} outside 1 ± {t.perplexity_ratio:.2e}"
+        )
     critical = c.perplexity_ratio is not None and c.perplexity_ratio > CRITICAL_PERPLEXITY_RATIO
     return Verdict(ok=not reasons, critical=critical, reasons=tuple(reasons))
 
 
-def calibrate_tolerance(expected: Observation, runs: Sequence[Observation],
-                        factor: float = SAFETY_FACTOR) -> Tolerance:
+def calibrate_tolerance(
+    expected: Observation, runs: Sequence[Observation], factor: float = SAFETY_FACTOR
+) -> Tolerance:
     """The tolerance for one probe from repeated runs of the unchanged engine (alone and in
     batches): the worst deviation seen times `factor`, never tighter than the floors. A probe
     whose greedy tokens already flip between runs keeps the lowest match rate seen."""

@@ -27,11 +27,30 @@ from drift import ranking
 from drift.formatting import clean_text
 from drift.topics import Topic, name_topics
 
-NEW_VALUE_FEATURES = ("tenant", "segment", "model_version", "prompt_version", "finish_reason", "tool")
-NAMES = {"tenant": "tenant", "segment": "segment", "model_version": "model version",
-         "prompt_version": "prompt version", "finish_reason": "finish reason", "tool": "tool"}
-KIND_WORDS = {"prompt": "Prompts moved", "model": "Answers moved", "eval": "Answer quality fell",
-              "operational": "Latency moved", "persona": "Who asks moved", "engine": "The engine changed"}
+NEW_VALUE_FEATURES = (
+    "tenant",
+    "segment",
+    "model_version",
+    "prompt_version",
+    "finish_reason",
+    "tool",
+)
+NAMES = {
+    "tenant": "tenant",
+    "segment": "segment",
+    "model_version": "model version",
+    "prompt_version": "prompt version",
+    "finish_reason": "finish reason",
+    "tool": "tool",
+}
+KIND_WORDS = {
+    "prompt": "Prompts moved",
+    "model": "Answers moved",
+    "eval": "Answer quality fell",
+    "operational": "Latency moved",
+    "persona": "Who asks moved",
+    "engine": "The engine changed",
+}
 MAX_TOPICS_NAMED = 5
 
 
@@ -58,12 +77,22 @@ def new_values(results: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The new values that drift (`big`), whole window only, in NEW_VALUE_FEATURES order."""
     found = []
     for r in results:
-        if r.get("test") == "new_category" and r.get("segment") == "*" and r.get("drifted") \
-                and r.get("feature") in NEW_VALUE_FEATURES:
+        if (
+            r.get("test") == "new_category"
+            and r.get("segment") == "*"
+            and r.get("drifted")
+            and r.get("feature") in NEW_VALUE_FEATURES
+        ):
             for v in (r.get("detail") or {}).get("new") or []:
                 if isinstance(v, Mapping) and v.get("big"):
-                    found.append({"feature": r["feature"], "value": str(v.get("value")),
-                                  "share": float(v.get("share") or 0.0), "count": int(v.get("count") or 0)})
+                    found.append(
+                        {
+                            "feature": r["feature"],
+                            "value": str(v.get("value")),
+                            "share": float(v.get("share") or 0.0),
+                            "count": int(v.get("count") or 0),
+                        }
+                    )
     return sorted(found, key=lambda v: (NEW_VALUE_FEATURES.index(v["feature"]), -v["share"]))
 
 
@@ -75,24 +104,35 @@ def _rows(keys: Mapping[str, Sequence[Any]], feature: str, value: str) -> np.nda
 
 
 def _phrases(found: list[dict[str, Any]], keys: Mapping[str, Sequence[Any]]) -> list[str]:
-    """"tenant newco (mobile)", "prompt version v2": a new segment whose rows all belong to one
+    """ "tenant newco (mobile)", "prompt version v2": a new segment whose rows all belong to one
     new tenant is that tenant's, not a part of its own."""
-    tenants = {v["value"]: _rows(keys, "tenant", v["value"]) for v in found if v["feature"] == "tenant"}
+    tenants = {
+        v["value"]: _rows(keys, "tenant", v["value"]) for v in found if v["feature"] == "tenant"
+    }
     phrases: list[tuple[str, str]] = []
     inside: dict[str, list[str]] = {}
     for v in found:
         if v["feature"] == "segment":
             rows = _rows(keys, "segment", v["value"])
-            owner = next((t for t, m in tenants.items() if m.size == rows.size and rows.any()
-                          and not (rows & ~m).any()), None)
+            owner = next(
+                (
+                    t
+                    for t, m in tenants.items()
+                    if m.size == rows.size and rows.any() and not (rows & ~m).any()
+                ),
+                None,
+            )
             if owner is not None:
                 inside.setdefault(owner, []).append(v["value"])
                 continue
         phrases.append((v["feature"], v["value"]))
     out = []
     for feature, value in phrases:
-        extra = f" ({', '.join(clean_text(s) for s in inside.get(value, []))})" if feature == "tenant" \
-            and inside.get(value) else ""
+        extra = (
+            f" ({', '.join(clean_text(s) for s in inside.get(value, []))})"
+            if feature == "tenant" and inside.get(value)
+            else ""
+        )
         out.append(f"{NAMES[feature]} {clean_text(value)}{extra}")
     return out
 
@@ -119,13 +159,22 @@ def _order(proposals: Sequence[Any], sizes: Mapping[str, Mapping[str, int]], n: 
         if key not in seen:
             seen.add(key)
             out.append(key)
-    return out + [k for k in (f"{_get(p, 'rule')}|{_get(p, 'segment')}" for p in proposals) if k not in seen]
+    return out + [
+        k for k in (f"{_get(p, 'rule')}|{_get(p, 'segment')}" for p in proposals) if k not in seen
+    ]
 
 
-def explain(results: Sequence[Mapping[str, Any]], sizes: Mapping[str, Mapping[str, int]],
-            proposals: Sequence[Any], keys: Mapping[str, Sequence[Any]], timestamps: Sequence[float],
-            prompts: Sequence[str] = (), baseline_prompts: Sequence[str] = (), *,
-            seed: int = 0) -> Cause:
+def explain(
+    results: Sequence[Mapping[str, Any]],
+    sizes: Mapping[str, Mapping[str, int]],
+    proposals: Sequence[Any],
+    keys: Mapping[str, Sequence[Any]],
+    timestamps: Sequence[float],
+    prompts: Sequence[str] = (),
+    baseline_prompts: Sequence[str] = (),
+    *,
+    seed: int = 0,
+) -> Cause:
     """The run's cause. `keys`: the window's per-row values of the segment keys and categorical
     features (tenant, segment, prompt_version, ...); `timestamps`: per row, epoch seconds;
     `prompts`: per row (for topics), with the baseline's for contrast."""
@@ -149,19 +198,32 @@ def explain(results: Sequence[Mapping[str, Any]], sizes: Mapping[str, Mapping[st
         verb = "is" if len(parts) == 1 else "are"
         head = f"New {_join(parts)} {verb} {cause.share:.0%} of traffic since {_clock(float(ts[moved].min()))}"
         head = head.replace("%", " %", 1)
-        moved_prompts = [p for p, m in zip(prompts, moved, strict=False) if m] if len(prompts) == len(moved) else []
+        moved_prompts = (
+            [p for p, m in zip(prompts, moved, strict=False) if m]
+            if len(prompts) == len(moved)
+            else []
+        )
         topics = name_topics(moved_prompts, baseline_prompts, seed=seed) if moved_prompts else []
         cause.topics = [_topic(t) for t in topics]
         if topics:
-            names = [t.name for t in topics[:MAX_TOPICS_NAMED]] + (["…"] if len(topics) > MAX_TOPICS_NAMED else [])
+            names = [t.name for t in topics[:MAX_TOPICS_NAMED]] + (
+                ["…"] if len(topics) > MAX_TOPICS_NAMED else []
+            )
             count = "a new topic" if len(topics) == 1 else f"{len(topics)} new topics"
             head += f"; their prompts form {count}: {', '.join(names)}"
         cause.headline = head
     lead = ranking.worst(results, sizes, n)
     if lead is not None:
         r = results[lead.index]
-        cause.worst = {"test": r.get("test"), "feature": r.get("feature"), "segment": r.get("segment"),
-                       "effect": lead.effect, "share": lead.share, "n": lead.n, "above_floor": lead.above_floor}
+        cause.worst = {
+            "test": r.get("test"),
+            "feature": r.get("feature"),
+            "segment": r.get("segment"),
+            "effect": lead.effect,
+            "share": lead.share,
+            "n": lead.n,
+            "above_floor": lead.above_floor,
+        }
         if not cause.headline:
             cause.headline = _moved_sentence(r, lead, proposals)
     if not cause.headline:
@@ -171,11 +233,17 @@ def explain(results: Sequence[Mapping[str, Any]], sizes: Mapping[str, Mapping[st
 
 def _moved_sentence(r: Mapping[str, Any], lead: ranking.Ranked, proposals: Sequence[Any]) -> str:
     segment = str(r.get("segment") or "*")
-    kinds = [str(_get(p, "kind")) for p in proposals if _get(p, "segment") == segment] or \
-        [str(_get(p, "kind")) for p in proposals]
+    kinds = [str(_get(p, "kind")) for p in proposals if _get(p, "segment") == segment] or [
+        str(_get(p, "kind")) for p in proposals
+    ]
     what = KIND_WORDS.get(kinds[0], "Traffic moved") if kinds else "Traffic moved"
-    where = "across all traffic" if segment == "*" else \
-        f"in {clean_text(segment).replace('=', ' ')} ({lead.share:.0%} of traffic)".replace("%", " %", 1)
+    where = (
+        "across all traffic"
+        if segment == "*"
+        else f"in {clean_text(segment).replace('=', ' ')} ({lead.share:.0%} of traffic)".replace(
+            "%", " %", 1
+        )
+    )
     feature = clean_text(str(r.get("feature") or "")).replace("_", " ")
     return f"{what} {where}: {feature} {lead.effect:.1f}× its threshold"
 

@@ -34,7 +34,7 @@ def _dists(x: np.ndarray, c: np.ndarray) -> np.ndarray:
     ct = torch.from_numpy(np.ascontiguousarray(c, dtype=np.float32))
     out = []
     for s in range(0, len(x), 65536):
-        xt = torch.from_numpy(np.ascontiguousarray(x[s:s + 65536], dtype=np.float32))
+        xt = torch.from_numpy(np.ascontiguousarray(x[s : s + 65536], dtype=np.float32))
         d = (xt * xt).sum(1)[:, None] + (ct * ct).sum(1)[None, :] - 2.0 * xt @ ct.T
         out.append(d.clamp_min_(0).sqrt_().numpy())
     return np.concatenate(out) if out else np.empty((0, len(c)), np.float32)
@@ -69,9 +69,14 @@ class ClusterModel:
 
     def to_bytes(self) -> bytes:
         buf = io.BytesIO()
-        np.savez(buf, centroids=self.centroids, radii=self.radii, shares=self.shares,
-                 counts=self.counts, scalars=np.array([self.link_distance, self.silhouette,
-                                                       self.radius_quantile]))
+        np.savez(
+            buf,
+            centroids=self.centroids,
+            radii=self.radii,
+            shares=self.shares,
+            counts=self.counts,
+            scalars=np.array([self.link_distance, self.silhouette, self.radius_quantile]),
+        )
         return buf.getvalue()
 
     @classmethod
@@ -103,12 +108,23 @@ def fit_clusters(
     if best is None:  # all points identical: one cluster
         best = (0.0, x[:1].copy())
     score, centroids = best
-    model = ClusterModel(centroids, np.zeros(len(centroids)), np.zeros(len(centroids)),
-                         np.zeros(len(centroids)), 0.0, score, radius_quantile)
+    model = ClusterModel(
+        centroids,
+        np.zeros(len(centroids)),
+        np.zeros(len(centroids)),
+        np.zeros(len(centroids)),
+        0.0,
+        score,
+        radius_quantile,
+    )
     labels, dist = model.assign(x)
     counts = np.bincount(labels, minlength=model.k).astype(np.float64)
-    radii = np.array([np.quantile(dist[labels == j], radius_quantile) if counts[j] >= 10 else np.nan
-                      for j in range(model.k)])
+    radii = np.array(
+        [
+            np.quantile(dist[labels == j], radius_quantile) if counts[j] >= 10 else np.nan
+            for j in range(model.k)
+        ]
+    )
     fallback = np.nanmedian(radii) if np.isfinite(radii).any() else float(dist.max())
     model.radii = np.where(np.isfinite(radii), radii, fallback)
     model.counts, model.shares = counts, counts / counts.sum()
@@ -122,13 +138,19 @@ def _best_centroids(
     """(silhouette, centroids) of the best k, or None when no k splits the points."""
     best = None
     for k in range(2, max(2, min(k_max, len(fit_x) // 10)) + 1):
-        model = (KMeans(k, n_init=3, random_state=seed) if len(fit_x) <= 5000
-                 else MiniBatchKMeans(k, n_init=3, random_state=seed, batch_size=4096))
+        model = (
+            KMeans(k, n_init=3, random_state=seed)
+            if len(fit_x) <= 5000
+            else MiniBatchKMeans(k, n_init=3, random_state=seed, batch_size=4096)
+        )
         labels = model.fit_predict(fit_x)
         if len(np.unique(labels)) < 2:
             continue
-        score = float(silhouette_score(fit_x, labels, sample_size=min(silhouette_points, len(fit_x)),
-                                       random_state=seed))
+        score = float(
+            silhouette_score(
+                fit_x, labels, sample_size=min(silhouette_points, len(fit_x)), random_state=seed
+            )
+        )
         if best is None or score > best[0]:
             best = (score, model.cluster_centers_.astype(np.float32))
     return best
@@ -179,13 +201,27 @@ class ClusterReport:
     def results(self) -> list[TestResult]:
         """The two outcomes in the common result shape: `new_cluster` and `cluster_growth`."""
         top = max((c.share for c in self.new_clusters), default=0.0)
-        growth = max((g.window_share / max(g.baseline_share, 1e-12) for g in self.grown), default=0.0)
+        growth = max(
+            (g.window_share / max(g.baseline_share, 1e-12) for g in self.grown), default=0.0
+        )
         common = {"n_current": self.n, "novel_share": self.novel_share}
         return [
-            TestResult("new_cluster", top, None, self.min_share, bool(self.new_clusters),
-                       detail={**common, "clusters": [asdict(c) for c in self.new_clusters]}),
-            TestResult("cluster_growth", growth, min((g.p_value for g in self.grown), default=None),
-                       None, bool(self.grown), detail={**common, "grown": [asdict(g) for g in self.grown]}),
+            TestResult(
+                "new_cluster",
+                top,
+                None,
+                self.min_share,
+                bool(self.new_clusters),
+                detail={**common, "clusters": [asdict(c) for c in self.new_clusters]},
+            ),
+            TestResult(
+                "cluster_growth",
+                growth,
+                min((g.p_value for g in self.grown), default=None),
+                None,
+                bool(self.grown),
+                detail={**common, "grown": [asdict(g) for g in self.grown]},
+            ),
         ]
 
 
@@ -208,12 +244,17 @@ def detect_clusters(
     report = ClusterReport(n=len(x), novel_count=int(novel.sum()), min_share=min_share)
     novel_idx = np.flatnonzero(novel)
     if novel_idx.size >= max(2, int(np.ceil(min_share * len(x) * 0.5))):
-        pick = novel_idx if novel_idx.size <= max_group_points else np.sort(
-            rng.choice(novel_idx, max_group_points, replace=False))
+        pick = (
+            novel_idx
+            if novel_idx.size <= max_group_points
+            else np.sort(rng.choice(novel_idx, max_group_points, replace=False))
+        )
         with threadpool_limits(1):
-            groups = AgglomerativeClustering(n_clusters=None, linkage="average",
-                                             distance_threshold=max(model.link_distance, 1e-9)
-                                             ).fit_predict(x[pick])
+            groups = AgglomerativeClustering(
+                n_clusters=None,
+                linkage="average",
+                distance_threshold=max(model.link_distance, 1e-9),
+            ).fit_predict(x[pick])
         scale = novel_idx.size / pick.size  # groups were found on a subsample of the novel points
         for g in np.unique(groups):
             members = pick[groups == g]
@@ -225,28 +266,44 @@ def detect_clusters(
             if c_dist[0] <= model.radii[c_label[0]]:
                 continue  # a widened baseline cluster, not a new one
             closest = members[np.argsort(_dists(x[members], centre)[:, 0])[:n_representatives]]
-            report.new_clusters.append(NewCluster(int(round(members.size * scale)), float(share),
-                                                  closest.tolist(), float(c_dist[0]),
-                                                  float(model.radii[c_label[0]])))
+            report.new_clusters.append(
+                NewCluster(
+                    int(round(members.size * scale)),
+                    float(share),
+                    closest.tolist(),
+                    float(c_dist[0]),
+                    float(model.radii[c_label[0]]),
+                )
+            )
     inside = np.bincount(labels[~novel], minlength=model.k)
     base_total = int(model.counts.sum())
     for j in np.flatnonzero(model.shares <= small_share):
         q = inside[j] / len(x)
         if q < growth_factor * model.shares[j] or q - model.shares[j] < min_growth:
             continue
-        table = [[int(inside[j]), len(x) - int(inside[j])],
-                 [int(model.counts[j]), base_total - int(model.counts[j])]]
+        table = [
+            [int(inside[j]), len(x) - int(inside[j])],
+            [int(model.counts[j]), base_total - int(model.counts[j])],
+        ]
         p = float(stats.fisher_exact(table, alternative="greater").pvalue)
         if p < growth_alpha:
             report.grown.append(ClusterGrowth(int(j), float(model.shares[j]), float(q), p))
     return report
 
 
-def cluster_results(model: ClusterModel | None, x: np.ndarray, *, rng: np.random.Generator,
-                    min_samples: int = 50, **kwargs) -> list[TestResult]:
+def cluster_results(
+    model: ClusterModel | None,
+    x: np.ndarray,
+    *,
+    rng: np.random.Generator,
+    min_samples: int = 50,
+    **kwargs,
+) -> list[TestResult]:
     """detect_clusters in the common result shape, or two insufficient results."""
     if model is None or len(x) < min_samples:
         n_ref = 0 if model is None else int(model.counts.sum())
-        return [insufficient(name, None, n_ref, len(x), min_samples)
-                for name in ("new_cluster", "cluster_growth")]
+        return [
+            insufficient(name, None, n_ref, len(x), min_samples)
+            for name in ("new_cluster", "cluster_growth")
+        ]
     return detect_clusters(model, x, rng=rng, **kwargs).results()

@@ -14,8 +14,11 @@ def encode_array(arr: np.ndarray) -> dict[str, Any]:
     if arr.dtype == object:
         return {"object": [list(v) if isinstance(v, tuple) else v for v in arr.tolist()]}
     le = arr.astype(arr.dtype.newbyteorder("<"), copy=False)
-    return {"dtype": le.dtype.str, "shape": list(arr.shape),
-            "b64": base64.b64encode(np.ascontiguousarray(le).tobytes()).decode("ascii")}
+    return {
+        "dtype": le.dtype.str,
+        "shape": list(arr.shape),
+        "b64": base64.b64encode(np.ascontiguousarray(le).tobytes()).decode("ascii"),
+    }
 
 
 def decode_array(data: dict[str, Any]) -> np.ndarray:

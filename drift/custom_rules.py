@@ -32,9 +32,17 @@ def rules_from_dicts(items: Iterable[dict[str, Any]]) -> list[Rule]:
         if isinstance(features, str) or not all(isinstance(f, str) for f in features):
             raise ValueError(f"{where}: 'features' must be a list of strings")
         try:  # the table's Rule checks severity and kind against the one list of each
-            out.append(Rule(item["name"], item["test"], tuple(features), item["severity"],
-                            item["kind"], str(item.get("description", "")),
-                            bool(item.get("enabled", True))))
+            out.append(
+                Rule(
+                    item["name"],
+                    item["test"],
+                    tuple(features),
+                    item["severity"],
+                    item["kind"],
+                    str(item.get("description", "")),
+                    bool(item.get("enabled", True)),
+                )
+            )
         except ValueError as exc:
             raise ValueError(f"{where}: {exc}") from None
     return out

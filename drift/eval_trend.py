@@ -58,7 +58,9 @@ def eval_trend_test(
     if ref.size < min_samples or cur.size < min_samples:
         return insufficient("eval_trend", threshold, ref.size, cur.size, min_samples)
     base_mean, cur_mean = float(ref.mean()), float(cur.mean())
-    drop = (base_mean - cur_mean) / abs(base_mean) if base_mean != 0 else float(base_mean > cur_mean)
+    drop = (
+        (base_mean - cur_mean) / abs(base_mean) if base_mean != 0 else float(base_mean > cur_mean)
+    )
     if np.std(ref) == 0 and np.std(cur) == 0:
         welch_p = 0.0 if cur_mean < base_mean else 1.0
     else:

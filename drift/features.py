@@ -25,8 +25,16 @@ from drift.codec import decode_array, encode_array
 from drift.errors import InputError
 from drift.formatting import clean_text
 
-RAW_NUMERIC = ("prompt_tokens", "completion_tokens", "latency_ms", "ttft_ms", "tpot_ms",
-               "queue_ms", "mean_logprob", "mean_entropy")
+RAW_NUMERIC = (
+    "prompt_tokens",
+    "completion_tokens",
+    "latency_ms",
+    "ttft_ms",
+    "tpot_ms",
+    "queue_ms",
+    "mean_logprob",
+    "mean_entropy",
+)
 SEGMENT_KEYS = ("tenant", "segment", "prompt_version", "model_version")
 EMBEDDING_FIELDS = ("prompt_embedding", "response_embedding")
 MULTI_VALUED = frozenset({"tool"})
@@ -97,8 +105,10 @@ class FeatureSet:
             "n": self.n,
             "numeric": {k: encode_array(v) for k, v in self.numeric.items()},
             "categorical": {k: encode_array(v) for k, v in self.categorical.items()},
-            "embeddings": {k: {"rows": encode_array(b.rows), "vectors": encode_array(b.vectors)}
-                           for k, b in self.embeddings.items()},
+            "embeddings": {
+                k: {"rows": encode_array(b.rows), "vectors": encode_array(b.vectors)}
+                for k, b in self.embeddings.items()
+            },
             "keys": {k: encode_array(v) for k, v in self.keys.items()},
             "timestamps": None if self.timestamps is None else encode_array(self.timestamps),
             "weights": None if self.weights is None else encode_array(self.weights),
@@ -110,8 +120,10 @@ class FeatureSet:
             n=int(data["n"]),
             numeric={k: decode_array(v) for k, v in data["numeric"].items()},
             categorical={k: decode_array(v) for k, v in data["categorical"].items()},
-            embeddings={k: EmbeddingBlock(decode_array(v["rows"]), decode_array(v["vectors"]))
-                        for k, v in data["embeddings"].items()},
+            embeddings={
+                k: EmbeddingBlock(decode_array(v["rows"]), decode_array(v["vectors"]))
+                for k, v in data["embeddings"].items()
+            },
             keys={k: decode_array(v) for k, v in data["keys"].items()},
             timestamps=None if data.get("timestamps") is None else decode_array(data["timestamps"]),
             weights=None if data.get("weights") is None else decode_array(data["weights"]),
@@ -123,8 +135,9 @@ def _numeric(col: pd.Series) -> np.ndarray:
 
 
 def _lengths(col: pd.Series) -> np.ndarray:
-    return np.fromiter((len(v) if isinstance(v, str) else np.nan for v in col),
-                       dtype=np.float64, count=len(col))
+    return np.fromiter(
+        (len(v) if isinstance(v, str) else np.nan for v in col), dtype=np.float64, count=len(col)
+    )
 
 
 def _labels(col: pd.Series) -> np.ndarray:
@@ -133,8 +146,12 @@ def _labels(col: pd.Series) -> np.ndarray:
 
 
 def _is_missing(value: object) -> bool:
-    return (value is None or value is pd.NA or value is pd.NaT
-            or (isinstance(value, float) and np.isnan(value)))
+    return (
+        value is None
+        or value is pd.NA
+        or value is pd.NaT
+        or (isinstance(value, float) and np.isnan(value))
+    )
 
 
 def _timestamps(col: pd.Series) -> np.ndarray:
@@ -155,8 +172,10 @@ def sample_weights(col: pd.Series) -> np.ndarray:
     w = np.where(col.isna().to_numpy(), 1.0, w)
     bad = np.flatnonzero(~(np.isfinite(w) & (w > 0)))
     if bad.size:
-        raise InputError(f"row {int(bad[0])}: sample_weight must be a finite number > 0, "
-                         f"got {col.iloc[int(bad[0])]!r}")
+        raise InputError(
+            f"row {int(bad[0])}: sample_weight must be a finite number > 0, "
+            f"got {col.iloc[int(bad[0])]!r}"
+        )
     return w
 
 
@@ -205,7 +224,11 @@ def extract_features(
         if name in cols:
             fs.numeric[name] = _numeric(frame[name])
     if "tools" in cols:
-        tools = frame["tools"].map(lambda v: tuple(clean_text(t) for t in v) if isinstance(v, (list, tuple, np.ndarray)) else ())
+        tools = frame["tools"].map(
+            lambda v: (
+                tuple(clean_text(t) for t in v) if isinstance(v, (list, tuple, np.ndarray)) else ()
+            )
+        )
         fs.numeric["tools_count"] = tools.map(len).to_numpy(dtype=np.float64)
         # element-wise: np.asarray turns equal-length tuples (e.g. all empty) into a 2-D array
         tool_rows = np.empty(len(tools), dtype=object)

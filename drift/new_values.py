@@ -46,11 +46,20 @@ def new_values_test(
     values, inverse = np.unique(cur_all, return_inverse=True)
     counts = np.bincount(inverse, minlength=values.size)
     shares = np.bincount(inverse, weights=w, minlength=values.size) / total
-    new = [i for i in np.argsort(-shares, kind="stable")
-           if values[i] != MISSING and values[i] not in seen]
-    listed = [{"value": str(values[i]), "count": int(counts[i]), "share": float(shares[i]),
-               "big": bool(shares[i] >= min_share and counts[i] >= min_count)}
-              for i in new[:MAX_LISTED_VALUES]]
+    new = [
+        i
+        for i in np.argsort(-shares, kind="stable")
+        if values[i] != MISSING and values[i] not in seen
+    ]
+    listed = [
+        {
+            "value": str(values[i]),
+            "count": int(counts[i]),
+            "share": float(shares[i]),
+            "big": bool(shares[i] >= min_share and counts[i] >= min_count),
+        }
+        for i in new[:MAX_LISTED_VALUES]
+    ]
     big = [v for v in listed if v["big"]]
     common = category_levels(ref_present) if ref_present.size else []
     vanished = [v for v in common if v not in set(values.tolist())]
@@ -60,7 +69,13 @@ def new_values_test(
         p_value=None,
         threshold=min_share,
         drifted=bool(big),
-        detail={"new": listed, "n_new_values": len(new), "vanished": vanished[:MAX_LISTED_VALUES],
-                "min_count": min_count, "n_reference": int(ref_present.size), "n_current": n_cur,
-                **({"weighted": True} if weights is not None else {})},
+        detail={
+            "new": listed,
+            "n_new_values": len(new),
+            "vanished": vanished[:MAX_LISTED_VALUES],
+            "min_count": min_count,
+            "n_reference": int(ref_present.size),
+            "n_current": n_cur,
+            **({"weighted": True} if weights is not None else {}),
+        },
     )

@@ -42,11 +42,16 @@ class DriftOutcome:
         """The whole window was too small for at least one test."""
         return any(r.insufficient for r in self.results if r.segment == ALL)
 
-    def results_for(self, *, test: str | None = None, feature: str | None = None,
-                    segment: str | None = None) -> list[TestResult]:
-        return [r for r in self.results
-                if (test is None or r.test == test) and (feature is None or r.feature == feature)
-                and (segment is None or r.segment == segment)]
+    def results_for(
+        self, *, test: str | None = None, feature: str | None = None, segment: str | None = None
+    ) -> list[TestResult]:
+        return [
+            r
+            for r in self.results
+            if (test is None or r.test == test)
+            and (feature is None or r.feature == feature)
+            and (segment is None or r.segment == segment)
+        ]
 
     def to_dict(self, full: bool = False) -> dict[str, Any]:
         """The `vigil check --json` shape; full=True adds details, evidence, sizes, timings."""
@@ -54,15 +59,34 @@ class DriftOutcome:
             "drifted": self.drifted,
             "baseline_valid": self.baseline_valid,
             "insufficient_data": self.insufficient_data,
-            "alerts": [{k: a.to_dict()[k] for k in ("severity", "rule", "kind", "segment", "summary")}
-                       | ({"evidence": a.to_dict()["evidence"]} if full else {})
-                       for a in self.alerts],
-            "results": [{k: d[k] for k in ("test", "feature", "segment", "statistic", "p_value",
-                                           "threshold", "drifted")}
-                        | ({"insufficient": d["insufficient"], "detail": d["detail"]} if full else {})
-                        for d in (r.to_dict() for r in self.results)],
+            "alerts": [
+                {k: a.to_dict()[k] for k in ("severity", "rule", "kind", "segment", "summary")}
+                | ({"evidence": a.to_dict()["evidence"]} if full else {})
+                for a in self.alerts
+            ],
+            "results": [
+                {
+                    k: d[k]
+                    for k in (
+                        "test",
+                        "feature",
+                        "segment",
+                        "statistic",
+                        "p_value",
+                        "threshold",
+                        "drifted",
+                    )
+                }
+                | ({"insufficient": d["insufficient"], "detail": d["detail"]} if full else {})
+                for d in (r.to_dict() for r in self.results)
+            ],
         }
         if full:
-            out.update(baseline_reasons=self.baseline_reasons, segments=self.segments,
-                       n_current=self.n_current, seed=self.seed, timings=self.timings)
+            out.update(
+                baseline_reasons=self.baseline_reasons,
+                segments=self.segments,
+                n_current=self.n_current,
+                seed=self.seed,
+                timings=self.timings,
+            )
         return out

@@ -26,7 +26,9 @@ STAT_COLUMNS = ("mean_logprob", "mean_entropy", "completion_tokens", "response_c
 LOG_COLUMNS = frozenset({"completion_tokens", "response_chars"})
 
 
-def response_stat_matrices(ref: FeatureSet, cur: FeatureSet) -> tuple[np.ndarray, np.ndarray, list[str]]:
+def response_stat_matrices(
+    ref: FeatureSet, cur: FeatureSet
+) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """(reference, window) matrices of the standardised token statistics both sides carry."""
     cols, ref_cols, cur_cols = [], [], []
     for name in STAT_COLUMNS:
@@ -65,10 +67,21 @@ def _on_rows(values: np.ndarray, rows: np.ndarray, strata: tuple[np.ndarray, np.
 
 
 def prompt_mix_results(ref: FeatureSet, cur: FeatureSet, inputs: TestInputs) -> list[TestResult]:
-    if not inputs.options.wants("cluster_mix") or PROMPT not in ref.embeddings or PROMPT not in cur.embeddings:
+    if (
+        not inputs.options.wants("cluster_mix")
+        or PROMPT not in ref.embeddings
+        or PROMPT not in cur.embeddings
+    ):
         return []
-    return [run_test(get_test("cluster_mix"), PROMPT, ref.embeddings[PROMPT].vectors,
-                     cur.embeddings[PROMPT].vectors, inputs)]
+    return [
+        run_test(
+            get_test("cluster_mix"),
+            PROMPT,
+            ref.embeddings[PROMPT].vectors,
+            cur.embeddings[PROMPT].vectors,
+            inputs,
+        )
+    ]
 
 
 def conditional_results(ref: FeatureSet, cur: FeatureSet, inputs: TestInputs) -> list[TestResult]:

@@ -54,13 +54,20 @@ def samples_behind(result: Mapping[str, Any], sizes: Mapping[str, Mapping[str, i
     detail = result.get("detail") or {}
     own = detail.get("n_current_total", detail.get("n_current"))  # MMD subsamples: the whole count
     if result.get("test") == "new_category":  # the rows holding the new values, not the window
-        own = sum(int(v.get("count") or 0) for v in detail.get("new") or [] if isinstance(v, dict) and v.get("big"))
+        own = sum(
+            int(v.get("count") or 0)
+            for v in detail.get("new") or []
+            if isinstance(v, dict) and v.get("big")
+        )
     counts = [int(v) for v in (slice_n, own) if isinstance(v, (int, float)) and math.isfinite(v)]
     return min(counts) if counts else 0
 
 
-def rank(results: Sequence[Mapping[str, Any]], sizes: Mapping[str, Mapping[str, int]],
-         n_window: int | None = None) -> list[Ranked]:
+def rank(
+    results: Sequence[Mapping[str, Any]],
+    sizes: Mapping[str, Mapping[str, int]],
+    n_window: int | None = None,
+) -> list[Ranked]:
     """The drifted, sufficient results (result dicts: test, statistic, p_value, threshold,
     segment, detail) in leading order: above-floor slices first, then by score."""
     total = n_window if n_window else int((sizes.get("*") or {}).get("n_current") or 0)
@@ -78,7 +85,10 @@ def rank(results: Sequence[Mapping[str, Any]], sizes: Mapping[str, Mapping[str, 
     return out
 
 
-def worst(results: Sequence[Mapping[str, Any]], sizes: Mapping[str, Mapping[str, int]],
-          n_window: int | None = None) -> Ranked | None:
+def worst(
+    results: Sequence[Mapping[str, Any]],
+    sizes: Mapping[str, Mapping[str, int]],
+    n_window: int | None = None,
+) -> Ranked | None:
     ranked = rank(results, sizes, n_window)
     return ranked[0] if ranked else None

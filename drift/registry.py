@@ -40,8 +40,13 @@ ArgsFunc = Callable[["TestInputs", str], dict[str, Any]]
 BUILTIN_PACKAGE = "drift.stattests"
 
 
-def decide(direction: Direction, statistic: float | None, p_value: float | None,
-           threshold: float, effect_floor: float | None = None) -> bool:
+def decide(
+    direction: Direction,
+    statistic: float | None,
+    p_value: float | None,
+    threshold: float,
+    effect_floor: float | None = None,
+) -> bool:
     """The one drift verdict: statistic above threshold, or p at most alpha with a big effect."""
     if direction == "statistic":
         return statistic is not None and bool(statistic > threshold)
@@ -79,8 +84,13 @@ class TestSpec:
     def takes_effect_floor(self) -> bool:
         return self.direction == "p_value"
 
-    def verdict(self, statistic: float | None, p_value: float | None, threshold: float,
-                effect_floor: float | None = None) -> bool:
+    def verdict(
+        self,
+        statistic: float | None,
+        p_value: float | None,
+        threshold: float,
+        effect_floor: float | None = None,
+    ) -> bool:
         return decide(self.direction, statistic, p_value, threshold, effect_floor)
 
     def run(
@@ -139,8 +149,11 @@ def get_test(name: str) -> TestSpec:
 def tests_for(kind: Kind, *, per_feature: bool | None = None) -> list[TestSpec]:
     """The registered tests of `kind` (optionally only those run per feature), in a stable order."""
     _ensure_builtins()
-    return [spec for spec in all_tests()
-            if spec.kind == kind and (per_feature is None or spec.per_feature == per_feature)]
+    return [
+        spec
+        for spec in all_tests()
+        if spec.kind == kind and (per_feature is None or spec.per_feature == per_feature)
+    ]
 
 
 def all_tests() -> list[TestSpec]:

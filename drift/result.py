@@ -55,7 +55,9 @@ class TestResult:
         return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
 
-def insufficient(test: str, threshold: float | None, n_ref: int, n_cur: int, need: int) -> TestResult:
+def insufficient(
+    test: str, threshold: float | None, n_ref: int, n_cur: int, need: int
+) -> TestResult:
     """The result for a test that had too few samples on either side to say anything."""
     return TestResult(
         test=test,

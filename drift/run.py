@@ -96,17 +96,30 @@ def run_drift(
     cur_pop = _population(cur, [rng_seed, 2], weighted)
     frozen_all = baseline.frozen
     if ref_pop.applied:  # cluster-growth shares of the population, as for a segment below
-        frozen_all = replace(frozen_all, clusters={
-            name: model.with_counts(ref_pop.features.embeddings[name].vectors)
-            for name, model in frozen_all.clusters.items() if name in ref_pop.features.embeddings})
-    whole = run_battery(ref_pop.features, cur_pop.features, frozen=frozen_all,
-                        levels=baseline.levels, rng=rng, options=opt,
-                        mmd_refs=baseline.mmd_references(opt.mmd_max_samples, ref_pop.applied))
+        frozen_all = replace(
+            frozen_all,
+            clusters={
+                name: model.with_counts(ref_pop.features.embeddings[name].vectors)
+                for name, model in frozen_all.clusters.items()
+                if name in ref_pop.features.embeddings
+            },
+        )
+    whole = run_battery(
+        ref_pop.features,
+        cur_pop.features,
+        frozen=frozen_all,
+        levels=baseline.levels,
+        rng=rng,
+        options=opt,
+        mmd_refs=baseline.mmd_references(opt.mmd_max_samples, ref_pop.applied),
+    )
     results += [_weighted(r, weighting_detail(ref_pop, cur_pop), cur, cur_pop) for r in whole]
     if ev is not None:
         ev_pop = _population(ev, [rng_seed, 3], weighted)
-        results += [_weighted(r, weighting_detail(ref_pop, ev_pop), ev, ev_pop)
-                    for r in _eval_results(ref_pop.features, ev_pop.features, ALL, opt)]
+        results += [
+            _weighted(r, weighting_detail(ref_pop, ev_pop), ev, ev_pop)
+            for r in _eval_results(ref_pop.features, ev_pop.features, ALL, opt)
+        ]
     if opt.wants("new_category"):
         results += new_category_results(ref, cur)
     timings = {"whole_s": time.perf_counter() - started}
@@ -117,34 +130,70 @@ def run_drift(
             cur_rows, ref_rows = segment_rows(cur, key, value), segment_rows(ref, key, value)
             sizes[label] = {"n_current": int(cur_rows.size), "n_reference": int(ref_rows.size)}
             if min(cur_rows.size, ref_rows.size) < min_segment_size:
-                results.append(TestResult(
-                    "segment_size", None, None, None, False, insufficient=True, feature="*",
-                    segment=label, detail={**sizes[label], "min_samples": min_segment_size}))
+                results.append(
+                    TestResult(
+                        "segment_size",
+                        None,
+                        None,
+                        None,
+                        False,
+                        insufficient=True,
+                        feature="*",
+                        segment=label,
+                        detail={**sizes[label], "min_samples": min_segment_size},
+                    )
+                )
                 continue
             seg_ref, seg_cur = ref.take(ref_rows), cur.take(cur_rows)
-            frozen = Frozen(baseline.frozen.psi_edges, baseline.frozen.scales, baseline.frozen.levels,
-                            {name: model.with_counts(seg_ref.embeddings[name].vectors)
-                             for name, model in baseline.frozen.clusters.items()
-                             if name in seg_ref.embeddings})
-            seg = run_battery(seg_ref, seg_cur, frozen=frozen, levels=baseline.levels, rng=rng,
-                              options=opt)
+            frozen = Frozen(
+                baseline.frozen.psi_edges,
+                baseline.frozen.scales,
+                baseline.frozen.levels,
+                {
+                    name: model.with_counts(seg_ref.embeddings[name].vectors)
+                    for name, model in baseline.frozen.clusters.items()
+                    if name in seg_ref.embeddings
+                },
+            )
+            seg = run_battery(
+                seg_ref, seg_cur, frozen=frozen, levels=baseline.levels, rng=rng, options=opt
+            )
             results += [r.with_context(segment=label) for r in seg]
             if ev is not None:
                 results += _eval_results(seg_ref, ev.take(segment_rows(ev, key, value)), label, opt)
     timings["total_s"] = time.perf_counter() - started
     results = [_finite_or_not_drifted(r) for r in results]
-    alerts = attribute_alerts(propose_alerts(results, DEFAULT_RULES if rules is None else rules),
-                              results)
+    alerts = attribute_alerts(
+        propose_alerts(results, DEFAULT_RULES if rules is None else rules), results
+    )
     reasons = list((baseline.validation or {}).get("reasons", []))
     if baseline.status == "candidate":
         reasons.append("baseline has not been validated")
-    return DriftOutcome(results=results, alerts=alerts, segments=sizes,
-                       baseline_valid=baseline.valid, baseline_reasons=reasons,
-                       n_current=cur.n, seed=rng_seed, timings=timings)
+    return DriftOutcome(
+        results=results,
+        alerts=alerts,
+        segments=sizes,
+        baseline_valid=baseline.valid,
+        baseline_reasons=reasons,
+        n_current=cur.n,
+        seed=rng_seed,
+        timings=timings,
+    )
 
 
-_ALL_TESTS = ("psi", "ks", "wasserstein", "chi2", "js", "mmd", "new_cluster", "eval_trend",
-              "new_category", "cluster_mix", "conditional_mmd")
+_ALL_TESTS = (
+    "psi",
+    "ks",
+    "wasserstein",
+    "chi2",
+    "js",
+    "mmd",
+    "new_cluster",
+    "eval_trend",
+    "new_category",
+    "cluster_mix",
+    "conditional_mmd",
+)
 
 
 def new_category_results(ref: FeatureSet, cur: FeatureSet) -> list[TestResult]:
@@ -152,12 +201,18 @@ def new_category_results(ref: FeatureSet, cur: FeatureSet) -> list[TestResult]:
     whole window (shares by sample weight; per item for multi-valued features)."""
     out = []
     for name in [k for k in cur.keys if k in ref.keys]:
-        out.append(new_values_test(ref.keys[name], cur.keys[name], weights=cur.weights)
-                   .with_context(feature=name, segment=ALL))
+        out.append(
+            new_values_test(ref.keys[name], cur.keys[name], weights=cur.weights).with_context(
+                feature=name, segment=ALL
+            )
+        )
     for name in [k for k in cur.categorical if k in ref.categorical]:
         weights = None if name in MULTI_VALUED else cur.weights
-        out.append(new_values_test(ref.categorical_values(name), cur.categorical_values(name),
-                                   weights=weights).with_context(feature=name, segment=ALL))
+        out.append(
+            new_values_test(
+                ref.categorical_values(name), cur.categorical_values(name), weights=weights
+            ).with_context(feature=name, segment=ALL)
+        )
     return out
 
 
@@ -166,8 +221,10 @@ def check_dimensions(ref: FeatureSet, cur: FeatureSet) -> None:
     for name, block in cur.embeddings.items():
         other = ref.embeddings.get(name)
         if other is not None and block.dim != other.dim:
-            raise InputError(f"{name}: the window's vectors have {block.dim} values, the "
-                             f"baseline's have {other.dim} (embedded by another model?)")
+            raise InputError(
+                f"{name}: the window's vectors have {block.dim} values, the "
+                f"baseline's have {other.dim} (embedded by another model?)"
+            )
 
 
 def _finite_or_not_drifted(r: TestResult) -> TestResult:
@@ -191,18 +248,33 @@ def _weighted(r: TestResult, wdetail: dict, cur: FeatureSet, cur_pop: Population
     detail = {**r.detail, **wdetail}
     if r.test == "new_cluster" and cur_pop.applied and detail.get("clusters"):
         detail["clusters"] = [
-            {**c, "representatives": block_rows_to_original(cur, cur_pop, r.feature,
-                                                            c["representatives"])}
-            for c in detail["clusters"]]
+            {
+                **c,
+                "representatives": block_rows_to_original(
+                    cur, cur_pop, r.feature, c["representatives"]
+                ),
+            }
+            for c in detail["clusters"]
+        ]
     return replace(r, detail=detail)
 
 
-def _eval_results(ref: FeatureSet, ev: FeatureSet, label: str, opt: BatteryOptions) -> list[TestResult]:
-    return [eval_trend_test(ref.numeric[name], ev.numeric[name], threshold=opt.eval_drop,
-                            timestamps=ev.timestamps, alpha=opt.eval_alpha,
-                            window_days=opt.eval_window_days, min_samples=opt.eval_min_samples
-                            ).with_context(feature=name, segment=label)
-            for name in ref.eval_names() if name in ev.numeric]
+def _eval_results(
+    ref: FeatureSet, ev: FeatureSet, label: str, opt: BatteryOptions
+) -> list[TestResult]:
+    return [
+        eval_trend_test(
+            ref.numeric[name],
+            ev.numeric[name],
+            threshold=opt.eval_drop,
+            timestamps=ev.timestamps,
+            alpha=opt.eval_alpha,
+            window_days=opt.eval_window_days,
+            min_samples=opt.eval_min_samples,
+        ).with_context(feature=name, segment=label)
+        for name in ref.eval_names()
+        if name in ev.numeric
+    ]
 
 
 def describe_hit(r: TestResult) -> str:
@@ -211,8 +283,14 @@ def describe_hit(r: TestResult) -> str:
     feature = clean_text(r.feature or ALL)
     if r.test == "new_category":
         big = [v for v in r.detail.get("new") or [] if isinstance(v, dict) and v.get("big")]
-        return ", ".join(f"new {feature} {clean_text(v.get('value'))}: "
-                         f"{fmt_num(v.get('share'), '.0%')} of the window" for v in big[:5]) or feature
+        return (
+            ", ".join(
+                f"new {feature} {clean_text(v.get('value'))}: "
+                f"{fmt_num(v.get('share'), '.0%')} of the window"
+                for v in big[:5]
+            )
+            or feature
+        )
     if r.test == "eval_trend":
         return f"{feature} (-{fmt_num(r.statistic, '.1%')}, p={fmt_num(r.p_value)})"
     if r.test == "new_cluster":
@@ -236,5 +314,7 @@ def propose_alerts(results: Sequence[TestResult], rules: Sequence[Rule]) -> list
             where = "whole window" if segment == ALL else clean_text(segment)
             summary = f"{rule.test} drift on {', '.join(describe_hit(h) for h in hits)} [{where}]"
             evidence = {"rule": rule.description, "results": [h.to_dict() for h in hits]}
-            alerts.append(ProposedAlert(rule.severity, rule.name, rule.kind, segment, summary, evidence))
+            alerts.append(
+                ProposedAlert(rule.severity, rule.name, rule.kind, segment, summary, evidence)
+            )
     return alerts

@@ -109,7 +109,7 @@ class CusumDetector:
         alarms: list[Alarm] = []
         pos, chunk = 0, _FIRST_CHUNK
         while pos < len(d):
-            block = d[pos:pos + chunk]
+            block = d[pos : pos + chunk]
             paths = cusum_paths(block, self.state)
             over = np.flatnonzero((paths > self.h).any(axis=1))
             if over.size == 0:
@@ -124,8 +124,15 @@ class CusumDetector:
             self.alarms += 1
             self.last_alarm_seen = self.seen
             n_streams = len(self.streams)
-            alarms.append(Alarm(pos + t, self.seen, self.streams[col % n_streams],
-                                "up" if col < n_streams else "down", float(paths[t, col])))
+            alarms.append(
+                Alarm(
+                    pos + t,
+                    self.seen,
+                    self.streams[col % n_streams],
+                    "up" if col < n_streams else "down",
+                    float(paths[t, col]),
+                )
+            )
             self.state = np.zeros_like(self.state)
             pos += t + 1
             chunk = _FIRST_CHUNK
@@ -135,21 +142,38 @@ class CusumDetector:
         return _increments(self.standardise(values), self.k)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"center": self.center.tolist(), "scale": self.scale.tolist(), "k": self.k,
-                "h": self.h, "arl0": self.arl0, "streams": list(self.streams),
-                "state": self.state.tolist(), "seen": self.seen, "alarms": self.alarms,
-                "last_alarm_seen": self.last_alarm_seen}
+        return {
+            "center": self.center.tolist(),
+            "scale": self.scale.tolist(),
+            "k": self.k,
+            "h": self.h,
+            "arl0": self.arl0,
+            "streams": list(self.streams),
+            "state": self.state.tolist(),
+            "seen": self.seen,
+            "alarms": self.alarms,
+            "last_alarm_seen": self.last_alarm_seen,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CusumDetector:
-        return cls(np.asarray(data["center"]), np.asarray(data["scale"]), float(data["k"]),
-                   float(data["h"]), float(data["arl0"]), tuple(data["streams"]),
-                   np.asarray(data["state"]), int(data["seen"]), int(data["alarms"]),
-                   data.get("last_alarm_seen"))
+        return cls(
+            np.asarray(data["center"]),
+            np.asarray(data["scale"]),
+            float(data["k"]),
+            float(data["h"]),
+            float(data["arl0"]),
+            tuple(data["streams"]),
+            np.asarray(data["state"]),
+            int(data["seen"]),
+            int(data["alarms"]),
+            data.get("last_alarm_seen"),
+        )
 
 
-def _running_max(z: np.ndarray, k: float, steps: int, streams: int,
-                 rng: np.random.Generator) -> np.ndarray:
+def _running_max(
+    z: np.ndarray, k: float, steps: int, streams: int, rng: np.random.Generator
+) -> np.ndarray:
     """(streams, steps) running max over all CUSUM paths of bootstrap streams from rows `z`."""
     out = np.empty((streams, steps), dtype=np.float32)
     state = np.zeros((streams, 2 * z.shape[1]))
@@ -161,7 +185,7 @@ def _running_max(z: np.ndarray, k: float, steps: int, streams: int,
         paths = cusum_paths(inc, state)
         state = paths[:, -1, :]
         m = np.maximum.accumulate(paths.max(axis=2), axis=1)
-        out[:, s:s + n] = np.maximum(m, best[:, None])
+        out[:, s : s + n] = np.maximum(m, best[:, None])
         best = out[:, s + n - 1].astype(np.float64)
     return out
 

@@ -20,11 +20,29 @@ import numpy as np
 SHARED_SENTENCE_SHARE = 0.5  # a sentence in at least this share of the prompts is a preamble
 MAX_TOPICS = 8
 MAX_TEXTS = 2000
-TOKEN = r"(?u)\b[A-Za-z][A-Za-z0-9_\-]+\b"  # words, not numbers (order 42 and order 43 are one topic)
+TOKEN = (
+    r"(?u)\b[A-Za-z][A-Za-z0-9_\-]+\b"  # words, not numbers (order 42 and order 43 are one topic)
+)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 # function words scikit-learn's English list lacks; they name no topic
-EXTRA_STOP = frozenset({"does", "did", "doing", "want", "wants", "need", "needs", "use", "using",
-                        "help", "please", "thanks", "hi", "hello"})
+EXTRA_STOP = frozenset(
+    {
+        "does",
+        "did",
+        "doing",
+        "want",
+        "wants",
+        "need",
+        "needs",
+        "use",
+        "using",
+        "help",
+        "please",
+        "thanks",
+        "hi",
+        "hello",
+    }
+)
 
 
 def _stop_words() -> list[str]:
@@ -86,8 +104,11 @@ def _names(classes: list[list[str]], background: list[str]) -> list[str]:
         tied = [t for t in np.flatnonzero(np.isclose(scores[i], top)) if top > 0]
         position = _positions(analyze(texts[0]))
         # first in the prompt among the tied; a pair of words before a single word
-        best = min(tied, key=lambda t: (position.get(terms[t], len(position)), -len(terms[t].split())),
-                   default=None)
+        best = min(
+            tied,
+            key=lambda t: (position.get(terms[t], len(position)), -len(terms[t].split())),
+            default=None,
+        )
         names.append(_original_case(str(terms[best]), texts) if best is not None else "")
     return names
 
@@ -106,13 +127,16 @@ def _positions(ngrams: list[str]) -> dict[str, int]:
 def _original_case(term: str, texts: list[str]) -> str:
     """The term as the prompts spell it (Terraform plan, CI runner)."""
     # a stop word may sit between the pair ("CI runner" from "my CI runner", "restart the pod")
-    pattern = re.compile(r"\b" + r"\W+(?:\w+\W+)?".join(map(re.escape, term.split())) + r"\b",
-                         re.IGNORECASE)
+    pattern = re.compile(
+        r"\b" + r"\W+(?:\w+\W+)?".join(map(re.escape, term.split())) + r"\b", re.IGNORECASE
+    )
     spelled = Counter(m.group(0) for t in texts for m in [pattern.search(t)] if m)
     return spelled.most_common(1)[0][0] if spelled else term
 
 
-def name_topics(moved: Sequence[str], background: Sequence[str] = (), *, seed: int = 0) -> list[Topic]:
+def name_topics(
+    moved: Sequence[str], background: Sequence[str] = (), *, seed: int = 0
+) -> list[Topic]:
     """The topics of the `moved` prompts, largest first, named against `background` (the
     baseline's prompts). Fewer than 2 non-empty prompts: no topics."""
     texts = strip_shared([t for t in moved if t][:MAX_TEXTS])
@@ -120,8 +144,13 @@ def name_topics(moved: Sequence[str], background: Sequence[str] = (), *, seed: i
     if len(keep) < 2:
         return []
     labels = _groups(keep, seed)
-    classes = [[t for t, g in zip(keep, labels, strict=True) if g == k] for k in sorted(set(labels))]
+    classes = [
+        [t for t, g in zip(keep, labels, strict=True) if g == k] for k in sorted(set(labels))
+    ]
     names = _names(classes, strip_shared([t for t in background if t][:MAX_TEXTS]) or [""])
-    topics = [Topic(name, len(c), len(c) / len(keep), tuple(dict.fromkeys(c))[:3])
-              for name, c in zip(names, classes, strict=True) if name]
+    topics = [
+        Topic(name, len(c), len(c) / len(keep), tuple(dict.fromkeys(c))[:3])
+        for name, c in zip(names, classes, strict=True)
+        if name
+    ]
     return sorted(topics, key=lambda t: (-t.size, t.name))

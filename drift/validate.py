@@ -24,8 +24,14 @@ from drift.result import TestResult
 
 MIN_HALF = 50
 VALIDATION_LEVELS = Levels(
-    thresholds={"psi": {"*": 0.1}, "wasserstein": {"*": 0.1}, "js": {"*": 0.1},
-                "ks": {"*": 0.001}, "chi2": {"*": 0.001}, "mmd": {"*": 0.001}},
+    thresholds={
+        "psi": {"*": 0.1},
+        "wasserstein": {"*": 0.1},
+        "js": {"*": 0.1},
+        "ks": {"*": 0.001},
+        "chi2": {"*": 0.001},
+        "mmd": {"*": 0.001},
+    },
     effect_floors={"ks": {"*": 0.05}},
 )
 
@@ -40,17 +46,24 @@ class ValidationResult:
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"valid": self.valid, "reasons": self.reasons, "n_first": self.n_first,
-                "n_second": self.n_second, "notes": self.notes,
-                "results": [r.to_dict() for r in self.results]}
+        return {
+            "valid": self.valid,
+            "reasons": self.reasons,
+            "n_first": self.n_first,
+            "n_second": self.n_second,
+            "notes": self.notes,
+            "results": [r.to_dict() for r in self.results],
+        }
 
 
 def describe(r: TestResult) -> str:
     """One human line for a drifted result."""
     stat, thr, p = fmt_num(r.statistic), fmt_num(r.threshold), fmt_num(r.p_value)
     if r.test == "new_cluster":
-        return (f"new_cluster on {r.feature}: a group of {fmt_num(r.statistic, '.0%')} of the "
-                "second half lies outside every first-half cluster")
+        return (
+            f"new_cluster on {r.feature}: a group of {fmt_num(r.statistic, '.0%')} of the "
+            "second half lies outside every first-half cluster"
+        )
     if r.p_value is not None and r.test not in ("psi", "wasserstein", "js"):
         return f"{r.test} on {r.feature}: p = {p} ≤ {thr} (statistic {stat})"
     return f"{r.test} on {r.feature}: {stat} > {thr}"
@@ -65,21 +78,32 @@ def validate_baseline(
     half = fs.n // 2
     notes = []
     if pop.weighting is not None:
-        notes.append(f"weighted: {pop.weighting.n_kept} of {pop.weighting.n_rows} rows kept by "
-                     f"sample_weight (effective sample size {pop.weighting.ess:.0f})")
+        notes.append(
+            f"weighted: {pop.weighting.n_kept} of {pop.weighting.n_rows} rows kept by "
+            f"sample_weight (effective sample size {pop.weighting.ess:.0f})"
+        )
     if fs.timestamps is None or not np.isfinite(fs.timestamps).any():
         notes.append("no timestamps: halves split in record order")
     if half < MIN_HALF:
-        result = ValidationResult(False, [f"too few samples to validate: {fs.n} < {2 * MIN_HALF}"],
-                                  n_first=half, n_second=fs.n - half, notes=notes)
+        result = ValidationResult(
+            False,
+            [f"too few samples to validate: {fs.n} < {2 * MIN_HALF}"],
+            n_first=half,
+            n_second=fs.n - half,
+            notes=notes,
+        )
     else:
         first, second = fs.take(np.arange(half)), fs.take(np.arange(half, fs.n))
         rng = np.random.default_rng([baseline.seed, 2])
-        frozen = freeze(first, rng, cluster=any(len(b.vectors) >= MIN_CLUSTER_POINTS
-                                                for b in first.embeddings.values()))
+        frozen = freeze(
+            first,
+            rng,
+            cluster=any(len(b.vectors) >= MIN_CLUSTER_POINTS for b in first.embeddings.values()),
+        )
         opt = options or BatteryOptions(eval_window_days=float("inf"))
-        results = run_battery(first, second, frozen=frozen, levels=levels or VALIDATION_LEVELS,
-                              rng=rng, options=opt)
+        results = run_battery(
+            first, second, frozen=frozen, levels=levels or VALIDATION_LEVELS, rng=rng, options=opt
+        )
         results = [r.with_context(segment="*") for r in results]
         reasons = [describe(r) for r in results if r.drifted]
         result = ValidationResult(not reasons, reasons, results, half, fs.n - half, notes)

@@ -134,8 +134,12 @@ def population_sample(fs: FeatureSet, rng: np.random.Generator) -> Population:
         return Population(fs)
     weights = capped_weights(fs.weights)
     rows = thinning_rows(weights, rng)
-    info = Weighting(n_rows=fs.n, ess=effective_sample_size(weights), n_kept=int(rows.size),
-                     n_capped=int(np.count_nonzero(weights < fs.weights)))
+    info = Weighting(
+        n_rows=fs.n,
+        ess=effective_sample_size(weights),
+        n_kept=int(rows.size),
+        n_capped=int(np.count_nonzero(weights < fs.weights)),
+    )
     return Population(fs.take(rows), info, rows)
 
 
@@ -153,8 +157,9 @@ def weighting_detail(reference: Population, current: Population) -> dict[str, An
     return out
 
 
-def block_rows_to_original(orig: FeatureSet, pop: Population, name: str,
-                           idx: list[int]) -> list[int]:
+def block_rows_to_original(
+    orig: FeatureSet, pop: Population, name: str, idx: list[int]
+) -> list[int]:
     """Map indices into the thinned set's `name` embedding block back to the original block."""
     if pop.rows is None:
         return list(idx)

@@ -51,7 +51,9 @@ class IncrementalDetokenizer:
         if self._byte_level:
             delta = self._utf8.decode(b"", final=True)
         else:
-            full = self.tokenizer.decode(self.token_ids[self._prefix_offset :], self.skip_special_tokens)
+            full = self.tokenizer.decode(
+                self.token_ids[self._prefix_offset :], self.skip_special_tokens
+            )
             done = self.tokenizer.decode(
                 self.token_ids[self._prefix_offset : self._read_offset], self.skip_special_tokens
             )

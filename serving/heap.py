@@ -25,6 +25,9 @@ def freeze_startup_heap() -> int:
     gc.collect()
     gc.freeze()
     frozen = gc.get_freeze_count()
-    log.info("froze %d start-up objects out of garbage collection (%.0f ms)", frozen,
-             1e3 * (time.perf_counter() - started))
+    log.info(
+        "froze %d start-up objects out of garbage collection (%.0f ms)",
+        frozen,
+        1e3 * (time.perf_counter() - started),
+    )
     return frozen

@@ -27,7 +27,9 @@ class SamplingParams:
     stop: list[str] = field(default_factory=list)
     stop_token_ids: list[int] = field(default_factory=list)
     ignore_eos: bool = False
-    logprobs: int | None = None  # None: off; k >= 0: the sampled token's logprob plus top-k alternatives
+    logprobs: int | None = (
+        None  # None: off; k >= 0: the sampled token's logprob plus top-k alternatives
+    )
     # None: off; k >= 0: each prompt token's logprob given the tokens before it, plus top-k
     # (the prompt is then computed in full: its prefix-cache hits carry no logits)
     prompt_logprobs: int | None = None
@@ -41,12 +43,31 @@ class SamplingParams:
             ("top_p", 0.0 < self.top_p <= 1.0, "top_p must be in (0, 1]"),
             ("top_k", self.top_k == -1 or self.top_k >= 1, "top_k must be -1 (off) or >= 1"),
             ("min_p", 0.0 <= self.min_p <= 1.0, "min_p must be in [0, 1]"),
-            ("frequency_penalty", -2.0 <= self.frequency_penalty <= 2.0, "frequency_penalty must be in [-2, 2]"),
-            ("presence_penalty", -2.0 <= self.presence_penalty <= 2.0, "presence_penalty must be in [-2, 2]"),
-            ("logprobs", self.logprobs is None or 0 <= self.logprobs <= 20, "logprobs must be in [0, 20]"),
-            ("prompt_logprobs", self.prompt_logprobs is None or 0 <= self.prompt_logprobs <= 20,
-             "prompt_logprobs must be in [0, 20]"),
-            ("stop", len(self.stop) <= 16 and all(self.stop), "stop takes at most 16 non-empty strings"),
+            (
+                "frequency_penalty",
+                -2.0 <= self.frequency_penalty <= 2.0,
+                "frequency_penalty must be in [-2, 2]",
+            ),
+            (
+                "presence_penalty",
+                -2.0 <= self.presence_penalty <= 2.0,
+                "presence_penalty must be in [-2, 2]",
+            ),
+            (
+                "logprobs",
+                self.logprobs is None or 0 <= self.logprobs <= 20,
+                "logprobs must be in [0, 20]",
+            ),
+            (
+                "prompt_logprobs",
+                self.prompt_logprobs is None or 0 <= self.prompt_logprobs <= 20,
+                "prompt_logprobs must be in [0, 20]",
+            ),
+            (
+                "stop",
+                len(self.stop) <= 16 and all(self.stop),
+                "stop takes at most 16 non-empty strings",
+            ),
         ]
         for param, ok, message in checks:
             if not ok:

@@ -78,7 +78,7 @@ def held_suffix_len(text: str, stops: Sequence[str]) -> int:
     longest = 0
     for stop in stops:
         if len(stop) > 1:
-            longest = max(longest, _PrefixTracker(stop).feed(text[-(len(stop) - 1):]))
+            longest = max(longest, _PrefixTracker(stop).feed(text[-(len(stop) - 1) :]))
     return longest
 
 

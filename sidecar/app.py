@@ -64,18 +64,26 @@ def create_app(
     pages = PageAuth(settings, keyring, throttle, session_factory)
     ingest_path = IngestPath.from_settings(settings, session_factory)
     # the key is checked before the body is read, and every body is bounded while it streams
-    app.add_middleware(RequestGuard, keyring=keyring, protected=("/v1/",),
-                       max_bytes=body_limit((INGEST_PATH, TRACES_PATH), settings.ingest_max_bytes),
-                       body_timeout_s=settings.body_timeout_s, throttle=throttle,
-                       trusted_proxies=tuple(settings.trusted_proxies))
+    app.add_middleware(
+        RequestGuard,
+        keyring=keyring,
+        protected=("/v1/",),
+        max_bytes=body_limit((INGEST_PATH, TRACES_PATH), settings.ingest_max_bytes),
+        body_timeout_s=settings.body_timeout_s,
+        throttle=throttle,
+        trusted_proxies=tuple(settings.trusted_proxies),
+    )
     app.add_middleware(SameOriginActions, public_url=settings.public_url)  # before the key check
     app.add_middleware(SecurityHeaders)
 
     # pydantic stops at the first sample past the limit: a huge batch is not validated whole
     bounded_body = create_model(
-        "IngestBody", __base__=IngestBody,
-        samples=(IngestBody.model_fields["samples"].annotation,
-                 Field(min_length=1, max_length=settings.ingest_max_samples)),
+        "IngestBody",
+        __base__=IngestBody,
+        samples=(
+            IngestBody.model_fields["samples"].annotation,
+            Field(min_length=1, max_length=settings.ingest_max_samples),
+        ),
     )
 
     @app.exception_handler(RequestValidationError)
@@ -83,10 +91,16 @@ def create_app(
         if any(e["loc"] and e["loc"][0] == "path" for e in exc.errors()):
             # an id no row can have (past the column's range, or not a number) names nothing
             return JSONResponse(status_code=404, content={"detail": "not found"})
-        if any(e["type"] == "too_long" and tuple(e["loc"]) == ("body", "samples") for e in exc.errors()):
-            return JSONResponse(status_code=413, content={
-                "detail": f"too many samples in one request; the limit is {settings.ingest_max_samples} "
-                          "(VIGIL_INGEST_MAX_SAMPLES): split the batch"})
+        if any(
+            e["type"] == "too_long" and tuple(e["loc"]) == ("body", "samples") for e in exc.errors()
+        ):
+            return JSONResponse(
+                status_code=413,
+                content={
+                    "detail": f"too many samples in one request; the limit is {settings.ingest_max_samples} "
+                    "(VIGIL_INGEST_MAX_SAMPLES): split the batch"
+                },
+            )
         errors = [
             {"path": _field_path(tuple(e["loc"])), "message": e["msg"], "type": e["type"]}
             for e in exc.errors()
@@ -100,7 +114,9 @@ def create_app(
     @app.exception_handler(DataError)
     async def _out_of_range(request: Request, exc: DataError) -> JSONResponse:
         # a value the database cannot hold (an id past INTEGER on PostgreSQL): the client's fault
-        return JSONResponse(status_code=422, content={"detail": "a value in the request is out of range"})
+        return JSONResponse(
+            status_code=422, content={"detail": "a value in the request is out of range"}
+        )
 
     @app.exception_handler(OperationalError)
     async def _database_down(request: Request, exc: OperationalError) -> JSONResponse:
@@ -138,8 +154,12 @@ def create_app(
         INGEST_PATH,
         response_model=IngestResult,
         dependencies=[Depends(require_api_key)],
-        responses={401: {"description": "missing or invalid API key"}, 403: {"description": "a tenant the key may not write"},
-                   413: {"description": "too large"}, 429: {"description": "ingest quota reached"}},
+        responses={
+            401: {"description": "missing or invalid API key"},
+            403: {"description": "a tenant the key may not write"},
+            413: {"description": "too large"},
+            429: {"description": "ingest quota reached"},
+        },
     )
     @_body_type(bounded_body)
     def ingest(body: IngestBody, principal: Principal = Depends(require_api_key)) -> IngestResult:
@@ -154,7 +174,9 @@ def create_app(
     from dashboards.pages import build_router
 
     app.include_router(pages.router())
-    app.include_router(build_router(settings, session_factory), dependencies=[Depends(pages.require_viewer)])
+    app.include_router(
+        build_router(settings, session_factory), dependencies=[Depends(pages.require_viewer)]
+    )
 
     from dashboards.routes import build_dashboard_router
     from sidecar.metrics import build_registry, metrics_router
@@ -163,9 +185,14 @@ def create_app(
     from sidecar.canary.metrics import CanaryCollector
 
     app.state.metrics_registry.register(CanaryCollector(session_factory))
-    app.include_router(metrics_router(app.state.metrics_registry), dependencies=[Depends(pages.require_viewer)])
+    app.include_router(
+        metrics_router(app.state.metrics_registry), dependencies=[Depends(pages.require_viewer)]
+    )
     from sidecar.baseline_ops import baseline_ops
 
-    app.include_router(build_dashboard_router(settings, session_factory, pages.require_viewer,
-                                              baseline_ops(settings, session_factory)))
+    app.include_router(
+        build_dashboard_router(
+            settings, session_factory, pages.require_viewer, baseline_ops(settings, session_factory)
+        )
+    )
     return app

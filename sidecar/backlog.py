@@ -19,9 +19,17 @@ log = logging.getLogger("vigil.sidecar.backlog")
 RULE = "monitor_backlog"
 
 
-def report_backlog(session: Session, settings: Settings, job: str, oldest: datetime | None,
-                   interval_s: float, now: datetime, *, waiting: int | None = None,
-                   rate: float | None = None) -> bool:
+def report_backlog(
+    session: Session,
+    settings: Settings,
+    job: str,
+    oldest: datetime | None,
+    interval_s: float,
+    now: datetime,
+    *,
+    waiting: int | None = None,
+    rate: float | None = None,
+) -> bool:
     """Raise or resolve the job's backlog alert; True when healthy. `waiting` (items still to
     handle) and `rate` (items per second the job just managed) give the time to catch up.
     The caller commits."""
@@ -30,7 +38,9 @@ def report_backlog(session: Session, settings: Settings, job: str, oldest: datet
     healthy = age is None or age <= limit
     catch_up_s = waiting / rate if waiting and rate else None
     if not healthy:
-        log.warning("%s backlog: the oldest waiting sample arrived %s ago (limit %s)", job, age, limit)
+        log.warning(
+            "%s backlog: the oldest waiting sample arrived %s ago (limit %s)", job, age, limit
+        )
     raise_condition(
         session, RULE, f"job={job}", healthy=healthy, now=now, settings=settings,
         summary=None if healthy else backlog_summary(job, age.total_seconds(), limit.total_seconds(), catch_up_s),
@@ -44,14 +54,21 @@ def report_backlog(session: Session, settings: Settings, job: str, oldest: datet
 
 def backlog_summary(job: str, age_s: float, limit_s: float, catch_up_s: float | None) -> str:
     """The alert's sentence: how many minutes behind, and (when known) how long to catch up."""
-    what = {"embed": "the oldest sample a drift window reads without a vector",
-            "evaluate": "the oldest sample still to score"}.get(job, "the oldest waiting sample")
-    text = (f"the {job} job is {_minutes(age_s)} behind: {what} arrived {_minutes(age_s)} ago "
-            f"(limit {_minutes(limit_s)})")
+    what = {
+        "embed": "the oldest sample a drift window reads without a vector",
+        "evaluate": "the oldest sample still to score",
+    }.get(job, "the oldest waiting sample")
+    text = (
+        f"the {job} job is {_minutes(age_s)} behind: {what} arrived {_minutes(age_s)} ago "
+        f"(limit {_minutes(limit_s)})"
+    )
     if catch_up_s is not None:
         text += f"; at its last run's pace it needs about {_minutes(catch_up_s)} more to catch up"
-    consequence = ("drift windows run on the rows embedded so far" if job == "embed"
-                   else "the eval trend runs on fewer scores")
+    consequence = (
+        "drift windows run on the rows embedded so far"
+        if job == "embed"
+        else "the eval trend runs on fewer scores"
+    )
     return f"{text}; {consequence}"
 
 

@@ -19,7 +19,9 @@ def baseline_ops(settings: Settings, session_factory: sessionmaker[Session]) -> 
     )
 
     def build(start: datetime, end: datetime, now: datetime) -> int:
-        return build_baseline_from_window(settings, session_factory, start, end, now=now).baseline_id
+        return build_baseline_from_window(
+            settings, session_factory, start, end, now=now
+        ).baseline_id
 
     def validate(baseline_id: int, now: datetime) -> tuple[bool, list[str]]:
         result = validate_stored_baseline(settings, session_factory, baseline_id, now=now)

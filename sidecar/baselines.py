@@ -72,9 +72,14 @@ def build_baseline_from_window(
             break
     model = model_name(settings)
     with session_factory() as session:
-        records = fetch_window(session, start, end, embedding_model=model,
-                               max_rows=settings.drift_max_window_rows,
-                               min_per_segment=settings.drift_min_rows_per_segment)
+        records = fetch_window(
+            session,
+            start,
+            end,
+            embedding_model=model,
+            max_rows=settings.drift_max_window_rows,
+            min_per_segment=settings.drift_min_rows_per_segment,
+        )
         if len(records) < MIN_SAMPLES:
             raise BaselineError(
                 f"only {len(records)} samples between {start:%Y-%m-%d %H:%M} and {end:%Y-%m-%d %H:%M} "
@@ -131,7 +136,9 @@ def validate_stored_baseline(
         if row is None:
             raise BaselineError(f"no baseline with id {baseline_id}")
         if row.status != "candidate":
-            raise BaselineError(f"baseline {baseline_id} is {row.status}; only a candidate is validated")
+            raise BaselineError(
+                f"baseline {baseline_id} is {row.status}; only a candidate is validated"
+            )
         baseline = load_baseline(session, baseline_id)
         result = validate_baseline(baseline)
         size = window_size_for(settings, row.num_samples, row.window_start, row.window_end)
@@ -144,8 +151,13 @@ def validate_stored_baseline(
         return ValidateResult(baseline_id, result.valid, list(result.reasons), size)
 
 
-def activate_baseline(session_factory: sessionmaker[Session], baseline_id: int, *, now: datetime,
-                      settings: Settings | None = None) -> None:
+def activate_baseline(
+    session_factory: sessionmaker[Session],
+    baseline_id: int,
+    *,
+    now: datetime,
+    settings: Settings | None = None,
+) -> None:
     """validated -> active; the previously active baseline becomes retired (one transaction).
     With `settings`, the monitor's baseline alerts resolve in that same transaction: drift is
     measured again from this moment, not from the next hourly window."""

@@ -36,8 +36,13 @@ class EmbedConfig:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> EmbedConfig:
-        return cls(settings.embedding_model_path, settings.embed_device, settings.embed_dtype,
-                   settings.embed_threads or settings.torch_threads, settings.embed_batch_tokens)
+        return cls(
+            settings.embedding_model_path,
+            settings.embed_device,
+            settings.embed_dtype,
+            settings.embed_threads or settings.torch_threads,
+            settings.embed_batch_tokens,
+        )
 
 
 def _cuda_available() -> bool:
@@ -47,7 +52,7 @@ def _cuda_available() -> bool:
 
 
 def resolve_device(setting: str, cuda_available: Callable[[], bool] = _cuda_available) -> str:
-    """"cpu" or "cuda": `auto` takes CUDA when a device is visible; `cuda` without one is an
+    """ "cpu" or "cuda": `auto` takes CUDA when a device is visible; `cuda` without one is an
     error (a sidecar told to use the GPU should not crawl along on the CPU unnoticed)."""
     if setting == "cpu":
         return "cpu"
@@ -55,8 +60,10 @@ def resolve_device(setting: str, cuda_available: Callable[[], bool] = _cuda_avai
         return "cuda" if cuda_available() else "cpu"
     if setting == "cuda":
         if not cuda_available():
-            raise EmbedDeviceError("VIGIL_EMBED_DEVICE=cuda, but no CUDA device is visible "
-                                   "(a CPU torch build, or CUDA_VISIBLE_DEVICES empty); use auto or cpu")
+            raise EmbedDeviceError(
+                "VIGIL_EMBED_DEVICE=cuda, but no CUDA device is visible "
+                "(a CPU torch build, or CUDA_VISIBLE_DEVICES empty); use auto or cpu"
+            )
         return "cuda"
     raise EmbedDeviceError(f"VIGIL_EMBED_DEVICE must be auto, cpu or cuda, not {setting!r}")
 
@@ -69,7 +76,9 @@ def resolve_dtype(setting: str, device: str) -> str:
         return "fp32"
     if setting in HALF:
         if device != "cuda":
-            raise EmbedDeviceError(f"VIGIL_EMBED_DTYPE={setting} needs CUDA; the embedder runs on {device}")
+            raise EmbedDeviceError(
+                f"VIGIL_EMBED_DTYPE={setting} needs CUDA; the embedder runs on {device}"
+            )
         return setting
     raise EmbedDeviceError(f"VIGIL_EMBED_DTYPE must be auto, fp32, fp16 or bf16, not {setting!r}")
 
@@ -82,7 +91,9 @@ def token_batches(lengths: list[int], max_tokens: int, max_rows: int) -> list[li
     batches: list[list[int]] = []
     current: list[int] = []
     for i in order:  # ascending: the newest text is the batch's longest
-        if current and ((len(current) + 1) * max(lengths[i], 1) > max_tokens or len(current) >= max_rows):
+        if current and (
+            (len(current) + 1) * max(lengths[i], 1) > max_tokens or len(current) >= max_rows
+        ):
             batches.append(current)
             current = []
         current.append(i)

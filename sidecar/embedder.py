@@ -32,7 +32,9 @@ def default_model_path() -> str:
 
 
 @lru_cache(maxsize=4)
-def load_model(path: str | None = None, device: str = "cpu", dtype: str = "fp32", threads: int | None = None):
+def load_model(
+    path: str | None = None, device: str = "cpu", dtype: str = "fp32", threads: int | None = None
+):
     """The SentenceTransformer on `device` in `dtype` (resolved names), loaded once per setting."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -61,13 +63,18 @@ class Embedder:
 
     @property
     def dim(self) -> int:
-        get = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        get = (
+            getattr(self.model, "get_embedding_dimension", None)
+            or self.model.get_sentence_embedding_dimension
+        )
         return int(get())
 
     def token_lengths(self, texts: list[str]) -> list[int]:
         """Word pieces per text as the model will read it (truncated at its max length)."""
         limit = int(self.model.max_seq_length)
-        ids = self.model.tokenizer(texts, add_special_tokens=True, truncation=True, max_length=limit)["input_ids"]
+        ids = self.model.tokenizer(
+            texts, add_special_tokens=True, truncation=True, max_length=limit
+        )["input_ids"]
         return [len(x) for x in ids]
 
     def encode(self, texts: list[str]) -> np.ndarray:

@@ -24,13 +24,21 @@ class EngineRefused(ValueError):
 
 
 class EngineAPI:
-    def __init__(self, engine_url: str, *, reason: str, api_key: str | None, timeout_s: float,
-                 transport: httpx.BaseTransport | None = None) -> None:
+    def __init__(
+        self,
+        engine_url: str,
+        *,
+        reason: str,
+        api_key: str | None,
+        timeout_s: float,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
         headers = {INTERNAL_HEADER: reason}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
-        self.http = httpx.Client(base_url=engine_url.rstrip("/"), headers=headers,
-                                 timeout=timeout_s, transport=transport)
+        self.http = httpx.Client(
+            base_url=engine_url.rstrip("/"), headers=headers, timeout=timeout_s, transport=transport
+        )
 
     def close(self) -> None:
         self.http.close()
@@ -50,7 +58,9 @@ class EngineAPI:
         except (ValueError, KeyError, IndexError, TypeError) as exc:
             raise EngineRefused(f"malformed answer from the engine ({exc!r})") from None
         if not isinstance(choice, dict):
-            raise EngineRefused(f"malformed answer from the engine (choice is {type(choice).__name__})")
+            raise EngineRefused(
+                f"malformed answer from the engine (choice is {type(choice).__name__})"
+            )
         return choice
 
     def model_card(self) -> dict[str, Any]:

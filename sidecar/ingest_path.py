@@ -25,9 +25,15 @@ class IngestPath:
     quota: IngestQuota
 
     @classmethod
-    def from_settings(cls, settings: Settings, session_factory: sessionmaker[Session]) -> IngestPath:
-        return cls(settings, session_factory, IngestPolicy.from_settings(settings),
-                   IngestQuota(settings.ingest_rows_per_minute))
+    def from_settings(
+        cls, settings: Settings, session_factory: sessionmaker[Session]
+    ) -> IngestPath:
+        return cls(
+            settings,
+            session_factory,
+            IngestPolicy.from_settings(settings),
+            IngestQuota(settings.ingest_rows_per_minute),
+        )
 
     def store(self, samples: list[SampleRecord], principal: Principal) -> IngestResult:
         """Check, meter and store `samples` for `principal`; HTTPException (403/413/422/429) on
@@ -46,14 +52,20 @@ class IngestPath:
         if not principal.may_label_others:  # operator and admin imports are not metered
             wait = self.quota.take(principal.tenant or f"key:{principal.key_id}", len(samples))
             if wait:
-                raise HTTPException(429, (
-                    f"ingest quota of {settings.ingest_rows_per_minute} rows per minute "
-                    f"(VIGIL_INGEST_ROWS_PER_MINUTE) reached for "
-                    f"{'tenant ' + repr(principal.tenant) if principal.tenant else 'this key'}; "
-                    f"nothing was stored, retry in {retry_after_seconds(wait)} s"),
-                    headers={"Retry-After": retry_after_seconds(wait)})
+                raise HTTPException(
+                    429,
+                    (
+                        f"ingest quota of {settings.ingest_rows_per_minute} rows per minute "
+                        f"(VIGIL_INGEST_ROWS_PER_MINUTE) reached for "
+                        f"{'tenant ' + repr(principal.tenant) if principal.tenant else 'this key'}; "
+                        f"nothing was stored, retry in {retry_after_seconds(wait)} s"
+                    ),
+                    headers={"Retry-After": retry_after_seconds(wait)},
+                )
         with self.session_factory() as session:
-            result = ingest_records(session, samples, now=now, max_future_skew_s=settings.max_future_skew_s)
+            result = ingest_records(
+                session, samples, now=now, max_future_skew_s=settings.max_future_skew_s
+            )
             session.commit()
         result.weights_clipped = clipped
         return result

@@ -37,8 +37,12 @@ class IngestPolicy:
     def from_settings(cls, settings) -> IngestPolicy:
         reference = 1.0 / settings.sample_rate if settings.sample_rate > 0 else 1.0
         spread = settings.ingest_weight_spread
-        return cls(weight_low=reference / spread, weight_high=min(reference * spread, MAX_SAMPLE_WEIGHT),
-                   max_past_skew_s=settings.max_past_skew_s, scales=EvalScales.from_settings(settings))
+        return cls(
+            weight_low=reference / spread,
+            weight_high=min(reference * spread, MAX_SAMPLE_WEIGHT),
+            max_past_skew_s=settings.max_past_skew_s,
+            scales=EvalScales.from_settings(settings),
+        )
 
     def apply(self, samples: list[SampleRecord], principal: Principal, now: datetime) -> int:
         """Check and bound `samples` in place for `principal`; raise HTTPException (403/422) on
@@ -51,15 +55,23 @@ class IngestPolicy:
             for name, score in sample.eval_scores.items():
                 problem = self.scales.problem(name, score)
                 if problem:
-                    field = "eval_score" if name == "default" and sample.eval_score is not None else f"eval_{name}"
+                    field = (
+                        "eval_score"
+                        if name == "default" and sample.eval_score is not None
+                        else f"eval_{name}"
+                    )
                     raise HTTPException(422, f"samples[{index}].{field}: {problem}")
             if trusted:
                 continue
             if sample.timestamp is not None and sample.timestamp < oldest:
-                raise HTTPException(422, (
-                    f"samples[{index}].timestamp: {sample.timestamp.isoformat()} is more than "
-                    f"{self.max_past_skew_s:g} s in the past (VIGIL_MAX_PAST_SKEW_S); only operator "
-                    "and admin keys may backfill older samples"))
+                raise HTTPException(
+                    422,
+                    (
+                        f"samples[{index}].timestamp: {sample.timestamp.isoformat()} is more than "
+                        f"{self.max_past_skew_s:g} s in the past (VIGIL_MAX_PAST_SKEW_S); only operator "
+                        "and admin keys may backfill older samples"
+                    ),
+                )
             bounded = min(max(sample.sample_weight, self.weight_low), self.weight_high)
             if bounded != sample.sample_weight:
                 sample.sample_weight = bounded
@@ -69,15 +81,23 @@ class IngestPolicy:
     @staticmethod
     def _check_tenants(samples: list[SampleRecord], principal: Principal) -> None:
         if principal.tenant is not None:  # a tenant-bound key writes its own tenant only
-            foreign = sorted({str(s.tenant) for s in samples if s.tenant not in (None, principal.tenant)})
+            foreign = sorted(
+                {str(s.tenant) for s in samples if s.tenant not in (None, principal.tenant)}
+            )
             if foreign:
-                raise HTTPException(403, f"this key may only write tenant {principal.tenant!r}; "
-                                         f"the batch names {foreign[:3]}")
+                raise HTTPException(
+                    403,
+                    f"this key may only write tenant {principal.tenant!r}; "
+                    f"the batch names {foreign[:3]}",
+                )
             for sample in samples:
                 sample.tenant = principal.tenant
         elif not principal.may_label_others:
             named = sorted({str(s.tenant) for s in samples if s.tenant is not None})
             if named:
-                raise HTTPException(403, f"the batch names tenants {named[:3]}: only operator and admin keys "
-                                         "(VIGIL_OPERATOR_KEYS, VIGIL_ADMIN_KEYS) may file samples under a "
-                                         "tenant; a tenant's own key writes its tenant")
+                raise HTTPException(
+                    403,
+                    f"the batch names tenants {named[:3]}: only operator and admin keys "
+                    "(VIGIL_OPERATOR_KEYS, VIGIL_ADMIN_KEYS) may file samples under a "
+                    "tenant; a tenant's own key writes its tenant",
+                )

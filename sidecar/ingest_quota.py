@@ -20,8 +20,13 @@ MAX_TENANTS = 10_000
 
 
 class IngestQuota:
-    def __init__(self, rows_per_minute: int, window_s: float = WINDOW_S, max_tenants: int = MAX_TENANTS,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        rows_per_minute: int,
+        window_s: float = WINDOW_S,
+        max_tenants: int = MAX_TENANTS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.limit = rows_per_minute
         self.window_s = window_s
         self.max_tenants = max_tenants

@@ -62,9 +62,7 @@ def try_acquire(
     expires = now + timedelta(seconds=lease_s)
     stmt = (
         update(JobLock)
-        .where(
-            and_(JobLock.name == name, or_(JobLock.holder == holder, JobLock.expires_at < now))
-        )
+        .where(and_(JobLock.name == name, or_(JobLock.holder == holder, JobLock.expires_at < now)))
         .values(holder=holder, expires_at=expires)
     )
     if session.execute(stmt).rowcount == 1:
@@ -85,7 +83,11 @@ def holds_lease(session: Session, name: str, holder: str) -> bool:
     it also row-locks the lease until this transaction ends, so no one can take it meanwhile."""
     stmt = (
         update(JobLock)
-        .where(and_(JobLock.name == name, JobLock.holder == holder, JobLock.expires_at > db_now(session)))
+        .where(
+            and_(
+                JobLock.name == name, JobLock.holder == holder, JobLock.expires_at > db_now(session)
+            )
+        )
         .values(holder=holder)
     )
     return session.execute(stmt).rowcount == 1
@@ -172,7 +174,9 @@ class LeaderElector:
             with self.session_factory() as session:
                 won = try_acquire(session, self.name, self.holder, self.lease_s)
         except Exception as exc:  # the database is down or odd: never kill the election thread
-            log.warning("leader lease check failed (%s: %s); standing by", exc.__class__.__name__, exc)
+            log.warning(
+                "leader lease check failed (%s: %s); standing by", exc.__class__.__name__, exc
+            )
             won = False
         if won:
             self._last_renewed = asked_at

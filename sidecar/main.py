@@ -77,15 +77,20 @@ class Sidecar:
 
         evidently_part.preload()
         register_runtime(
-            Runtime(self.settings, self.session_factory, self.holder, lambda: self.elector.is_leader)
+            Runtime(
+                self.settings, self.session_factory, self.holder, lambda: self.elector.is_leader
+            )
         )
         self.scheduler.start(paused=True)
         self.started_at = datetime.now(UTC)
         self.elector.start()
         self.watchdog = Watchdog(  # leader lost / jobs stalled -> monitoring alerts
-            self.settings, self.session_factory, is_leader=lambda: self.elector.is_leader,
+            self.settings,
+            self.session_factory,
+            is_leader=lambda: self.elector.is_leader,
             lost_at=lambda: self.elector.lost_at,
-            scheduled=lambda: scheduled_jobs(self.scheduler, self.settings)).start()
+            scheduled=lambda: scheduled_jobs(self.scheduler, self.settings),
+        ).start()
         log.info("sidecar %s started; waiting for the scheduler lease", self.holder)
 
     def stop(self) -> None:
@@ -134,8 +139,13 @@ def server_config(settings: Settings, app: FastAPI):
     """uvicorn's config for the sidecar: its address, the header deadline and connection cap."""
     import uvicorn
 
-    return uvicorn.Config(app, host=settings.sidecar_host, port=settings.sidecar_port, log_level="info",
-                          http=protocol_for(settings, sidecar=True))
+    return uvicorn.Config(
+        app,
+        host=settings.sidecar_host,
+        port=settings.sidecar_port,
+        log_level="info",
+        http=protocol_for(settings, sidecar=True),
+    )
 
 
 def sidecar_command(args) -> int:

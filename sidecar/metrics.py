@@ -58,7 +58,11 @@ def _direction(test: str) -> str:
 def _minutes_behind(value: str | None, now: datetime) -> float:
     """Minutes since the oldest read row still without vectors arrived (0: none waiting)."""
     oldest = json.loads(value).get("oldest") if value else None
-    return 0.0 if oldest is None else max((now - datetime.fromisoformat(oldest)).total_seconds() / 60, 0.0)
+    return (
+        0.0
+        if oldest is None
+        else max((now - datetime.fromisoformat(oldest)).total_seconds() / 60, 0.0)
+    )
 
 
 def _eval_cursor_time(value: str | None) -> datetime | None:
@@ -98,7 +102,11 @@ class SidecarCollector(Collector):
         now = datetime.now(UTC)
         with self.session_factory() as session:
             latest = latest_done_run(session)
-            results = results_for_runs(session, [latest.run_id], limit=MAX_EXPORTED_RESULTS) if latest else []
+            results = (
+                results_for_runs(session, [latest.run_id], limit=MAX_EXPORTED_RESULTS)
+                if latest
+                else []
+            )
             alerts = open_alert_counts(session)
             outbox = delivery_counts(session)
             runs = drift_run_counts(session, now - timedelta(hours=24))
@@ -107,13 +115,20 @@ class SidecarCollector(Collector):
             evaluate = arrived_after(session, _eval_cursor_time(get_cursor(session, "evaluate")))
             behind = _minutes_behind(get_cursor(session, "embed_backlog"), now)
         labels = ["test", "feature", "segment"]
-        statistic = GaugeMetricFamily("vigil_drift_statistic", "Drift test statistic in the latest run.", labels=labels)
-        p_value = GaugeMetricFamily("vigil_drift_p_value", "Drift test p-value in the latest run.", labels=labels)
+        statistic = GaugeMetricFamily(
+            "vigil_drift_statistic", "Drift test statistic in the latest run.", labels=labels
+        )
+        p_value = GaugeMetricFamily(
+            "vigil_drift_p_value", "Drift test p-value in the latest run.", labels=labels
+        )
         threshold = GaugeMetricFamily(
             "vigil_drift_threshold",
             "Calibrated threshold; direction=statistic: drift above it, direction=p_value: drift at or below it.",
-            labels=labels + ["direction"])
-        detected = GaugeMetricFamily("vigil_drift_detected", "1 when the latest run found drift.", labels=labels)
+            labels=labels + ["direction"],
+        )
+        detected = GaugeMetricFamily(
+            "vigil_drift_detected", "1 when the latest run found drift.", labels=labels
+        )
         for r in results:
             key = [r.test, r.feature, r.segment]
             if r.statistic is not None:
@@ -123,49 +138,91 @@ class SidecarCollector(Collector):
             if r.threshold is not None:
                 threshold.add_metric(key + [_direction(r.test)], float(r.threshold))
             detected.add_metric(key, 1.0 if r.drifted else 0.0)
-        last_end = GaugeMetricFamily("vigil_drift_last_window_end_timestamp_seconds",
-                                     "End of the latest finished drift window (unix seconds).")
-        last_n = GaugeMetricFamily("vigil_drift_last_window_samples", "Samples in the latest finished window.")
+        last_end = GaugeMetricFamily(
+            "vigil_drift_last_window_end_timestamp_seconds",
+            "End of the latest finished drift window (unix seconds).",
+        )
+        last_n = GaugeMetricFamily(
+            "vigil_drift_last_window_samples", "Samples in the latest finished window."
+        )
         if latest is not None:
             last_end.add_metric([], latest.window_end.timestamp())
             last_n.add_metric([], float(latest.num_samples))
-        run_counts = GaugeMetricFamily("vigil_drift_runs_24h", "Drift runs started in the last 24 h, by status.",
-                                       labels=["status"])
+        run_counts = GaugeMetricFamily(
+            "vigil_drift_runs_24h",
+            "Drift runs started in the last 24 h, by status.",
+            labels=["status"],
+        )
         for status in ("running", "done", "failed"):
             run_counts.add_metric([status], float(runs.get(status, 0)))
-        score = GaugeMetricFamily("vigil_eval_score", "Mean eval score over the last 24 h.", labels=["evaluator"])
-        scored = GaugeMetricFamily("vigil_eval_scores_24h", "Eval scores written in the last 24 h.",
-                                   labels=["evaluator"])
+        score = GaugeMetricFamily(
+            "vigil_eval_score", "Mean eval score over the last 24 h.", labels=["evaluator"]
+        )
+        scored = GaugeMetricFamily(
+            "vigil_eval_scores_24h", "Eval scores written in the last 24 h.", labels=["evaluator"]
+        )
         for name, (mean, n) in sorted(means.items()):
             score.add_metric([name], mean)
             scored.add_metric([name], float(n))
-        open_alerts = GaugeMetricFamily("vigil_alerts_open", "Open alerts.", labels=["severity", "kind"])
+        open_alerts = GaugeMetricFamily(
+            "vigil_alerts_open", "Open alerts.", labels=["severity", "kind"]
+        )
         for (severity, kind), n in sorted(alerts.items()):
             open_alerts.add_metric([severity, kind], float(n))
-        deliveries = GaugeMetricFamily("vigil_deliveries", "Webhook outbox rows by status (pending, delivered, dead).",
-                                       labels=["status"])
+        deliveries = GaugeMetricFamily(
+            "vigil_deliveries",
+            "Webhook outbox rows by status (pending, delivered, dead).",
+            labels=["status"],
+        )
         by_status = {status: 0 for status in DELIVERY_STATUSES}
         for (status, _fmt), n in outbox.items():
             by_status[status] = by_status.get(status, 0) + n
         for status, n in sorted(by_status.items()):  # zeros too: rules compare, not test presence
             deliveries.add_metric([status], float(n))
-        backlog = GaugeMetricFamily("vigil_backlog_samples", "Samples waiting for a job (capped).", labels=["job"])
+        backlog = GaugeMetricFamily(
+            "vigil_backlog_samples", "Samples waiting for a job (capped).", labels=["job"]
+        )
         backlog.add_metric(["embed"], float(embed))
         backlog.add_metric(["evaluate"], float(evaluate))
-        minutes = GaugeMetricFamily("vigil_backlog_minutes", "How long the oldest row a drift window "
-                                    "reads has waited for its vectors, at the embed job's last run.",
-                                    labels=["job"])
+        minutes = GaugeMetricFamily(
+            "vigil_backlog_minutes",
+            "How long the oldest row a drift window "
+            "reads has waited for its vectors, at the embed job's last run.",
+            labels=["job"],
+        )
         minutes.add_metric(["embed"], behind)
-        return [statistic, p_value, threshold, detected, last_end, last_n, run_counts, score, scored,
-                open_alerts, deliveries, backlog, minutes]
+        return [
+            statistic,
+            p_value,
+            threshold,
+            detected,
+            last_end,
+            last_n,
+            run_counts,
+            score,
+            scored,
+            open_alerts,
+            deliveries,
+            backlog,
+            minutes,
+        ]
 
 
 def _job_families() -> list[Metric]:
-    runs = CounterMetricFamily("vigil_job_runs", "Scheduled job runs on this replica.", labels=["job"])
-    failures = CounterMetricFamily("vigil_job_failures", "Scheduled job runs that raised.", labels=["job"])
-    duration = SummaryMetricFamily("vigil_job_duration_seconds", "Scheduled job run time.", labels=["job"])
-    last_ok = GaugeMetricFamily("vigil_job_last_success_timestamp_seconds",
-                                "When the job last finished without error (unix seconds).", labels=["job"])
+    runs = CounterMetricFamily(
+        "vigil_job_runs", "Scheduled job runs on this replica.", labels=["job"]
+    )
+    failures = CounterMetricFamily(
+        "vigil_job_failures", "Scheduled job runs that raised.", labels=["job"]
+    )
+    duration = SummaryMetricFamily(
+        "vigil_job_duration_seconds", "Scheduled job run time.", labels=["job"]
+    )
+    last_ok = GaugeMetricFamily(
+        "vigil_job_last_success_timestamp_seconds",
+        "When the job last finished without error (unix seconds).",
+        labels=["job"],
+    )
     for name, tally in sorted(job_stats.snapshot().items()):
         runs.add_metric([name], tally.runs)
         failures.add_metric([name], tally.failures)

@@ -46,16 +46,27 @@ class SessionClaim:
     session_id: str
 
 
-def sign_session(principal: Principal, secret: str, ttl_s: int, now: float | None = None,
-                 session_id: str | None = None) -> str:
+def sign_session(
+    principal: Principal,
+    secret: str,
+    ttl_s: int,
+    now: float | None = None,
+    session_id: str | None = None,
+) -> str:
     expires = int((now if now is not None else time.time()) + ttl_s)
     session_id = session_id or secrets.token_urlsafe(24)
-    payload = base64.urlsafe_b64encode(f"{session_id}|{principal.key_id}|{expires}".encode()).decode().rstrip("=")
+    payload = (
+        base64.urlsafe_b64encode(f"{session_id}|{principal.key_id}|{expires}".encode())
+        .decode()
+        .rstrip("=")
+    )
     sig = hmac.new(_session_key(secret), payload.encode(), hashlib.sha256).hexdigest()
     return f"{payload}.{sig}"
 
 
-def verify_session(token: str, secret: str, keyring: KeyRing, now: float | None = None) -> SessionClaim | None:
+def verify_session(
+    token: str, secret: str, keyring: KeyRing, now: float | None = None
+) -> SessionClaim | None:
     """The claim of a validly signed, unexpired cookie whose key is still configured (removing a
     key ends its sessions). Forgeries stop here, before the database is asked."""
     payload, _, sig = token.partition(".")
@@ -63,7 +74,9 @@ def verify_session(token: str, secret: str, keyring: KeyRing, now: float | None 
     if not sig or not hmac.compare_digest(sig, want):
         return None
     try:
-        session_id, key_id, expires = base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)).decode().split("|")
+        session_id, key_id, expires = (
+            base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)).decode().split("|")
+        )
         if int(expires) < (now if now is not None else time.time()):
             return None
     except ValueError:
@@ -80,8 +93,13 @@ def safe_next(target: str | None) -> str:
 
 
 class PageAuth:
-    def __init__(self, settings: Settings, keyring: KeyRing, throttle: AuthThrottle | None = None,
-                 session_factory: Callable | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        keyring: KeyRing,
+        throttle: AuthThrottle | None = None,
+        session_factory: Callable | None = None,
+    ) -> None:
         self.settings = settings
         self.keyring = keyring
         self.session_factory = session_factory  # page_sessions; None: no browser logins
@@ -89,8 +107,9 @@ class PageAuth:
         self.auth = Authenticator(keyring, throttle, settings.trusted_proxies)
 
     def client(self, request: Request) -> str:
-        return self.auth.client(request.client.host if request.client else None,
-                                request.headers.get("x-forwarded-for"))
+        return self.auth.client(
+            request.client.host if request.client else None, request.headers.get("x-forwarded-for")
+        )
 
     def principal(self, request: Request) -> Principal | None:
         if self.keyring.empty:
@@ -126,16 +145,23 @@ class PageAuth:
         from storage.repositories.page_sessions import live_key_id
 
         with self.session_factory() as session:
-            return live_key_id(session, claim.session_id, datetime.now(UTC)) == claim.principal.key_id
+            return (
+                live_key_id(session, claim.session_id, datetime.now(UTC)) == claim.principal.key_id
+            )
 
     def require_viewer(self, request: Request) -> Principal:
         principal = self.principal(request)
         if principal is None:
             if "text/html" in request.headers.get("accept", ""):
                 target = quote(request.url.path, safe="/")
-                raise HTTPException(303, "log in first", headers={"Location": f"/login?next={target}"})
-            raise HTTPException(401, "missing API key: send 'Authorization: Bearer <key>' or log in",
-                                headers={"WWW-Authenticate": "Bearer"})
+                raise HTTPException(
+                    303, "log in first", headers={"Location": f"/login?next={target}"}
+                )
+            raise HTTPException(
+                401,
+                "missing API key: send 'Authorization: Bearer <key>' or log in",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
         if not principal.can_view_all:
             raise HTTPException(403, "a tenant-bound key cannot read pages that show every tenant")
         return principal
@@ -157,24 +183,46 @@ class PageAuth:
             target = safe_next((form.get("next") or [None])[0])
             found = self.auth.key(key, self.client(request))
             if isinstance(found, Refusal) and found.status == 429:
-                refused = login_page(target, error="Too many failed attempts from this address; try again in "
-                                     f"{retry_after_header(found.retry_after)} seconds.", status=429)
+                refused = login_page(
+                    target,
+                    error="Too many failed attempts from this address; try again in "
+                    f"{retry_after_header(found.retry_after)} seconds.",
+                    status=429,
+                )
                 refused.headers.update(found.headers())
                 return refused
             if isinstance(found, Refusal) or not found.can_view_all:
                 return login_page(target, error="That key is not accepted here.", status=401)
             if self.session_factory is None:
-                return login_page(target, error="Logins are not available in this process.", status=503)
+                return login_page(
+                    target, error="Logins are not available in this process.", status=503
+                )
             from storage.repositories.page_sessions import open_session
 
             session_id = secrets.token_urlsafe(24)
             with self.session_factory() as session, session.begin():
-                open_session(session, session_id, found.key_id, datetime.now(UTC), self.settings.session_ttl_s)
+                open_session(
+                    session,
+                    session_id,
+                    found.key_id,
+                    datetime.now(UTC),
+                    self.settings.session_ttl_s,
+                )
             response = RedirectResponse(target, status_code=303)
-            response.set_cookie(COOKIE, sign_session(found, self.settings.secret_key,
-                                                     self.settings.session_ttl_s, session_id=session_id),
-                                max_age=self.settings.session_ttl_s, httponly=True, samesite="strict",
-                                secure=secure, path="/")
+            response.set_cookie(
+                COOKIE,
+                sign_session(
+                    found,
+                    self.settings.secret_key,
+                    self.settings.session_ttl_s,
+                    session_id=session_id,
+                ),
+                max_age=self.settings.session_ttl_s,
+                httponly=True,
+                samesite="strict",
+                secure=secure,
+                path="/",
+            )
             return response
 
         @router.post("/logout")
@@ -184,9 +232,13 @@ class PageAuth:
                 from storage.repositories.page_sessions import revoke_session
 
                 with self.session_factory() as session, session.begin():
-                    revoke_session(session, claim.session_id, datetime.now(UTC))  # the cookie dies here
+                    revoke_session(
+                        session, claim.session_id, datetime.now(UTC)
+                    )  # the cookie dies here
             response = RedirectResponse("/login", status_code=303)
-            response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict", secure=secure)
+            response.delete_cookie(
+                COOKIE, path="/", httponly=True, samesite="strict", secure=secure
+            )
             return response
 
         return router

@@ -51,14 +51,29 @@ class SameOriginActions:
         self.exempt = exempt
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] == "http" and scope["method"] in UNSAFE and not scope["path"].startswith(self.exempt):
+        if (
+            scope["type"] == "http"
+            and scope["method"] in UNSAFE
+            and not scope["path"].startswith(self.exempt)
+        ):
             why = cross_site(dict(scope.get("headers", [])), self.public_origin)
             if why is not None:
-                body = json.dumps({"detail": f"cross-site request refused ({why}): page actions must come "
-                                             "from this site's own pages"}).encode()
-                await send({"type": "http.response.start", "status": 403,
-                            "headers": [(b"content-type", b"application/json"),
-                                        (b"content-length", str(len(body)).encode())]})
+                body = json.dumps(
+                    {
+                        "detail": f"cross-site request refused ({why}): page actions must come "
+                        "from this site's own pages"
+                    }
+                ).encode()
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 403,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode()),
+                        ],
+                    }
+                )
                 await send({"type": "http.response.body", "body": body})
                 return
         await self.app(scope, receive, send)

@@ -50,13 +50,21 @@ def trigger_for(spec: JobSpec, seconds: int) -> IntervalTrigger:
     if not spec.aligned:
         return IntervalTrigger(seconds=seconds, timezone=UTC)
     grace = min(60.0, seconds * 0.05)
-    return IntervalTrigger(seconds=seconds, start_date=ALIGN_EPOCH + timedelta(seconds=grace), timezone=UTC)
+    return IntervalTrigger(
+        seconds=seconds, start_date=ALIGN_EPOCH + timedelta(seconds=grace), timezone=UTC
+    )
 
 
 JOBS: tuple[JobSpec, ...] = (
     JobSpec("embed", "sidecar.jobs.embed:run_embed_job", "embed_interval_s"),
     JobSpec("evaluate", "sidecar.jobs.evaluate:run_evaluate_job", "eval_interval_s"),
-    JobSpec("drift", "sidecar.jobs.drift:run_drift_job", "drift_interval_s", aligned=True, timeout_s=3600.0),
+    JobSpec(
+        "drift",
+        "sidecar.jobs.drift:run_drift_job",
+        "drift_interval_s",
+        aligned=True,
+        timeout_s=3600.0,
+    ),
     JobSpec("retention", "sidecar.jobs.retention:run_retention_job", "retention_interval_s"),
     JobSpec("sequential", "sidecar.jobs.sequential:run_sequential_job", "sequential_interval_s"),
     JobSpec("canary", "sidecar.canary.job:run_canary_job", "canary_interval_s"),
@@ -112,7 +120,9 @@ def run_scheduled(name: str) -> None:
             with lease_fence(SCHEDULER_LOCK, runtime.holder):  # every commit re-checks the lease
                 result = resolve(spec.target)(runtime.settings, runtime.session_factory, started)
         except Exception:
-            log.exception("job %s failed on %s; it runs again at its next interval", name, runtime.holder)
+            log.exception(
+                "job %s failed on %s; it runs again at its next interval", name, runtime.holder
+            )
             _tally(name, started, ok=False)
             return
         took = _tally(name, started, ok=True)
@@ -133,8 +143,11 @@ def _tally(name: str, started: datetime, *, ok: bool) -> float:
 def scheduled_jobs(scheduler: BackgroundScheduler, settings: Settings) -> list[ScheduledJob]:
     """The jobs this scheduler holds, with their intervals (what the stall watchdog expects)."""
     held = {job.id for job in scheduler.get_jobs()} if scheduler.running else set()
-    return [ScheduledJob(spec.name, float(getattr(settings, spec.interval_setting)), spec.timeout_s)
-            for spec in JOBS if spec.name in held]
+    return [
+        ScheduledJob(spec.name, float(getattr(settings, spec.interval_setting)), spec.timeout_s)
+        for spec in JOBS
+        if spec.name in held
+    ]
 
 
 def _create_jobstore_table(store: SQLAlchemyJobStore, engine: Engine) -> None:

@@ -35,4 +35,6 @@ def ingest_records(
         inserted = insert_samples(session, parsed, source="ingest", now=now)
     except RecordError as exc:  # a rule that needs the stored rows (a client model's dimension)
         raise HTTPException(422, str(exc)) from None
-    return IngestResult(received=len(records), inserted=inserted, duplicates=len(records) - inserted)
+    return IngestResult(
+        received=len(records), inserted=inserted, duplicates=len(records) - inserted
+    )

@@ -77,9 +77,15 @@ def _time(session: Session, cursor: str) -> datetime | None:
 def running_within_timeout(session: Session, jobs: list[ScheduledJob], now: datetime) -> str | None:
     """The job now running (started after its last finish) and still inside its timeout."""
     for job in jobs:
-        started, finished = _time(session, START_CURSOR.format(job.name)), _time(session, RUN_CURSOR.format(job.name))
-        if started is not None and (finished is None or started > finished) \
-                and to_utc(now) - started <= timedelta(seconds=job.timeout_s):
+        started, finished = (
+            _time(session, START_CURSOR.format(job.name)),
+            _time(session, RUN_CURSOR.format(job.name)),
+        )
+        if (
+            started is not None
+            and (finished is None or started > finished)
+            and to_utc(now) - started <= timedelta(seconds=job.timeout_s)
+        ):
             return job.name
     return None
 
@@ -102,15 +108,25 @@ def check_leader(session: Session, settings: Settings, *, lost_at: datetime | No
     return healthy
 
 
-def check_jobs(session: Session, settings: Settings, jobs: Iterable[ScheduledJob], *,
-               leader_since: datetime, now: datetime) -> list[str]:
+def check_jobs(
+    session: Session,
+    settings: Settings,
+    jobs: Iterable[ScheduledJob],
+    *,
+    leader_since: datetime,
+    now: datetime,
+) -> list[str]:
     """Raise or resolve `monitor_scheduler_stalled` per job; returns the stalled jobs' names."""
     stalled = []
     jobs = list(jobs)
     busy = running_within_timeout(session, jobs, now)
     for job in jobs:
         raw = get_cursor(session, RUN_CURSOR.format(job.name))
-        last = max(to_utc(datetime.fromisoformat(raw)), to_utc(leader_since)) if raw else to_utc(leader_since)
+        last = (
+            max(to_utc(datetime.fromisoformat(raw)), to_utc(leader_since))
+            if raw
+            else to_utc(leader_since)
+        )
         limit = timedelta(seconds=settings.monitor_stall_intervals * job.interval_s)
         late = to_utc(now) - last
         healthy = late <= limit or busy is not None  # waiting for the running job is not a stall
@@ -130,9 +146,16 @@ def check_jobs(session: Session, settings: Settings, jobs: Iterable[ScheduledJob
 class Watchdog:
     """A daemon thread running the two checks every `period_s` (commits after each)."""
 
-    def __init__(self, settings: Settings, session_factory: sessionmaker[Session], *,
-                 is_leader: Callable[[], bool], lost_at: Callable[[], datetime | None],
-                 scheduled: Callable[[], list[ScheduledJob]], period_s: float | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        session_factory: sessionmaker[Session],
+        *,
+        is_leader: Callable[[], bool],
+        lost_at: Callable[[], datetime | None],
+        scheduled: Callable[[], list[ScheduledJob]],
+        period_s: float | None = None,
+    ) -> None:
         self.settings = settings
         self.session_factory = session_factory
         self.is_leader = is_leader
@@ -154,7 +177,13 @@ class Watchdog:
             with self.session_factory() as session:
                 check_leader(session, self.settings, lost_at=None if leading else self.lost_at())
                 if leading:
-                    check_jobs(session, self.settings, self.scheduled(), leader_since=self._leader_since, now=now)
+                    check_jobs(
+                        session,
+                        self.settings,
+                        self.scheduled(),
+                        leader_since=self._leader_since,
+                        now=now,
+                    )
                 session.commit()
         except Exception as exc:  # the database is down: the next tick tries again
             log.warning("watchdog check failed: %s: %s", type(exc).__name__, exc)

@@ -48,14 +48,15 @@ def _json_default(value: Any) -> Any:
 
 def encode(records: list[dict[str, Any]]) -> bytes:
     return b"".join(
-        json.dumps(r, separators=(",", ":"), default=_json_default).encode() + b"\n" for r in records
+        json.dumps(r, separators=(",", ":"), default=_json_default).encode() + b"\n"
+        for r in records
     )
 
 
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 def _private(path: str, flags: int) -> int:
@@ -110,7 +111,9 @@ class Journal:
     def _open_segment(self) -> None:
         name = f"{time.time_ns():020d}-{os.getpid()}-{next(self._seq):06d}.jsonl"
         tmp, final = self.dir / (TMP_PREFIX + name), self.dir / name
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)  # holds prompts: owner only
+        fd = os.open(
+            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600
+        )  # holds prompts: owner only
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             os.rename(tmp, final)  # visible to replay only now, already locked

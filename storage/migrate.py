@@ -38,7 +38,9 @@ def upgrade(url: str | URL, revision: str = "head") -> str | None:
         with _sqlite_file_lock(engine.url), engine.begin() as connection:
             if connection.dialect.name == "postgresql":
                 connection.execute(
-                    text("SELECT pg_advisory_xact_lock(hashtext('vigil-migrate:' || current_schema()))")
+                    text(
+                        "SELECT pg_advisory_xact_lock(hashtext('vigil-migrate:' || current_schema()))"
+                    )
                 )
             config = alembic_config()
             config.attributes["connection"] = connection

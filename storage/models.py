@@ -47,7 +47,9 @@ class Sample(Base):
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     # the record's `id` as sent (migration 0008); the default covers rows built without it
-    record_id: Mapped[str] = mapped_column(String(64), server_default="", default=_record_id_default)
+    record_id: Mapped[str] = mapped_column(
+        String(64), server_default="", default=_record_id_default
+    )
     timestamp: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
     tenant: Mapped[str | None] = mapped_column(String(128))
     segment: Mapped[str | None] = mapped_column(String(128))
@@ -71,8 +73,9 @@ class Sample(Base):
     ingested_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), index=True)
     # a fixed pseudo-random key from the id (storage.draw): a capped window keeps the rows with
     # the smallest draws per segment, so the choice is known before the window is complete
-    draw: Mapped[int | None] = mapped_column(BigInteger, default=lambda ctx: sample_draw(
-        ctx.get_current_parameters()["id"]))
+    draw: Mapped[int | None] = mapped_column(
+        BigInteger, default=lambda ctx: sample_draw(ctx.get_current_parameters()["id"])
+    )
 
     __table_args__ = (
         Index("ix_samples_segment_ts", "segment", "timestamp"),
@@ -81,11 +84,15 @@ class Sample(Base):
         Index("uq_samples_record_tenant", "record_id", "tenant", unique=True),
         # the record schema's hard bounds (vigil.sample_record.limits); on SQLite migration 0003
         # makes them triggers (adding a CHECK there means a table rebuild)
-        CheckConstraint("sample_weight > 0 AND sample_weight <= 1000000.0",
-                        name="ck_samples_sample_weight_range"),
-        CheckConstraint("(prompt_tokens IS NULL OR prompt_tokens >= 0) "
-                        "AND (completion_tokens IS NULL OR completion_tokens >= 0)",
-                        name="ck_samples_token_counts"),
+        CheckConstraint(
+            "sample_weight > 0 AND sample_weight <= 1000000.0",
+            name="ck_samples_sample_weight_range",
+        ),
+        CheckConstraint(
+            "(prompt_tokens IS NULL OR prompt_tokens >= 0) "
+            "AND (completion_tokens IS NULL OR completion_tokens >= 0)",
+            name="ck_samples_token_counts",
+        ),
     )
 
 
@@ -130,7 +137,9 @@ class Baseline(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     name: Mapped[str] = mapped_column(String(128))
-    status: Mapped[str] = mapped_column(String(16), index=True)  # candidate|validated|rejected|active|retired
+    status: Mapped[str] = mapped_column(
+        String(16), index=True
+    )  # candidate|validated|rejected|active|retired
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     window_start: Mapped[datetime] = mapped_column(UTCDateTime())
     window_end: Mapped[datetime] = mapped_column(UTCDateTime())
@@ -149,7 +158,9 @@ class BaselineSample(Base):
     __tablename__ = "baseline_samples"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    baseline_id: Mapped[int] = mapped_column(ForeignKey("baselines.id", ondelete="CASCADE"), index=True)
+    baseline_id: Mapped[int] = mapped_column(
+        ForeignKey("baselines.id", ondelete="CASCADE"), index=True
+    )
     sample_id: Mapped[str] = mapped_column(String(64))
     record: Mapped[dict] = mapped_column(JSON)  # the sample fields, without embeddings
     prompt_embedding: Mapped[bytes | None] = mapped_column(LargeBinary)
@@ -308,7 +319,9 @@ class CanaryResult(Base):
     __tablename__ = "canary_results"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    run_id: Mapped[int] = mapped_column(ForeignKey("canary_runs.id", ondelete="CASCADE"), index=True)
+    run_id: Mapped[int] = mapped_column(
+        ForeignKey("canary_runs.id", ondelete="CASCADE"), index=True
+    )
     probe: Mapped[str] = mapped_column(String(128))
     token_ids: Mapped[list] = mapped_column(JSON)
     token_hash: Mapped[str] = mapped_column(String(64))

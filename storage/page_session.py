@@ -19,7 +19,9 @@ from storage.types import UTCDateTime
 class PageSession(Base):
     __tablename__ = "page_sessions"
 
-    id: Mapped[str] = mapped_column(String(64), primary_key=True)  # SHA-256 hex of the cookie's session id
+    id: Mapped[str] = mapped_column(
+        String(64), primary_key=True
+    )  # SHA-256 hex of the cookie's session id
     key_id: Mapped[str] = mapped_column(String(64))  # whose key logged in (vigil.keys.key_id)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)

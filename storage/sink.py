@@ -64,7 +64,10 @@ class SampleSink:
 
     def dead_letter(self, raw: dict[str, Any], exc: BaseException) -> None:
         entry = {"error": f"{type(exc).__name__}: {exc}"[:1000], "record": raw}
-        with self._lock, open(self.dead_letter_path, "ab", opener=lambda p, f: os.open(p, f, 0o600)) as fh:
+        with (
+            self._lock,
+            open(self.dead_letter_path, "ab", opener=lambda p, f: os.open(p, f, 0o600)) as fh,
+        ):
             fh.write(encode([entry]))
             fh.flush()
             os.fsync(fh.fileno())

@@ -151,10 +151,13 @@ def _release_migrated_pg(schema: str, url: str) -> None:
             version = conn.execute(f'SELECT version_num FROM "{schema}".alembic_version').fetchall()
             if version != [(head_revision(),)]:
                 raise RuntimeError("schema no longer at head")
-            tables = [row[0] for row in conn.execute(
-                "SELECT tablename FROM pg_tables WHERE schemaname = %s AND tablename <> 'alembic_version'",
-                (schema,),
-            )]  # fmt: skip  (tables made by others too, e.g. APScheduler's job store)
+            tables = [
+                row[0]
+                for row in conn.execute(
+                    "SELECT tablename FROM pg_tables WHERE schemaname = %s AND tablename <> 'alembic_version'",
+                    (schema,),
+                )
+            ]  # fmt: skip  (tables made by others too, e.g. APScheduler's job store)
             sequences = [row[0] for row in conn.execute(
                 "SELECT sequencename FROM pg_sequences WHERE schemaname = %s", (schema,)
             )]  # fmt: skip
@@ -233,6 +236,7 @@ def pg_url() -> Iterator[str]:
 
 
 # --- sidecar and dashboards: settings with a private report dir, the embedder once per session
+
 
 @pytest.fixture
 def make_settings(tmp_path):

@@ -27,8 +27,13 @@ SEVERITIES = ("review", "moderate", "high", "critical")
 SEVERITY_RANK = {name: rank for rank, name in enumerate(SEVERITIES)}
 KINDS = ("prompt", "model", "eval", "persona", "operational", "monitoring", "engine")
 
-TOKEN_FEATURES = ("prompt_chars", "prompt_tokens", "completion_tokens", "response_chars",
-                  "tools_count")
+TOKEN_FEATURES = (
+    "prompt_chars",
+    "prompt_tokens",
+    "completion_tokens",
+    "response_chars",
+    "tools_count",
+)
 LATENCY_FEATURES = ("latency_ms", "ttft_ms", "tpot_ms", "queue_ms")
 
 
@@ -44,7 +49,9 @@ class Rule:
 
     def __post_init__(self) -> None:
         if self.severity not in SEVERITIES:
-            raise ValueError(f"rule {self.name}: severity {self.severity!r} is not one of {SEVERITIES}")
+            raise ValueError(
+                f"rule {self.name}: severity {self.severity!r} is not one of {SEVERITIES}"
+            )
         if self.kind not in KINDS:
             raise ValueError(f"rule {self.name}: kind {self.kind!r} is not one of {KINDS}")
 
@@ -54,40 +61,116 @@ class Rule:
 
     def matches(self, result: Any) -> bool:
         """Does a drift result (anything with `test` and `feature`) fall under this rule?"""
-        return (self.enabled and self.test is not None and result.test == self.test
-                and any(fnmatch(result.feature, pattern) for pattern in self.features))
+        return (
+            self.enabled
+            and self.test is not None
+            and result.test == self.test
+            and any(fnmatch(result.feature, pattern) for pattern in self.features)
+        )
 
 
 def _new_value(name: str, features: tuple[str, ...], severity: str, kind: str, what: str) -> Rule:
-    return Rule(name, "new_category", features, severity, kind,
-                f"{what} the baseline never saw takes a share of the window")
+    return Rule(
+        name,
+        "new_category",
+        features,
+        severity,
+        kind,
+        f"{what} the baseline never saw takes a share of the window",
+    )
 
 
 # drift rules: raised and resolved by the drift job, one window at a time
 DRIFT_RULES: tuple[Rule, ...] = (
-    Rule("token_psi", "psi", TOKEN_FEATURES, "moderate", "prompt",
-         "PSI above threshold on prompt/completion size features"),
-    Rule("prompt_embedding_mmd", "mmd", ("prompt_embedding",), "high", "prompt",
-         "MMD significant on prompt embeddings: what users ask has changed"),
-    Rule("response_embedding_mmd", "mmd", ("response_embedding",), "high", "model",
-         "MMD significant on response embeddings: what the model answers has changed"),
-    Rule("output_stats_psi", "psi", ("mean_logprob", "mean_entropy"), "moderate", "model",
-         "PSI above threshold on the model's token confidence"),
-    Rule("finish_reason_js", "js", ("finish_reason",), "moderate", "model",
-         "finish reasons shifted (e.g. more length cut-offs)"),
+    Rule(
+        "token_psi",
+        "psi",
+        TOKEN_FEATURES,
+        "moderate",
+        "prompt",
+        "PSI above threshold on prompt/completion size features",
+    ),
+    Rule(
+        "prompt_embedding_mmd",
+        "mmd",
+        ("prompt_embedding",),
+        "high",
+        "prompt",
+        "MMD significant on prompt embeddings: what users ask has changed",
+    ),
+    Rule(
+        "response_embedding_mmd",
+        "mmd",
+        ("response_embedding",),
+        "high",
+        "model",
+        "MMD significant on response embeddings: what the model answers has changed",
+    ),
+    Rule(
+        "output_stats_psi",
+        "psi",
+        ("mean_logprob", "mean_entropy"),
+        "moderate",
+        "model",
+        "PSI above threshold on the model's token confidence",
+    ),
+    Rule(
+        "finish_reason_js",
+        "js",
+        ("finish_reason",),
+        "moderate",
+        "model",
+        "finish reasons shifted (e.g. more length cut-offs)",
+    ),
     Rule("tools_js", "js", ("tool",), "moderate", "prompt", "the tools requests name shifted"),
-    Rule("eval_drop", "eval_trend", ("eval_*",), "critical", "eval",
-         "7-day eval score mean dropped > 5 % (significant)"),
-    Rule("new_cluster", "new_cluster", ("*",), "review", "persona",
-         "a new group of embeddings (≥ 10 % of the window) outside every baseline cluster"),
-    Rule("cluster_growth", "cluster_growth", ("*",), "review", "persona",
-         "a small baseline cluster grew significantly"),
-    Rule("latency_psi", "psi", LATENCY_FEATURES, "moderate", "operational",
-         "PSI above threshold on latency, TTFT, TPOT or queue time"),
-    Rule("prompt_cluster_mix", "cluster_mix", ("prompt_embedding",), "high", "prompt",
-         "prompts fill the baseline's fine clusters differently (e.g. a silent rewording)"),
-    Rule("response_conditional_mmd", "conditional_mmd", ("response_embedding", "response_stats"),
-         "high", "model", "responses changed within matched prompt clusters"),
+    Rule(
+        "eval_drop",
+        "eval_trend",
+        ("eval_*",),
+        "critical",
+        "eval",
+        "7-day eval score mean dropped > 5 % (significant)",
+    ),
+    Rule(
+        "new_cluster",
+        "new_cluster",
+        ("*",),
+        "review",
+        "persona",
+        "a new group of embeddings (≥ 10 % of the window) outside every baseline cluster",
+    ),
+    Rule(
+        "cluster_growth",
+        "cluster_growth",
+        ("*",),
+        "review",
+        "persona",
+        "a small baseline cluster grew significantly",
+    ),
+    Rule(
+        "latency_psi",
+        "psi",
+        LATENCY_FEATURES,
+        "moderate",
+        "operational",
+        "PSI above threshold on latency, TTFT, TPOT or queue time",
+    ),
+    Rule(
+        "prompt_cluster_mix",
+        "cluster_mix",
+        ("prompt_embedding",),
+        "high",
+        "prompt",
+        "prompts fill the baseline's fine clusters differently (e.g. a silent rewording)",
+    ),
+    Rule(
+        "response_conditional_mmd",
+        "conditional_mmd",
+        ("response_embedding", "response_stats"),
+        "high",
+        "model",
+        "responses changed within matched prompt clusters",
+    ),
     # a value the baseline never had (drift.new_values.new_values_test), named in the summary
     _new_value("new_model_version", ("model_version",), "high", "model", "a model version"),
     _new_value("new_prompt_version", ("prompt_version",), "moderate", "prompt", "a prompt version"),
@@ -104,14 +187,22 @@ CONDITIONS: dict[str, tuple[tuple[str, str, str], ...]] = {  # kind: (rule id, s
     "monitoring": (
         ("monitor_window_failed", "high", "a drift window failed or was skipped: not checked"),
         ("monitor_no_baseline", "review", "no active baseline yet: drift is not measured"),
-        ("monitor_baseline_invalid", "high", "the active baseline is not validated: drift results are untrustworthy"),
+        (
+            "monitor_baseline_invalid",
+            "high",
+            "the active baseline is not validated: drift results are untrustworthy",
+        ),
         ("monitor_backlog", "moderate", "the embed or eval backlog is older than allowed"),
         ("monitor_dead_letters", "moderate", "alert deliveries were dead-lettered"),
         ("monitor_scheduler_stalled", "high", "the sidecar's jobs have not run on time"),
         ("monitor_leader_lost", "high", "no sidecar replica holds the leader lease"),
     ),
     "model": (
-        ("token_stats_cusum", "moderate", "the online CUSUM on token statistics passed its threshold"),
+        (
+            "token_stats_cusum",
+            "moderate",
+            "the online CUSUM on token statistics passed its threshold",
+        ),
     ),
     "engine": (
         ("canary_mismatch", "high", "the engine's canary prompts changed their outputs"),

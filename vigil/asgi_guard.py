@@ -39,7 +39,9 @@ class BodyTooLarge(HTTPException):
     """An HTTPException so FastAPI's body parsing surfaces it as a 413 (not a generic 400)."""
 
     def __init__(self, limit: int) -> None:
-        super().__init__(413, f"the body streamed more than {limit} bytes; the limit is {limit} bytes")
+        super().__init__(
+            413, f"the body streamed more than {limit} bytes; the limit is {limit} bytes"
+        )
 
 
 class BodyTooSlow(HTTPException):
@@ -82,8 +84,9 @@ class RequestGuard:
         if self.protected and path.startswith(self.protected):
             found = self._authenticate(scope)
             if isinstance(found, Refusal):
-                return await self._reject(send, found.status, found.message, found.code,
-                                          retry_after=found.retry_after)
+                return await self._reject(
+                    send, found.status, found.message, found.code, retry_after=found.retry_after
+                )
             scope.setdefault("state", {})["principal"] = found
         limit = self.limit_for(path)
         declared = _header(scope, b"content-length")
@@ -94,7 +97,11 @@ class RequestGuard:
                 return await self._reject(send, 400, "Content-Length is not a number", "bad_length")
             if size > limit:
                 return await self._reject(
-                    send, 413, f"Content-Length {size} is too large; the limit is {limit} bytes", "body_too_large")
+                    send,
+                    413,
+                    f"Content-Length {size} is too large; the limit is {limit} bytes",
+                    "body_too_large",
+                )
         await self._guarded(scope, receive, send, limit)
 
     def _authenticate(self, scope) -> Principal | Refusal:
@@ -102,7 +109,9 @@ class RequestGuard:
             return ANONYMOUS  # no keys configured (development only): open
         peer = scope.get("client")
         forwarded = _header(scope, b"x-forwarded-for")
-        client = self.auth.client(peer[0] if peer else None, forwarded.decode("latin-1") if forwarded else None)
+        client = self.auth.client(
+            peer[0] if peer else None, forwarded.decode("latin-1") if forwarded else None
+        )
         return self.auth.bearer(_header(scope, b"authorization"), client)
 
     async def _guarded(self, scope, receive, send, limit: int) -> None:
@@ -143,13 +152,22 @@ class RequestGuard:
             await self.app(scope, counting_receive, tracking_send)
         except (BodyTooLarge, BodyTooSlow) as exc:
             if not started:
-                await self._reject(send, exc.status_code, exc.detail, "body_too_large"
-                                   if exc.status_code == 413 else "body_timeout")
+                await self._reject(
+                    send,
+                    exc.status_code,
+                    exc.detail,
+                    "body_too_large" if exc.status_code == 413 else "body_timeout",
+                )
 
-    async def _reject(self, send, status: int, message: str, code: str, retry_after: float = 0.0) -> None:
+    async def _reject(
+        self, send, status: int, message: str, code: str, retry_after: float = 0.0
+    ) -> None:
         body = self.render(status, message, code)
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                   (b"connection", b"close")]
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"),
+        ]
         if status == 401:
             headers.append((b"www-authenticate", b"Bearer"))
         if retry_after:

@@ -24,8 +24,13 @@ MAX_CLIENTS = 10_000
 
 
 class AuthThrottle:
-    def __init__(self, max_failures: int, window_s: float = WINDOW_S, max_clients: int = MAX_CLIENTS,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        max_failures: int,
+        window_s: float = WINDOW_S,
+        max_clients: int = MAX_CLIENTS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         if max_failures < 1 or window_s <= 0 or max_clients < 1:
             raise ValueError("max_failures, window_s and max_clients must be positive")
         self.max_failures = max_failures
@@ -59,7 +64,9 @@ def retry_after_header(seconds: float) -> str:
     return str(max(1, math.ceil(seconds)))
 
 
-def client_address(peer: str | None, forwarded_for: str | None, trusted_proxies: Iterable[str]) -> str:
+def client_address(
+    peer: str | None, forwarded_for: str | None, trusted_proxies: Iterable[str]
+) -> str:
     """The address a throttle counts: the peer, or behind a trusted proxy the hop it reports."""
     peer = peer or "unknown"
     if forwarded_for and from_trusted_proxy(peer, list(trusted_proxies)):

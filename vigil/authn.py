@@ -48,8 +48,12 @@ class Authenticator:
         wait = self.throttle.retry_after(client) if self.throttle is not None else 0.0
         if not wait:
             return None
-        return Refusal(429, f"too many failed key checks from this address; retry in {retry_after_header(wait)} s",
-                       "too_many_auth_failures", wait)
+        return Refusal(
+            429,
+            f"too many failed key checks from this address; retry in {retry_after_header(wait)} s",
+            "too_many_auth_failures",
+            wait,
+        )
 
     def failed(self, client: str) -> None:
         if self.throttle is not None:

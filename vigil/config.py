@@ -88,7 +88,9 @@ class Settings(TenancySettings, BaseSettings):
     programmatic_launch: Literal["auto", "off"] = "auto"
     host: str = "127.0.0.1"
     port: int = Field(8000, gt=0, lt=65536)
-    api_keys: list[str] = Field(default_factory=lambda: [DEFAULT_DEV_API_KEY])  # `name:key` names one
+    api_keys: list[str] = Field(
+        default_factory=lambda: [DEFAULT_DEV_API_KEY]
+    )  # `name:key` names one
     drain_grace_s: float = Field(30.0, ge=0)
     torch_threads: int | None = Field(None, gt=0)
     # "separate": the engine core (scheduler, KV cache, model) runs in its own process and talks
@@ -181,7 +183,9 @@ class Settings(TenancySettings, BaseSettings):
     delivery_parallel_targets: int = Field(16, gt=0)
 
     # security
-    trusted_proxies: list[str] = Field(default_factory=list)  # IPs/CIDRs: x-vigil-* and forward-auth
+    trusted_proxies: list[str] = Field(
+        default_factory=list
+    )  # IPs/CIDRs: x-vigil-* and forward-auth
     forward_auth_header: str | None = None  # e.g. X-Forwarded-User, honoured from trusted proxies
     secret_key: str = DEFAULT_SECRET_KEY  # signs page sessions, keys the hash of `user`
     session_ttl_s: int = Field(8 * 3600, gt=0)
@@ -202,8 +206,10 @@ class Settings(TenancySettings, BaseSettings):
     def _rate_within_weight_cap(cls, rate: float) -> float:
         # sample_weight = 1 / rate must stay within the record schema's cap
         if 0 < rate < MIN_SAMPLE_RATE:
-            raise ValueError(f"must be 0 or at least {MIN_SAMPLE_RATE:g} "
-                             f"(sample_weight = 1/rate is capped at {MAX_SAMPLE_WEIGHT:g})")
+            raise ValueError(
+                f"must be 0 or at least {MIN_SAMPLE_RATE:g} "
+                f"(sample_weight = 1/rate is capped at {MAX_SAMPLE_WEIGHT:g})"
+            )
         return rate
 
     @field_validator("database_url")
@@ -214,7 +220,9 @@ class Settings(TenancySettings, BaseSettings):
         except ArgumentError as exc:
             raise ValueError(f"not a database URL ({exc})") from None
         if url.get_backend_name() not in ("sqlite", "postgresql"):
-            raise ValueError(f"backend {url.get_backend_name()!r} is not supported; use sqlite or postgresql")
+            raise ValueError(
+                f"backend {url.get_backend_name()!r} is not supported; use sqlite or postgresql"
+            )
         return value
 
     @field_validator("webhook_targets")
@@ -240,8 +248,10 @@ class Settings(TenancySettings, BaseSettings):
     @model_validator(mode="after")
     def _several_api_servers_need_a_separate_core(self) -> Settings:
         if self.api_server_count > 1 and self.engine_process != "separate":
-            raise ValueError(f"VIGIL_API_SERVER_COUNT={self.api_server_count} needs VIGIL_ENGINE_PROCESS=separate "
-                             f"(the API processes share one engine-core process; got {self.engine_process!r})")
+            raise ValueError(
+                f"VIGIL_API_SERVER_COUNT={self.api_server_count} needs VIGIL_ENGINE_PROCESS=separate "
+                f"(the API processes share one engine-core process; got {self.engine_process!r})"
+            )
         return self
 
     @property
@@ -253,7 +263,9 @@ class Settings(TenancySettings, BaseSettings):
         # fail closed: development defaults are only tolerated on loopback addresses
         if self.env == "development" and not self.binds_publicly:
             return self
-        where = f"VIGIL_ENV={self.env}" if self.env != "development" else "a non-loopback bind address"
+        where = (
+            f"VIGIL_ENV={self.env}" if self.env != "development" else "a non-loopback bind address"
+        )
         problems = []
         keys = self.key_lists()
         if not any(keys.values()) or any(not k.strip() for k in keys["VIGIL_API_KEYS"]):
@@ -265,11 +277,15 @@ class Settings(TenancySettings, BaseSettings):
                 problems.append(f"{name}: every key needs at least {MIN_KEY_LEN} characters")
             if any(_placeholder(k) for k in values):
                 problems.append(f"{name} holds a placeholder value")
-        secrets = {"VIGIL_WEBHOOK_SECRET": (self.webhook_secret, DEFAULT_SECRET),
-                   "VIGIL_SECRET_KEY": (self.secret_key, DEFAULT_SECRET_KEY)}
+        secrets = {
+            "VIGIL_WEBHOOK_SECRET": (self.webhook_secret, DEFAULT_SECRET),
+            "VIGIL_SECRET_KEY": (self.secret_key, DEFAULT_SECRET_KEY),
+        }
         for name, (value, default) in secrets.items():
             if value == default or len(value) < MIN_SECRET_LEN or _placeholder(value):
-                problems.append(f"{name} must be set to a secret of at least {MIN_SECRET_LEN} characters")
+                problems.append(
+                    f"{name} must be set to a secret of at least {MIN_SECRET_LEN} characters"
+                )
         if _placeholder(self.database_url):
             problems.append("VIGIL_DATABASE_URL holds a placeholder value")
         if problems:

@@ -45,14 +45,18 @@ class TenancySettings(BaseSettings):
     # evaluator -> [low, high]: an ingested score outside its evaluator's scale is refused;
     # merged over the built-in evaluators' scales (sidecar.evals.scales)
     eval_scales: dict[str, tuple[float, float]] = Field(default_factory=dict)
-    eval_default_bound: float = Field(DEFAULT_EVAL_BOUND, gt=0)  # unknown evaluators: |score| <= this
+    eval_default_bound: float = Field(
+        DEFAULT_EVAL_BOUND, gt=0
+    )  # unknown evaluators: |score| <= this
     # rows one tenant may ingest per minute (a key without a tenant counts as its own); past it
     # a 429 with Retry-After; 0: no limit
     ingest_rows_per_minute: int = Field(DEFAULT_ROWS_PER_MINUTE, ge=0)
 
     @field_validator("eval_scales")
     @classmethod
-    def _ordered_scales(cls, scales: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
+    def _ordered_scales(
+        cls, scales: dict[str, tuple[float, float]]
+    ) -> dict[str, tuple[float, float]]:
         for name, (low, high) in scales.items():
             if not (math.isfinite(low) and math.isfinite(high) and low < high):
                 raise ValueError(f"{name!r}: a scale is [low, high] with finite low < high")
@@ -62,7 +66,11 @@ class TenancySettings(BaseSettings):
     def _development_operator_key(self) -> TenancySettings:
         # the sidecar's judge and canaries mark their requests internal, which takes an operator
         # key: a local development set-up gets one unless operator keys are configured
-        if "operator_keys" not in self.model_fields_set and self.env == "development" and not self.binds_publicly:
+        if (
+            "operator_keys" not in self.model_fields_set
+            and self.env == "development"
+            and not self.binds_publicly
+        ):
             self.operator_keys = [DEFAULT_DEV_OPERATOR_KEY]
         return self
 
@@ -79,7 +87,9 @@ class TenancySettings(BaseSettings):
 
     def key_lists(self) -> dict[str, list[str]]:
         """Each key variable -> its keys, without their `name:` prefixes."""
-        return {"VIGIL_API_KEYS": [bare_key(k) for k in self.api_keys],
-                "VIGIL_TENANT_KEYS": [bare_key(k) for k in self.tenant_keys],
-                "VIGIL_OPERATOR_KEYS": [bare_key(k) for k in self.operator_keys],
-                "VIGIL_ADMIN_KEYS": [bare_key(k) for k in self.admin_keys]}
+        return {
+            "VIGIL_API_KEYS": [bare_key(k) for k in self.api_keys],
+            "VIGIL_TENANT_KEYS": [bare_key(k) for k in self.tenant_keys],
+            "VIGIL_OPERATOR_KEYS": [bare_key(k) for k in self.operator_keys],
+            "VIGIL_ADMIN_KEYS": [bare_key(k) for k in self.admin_keys],
+        }

@@ -26,17 +26,22 @@ log = logging.getLogger("vigil.http")
 
 def _raw_response(status: bytes, message: str) -> bytes:
     body = message.encode()
-    return (b"HTTP/1.1 " + status + b"\r\ncontent-type: text/plain; charset=utf-8\r\n"
-            b"content-length: " + str(len(body)).encode() + b"\r\nconnection: close\r\n\r\n" + body)
+    return (
+        b"HTTP/1.1 " + status + b"\r\ncontent-type: text/plain; charset=utf-8\r\n"
+        b"content-length: " + str(len(body)).encode() + b"\r\nconnection: close\r\n\r\n" + body
+    )
 
 
-def deadline_protocol(header_timeout_s: float, max_connections: int,
-                      base: type[asyncio.Protocol] = AutoHTTPProtocol) -> type[asyncio.Protocol]:
+def deadline_protocol(
+    header_timeout_s: float, max_connections: int, base: type[asyncio.Protocol] = AutoHTTPProtocol
+) -> type[asyncio.Protocol]:
     """uvicorn's HTTP protocol (httptools, or h11 without it) with a header deadline and a
     connection cap; pass it as `uvicorn.Config(http=...)`."""
     if header_timeout_s <= 0 or max_connections < 1:
         raise ValueError("header_timeout_s and max_connections must be positive")
-    too_slow = _raw_response(b"408 Request Timeout", f"request headers did not arrive within {header_timeout_s:g} s")
+    too_slow = _raw_response(
+        b"408 Request Timeout", f"request headers did not arrive within {header_timeout_s:g} s"
+    )
     too_many = _raw_response(b"503 Service Unavailable", "too many open connections; retry shortly")
 
     class DeadlineProtocol(base):  # type: ignore[misc, valid-type]
@@ -45,8 +50,11 @@ def deadline_protocol(header_timeout_s: float, max_connections: int,
         def connection_made(self, transport) -> None:
             super().connection_made(transport)
             if len(self.connections) > max_connections:
-                log.warning("%d open connections (limit %d): refusing a new one", len(self.connections) - 1,
-                            max_connections)
+                log.warning(
+                    "%d open connections (limit %d): refusing a new one",
+                    len(self.connections) - 1,
+                    max_connections,
+                )
                 transport.write(too_many)
                 transport.close()
                 return

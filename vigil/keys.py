@@ -75,8 +75,13 @@ def bare_key(entry: str) -> str:
 
 
 class KeyRing:
-    def __init__(self, api_keys: Iterable[str] = (), tenant_keys: dict[str, str] | None = None,
-                 admin_keys: Iterable[str] = (), operator_keys: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        api_keys: Iterable[str] = (),
+        tenant_keys: dict[str, str] | None = None,
+        admin_keys: Iterable[str] = (),
+        operator_keys: Iterable[str] = (),
+    ) -> None:
         entries: list[tuple[bytes, Principal]] = []
 
         def add(entry: str, **role) -> None:
@@ -96,8 +101,12 @@ class KeyRing:
 
     @classmethod
     def from_settings(cls, settings) -> KeyRing:
-        return cls(settings.api_keys, settings.tenant_keys, settings.admin_keys,
-                   getattr(settings, "operator_keys", ()))
+        return cls(
+            settings.api_keys,
+            settings.tenant_keys,
+            settings.admin_keys,
+            getattr(settings, "operator_keys", ()),
+        )
 
     @property
     def empty(self) -> bool:

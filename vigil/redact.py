@@ -18,7 +18,9 @@ MAX_REDACT_CHARS = 64 * 1024  # bounds the scan; drift features need far less of
 
 # the look-behind holds every character of the local part, so a match can only start where a
 # run of them starts: one attempt per run keeps the scan linear ("%" * 80_000 was quadratic)
-_EMAIL = re.compile(r"(?<![\w.%+-])[\w.%+-]+@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b")
+_EMAIL = re.compile(
+    r"(?<![\w.%+-])[\w.%+-]+@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b"
+)
 _CARD = re.compile(r"(?<![\d+-])\d(?:[ -]?\d){12,18}(?![\d])")
 _PHONE = re.compile(
     r"(?<![\w+])"

@@ -10,19 +10,30 @@ inline scripts; it may load nothing and send nothing anywhere).
 
 from __future__ import annotations
 
-PAGE_CSP = ("default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
-            "frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
-REPORT_CSP = ("default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; "
-              "img-src data:; font-src data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
+PAGE_CSP = (
+    "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+    "frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+)
+REPORT_CSP = (
+    "default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; "
+    "img-src data:; font-src data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+)
 
-_ALWAYS = ((b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer"),
-           (b"x-frame-options", b"DENY"))
+_ALWAYS = (
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"x-frame-options", b"DENY"),
+)
 
 
 def docs_urls(settings) -> dict[str, str | None]:
     """FastAPI's documentation routes: none unless `api_docs`, and then the schema as plain JSON
     only (the Swagger and ReDoc pages load their scripts from a CDN)."""
-    return {"openapi_url": "/openapi.json" if settings.api_docs else None, "docs_url": None, "redoc_url": None}
+    return {
+        "openapi_url": "/openapi.json" if settings.api_docs else None,
+        "docs_url": None,
+        "redoc_url": None,
+    }
 
 
 class SecurityHeaders:

@@ -39,7 +39,9 @@ def _rows_of_segment(frame: pd.DataFrame, label: str) -> np.ndarray:
     key, _, value = label.partition("=")
     if key not in frame.columns:
         return np.empty(0, dtype=np.int64)
-    return np.flatnonzero(frame[key].astype(object).map(lambda v: None if pd.isna(v) else clean_text(v)) == value)
+    return np.flatnonzero(
+        frame[key].astype(object).map(lambda v: None if pd.isna(v) else clean_text(v)) == value
+    )
 
 
 def _example(row: pd.Series, field: str, preambles: list[str]) -> str:
@@ -94,8 +96,14 @@ def eval_trend_rows(baseline_frame: pd.DataFrame, frame: pd.DataFrame) -> list[E
     rows = []
     for name in names:
         cur = pd.to_numeric(frame[name], errors="coerce")
-        ref = pd.to_numeric(baseline_frame[name], errors="coerce") if name in baseline_frame else None
-        hours = _hours(frame["timestamp"]) if "timestamp" in frame else pd.Series(pd.NaT, index=frame.index)
+        ref = (
+            pd.to_numeric(baseline_frame[name], errors="coerce") if name in baseline_frame else None
+        )
+        hours = (
+            _hours(frame["timestamp"])
+            if "timestamp" in frame
+            else pd.Series(pd.NaT, index=frame.index)
+        )
         hourly = [
             (h.strftime("%m-%d %H:00"), float(g.mean()), int(g.count()))
             for h, g in cur.groupby(hours) if g.count()

@@ -22,7 +22,9 @@ DRIFT = "#d62728"
 
 @dataclass
 class EvalTrend:
-    days: list[tuple[float | None, int]]  # (mean, n) per day, oldest first; None for a day without scores
+    days: list[
+        tuple[float | None, int]
+    ]  # (mean, n) per day, oldest first; None for a day without scores
     window_mean: float | None  # over the 7 days
     baseline_mean: float | None
     drift_level: float | None  # the window mean under which a significant drop is drift
@@ -34,7 +36,9 @@ def epoch_seconds(values: pd.Series) -> np.ndarray:
     text = values.where(numbers.isna())
     parsed = pd.to_datetime(text, utc=True, format="ISO8601", errors="coerce")
     seconds = (parsed - pd.Timestamp(0, tz="UTC")).dt.total_seconds()
-    out = numbers.astype(np.float64).where(numbers.abs() < 1e11).fillna(seconds)  # 1e11 s: year 5138
+    out = (
+        numbers.astype(np.float64).where(numbers.abs() < 1e11).fillna(seconds)
+    )  # 1e11 s: year 5138
     return out.to_numpy(dtype=np.float64, na_value=np.nan)
 
 
@@ -44,8 +48,14 @@ def _scores(frame: pd.DataFrame, column: str) -> np.ndarray:
     return pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
 
 
-def eval_trend(scores: np.ndarray, times: np.ndarray, end: float, baseline_mean: float | None,
-               drop_threshold: float | None, days: int = DAYS) -> EvalTrend:
+def eval_trend(
+    scores: np.ndarray,
+    times: np.ndarray,
+    end: float,
+    baseline_mean: float | None,
+    drop_threshold: float | None,
+    days: int = DAYS,
+) -> EvalTrend:
     """Daily means over the `days` days to `end` (day k holds (end-(days-k)d, end-(days-1-k)d]);
     a score without a readable time counts in the window mean only, as in drift.eval_trend."""
     ok = np.isfinite(scores)
@@ -70,7 +80,9 @@ def _mean(values: np.ndarray) -> float | None:
 def trend_svg(trend: EvalTrend, end: float) -> str | None:
     """Daily means as dots on a line, the 7-day mean solid, the baseline dashed, the drift level
     dotted; None when there is nothing to draw or no float axis spans the values."""
-    levels = [v for v in (trend.window_mean, trend.baseline_mean, trend.drift_level) if v is not None]
+    levels = [
+        v for v in (trend.window_mean, trend.baseline_mean, trend.drift_level) if v is not None
+    ]
     values = [m for m, _ in trend.days if m is not None] + levels
     values = [v for v in values if math.isfinite(v)]
     if not any(m is not None for m, _ in trend.days):
@@ -91,44 +103,76 @@ def trend_svg(trend: EvalTrend, end: float) -> str | None:
         return H - PAD - (v - lo) / (hi - lo) * (H - 2 * PAD)
 
     body = []
-    for value, colour, cls, dash in ((trend.baseline_mean, REF, "baseline", "5 3"),
-                                     (trend.drift_level, DRIFT, "drift-level", "1 3"),
-                                     (trend.window_mean, CUR, "window-mean", None)):
+    for value, colour, cls, dash in (
+        (trend.baseline_mean, REF, "baseline", "5 3"),
+        (trend.drift_level, DRIFT, "drift-level", "1 3"),
+        (trend.window_mean, CUR, "window-mean", None),
+    ):
         if value is not None and math.isfinite(value):
             style = f' stroke-dasharray="{dash}"' if dash else ' stroke-width="1.5"'
-            body.append(f'<line x1="{PAD}" x2="{W - PAD}" y1="{y(value):.1f}" y2="{y(value):.1f}" '
-                        f'stroke="{colour}"{style} class="{cls}"/>')
-    points = [(PAD + (k + 0.5) * slot, y(m), m, count, k) for k, (m, count) in enumerate(trend.days) if m is not None]
-    body.append('<polyline points="' + " ".join(f"{px:.1f},{py:.1f}" for px, py, *_ in points)
-                + f'" fill="none" stroke="{CUR}" stroke-opacity="0.5" class="daily"/>')
+            body.append(
+                f'<line x1="{PAD}" x2="{W - PAD}" y1="{y(value):.1f}" y2="{y(value):.1f}" '
+                f'stroke="{colour}"{style} class="{cls}"/>'
+            )
+    points = [
+        (PAD + (k + 0.5) * slot, y(m), m, count, k)
+        for k, (m, count) in enumerate(trend.days)
+        if m is not None
+    ]
+    body.append(
+        '<polyline points="'
+        + " ".join(f"{px:.1f},{py:.1f}" for px, py, *_ in points)
+        + f'" fill="none" stroke="{CUR}" stroke-opacity="0.5" class="daily"/>'
+    )
     for px, py, mean, count, k in points:
         day = datetime.fromtimestamp(end - (n - 1 - k) * DAY_S, UTC)
-        body.append(f'<circle cx="{px:.1f}" cy="{py:.1f}" r="3" fill="{CUR}" class="day">'
-                    f'<title>day to {day:%m-%d %H:%M}: {mean:.4g} (n={count})</title></circle>')
+        body.append(
+            f'<circle cx="{px:.1f}" cy="{py:.1f}" r="3" fill="{CUR}" class="day">'
+            f"<title>day to {day:%m-%d %H:%M}: {mean:.4g} (n={count})</title></circle>"
+        )
     first = datetime.fromtimestamp(end - (n - 1) * DAY_S, UTC)
-    body.append(f'<text x="{PAD}" y="{PAD - 8}" font-size="10">{hi:.4g}</text>'
-                f'<text x="{PAD}" y="{H - PAD + 12}" font-size="10">{lo:.4g}</text>'
-                f'<text x="{PAD}" y="{H - 4}" font-size="10">{first:%m-%d}</text>'
-                f'<text x="{W - PAD}" y="{H - 4}" font-size="10" text-anchor="end">'
-                f'{datetime.fromtimestamp(end, UTC):%m-%d %H:%M}</text>')
+    body.append(
+        f'<text x="{PAD}" y="{PAD - 8}" font-size="10">{hi:.4g}</text>'
+        f'<text x="{PAD}" y="{H - PAD + 12}" font-size="10">{lo:.4g}</text>'
+        f'<text x="{PAD}" y="{H - 4}" font-size="10">{first:%m-%d}</text>'
+        f'<text x="{W - PAD}" y="{H - 4}" font-size="10" text-anchor="end">'
+        f"{datetime.fromtimestamp(end, UTC):%m-%d %H:%M}</text>"
+    )
     return svg_frame(body, "eval score trend: daily means, 7-day mean, baseline")
 
 
-def eval_trend_pictures(baseline: pd.DataFrame, scores: pd.DataFrame, results: list[dict[str, Any]],
-                        end: datetime) -> list[Picture]:
+def eval_trend_pictures(
+    baseline: pd.DataFrame, scores: pd.DataFrame, results: list[dict[str, Any]], end: datetime
+) -> list[Picture]:
     """One picture per evaluator holding a finite score in `scores` (eval_<name> columns and a
     timestamp); the drift level from the run's whole-window eval_trend result, when it has one."""
-    names = sorted(c for c in scores.columns if isinstance(c, str) and c.startswith("eval_"))[:MAX_EVALUATORS]
-    times = epoch_seconds(scores["timestamp"]) if "timestamp" in scores.columns else np.full(len(scores), np.nan)
-    thresholds = {r.get("feature"): r.get("threshold") for r in results
-                  if r.get("test") == "eval_trend" and r.get("segment") == "*"}
+    names = sorted(c for c in scores.columns if isinstance(c, str) and c.startswith("eval_"))[
+        :MAX_EVALUATORS
+    ]
+    times = (
+        epoch_seconds(scores["timestamp"])
+        if "timestamp" in scores.columns
+        else np.full(len(scores), np.nan)
+    )
+    thresholds = {
+        r.get("feature"): r.get("threshold")
+        for r in results
+        if r.get("test") == "eval_trend" and r.get("segment") == "*"
+    }
     out = []
     for name in names:
         ref = _scores(baseline, name)
         threshold = thresholds.get(name)
-        trend = eval_trend(_scores(scores, name), times, end.timestamp(), _mean(ref[np.isfinite(ref)]),
-                           float(threshold) if isinstance(threshold, int | float) else None)
+        trend = eval_trend(
+            _scores(scores, name),
+            times,
+            end.timestamp(),
+            _mean(ref[np.isfinite(ref)]),
+            float(threshold) if isinstance(threshold, int | float) else None,
+        )
         svg = trend_svg(trend, end.timestamp())
         if svg is not None:
-            out.append(Picture(f"{name.removeprefix('eval_')}: daily mean score, last {DAYS} days", svg))
+            out.append(
+                Picture(f"{name.removeprefix('eval_')}: daily mean score, last {DAYS} days", svg)
+            )
     return out

@@ -78,7 +78,9 @@ def verdict_of(snapshot_dict: dict[str, Any], columns: int, rows: int) -> Eviden
         value = metric.get("value")
         if "DriftedColumnsCount" in str(config.get("type", "")) and isinstance(value, dict):
             try:
-                return EvidentlyVerdict(int(value["count"]), columns, float(config.get("drift_share", 0.5)), rows)
+                return EvidentlyVerdict(
+                    int(value["count"]), columns, float(config.get("drift_share", 0.5)), rows
+                )
             except (KeyError, TypeError, ValueError):
                 return None
     return None

@@ -69,15 +69,24 @@ class ReportContext:
     public_url: str = ""
     note: str | None = None  # e.g. "no active baseline"
     pictures: list[Any] = field(default_factory=list)  # report.pictures.Picture: inline SVGs
-    eval_pictures: list[Any] = field(default_factory=list)  # the eval-score trend, one per evaluator
+    eval_pictures: list[Any] = field(
+        default_factory=list
+    )  # the eval-score trend, one per evaluator
     incident: dict[str, Any] | None = None  # id, headline, url: what the report leads with
-    unsent: list[str] = field(default_factory=list)  # "field (its tests)" the window has no value of
+    unsent: list[str] = field(
+        default_factory=list
+    )  # "field (its tests)" the window has no value of
 
 
 # what a source may not send (OTLP spans, vLLM's spans, the proxy without client logprobs), and
 # the tests that then have nothing to judge
-SENT_BY_SOME = (("prompt", "prompt embedding, clusters, evals"), ("response", "response embedding, evals"),
-                ("ttft_ms", "TTFT"), ("mean_logprob", "log-probability"), ("mean_entropy", "entropy"))
+SENT_BY_SOME = (
+    ("prompt", "prompt embedding, clusters, evals"),
+    ("response", "response embedding, evals"),
+    ("ttft_ms", "TTFT"),
+    ("mean_logprob", "log-probability"),
+    ("mean_entropy", "entropy"),
+)
 
 
 def unsent_fields(frame: Any) -> list[str]:
@@ -87,7 +96,9 @@ def unsent_fields(frame: Any) -> list[str]:
     out = []
     for column, tests in SENT_BY_SOME:
         values = frame.get(column)
-        empty = values is None or not values.map(lambda v: v is not None and v == v and v != "").any()
+        empty = (
+            values is None or not values.map(lambda v: v is not None and v == v and v != "").any()
+        )
         if empty:
             out.append(f"{column} ({tests})")
     return out

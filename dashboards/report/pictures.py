@@ -32,9 +32,12 @@ def _numbers(frame: pd.DataFrame, column: str) -> np.ndarray:
 
 
 def svg_frame(body: list[str], label: str) -> str:
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" '
-            f'role="img" aria-label="{label}"><rect width="{W}" height="{H}" fill="#fff" stroke="#ddd"/>'
-            + "".join(body) + "</svg>")
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" '
+        f'role="img" aria-label="{label}"><rect width="{W}" height="{H}" fill="#fff" stroke="#ddd"/>'
+        + "".join(body)
+        + "</svg>"
+    )
 
 
 def histogram_svg(ref: np.ndarray, cur: np.ndarray, bins: int = BINS) -> str:
@@ -48,10 +51,14 @@ def histogram_svg(ref: np.ndarray, cur: np.ndarray, bins: int = BINS) -> str:
         for k, (d, colour) in enumerate(zip(dens, (REF, CUR), strict=True)):
             h = d[i] / top * (H - 2 * PAD)
             x = PAD + i * slot + k * slot / 2
-            body.append(f'<rect x="{x:.1f}" y="{H - PAD - h:.1f}" width="{slot / 2:.1f}" height="{h:.1f}" '
-                        f'fill="{colour}" class="bar{k}"/>')
-    body.append(f'<text x="{PAD}" y="{H - 6}" font-size="10">{edges[0]:.4g}</text>'
-                f'<text x="{W - PAD}" y="{H - 6}" font-size="10" text-anchor="end">{edges[-1]:.4g}</text>')
+            body.append(
+                f'<rect x="{x:.1f}" y="{H - PAD - h:.1f}" width="{slot / 2:.1f}" height="{h:.1f}" '
+                f'fill="{colour}" class="bar{k}"/>'
+            )
+    body.append(
+        f'<text x="{PAD}" y="{H - 6}" font-size="10">{edges[0]:.4g}</text>'
+        f'<text x="{W - PAD}" y="{H - 6}" font-size="10" text-anchor="end">{edges[-1]:.4g}</text>'
+    )
     return svg_frame(body, "histogram, reference vs window")
 
 
@@ -64,13 +71,19 @@ def ecdf_svg(ref: np.ndarray, cur: np.ndarray) -> str:
         xs = np.sort(x)
         ys = np.arange(1, len(xs) + 1) / len(xs)
         pick = subsample(xs, 400)  # a step line needs no more points than pixels
-        pts = " ".join(f"{PAD + (xs[i] - lo) / span * (W - 2 * PAD):.1f},{H - PAD - ys[i] * (H - 2 * PAD):.1f}"
-                       for i in pick)
-        body.append(f'<polyline points="{pts}" fill="none" stroke="{colour}" stroke-width="1.5" class="ecdf{k}"/>')
+        pts = " ".join(
+            f"{PAD + (xs[i] - lo) / span * (W - 2 * PAD):.1f},{H - PAD - ys[i] * (H - 2 * PAD):.1f}"
+            for i in pick
+        )
+        body.append(
+            f'<polyline points="{pts}" fill="none" stroke="{colour}" stroke-width="1.5" class="ecdf{k}"/>'
+        )
     return svg_frame(body, "ECDF, reference vs window")
 
 
-def feature_pictures(results: list[dict[str, Any]], baseline: pd.DataFrame, window: pd.DataFrame) -> list[Picture]:
+def feature_pictures(
+    results: list[dict[str, Any]], baseline: pd.DataFrame, window: pd.DataFrame
+) -> list[Picture]:
     """Histogram and ECDF of each drifted numeric feature (most drifted first, at most 8)."""
     seen: list[str] = []
     for r in results:
@@ -93,7 +106,9 @@ def feature_pictures(results: list[dict[str, Any]], baseline: pd.DataFrame, wind
     return out
 
 
-def embedding_picture(baseline: pd.DataFrame, window: pd.DataFrame, column: str = "prompt_embedding") -> Picture | None:
+def embedding_picture(
+    baseline: pd.DataFrame, window: pd.DataFrame, column: str = "prompt_embedding"
+) -> Picture | None:
     def stack(frame: pd.DataFrame) -> np.ndarray:
         if column not in frame.columns:
             return np.empty((0, 0))
@@ -105,10 +120,15 @@ def embedding_picture(baseline: pd.DataFrame, window: pd.DataFrame, column: str 
         return None
     ref, cur = ref[subsample(ref)], cur[subsample(cur, seed=1)]
     ref_xy, cur_xy, _ = pca_2d(ref, cur)
-    return Picture("prompt embeddings (PCA; baseline grey, window blue)", svg_scatter(ref_xy, cur_xy, set(), size=360))
+    return Picture(
+        "prompt embeddings (PCA; baseline grey, window blue)",
+        svg_scatter(ref_xy, cur_xy, set(), size=360),
+    )
 
 
-def report_pictures(results: list[dict[str, Any]], baseline: pd.DataFrame, window: pd.DataFrame) -> list[Picture]:
+def report_pictures(
+    results: list[dict[str, Any]], baseline: pd.DataFrame, window: pd.DataFrame
+) -> list[Picture]:
     """What the report draws: drifted features over all traffic first, then the projection."""
     ordered = sorted(results, key=lambda r: (r.get("segment") != "*", not r.get("drifted")))
     pictures = feature_pictures(ordered, baseline, window)

@@ -28,8 +28,9 @@ def _word_cut(text: str, length: int) -> int:
     return length
 
 
-def shared_preambles(prompts: Iterable[object], *, min_chars: int = MIN_PREAMBLE_CHARS,
-                     min_share: float = MIN_SHARE) -> list[str]:
+def shared_preambles(
+    prompts: Iterable[object], *, min_chars: int = MIN_PREAMBLE_CHARS, min_share: float = MIN_SHARE
+) -> list[str]:
     """Openings (ending at a whitespace, at least `min_chars` long) that at least
     max(2, min_share × n) of the prompts start with; the longest such opening of each group."""
     # distinct texts: a prompt sent many times is not a preamble of itself
@@ -41,7 +42,9 @@ def shared_preambles(prompts: Iterable[object], *, min_chars: int = MIN_PREAMBLE
     found: set[str] = set()
     # a run of `need` neighbours in sorted order shares the minimum of their adjacent prefixes
     span = need - 1
-    window: deque[int] = deque()  # indices of lcp, their values increasing: the window's minimum first
+    window: deque[int] = (
+        deque()
+    )  # indices of lcp, their values increasing: the window's minimum first
     for i, value in enumerate(lcp):
         while window and lcp[window[-1]] >= value:
             window.pop()
@@ -61,6 +64,6 @@ def strip_preamble(text: str, preambles: Sequence[str]) -> str:
     """The text after the longest preamble it starts with, marked with "…"; the text unchanged
     when none fits, or when nothing would be left."""
     for p in preambles:  # longest first
-        if text.startswith(p) and text[len(p):].strip():
-            return ELLIPSIS + text[len(p):].lstrip()
+        if text.startswith(p) and text[len(p) :].strip():
+            return ELLIPSIS + text[len(p) :].lstrip()
     return text

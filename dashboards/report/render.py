@@ -28,10 +28,16 @@ def fmt(value) -> str:
     return "–" if text == MISSING else text
 
 
-def render_report(ctx: ReportContext, evidently_html: str | None, evidently_error: str | None,
-                  verdict: EvidentlyVerdict | None = None) -> str:
+def render_report(
+    ctx: ReportContext,
+    evidently_html: str | None,
+    evidently_error: str | None,
+    verdict: EvidentlyVerdict | None = None,
+) -> str:
     section = _env.get_template("vigil_section.html").render(
-        ctx=ctx, fmt=fmt, evidently_error=evidently_error if evidently_html is None else None,
+        ctx=ctx,
+        fmt=fmt,
+        evidently_error=evidently_error if evidently_html is None else None,
         verdict=verdict if evidently_html is not None else None,
     )
     if evidently_html is None:
@@ -55,7 +61,9 @@ def write_report(report_dir: Path, run_id: int, html: str) -> Path:
     """Write atomically (temp file + rename): a crash never leaves half a report behind."""
     data = clean_text(html).encode("utf-8")  # lone surrogates from logged text become U+FFFD
     if len(data) > MAX_REPORT_BYTES:
-        raise ValueError(f"report {run_id} is {len(data)} bytes, over the {MAX_REPORT_BYTES} byte bound")
+        raise ValueError(
+            f"report {run_id} is {len(data)} bytes, over the {MAX_REPORT_BYTES} byte bound"
+        )
     path = report_path(report_dir, run_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     # mkstemp's 0600 is kept: the report quotes prompts; the pages serve it to those who may read it

@@ -22,8 +22,9 @@ if TYPE_CHECKING:
 NOISE_QUANTILE = 0.999
 
 
-def _tables(reference: np.ndarray, current: np.ndarray,
-            levels: list[str] | None) -> tuple[np.ndarray, np.ndarray, list[str]]:
+def _tables(
+    reference: np.ndarray, current: np.ndarray, levels: list[str] | None
+) -> tuple[np.ndarray, np.ndarray, list[str]]:
     levels = category_levels(reference) if levels is None else list(levels)
     rc, cc = category_counts(reference, levels), category_counts(current, levels)
     keep = (rc + cc) > 0  # a column empty on both sides carries no information
@@ -55,12 +56,19 @@ def chi2_test(
         p_value=p,
         threshold=threshold,
         drifted=decide("p_value", stat, p, threshold, effect_floor),
-        detail={"dof": dof, "p_raw": p, "n_reference": n_ref, "n_current": n_cur,
-                "effect_floor": effect_floor},
+        detail={
+            "dof": dof,
+            "p_raw": p,
+            "n_reference": n_ref,
+            "n_current": n_cur,
+            "effect_floor": effect_floor,
+        },
     )
 
 
-def js_noise_level(n_ref: int, n_cur: int, n_levels: int, quantile: float = NOISE_QUANTILE) -> float:
+def js_noise_level(
+    n_ref: int, n_cur: int, n_levels: int, quantile: float = NOISE_QUANTILE
+) -> float:
     """Null quantile of the JS distance (base 2): JSD_nats ≈ (1/n + 1/m) · χ²(K-1) / 8."""
     chi = stats.chi2.ppf(quantile, max(n_levels - 1, 1))
     return float(math.sqrt(chi * (1.0 / n_ref + 1.0 / n_cur) / (8.0 * math.log(2.0))))
@@ -79,7 +87,9 @@ def js_test(
     if n_ref < min_samples or n_cur < min_samples:
         return insufficient("js", threshold, n_ref, n_cur, min_samples)
     rc, cc, names = _tables(reference, current, levels)
-    value = 0.0 if rc.size < 2 else float(distance.jensenshannon(rc / rc.sum(), cc / cc.sum(), base=2))
+    value = (
+        0.0 if rc.size < 2 else float(distance.jensenshannon(rc / rc.sum(), cc / cc.sum(), base=2))
+    )
     noise = js_noise_level(n_ref, n_cur, rc.size)
     applied = max(threshold, noise)
     return TestResult(
@@ -88,8 +98,12 @@ def js_test(
         p_value=None,
         threshold=applied,
         drifted=decide("statistic", value, None, applied),
-        detail={"levels": int(rc.size), "noise_floor": noise,
-                "n_reference": n_ref, "n_current": n_cur},
+        detail={
+            "levels": int(rc.size),
+            "noise_floor": noise,
+            "n_reference": n_ref,
+            "n_current": n_cur,
+        },
     )
 
 

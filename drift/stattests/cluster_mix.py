@@ -96,8 +96,14 @@ def fit_partition(reference: np.ndarray, *, seed: int = 0, max_cells: int = MAX_
     model = KMeans(k, n_init=2, random_state=seed).fit(x[fit_rows])
     centroids = model.cluster_centers_.astype(np.float32)
     dist = np.linalg.norm(x[fit_rows] - centroids[model.labels_], axis=1)
-    radii = np.array([np.quantile(dist[model.labels_ == j], RADIUS_QUANTILE)
-                      if np.any(model.labels_ == j) else 0.0 for j in range(k)])
+    radii = np.array(
+        [
+            np.quantile(dist[model.labels_ == j], RADIUS_QUANTILE)
+            if np.any(model.labels_ == j)
+            else 0.0
+            for j in range(k)
+        ]
+    )
     part = Partition(centroids, radii, count_rows.astype(np.int64))
     return replace(part, ref_counts=part.counts(x[count_rows]))
 
@@ -116,7 +122,9 @@ def partition_for(reference: np.ndarray) -> Partition:
     return part
 
 
-def pool_small_cells(ref_counts: np.ndarray, n_small_side: int, min_expected: float = MIN_EXPECTED) -> np.ndarray:
+def pool_small_cells(
+    ref_counts: np.ndarray, n_small_side: int, min_expected: float = MIN_EXPECTED
+) -> np.ndarray:
     """A group index per cell: cells expecting fewer than `min_expected` points (on the smaller
     side, by reference share) share one pooled group, grown until it expects enough itself."""
     expected = ref_counts / max(ref_counts.sum(), 1.0) * n_small_side
@@ -172,7 +180,9 @@ def cluster_mix_test(
     groups = pool_small_cells(ref_counts, int(min(ref_counts.sum(), len(y))), min_expected)
     table = np.vstack([np.bincount(groups, ref_counts), np.bincount(groups, cur_counts)])
     stat, dof, p_cells = homogeneity_chi2(table)
-    outside = np.array([[ref_counts[-1], ref_counts[:-1].sum()], [cur_counts[-1], cur_counts[:-1].sum()]])
+    outside = np.array(
+        [[ref_counts[-1], ref_counts[:-1].sum()], [cur_counts[-1], cur_counts[:-1].sum()]]
+    )
     stat_out, _, p_out = homogeneity_chi2(outside)
     p = min(1.0, 2.0 * min(p_cells, p_out))  # Bonferroni over the two views of one table
     ref_share, cur_share = ref_counts / ref_counts.sum(), cur_counts / cur_counts.sum()
@@ -183,15 +193,28 @@ def cluster_mix_test(
         p_value=p,
         threshold=threshold,
         drifted=decide("p_value", stat, p, threshold, effect_floor),
-        detail={"dof": dof, "p_raw": p, "p_cells": p_cells, "p_outside": p_out,
-                "outside_statistic": stat_out, "cells": part.k, "groups": int(table.shape[1]),
-                "baseline_outside_share": float(ref_share[-1]),
-                "window_outside_share": float(cur_share[-1]),
-                "n_reference": int(ref_counts.sum()), "n_current": int(cur_counts.sum()),
-                "grown_cells": [{"cell": "outside" if j == part.k else int(j),
-                                 "baseline_share": float(ref_share[j]),
-                                 "window_share": float(cur_share[j])} for j in top],
-                "effect_floor": effect_floor},
+        detail={
+            "dof": dof,
+            "p_raw": p,
+            "p_cells": p_cells,
+            "p_outside": p_out,
+            "outside_statistic": stat_out,
+            "cells": part.k,
+            "groups": int(table.shape[1]),
+            "baseline_outside_share": float(ref_share[-1]),
+            "window_outside_share": float(cur_share[-1]),
+            "n_reference": int(ref_counts.sum()),
+            "n_current": int(cur_counts.sum()),
+            "grown_cells": [
+                {
+                    "cell": "outside" if j == part.k else int(j),
+                    "baseline_share": float(ref_share[j]),
+                    "window_share": float(cur_share[j]),
+                }
+                for j in top
+            ],
+            "effect_floor": effect_floor,
+        },
     )
 
 

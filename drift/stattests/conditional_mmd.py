@@ -62,10 +62,14 @@ def stratum_statistics(
     perms = rng.permuted(np.tile(labels, (n_permutations, 1)), axis=1)
     z_all = np.vstack([labels[None, :], perms]).T
     rows = k.double().sum(1)
-    return torch.cat([
-        permutation_mmd2(k, torch.from_numpy(np.ascontiguousarray(z_all[:, s:s + _PERM_CHUNK])), rows)
-        for s in range(0, z_all.shape[1], _PERM_CHUNK)
-    ]).numpy()
+    return torch.cat(
+        [
+            permutation_mmd2(
+                k, torch.from_numpy(np.ascontiguousarray(z_all[:, s : s + _PERM_CHUNK])), rows
+            )
+            for s in range(0, z_all.shape[1], _PERM_CHUNK)
+        ]
+    ).numpy()
 
 
 def stratified_mmd_test(
@@ -86,7 +90,9 @@ def stratified_mmd_test(
     x, sx = _finite_rows(reference, ref_strata)
     y, sy = _finite_rows(current, cur_strata)
     if len(x) and len(y) and x.shape[1] != y.shape[1]:
-        raise ValueError(f"conditional_mmd: current has dimension {y.shape[1]}, reference {x.shape[1]}")
+        raise ValueError(
+            f"conditional_mmd: current has dimension {y.shape[1]}, reference {x.shape[1]}"
+        )
     # enough permutations that p can reach the threshold at all: min p = 1 / (1 + B)
     n_permutations = max(int(n_permutations), math.ceil(1.0 / threshold - 1.0 - 1e-9))
     used: list[tuple[Any, np.ndarray, np.ndarray]] = []
@@ -102,12 +108,22 @@ def stratified_mmd_test(
     total = np.zeros(1 + n_permutations)
     per_stratum = []
     for s, ix, iy in used:
-        stats_s = stratum_statistics(x[_cap(ix, max_per_stratum, rng)], y[_cap(iy, max_per_stratum, rng)],
-                                     sigma, n_permutations, rng)
+        stats_s = stratum_statistics(
+            x[_cap(ix, max_per_stratum, rng)],
+            y[_cap(iy, max_per_stratum, rng)],
+            sigma,
+            n_permutations,
+            rng,
+        )
         total += iy.size / n_cur * stats_s
-        per_stratum.append({"stratum": int(s) if isinstance(s, int | np.integer) else str(s),
-                            "n_reference": int(ix.size), "n_current": int(iy.size),
-                            "mmd2": float(stats_s[0])})
+        per_stratum.append(
+            {
+                "stratum": int(s) if isinstance(s, int | np.integer) else str(s),
+                "n_reference": int(ix.size),
+                "n_current": int(iy.size),
+                "mmd2": float(stats_s[0]),
+            }
+        )
     observed = float(total[0])
     p = (1 + int(np.sum(total[1:] >= observed))) / (1 + n_permutations)
     return TestResult(
@@ -116,10 +132,16 @@ def stratified_mmd_test(
         p_value=p,
         threshold=threshold,
         drifted=decide("p_value", observed, p, threshold, effect_floor),
-        detail={"bandwidth": sigma, "n_reference": n_ref, "n_current": n_cur,
-                "strata": per_stratum, "strata_dropped": len(dropped),
-                "rows_dropped": int(sum(ix.size + iy.size for _, ix, iy in dropped)),
-                "permutations": n_permutations, "effect_floor": effect_floor},
+        detail={
+            "bandwidth": sigma,
+            "n_reference": n_ref,
+            "n_current": n_cur,
+            "strata": per_stratum,
+            "strata_dropped": len(dropped),
+            "rows_dropped": int(sum(ix.size + iy.size for _, ix, iy in dropped)),
+            "permutations": n_permutations,
+            "effect_floor": effect_floor,
+        },
     )
 
 

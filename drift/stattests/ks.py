@@ -35,8 +35,12 @@ def ks_test(
         p_value=p,
         threshold=threshold,
         drifted=decide("p_value", stat, p, threshold, effect_floor),
-        detail={"n_reference": int(ref.size), "n_current": int(cur.size), "p_raw": p,
-                "effect_floor": effect_floor},
+        detail={
+            "n_reference": int(ref.size),
+            "n_current": int(cur.size),
+            "p_raw": p,
+            "effect_floor": effect_floor,
+        },
     )
 
 

@@ -121,14 +121,20 @@ def mmd_test(
     min_samples: int = 20,
     effect_floor: float | None = None,
 ) -> TestResult:
-    ref = prepared if prepared is not None else prepare_reference(reference, rng=rng, max_samples=max_samples)
+    ref = (
+        prepared
+        if prepared is not None
+        else prepare_reference(reference, rng=rng, max_samples=max_samples)
+    )
     y = np.asarray(current, dtype=np.float32)
     y = y[np.isfinite(y).all(axis=1)] if y.ndim == 2 else y.reshape(0, ref.vectors.shape[1])
     n_cur_all = len(y)
     if len(ref.vectors) < min_samples or n_cur_all < min_samples:
         return insufficient("mmd", threshold, len(ref.vectors), n_cur_all, min_samples)
     if y.shape[1] != ref.vectors.shape[1]:
-        raise ValueError(f"mmd: current has dimension {y.shape[1]}, reference {ref.vectors.shape[1]}")
+        raise ValueError(
+            f"mmd: current has dimension {y.shape[1]}, reference {ref.vectors.shape[1]}"
+        )
     if len(y) > max_samples:
         y = y[np.sort(rng.choice(len(y), max_samples, replace=False))]
     # enough permutations that p can reach the threshold at all: min p = 1 / (1 + B)
@@ -143,10 +149,14 @@ def mmd_test(
     perms = rng.permuted(np.tile(labels, (n_permutations, 1)), axis=1)
     z_all = np.vstack([labels[None, :], perms]).T  # (N, 1 + B); column 0 is the observed split
     rows = k.double().sum(1)
-    stats_all = torch.cat([
-        permutation_mmd2(k, torch.from_numpy(np.ascontiguousarray(z_all[:, s:s + _PERM_CHUNK])), rows)
-        for s in range(0, z_all.shape[1], _PERM_CHUNK)
-    ])
+    stats_all = torch.cat(
+        [
+            permutation_mmd2(
+                k, torch.from_numpy(np.ascontiguousarray(z_all[:, s : s + _PERM_CHUNK])), rows
+            )
+            for s in range(0, z_all.shape[1], _PERM_CHUNK)
+        ]
+    )
     observed = float(stats_all[0])
     exceed = int((stats_all[1:] >= stats_all[0]).sum())
     p = (1 + exceed) / (1 + n_permutations)
@@ -156,15 +166,23 @@ def mmd_test(
         p_value=p,
         threshold=threshold,
         drifted=decide("p_value", observed, p, threshold, effect_floor),
-        detail={"bandwidth": ref.bandwidth, "n_reference": m, "n_current": n,
-                "n_current_total": n_cur_all, "permutations": n_permutations,
-                "effect_floor": effect_floor},
+        detail={
+            "bandwidth": ref.bandwidth,
+            "n_reference": m,
+            "n_current": n,
+            "n_current_total": n_cur_all,
+            "permutations": n_permutations,
+            "effect_floor": effect_floor,
+        },
     )
 
 
 def frozen_args(inputs: TestInputs, feature: str) -> dict[str, Any]:
-    return {"prepared": inputs.mmd_refs.get(feature), "n_permutations": inputs.options.mmd_permutations,
-            "max_samples": inputs.options.mmd_max_samples}
+    return {
+        "prepared": inputs.mmd_refs.get(feature),
+        "n_permutations": inputs.options.mmd_permutations,
+        "max_samples": inputs.options.mmd_max_samples,
+    }
 
 
 SPEC = register(

@@ -71,7 +71,12 @@ def wasserstein_test(
     scale = reference_scale(ref) if scale is None else float(scale)
     ref = np.sort(ref)
     value = w1_distance(ref, np.sort(cur)) / scale
-    noise = NOISE_COEF * spread(ref, is_sorted=True) / scale * float(np.sqrt(1.0 / ref.size + 1.0 / cur.size))
+    noise = (
+        NOISE_COEF
+        * spread(ref, is_sorted=True)
+        / scale
+        * float(np.sqrt(1.0 / ref.size + 1.0 / cur.size))
+    )
     applied = max(threshold, noise)
     return TestResult(
         test="wasserstein",
@@ -79,8 +84,12 @@ def wasserstein_test(
         p_value=None,
         threshold=applied,
         drifted=decide("statistic", value, None, applied),
-        detail={"scale": scale, "noise_floor": noise,
-                "n_reference": int(ref.size), "n_current": int(cur.size)},
+        detail={
+            "scale": scale,
+            "noise_floor": noise,
+            "n_reference": int(ref.size),
+            "n_current": int(cur.size),
+        },
     )
 
 

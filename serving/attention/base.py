@@ -29,7 +29,9 @@ class AttentionMetadata:
     block_tables: torch.Tensor  # int32 [num_seqs, max_blocks_per_seq], padded with 0
     max_query_len: int
     max_seq_len: int
-    num_decode_tokens: int = 0  # sequences with query_len 1 come first when > 0 (decode-only fast path)
+    num_decode_tokens: int = (
+        0  # sequences with query_len 1 come first when > 0 (decode-only fast path)
+    )
     # host copies so CPU code needs no device sync
     query_lens_cpu: list[int] | None = None
     seq_lens_cpu: list[int] | None = None

@@ -44,13 +44,17 @@ class TorchRefBackend:
         num_heads = query.shape[1]
         block_size, num_kv_heads, head_dim = k_cache.shape[1:]
         group = num_heads // num_kv_heads
-        qlens = meta.query_lens_cpu or (meta.query_start_loc[1:] - meta.query_start_loc[:-1]).tolist()
+        qlens = (
+            meta.query_lens_cpu or (meta.query_start_loc[1:] - meta.query_start_loc[:-1]).tolist()
+        )
         slens = meta.seq_lens_cpu or meta.seq_lens.tolist()
         out = torch.empty_like(query)
         # decode rows come first (one query each): one batched gather + SDPA for all of them
         num_decode = meta.num_decode_tokens
         if num_decode > 1:
-            out[:num_decode] = self._decode_batch(query[:num_decode], k_cache, v_cache, meta, slens, scale)
+            out[:num_decode] = self._decode_batch(
+                query[:num_decode], k_cache, v_cache, meta, slens, scale
+            )
         else:
             num_decode = 0
         start = num_decode
@@ -77,7 +81,9 @@ class TorchRefBackend:
         return out
 
     @staticmethod
-    def _decode_batch(query, k_cache, v_cache, meta: AttentionMetadata, slens: list[int], scale: float):
+    def _decode_batch(
+        query, k_cache, v_cache, meta: AttentionMetadata, slens: list[int], scale: float
+    ):
         """One query per sequence: gather every context padded to the longest, mask the padding.
         A kv head's `group` query heads ride in SDPA's query-length slot, so GQA needs no copy."""
         n, num_heads, head_dim = query.shape

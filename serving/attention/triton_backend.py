@@ -40,7 +40,9 @@ class TritonAttentionBackend:
         if not HAS_TRITON:
             raise RuntimeError("the Triton attention backend needs the `triton` package")
         if k_scale <= 0 or v_scale <= 0:
-            raise ValueError(f"KV scales must be positive, got k_scale={k_scale}, v_scale={v_scale}")
+            raise ValueError(
+                f"KV scales must be positive, got k_scale={k_scale}, v_scale={v_scale}"
+            )
         self.k_scale = float(k_scale)
         self.v_scale = float(v_scale)
 
@@ -67,10 +69,31 @@ class TritonAttentionBackend:
         num_seqs = meta.num_seqs
         scales = {"k_scale": self.k_scale, "v_scale": self.v_scale}
         if meta.decode_seq_lens is not None:  # a prefill graph: decode rows anywhere, then the rest
-            paged_decode(query, k_cache, v_cache, meta.block_tables, meta.decode_seq_lens, meta.decode_rows,
-                         out, scale, meta.max_seq_len, **scales)
-            paged_prefill(query, k_cache, v_cache, meta.block_tables, meta.seq_lens, meta.query_start_loc,
-                          out, scale, meta.max_query_len, skip_single=True, **scales)
+            paged_decode(
+                query,
+                k_cache,
+                v_cache,
+                meta.block_tables,
+                meta.decode_seq_lens,
+                meta.decode_rows,
+                out,
+                scale,
+                meta.max_seq_len,
+                **scales,
+            )
+            paged_prefill(
+                query,
+                k_cache,
+                v_cache,
+                meta.block_tables,
+                meta.seq_lens,
+                meta.query_start_loc,
+                out,
+                scale,
+                meta.max_query_len,
+                skip_single=True,
+                **scales,
+            )
             return out
         nd = _leading_decodes(meta)
         if nd:

@@ -56,7 +56,12 @@ class SymmMemAllReduce:
 
     def fits(self, t: torch.Tensor) -> bool:
         n = t.numel()
-        return 0 < n <= self.numel and t.dtype == self.dtype and t.is_contiguous() and (n * t.element_size()) % 16 == 0
+        return (
+            0 < n <= self.numel
+            and t.dtype == self.dtype
+            and t.is_contiguous()
+            and (n * t.element_size()) % 16 == 0
+        )
 
     def __call__(self, t: torch.Tensor) -> torch.Tensor:
         if not self.fits(t):
@@ -122,7 +127,10 @@ def make_all_reduce(mode: str, tp, device: torch.device, dtype: torch.dtype, max
         return nccl
     reason = _symm_mem_usable(device, tp.world_size)
     if not _all_agree(reason is None, tp.cpu_group):
-        log.info("tp_allreduce: symmetric memory unavailable (%s); using NCCL", reason or "on another rank")
+        log.info(
+            "tp_allreduce: symmetric memory unavailable (%s); using NCCL",
+            reason or "on another rank",
+        )
         return nccl
     reducer, error = None, None
     try:
@@ -130,12 +138,17 @@ def make_all_reduce(mode: str, tp, device: torch.device, dtype: torch.dtype, max
     except Exception as exc:  # noqa: BLE001 - any failure means: NCCL
         error = f"{type(exc).__name__}: {exc}"
     if not _all_agree(reducer is not None, tp.cpu_group):
-        log.warning("tp_allreduce: symmetric-memory rendezvous failed (%s); using NCCL", error or "on another rank")
+        log.warning(
+            "tp_allreduce: symmetric-memory rendezvous failed (%s); using NCCL",
+            error or "on another rank",
+        )
         return nccl
     return reducer
 
 
-def with_all_reduce(tp, mode: str, device: torch.device, dtype: torch.dtype, max_tokens: int, hidden_size: int):
+def with_all_reduce(
+    tp, mode: str, device: torch.device, dtype: torch.dtype, max_tokens: int, hidden_size: int
+):
     """`tp` with the chosen all-reduce; the symmetric buffer holds up to `max_tokens` rows of
     `hidden_size` (a step's largest message), capped at DEFAULT_SYMM_MAX_BYTES."""
     from dataclasses import replace

@@ -19,7 +19,11 @@ import torch.distributed as dist
 from serving.distributed.context import ParallelContext
 
 # set in every process of the group before CUDA or NCCL start
-NCCL_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+NCCL_ENV = {
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+    "NVSHMEM_DISABLE_NVLS": "1",
+}
 DEFAULT_INIT_TIMEOUT_S = 120.0
 # workers wait on the host group for the next step however long the engine idles; a dead driver
 # is noticed by the workers' parent watch instead (worker.py)
@@ -41,21 +45,33 @@ def backend_for(device: torch.device) -> str:
 
 
 def init_group(
-    rank: int, world_size: int, port: int, device: torch.device, timeout_s: float = DEFAULT_INIT_TIMEOUT_S
+    rank: int,
+    world_size: int,
+    port: int,
+    device: torch.device,
+    timeout_s: float = DEFAULT_INIT_TIMEOUT_S,
 ) -> ParallelContext:
     """Join the group as `rank` (blocks until every rank joined, at most `timeout_s`)."""
     apply_nccl_env()
     if dist.is_initialized():
-        raise RuntimeError("a torch.distributed process group is already initialised in this process")
+        raise RuntimeError(
+            "a torch.distributed process group is already initialised in this process"
+        )
     timeout = datetime.timedelta(seconds=timeout_s)
     backend = backend_for(device)
     kwargs = {"device_id": device} if device.type == "cuda" else {}
     dist.init_process_group(
-        backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size,
-        timeout=timeout, **kwargs,
+        backend,
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world_size,
+        timeout=timeout,
+        **kwargs,
     )
     cpu_group = dist.new_group(backend="gloo", timeout=IDLE_TIMEOUT)
-    return ParallelContext(rank=rank, world_size=world_size, group=dist.group.WORLD, cpu_group=cpu_group)
+    return ParallelContext(
+        rank=rank, world_size=world_size, group=dist.group.WORLD, cpu_group=cpu_group
+    )
 
 
 LEAVE_TIMEOUT_S = 30.0
@@ -80,6 +96,8 @@ def destroy_group(timeout_s: float = LEAVE_TIMEOUT_S) -> bool:
     done.start()
     done.join(timeout_s)
     if done.is_alive():
-        log.warning("leaving the %s process group did not finish in %.0f s", dist.get_backend(), timeout_s)
+        log.warning(
+            "leaving the %s process group did not finish in %.0f s", dist.get_backend(), timeout_s
+        )
         return False
     return True

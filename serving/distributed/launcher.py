@@ -53,7 +53,9 @@ class WorkerProcesses:
                 os.close(to_r)
                 os.close(from_w)
                 self.procs.append(proc)
-                self.conns.append((Connection(to_w, readable=False), Connection(from_r, writable=False)))
+                self.conns.append(
+                    (Connection(to_w, readable=False), Connection(from_r, writable=False))
+                )
                 # plain pickle: torch's multiprocessing reducers would pass tensors as shared
                 # memory handles, which only multiprocessing children can open
                 self.conns[-1][0].send_bytes(pickle.dumps(launch))
@@ -69,10 +71,14 @@ class WorkerProcesses:
         """Wait for every worker's `expected` report; raise WorkerStartError on a failure report,
         a dead worker or the deadline."""
         deadline = time.monotonic() + timeout_s
-        for rank, ((_, from_worker), proc) in enumerate(zip(self.conns, self.procs, strict=True), start=1):
+        for rank, ((_, from_worker), proc) in enumerate(
+            zip(self.conns, self.procs, strict=True), start=1
+        ):
             while not from_worker.poll(0.2):
                 if proc.poll() is not None:
-                    raise WorkerStartError(f"tensor-parallel worker rank {rank} exited with code {proc.returncode}")
+                    raise WorkerStartError(
+                        f"tensor-parallel worker rank {rank} exited with code {proc.returncode}"
+                    )
                 if time.monotonic() > deadline:
                     raise WorkerStartError(
                         f"tensor-parallel worker rank {rank} did not report {expected!r} within {timeout_s:.0f} s"
@@ -80,11 +86,15 @@ class WorkerProcesses:
             try:
                 kind, detail = from_worker.recv()
             except EOFError:
-                raise WorkerStartError(f"tensor-parallel worker rank {rank} closed its pipe while starting") from None
+                raise WorkerStartError(
+                    f"tensor-parallel worker rank {rank} closed its pipe while starting"
+                ) from None
             if kind == "failed":
                 raise WorkerStartError(detail)
             if kind != expected:
-                raise WorkerStartError(f"tensor-parallel worker rank {rank}: expected {expected!r}, got {kind!r}")
+                raise WorkerStartError(
+                    f"tensor-parallel worker rank {rank}: expected {expected!r}, got {kind!r}"
+                )
 
     def alive(self) -> bool:
         return all(p.poll() is None for p in self.procs)

@@ -68,7 +68,9 @@ def check_partition(config, world_size: int) -> None:
     for rank in range(world_size):
         head_shard(config.num_attention_heads, config.num_key_value_heads, world_size, rank)
     if config.intermediate_size < world_size:
-        raise ValueError(f"intermediate_size={config.intermediate_size} is smaller than {world_size} ranks")
+        raise ValueError(
+            f"intermediate_size={config.intermediate_size} is smaller than {world_size} ranks"
+        )
 
 
 def rank_config(config, world_size: int, rank: int):

@@ -24,7 +24,9 @@ class ModelSource:
         if self.random_config is not None:
             from serving.loader.random_weights import random_loaded
 
-            return random_loaded(self.random_config, seed=self.seed, device=device, dtype=dtype, shard=spec)
+            return random_loaded(
+                self.random_config, seed=self.seed, device=device, dtype=dtype, shard=spec
+            )
         from serving.loader import default_model_path, load_model_files
 
         return load_model_files(self.path or default_model_path(), shard=spec)

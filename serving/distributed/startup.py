@@ -72,13 +72,19 @@ def _driver_device(device: torch.device, world_size: int) -> torch.device:
         return device
     count = torch.cuda.device_count()
     if count < world_size:
-        raise ValueError(f"tensor parallel size {world_size} needs {world_size} CUDA devices; {count} visible")
+        raise ValueError(
+            f"tensor parallel size {world_size} needs {world_size} CUDA devices; {count} visible"
+        )
     torch.cuda.set_device(0)
     return torch.device("cuda", 0)
 
 
 def start_tensor_parallel(
-    cfg, loaded, device: torch.device, dtype: torch.dtype, kv_dtype: torch.dtype,
+    cfg,
+    loaded,
+    device: torch.device,
+    dtype: torch.dtype,
+    kv_dtype: torch.dtype,
     init_timeout_s: float = DEFAULT_INIT_TIMEOUT_S,
 ) -> TensorParallel:
     """`loaded`: None (read `cfg.model_path`), a full LoadedModel, or a ModelSource."""
@@ -107,17 +113,34 @@ def start_tensor_parallel(
         )
         workers.send_all(num_blocks)
         tp = init_group(0, world_size, port, device, init_timeout_s)
-        tp = with_all_reduce(tp, cfg.tp_allreduce, device, dtype, cfg.max_num_batched_tokens, mine.config.hidden_size)
+        tp = with_all_reduce(
+            tp, cfg.tp_allreduce, device, dtype, cfg.max_num_batched_tokens, mine.config.hidden_size
+        )
         model = build_model(mine.config, mine.state_dict, device, dtype, tp=tp)
-        runner = TensorParallelRunner(model, local, num_blocks, cfg.block_size, device, kv_dtype,
-                                      cfg.enable_cuda_graphs, channel=StepChannel(tp, device))
+        runner = TensorParallelRunner(
+            model,
+            local,
+            num_blocks,
+            cfg.block_size,
+            device,
+            kv_dtype,
+            cfg.enable_cuda_graphs,
+            channel=StepChannel(tp, device),
+        )
         workers.wait_all("ready", init_timeout_s)
     except BaseException:
         workers.kill()
         destroy_group()
         raise
-    log.info("tensor parallel: %d ranks on %s, %d KV blocks per rank, %s all-reduce", world_size, device.type,
-             num_blocks, tp.all_reduce_name)
-    group = TensorParallel(replace(mine, state_dict={}), num_blocks, runner, workers, tp.all_reduce_name)
+    log.info(
+        "tensor parallel: %d ranks on %s, %d KV blocks per rank, %s all-reduce",
+        world_size,
+        device.type,
+        num_blocks,
+        tp.all_reduce_name,
+    )
+    group = TensorParallel(
+        replace(mine, state_dict={}), num_blocks, runner, workers, tp.all_reduce_name
+    )
     atexit.register(group.close)
     return group

@@ -54,8 +54,13 @@ def _sizes(h: list[int]) -> list[int]:
 
 
 class StepChannel:
-    def __init__(self, tp: ParallelContext, device: torch.device, capacity: int = DEFAULT_CAPACITY,
-                 transport: str = "auto"):
+    def __init__(
+        self,
+        tp: ParallelContext,
+        device: torch.device,
+        capacity: int = DEFAULT_CAPACITY,
+        transport: str = "auto",
+    ):
         """Collective over the host group. `transport`: "shm", "gloo" or "auto" (shm where usable)."""
         self.tp = tp
         self.device = device
@@ -72,18 +77,48 @@ class StepChannel:
         self.host.close()
 
     # ---- driver (rank 0) -------------------------------------------------------------------
-    def send_step(self, inputs, copies: list[tuple[int, int]], share_samples: bool = False) -> DeviceStep:
+    def send_step(
+        self, inputs, copies: list[tuple[int, int]], share_samples: bool = False
+    ) -> DeviceStep:
         """`inputs`: StepInputs built on the host. Returns the step as every rank sees it."""
         meta = inputs.meta
         n, s = int(inputs.input_ids.shape[0]), int(meta.seq_lens.shape[0])
         width = int(meta.block_tables.shape[1])
         p = len(inputs.pending_rows)
-        header = torch.tensor([STEP, n, s, width, meta.num_decode_tokens, meta.max_query_len, meta.max_seq_len,
-                               len(copies), int(inputs.logits_rows.shape[0]), p, int(share_samples), 0])
+        header = torch.tensor(
+            [
+                STEP,
+                n,
+                s,
+                width,
+                meta.num_decode_tokens,
+                meta.max_query_len,
+                meta.max_seq_len,
+                len(copies),
+                int(inputs.logits_rows.shape[0]),
+                p,
+                int(share_samples),
+                0,
+            ]
+        )
         flat_copies = torch.tensor(copies, dtype=torch.int64).reshape(-1) if copies else _EMPTY
-        pending = torch.tensor(inputs.pending_rows + inputs.pending_src, dtype=torch.int64) if p else _EMPTY
-        parts = [header, inputs.input_ids, inputs.positions, meta.slot_mapping, meta.query_start_loc,
-                 meta.seq_lens, meta.block_tables.reshape(-1), flat_copies, inputs.logits_rows, pending]
+        pending = (
+            torch.tensor(inputs.pending_rows + inputs.pending_src, dtype=torch.int64)
+            if p
+            else _EMPTY
+        )
+        parts = [
+            header,
+            inputs.input_ids,
+            inputs.positions,
+            meta.slot_mapping,
+            meta.query_start_loc,
+            meta.seq_lens,
+            meta.block_tables.reshape(-1),
+            flat_copies,
+            inputs.logits_rows,
+            pending,
+        ]
         body = self.host.send(torch.cat([t.to(torch.int64) for t in parts]))
         return self._unpack(body)
 
@@ -105,7 +140,9 @@ class StepChannel:
         dist.broadcast(token_ids.to(torch.int64).contiguous(), src=0, group=self.tp.group)
 
     # ---- workers ---------------------------------------------------------------------------
-    def receive(self, hidden_size: int, dtype: torch.dtype) -> tuple[int, DeviceStep | torch.Tensor | None]:
+    def receive(
+        self, hidden_size: int, dtype: torch.dtype
+    ) -> tuple[int, DeviceStep | torch.Tensor | None]:
         """Block until the driver's next message: (STEP, DeviceStep), (LOGITS, hidden) or (STOP, None)."""
         body = self.host.receive()
         cmd = int(body[0])
@@ -146,5 +183,15 @@ class StepChannel:
         )
         pairs = copies_host.tolist()
         copies = list(zip(pairs[0::2], pairs[1::2], strict=True))
-        return DeviceStep(dev[0], dev[1], meta, dev[7], copies, host[8].tolist(), host[9].tolist(),
-                          dev[8], dev[9], bool(h[10]))
+        return DeviceStep(
+            dev[0],
+            dev[1],
+            meta,
+            dev[7],
+            copies,
+            host[8].tolist(),
+            host[9].tolist(),
+            dev[8],
+            dev[9],
+            bool(h[10]),
+        )

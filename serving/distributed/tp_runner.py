@@ -37,12 +37,20 @@ def run_step(
         runner.kv_cache[:, :, dst] = runner.kv_cache[:, :, src]
     input_ids = step.input_ids
     if step.pending_rows:
-        input_ids = take_pending(input_ids, step.pending_rows, step.pending_src, prev_ids,
-                                 step.pending_rows_dev, step.pending_src_dev)
+        input_ids = take_pending(
+            input_ids,
+            step.pending_rows,
+            step.pending_src,
+            prev_ids,
+            step.pending_rows_dev,
+            step.pending_src_dev,
+        )
     if runner.gpu is not None:
         hidden = runner.gpu.forward(input_ids, step.positions, step.meta)
     else:
-        hidden = runner.model(input_ids, step.positions, runner.kv_caches, step.meta, runner.backend)
+        hidden = runner.model(
+            input_ids, step.positions, runner.kv_caches, step.meta, runner.backend
+        )
     logits = runner.model.compute_logits(hidden[step.logits_rows]) if step.num_samples else None
     return hidden, logits
 
@@ -68,12 +76,20 @@ class TensorParallelRunner(ModelRunner):
         return self.launch(out, sample_targets, share_samples=False).results()
 
     @torch.inference_mode()
-    def launch(self, out, sample_targets, previous: InflightStep | None = None,
-               pending=None, share_samples: bool = True) -> InflightStep:
+    def launch(
+        self,
+        out,
+        sample_targets,
+        previous: InflightStep | None = None,
+        pending=None,
+        share_samples: bool = True,
+    ) -> InflightStep:
         """Queue one step on every rank. Order, which the workers' loop mirrors: the step
         message, the forward, the sampled rows' logits, the samples' broadcast (when shared),
         then any prompt-logprob logits calls."""
-        inputs = build_step_inputs(out.scheduled, sample_targets, self.block_size, HOST, pending or None)
+        inputs = build_step_inputs(
+            out.scheduled, sample_targets, self.block_size, HOST, pending or None
+        )
         step = self.channel.send_step(inputs, out.blocks_to_copy, share_samples)
         prev_ids = previous.token_ids if previous is not None else None
         hidden, logits = run_step(self, step, prev_ids)
@@ -83,5 +99,7 @@ class TensorParallelRunner(ModelRunner):
             if share_samples:
                 self.channel.share_samples(sampled.token_ids)
         if self.prompt_logprob_requests and wants_prompt_logprobs(out.scheduled):
-            record_prompt_logprobs(_BroadcastLogits(self.model, self.channel), hidden, out.scheduled)
+            record_prompt_logprobs(
+                _BroadcastLogits(self.model, self.channel), hidden, out.scheduled
+            )
         return InflightStep(inputs.sample_seqs if sampled is not None else [], sampled, self.device)

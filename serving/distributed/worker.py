@@ -26,7 +26,9 @@ def rank_device(device_type: str, rank: int):
     if device_type != "cuda":
         return torch.device("cpu")
     if torch.cuda.device_count() <= rank:
-        raise RuntimeError(f"rank {rank} needs CUDA device {rank}; {torch.cuda.device_count()} visible")
+        raise RuntimeError(
+            f"rank {rank} needs CUDA device {rank}; {torch.cuda.device_count()} visible"
+        )
     torch.cuda.set_device(rank)
     return torch.device("cuda", rank)
 
@@ -50,7 +52,9 @@ def main(fd_in: int, fd_out: int) -> int:
         runner, channel, model = _start(launch, inbox, outbox)
     except Exception as exc:
         traceback.print_exc(file=sys.stderr)
-        outbox.send(("failed", f"tensor-parallel worker rank {launch.rank}: {type(exc).__name__}: {exc}"))
+        outbox.send(
+            ("failed", f"tensor-parallel worker rank {launch.rank}: {type(exc).__name__}: {exc}")
+        )
         return 1
     outbox.send(("ready", None))
     _serve(runner, channel, model)
@@ -88,13 +92,22 @@ def _start(launch, inbox: Connection, outbox: Connection):
     outbox.send(("loaded", None))
     num_blocks = inbox.recv()
     tp = init_group(launch.rank, launch.world_size, launch.port, device, launch.init_timeout_s)
-    tp = with_all_reduce(tp, cfg.tp_allreduce, device, dtype, cfg.max_num_batched_tokens, loaded.config.hidden_size)
+    tp = with_all_reduce(
+        tp, cfg.tp_allreduce, device, dtype, cfg.max_num_batched_tokens, loaded.config.hidden_size
+    )
     model = build_model(loaded.config, loaded.state_dict, device, dtype, tp=tp)
     local = rank_config(loaded.config, launch.world_size, launch.rank)
     del loaded
     pdl.set_mode(cfg.programmatic_launch)
-    runner = ModelRunner(model, local, num_blocks, cfg.block_size, device,
-                         cfg.resolve_kv_dtype(dtype), cfg.enable_cuda_graphs)
+    runner = ModelRunner(
+        model,
+        local,
+        num_blocks,
+        cfg.block_size,
+        device,
+        cfg.resolve_kv_dtype(dtype),
+        cfg.enable_cuda_graphs,
+    )
     return runner, StepChannel(tp, device), model
 
 

@@ -40,8 +40,12 @@ class EngineConfig:
     warm_up_at_start: bool = _setting("warm_up_at_start")  # GPU only
     tensor_parallel_size: int = _setting("tensor_parallel_size")  # > 1: serving/distributed
     async_scheduling: str = _setting("async_scheduling")  # "auto" (CUDA only) | "on" | "off"
-    tp_allreduce: str = _setting("tp_allreduce")  # "auto" | "nccl" | "symm_mem" (serving/distributed/all_reduce.py)
-    programmatic_launch: str = _setting("programmatic_launch")  # "auto" | "off" (serving/kernels/pdl.py)
+    tp_allreduce: str = _setting(
+        "tp_allreduce"
+    )  # "auto" | "nccl" | "symm_mem" (serving/distributed/all_reduce.py)
+    programmatic_launch: str = _setting(
+        "programmatic_launch"
+    )  # "auto" | "off" (serving/kernels/pdl.py)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> EngineConfig:
@@ -60,13 +64,17 @@ class EngineConfig:
             return device.type == "cuda"
         if self.async_scheduling in ("on", "off"):
             return self.async_scheduling == "on"
-        raise ValueError(f"unknown async_scheduling {self.async_scheduling!r} (expected 'auto', 'on' or 'off')")
+        raise ValueError(
+            f"unknown async_scheduling {self.async_scheduling!r} (expected 'auto', 'on' or 'off')"
+        )
 
     def resolve_dtype(self, device: torch.device) -> torch.dtype:
         if self.dtype == "auto":
             return torch.float32 if device.type == "cpu" else torch.bfloat16
         try:
-            return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[self.dtype]
+            return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[
+                self.dtype
+            ]
         except KeyError:
             raise ValueError(f"unknown dtype {self.dtype!r}") from None
 
@@ -75,4 +83,6 @@ class EngineConfig:
             return dtype
         if self.kv_cache_dtype == "fp8":
             return torch.float8_e4m3fn
-        raise ValueError(f"unknown kv_cache_dtype {self.kv_cache_dtype!r} (expected 'auto' or 'fp8')")
+        raise ValueError(
+            f"unknown kv_cache_dtype {self.kv_cache_dtype!r} (expected 'auto' or 'fp8')"
+        )

@@ -40,19 +40,29 @@ def fused_forward(
         if fused_prologue:
             qn, kn = (attn.q_norm, attn.k_norm) if attn.qk_norm else (None, None)
             q = qkv_rope_cache(
-                qkv, cos, sin, attn.num_heads, attn.num_kv_heads, attn.head_dim,
-                k_cache, v_cache, meta.slot_mapping,
+                qkv,
+                cos,
+                sin,
+                attn.num_heads,
+                attn.num_kv_heads,
+                attn.head_dim,
+                k_cache,
+                v_cache,
+                meta.slot_mapping,
                 None if qn is None else qn.weight,
                 None if kn is None else kn.weight,
                 1e-6 if qn is None else qn.eps,
-                backend.k_scale, backend.v_scale,
+                backend.k_scale,
+                backend.v_scale,
             )
         else:
             q = _prologue_unfused(attn, qkv, n, cos, sin, k_cache, v_cache, meta, backend)
         out = backend.forward(q, k_cache, v_cache, meta, attn.scale)
         hidden = _project(attn.o_proj, out.view(n, attn.q_size))
         mlp = layer.mlp
-        gate_up, residual = _norm_project(mlp.gate_up_proj, layer.post_attention_layernorm, hidden, residual)
+        gate_up, residual = _norm_project(
+            mlp.gate_up_proj, layer.post_attention_layernorm, hidden, residual
+        )
         hidden = _down(mlp.down_proj, gate_up)
     final = model.norm
     if residual is None:  # a model with no layers
@@ -66,13 +76,22 @@ def _project(module: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     return module(x)  # the tensor-parallel linears dispatch the same way themselves
 
 
-def _norm_project(module: torch.nn.Module, norm: torch.nn.Module, hidden: torch.Tensor,
-                  residual: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+def _norm_project(
+    module: torch.nn.Module,
+    norm: torch.nn.Module,
+    hidden: torch.Tensor,
+    residual: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """module(rms_norm(hidden + residual)) and the new residual (hidden itself when there is none
     yet); one GEMV kernel for one token (column-parallel or plain linears only)."""
-    if (gemv_kernels.ENABLED and hidden.shape[-1] <= gemv_kernels.MAX_FUSED_NORM_FEATURES
-            and gemv_kernels.gemv_applies(hidden, module.weight)):
-        return gemv_kernels.gemv_rms_norm(hidden, residual, norm.weight, norm.eps, module.weight, module.bias)
+    if (
+        gemv_kernels.ENABLED
+        and hidden.shape[-1] <= gemv_kernels.MAX_FUSED_NORM_FEATURES
+        and gemv_kernels.gemv_applies(hidden, module.weight)
+    ):
+        return gemv_kernels.gemv_rms_norm(
+            hidden, residual, norm.weight, norm.eps, module.weight, module.bias
+        )
     if residual is None:
         return _project(module, rms_norm(hidden, norm.weight, norm.eps)), hidden
     return _project(module, rms_norm(hidden, norm.weight, norm.eps, residual=residual)), residual

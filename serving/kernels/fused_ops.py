@@ -63,7 +63,9 @@ def rms_norm(
     if weight.shape != (n,):
         raise ValueError(f"weight must be [{n}], got {tuple(weight.shape)}")
     if x.dim() not in (2, 3) or x.stride(-1) != 1:
-        raise ValueError(f"x must be [tokens, (heads,) n] with a contiguous last dim, got {tuple(x.shape)}")
+        raise ValueError(
+            f"x must be [tokens, (heads,) n] with a contiguous last dim, got {tuple(x.shape)}"
+        )
     heads = x.shape[1] if x.dim() == 3 else 1
     stride_h = x.stride(1) if x.dim() == 3 else 0
     if residual is not None and (residual.shape != x.shape or not residual.is_contiguous()):
@@ -95,7 +97,15 @@ def rms_norm(
 
 @triton.jit
 def _silu_mul_kernel(
-    gate_ptr, up_ptr, out_ptr, g_stride, u_stride, o_stride, n_cols, BLOCK: tl.constexpr, USE_PDL: tl.constexpr
+    gate_ptr,
+    up_ptr,
+    out_ptr,
+    g_stride,
+    u_stride,
+    o_stride,
+    n_cols,
+    BLOCK: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
     launch_next(USE_PDL)
     wait_for_prior(USE_PDL)
@@ -127,7 +137,16 @@ def silu_and_mul(gate: torch.Tensor, up: torch.Tensor | None = None) -> torch.Te
         grid = (g2.shape[0], triton.cdiv(n, block))
         use_pdl = pdl.enabled(up.device)
         _silu_mul_kernel[grid](
-            g2, u2, out, g2.stride(0), u2.stride(0), out.stride(0), n, BLOCK=block, USE_PDL=use_pdl, num_warps=4,
+            g2,
+            u2,
+            out,
+            g2.stride(0),
+            u2.stride(0),
+            out.stride(0),
+            n,
+            BLOCK=block,
+            USE_PDL=use_pdl,
+            num_warps=4,
             launch_pdl=use_pdl,
         )
     return out.view(up.shape)
@@ -179,7 +198,16 @@ def rotary_inplace(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tor
         raise ValueError(f"rotary_inplace supports power-of-two head_dim >= 32, got {d}")
     if t:
         _rotary_kernel[(t,)](
-            x, cos, sin, x.stride(0), x.stride(1), cos.stride(0), h,
-            HALF=d // 2, H_PAD=triton.next_power_of_2(h), num_warps=4, enable_fp_fusion=False,
+            x,
+            cos,
+            sin,
+            x.stride(0),
+            x.stride(1),
+            cos.stride(0),
+            h,
+            HALF=d // 2,
+            H_PAD=triton.next_power_of_2(h),
+            num_warps=4,
+            enable_fp_fusion=False,
         )
     return x

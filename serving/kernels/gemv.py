@@ -26,16 +26,37 @@ from serving.kernels._compat import HAS_TRITON, require_triton, tl, triton
 from serving.kernels.pdl import launch_next, wait_for_prior
 
 
-def _gemv_body(x_ptr, w_ptr, b_ptr, y_ptr, res_ptr, nw_ptr, new_res_ptr, N, K, stride_w, eps,
-               HAS_BIAS: tl.constexpr, SILU: tl.constexpr, NORM: tl.constexpr, HAS_RES: tl.constexpr,
-               USE_PDL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+def _gemv_body(
+    x_ptr,
+    w_ptr,
+    b_ptr,
+    y_ptr,
+    res_ptr,
+    nw_ptr,
+    new_res_ptr,
+    N,
+    K,
+    stride_w,
+    eps,
+    HAS_BIAS: tl.constexpr,
+    SILU: tl.constexpr,
+    NORM: tl.constexpr,
+    HAS_RES: tl.constexpr,
+    USE_PDL: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+):
     rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     row_mask = rows < N
     cols = tl.arange(0, BLOCK_K)
     w_rows = w_ptr + rows[:, None].to(tl.int64) * stride_w
     # weights are never written by a step's kernels: the first chunk is read before the wait
-    w_next = tl.load(w_rows + cols[None, :], mask=row_mask[:, None] & (cols < K)[None, :], other=0.0,
-                     eviction_policy="evict_first")
+    w_next = tl.load(
+        w_rows + cols[None, :],
+        mask=row_mask[:, None] & (cols < K)[None, :],
+        other=0.0,
+        eviction_policy="evict_first",
+    )
     launch_next(USE_PDL)
     wait_for_prior(USE_PDL)
     first = tl.program_id(0) == 0
@@ -47,7 +68,9 @@ def _gemv_body(x_ptr, w_ptr, b_ptr, y_ptr, res_ptr, nw_ptr, new_res_ptr, N, K, s
             k_mask = k < K
             h = tl.load(x_ptr + k, mask=k_mask, other=0.0)
             if HAS_RES:
-                h = (h.to(tl.float32) + tl.load(res_ptr + k, mask=k_mask, other=0.0).to(tl.float32)).to(h.dtype)
+                h = (
+                    h.to(tl.float32) + tl.load(res_ptr + k, mask=k_mask, other=0.0).to(tl.float32)
+                ).to(h.dtype)
                 tl.store(new_res_ptr + k, h, mask=k_mask & first)
             hf = h.to(tl.float32)
             sq += hf * hf
@@ -56,8 +79,12 @@ def _gemv_body(x_ptr, w_ptr, b_ptr, y_ptr, res_ptr, nw_ptr, new_res_ptr, N, K, s
     for k0 in range(0, K, BLOCK_K):
         w = w_next
         k_ahead = k0 + BLOCK_K + cols  # one chunk ahead: two weight loads in flight per program
-        w_next = tl.load(w_rows + k_ahead[None, :], mask=row_mask[:, None] & (k_ahead < K)[None, :],
-                         other=0.0, eviction_policy="evict_first")
+        w_next = tl.load(
+            w_rows + k_ahead[None, :],
+            mask=row_mask[:, None] & (k_ahead < K)[None, :],
+            other=0.0,
+            eviction_policy="evict_first",
+        )
         k = k0 + cols
         k_mask = k < K
         if SILU:
@@ -68,7 +95,9 @@ def _gemv_body(x_ptr, w_ptr, b_ptr, y_ptr, res_ptr, nw_ptr, new_res_ptr, N, K, s
         elif NORM:  # rounded as fused_ops.rms_norm: bf16 sum, bf16 normed, bf16 times the weight
             h = tl.load(x_ptr + k, mask=k_mask, other=0.0)
             if HAS_RES:
-                h = (h.to(tl.float32) + tl.load(res_ptr + k, mask=k_mask, other=0.0).to(tl.float32)).to(h.dtype)
+                h = (
+                    h.to(tl.float32) + tl.load(res_ptr + k, mask=k_mask, other=0.0).to(tl.float32)
+                ).to(h.dtype)
             normed = (h.to(tl.float32) * rstd).to(h.dtype)
             nw = tl.load(nw_ptr + k, mask=k_mask, other=0.0)
             x = (normed.to(tl.float32) * nw.to(tl.float32)).to(h.dtype).to(tl.float32)
@@ -86,12 +115,29 @@ if HAS_TRITON:  # pragma: no cover - GPU machine
     _CONFIGS = [
         triton.Config({"BLOCK_N": bn, "BLOCK_K": bk}, num_warps=w, num_stages=s)
         for bn, bk, w, s in [
-            (1, 2048, 4, 2), (2, 1024, 4, 3), (2, 2048, 8, 2), (4, 512, 4, 3), (4, 1024, 4, 3),
-            (4, 1024, 8, 3), (4, 2048, 8, 2), (8, 256, 4, 3), (8, 512, 4, 3), (8, 512, 8, 3),
-            (8, 1024, 8, 3), (16, 256, 8, 3),
+            (1, 2048, 4, 2),
+            (2, 1024, 4, 3),
+            (2, 2048, 8, 2),
+            (4, 512, 4, 3),
+            (4, 1024, 4, 3),
+            (4, 1024, 8, 3),
+            (4, 2048, 8, 2),
+            (8, 256, 4, 3),
+            (8, 512, 4, 3),
+            (8, 512, 8, 3),
+            (8, 1024, 8, 3),
+            (16, 256, 8, 3),
             # deeper pipelines: more loads in flight per SM for the long rows of Qwen3-4B's layers
-            (1, 1024, 4, 4), (2, 1024, 4, 4), (2, 2048, 4, 3), (4, 512, 4, 4), (4, 1024, 4, 4),
-            (8, 256, 4, 4), (8, 512, 4, 4), (16, 512, 8, 3), (32, 128, 4, 4), (32, 256, 8, 3),
+            (1, 1024, 4, 4),
+            (2, 1024, 4, 4),
+            (2, 2048, 4, 3),
+            (4, 512, 4, 4),
+            (4, 1024, 4, 4),
+            (8, 256, 4, 4),
+            (8, 512, 4, 4),
+            (16, 512, 8, 3),
+            (32, 128, 4, 4),
+            (32, 256, 8, 3),
         ]
     ]
 _gemv_kernel = triton.jit(_gemv_body)
@@ -132,9 +178,15 @@ def gemv_applies(x: torch.Tensor, weight: torch.Tensor) -> bool:
     )
 
 
-def _launch(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, silu: bool = False,
-            residual: torch.Tensor | None = None, norm: tuple[torch.Tensor, float] | None = None,
-            new_residual: torch.Tensor | None = None) -> torch.Tensor:
+def _launch(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    silu: bool = False,
+    residual: torch.Tensor | None = None,
+    norm: tuple[torch.Tensor, float] | None = None,
+    new_residual: torch.Tensor | None = None,
+) -> torch.Tensor:
     require_triton()
     x = x.contiguous()
     key = (*weight.shape, silu, norm is not None, x.dtype, x.device)
@@ -150,11 +202,25 @@ def _run(config, x, weight, bias, silu, residual, norm, new_residual) -> torch.T
     norm_weight, eps = norm if norm is not None else (y, 0.0)
     use_pdl = pdl.enabled(x.device)
     _gemv_kernel[(triton.cdiv(n, config.kwargs["BLOCK_N"]),)](
-        x, weight, bias if bias is not None else y, y,
-        residual if residual is not None else y, norm_weight, new_residual if new_residual is not None else y,
-        n, k, weight.stride(0), eps,
-        HAS_BIAS=bias is not None, SILU=silu, NORM=norm is not None, HAS_RES=residual is not None,
-        USE_PDL=use_pdl, launch_pdl=use_pdl, num_warps=config.num_warps, num_stages=config.num_stages,
+        x,
+        weight,
+        bias if bias is not None else y,
+        y,
+        residual if residual is not None else y,
+        norm_weight,
+        new_residual if new_residual is not None else y,
+        n,
+        k,
+        weight.stride(0),
+        eps,
+        HAS_BIAS=bias is not None,
+        SILU=silu,
+        NORM=norm is not None,
+        HAS_RES=residual is not None,
+        USE_PDL=use_pdl,
+        launch_pdl=use_pdl,
+        num_warps=config.num_warps,
+        num_stages=config.num_stages,
         **config.kwargs,
     )
     return y
@@ -163,7 +229,9 @@ def _run(config, x, weight, bias, silu, residual, norm, new_residual) -> torch.T
 def _choose(key: tuple, x, weight, bias, silu, residual, norm):
     """Time every configuration on copies of this call's arguments; remember the fastest."""
     if torch.cuda.is_current_stream_capturing():  # no timing inside a capture: a safe default
-        log.warning("GEMV %s first called inside a CUDA-graph capture: untuned configuration", key[:2])
+        log.warning(
+            "GEMV %s first called inside a CUDA-graph capture: untuned configuration", key[:2]
+        )
         return _CONFIGS[0]
     copies = gemv_tuning.copies_for(weight.numel() * weight.element_size(), x.device)
     weights = [weight] + [weight.clone() for _ in range(copies - 1)]
@@ -188,25 +256,35 @@ def gemv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None
 def gemv_silu(gate_up: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """(silu(gate) * up) @ weight.T for gate_up [1, 2K] = [gate | up] and weight [N, K]."""
     if gate_up.shape[-1] != 2 * weight.shape[1]:
-        raise ValueError(f"gate_up has {gate_up.shape[-1]} features, weight expects 2 x {weight.shape[1]}")
+        raise ValueError(
+            f"gate_up has {gate_up.shape[-1]} features, weight expects 2 x {weight.shape[1]}"
+        )
     return _launch(gate_up, weight, None, silu=True)
 
 
 def gemv_rms_norm(
-    hidden: torch.Tensor, residual: torch.Tensor | None, norm_weight: torch.Tensor, eps: float,
-    weight: torch.Tensor, bias: torch.Tensor | None = None,
+    hidden: torch.Tensor,
+    residual: torch.Tensor | None,
+    norm_weight: torch.Tensor,
+    eps: float,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """linear(rms_norm(hidden [+ residual])) in one kernel, for hidden [1, K].
 
     Returns (y, the new residual): hidden + residual in a new tensor (the input residual is read
     by every program, so it is not updated in place as `rms_norm` does), or hidden itself."""
     if hidden.shape[-1] != weight.shape[1] or norm_weight.shape != (weight.shape[1],):
-        raise ValueError(f"hidden {tuple(hidden.shape)}, norm {tuple(norm_weight.shape)} and weight "
-                         f"{tuple(weight.shape)} disagree")
+        raise ValueError(
+            f"hidden {tuple(hidden.shape)}, norm {tuple(norm_weight.shape)} and weight "
+            f"{tuple(weight.shape)} disagree"
+        )
     if residual is not None:
         residual = residual.contiguous()
     new_residual = torch.empty_like(hidden) if residual is not None else hidden
-    y = _launch(hidden, weight, bias, residual=residual, norm=(norm_weight, eps), new_residual=new_residual)
+    y = _launch(
+        hidden, weight, bias, residual=residual, norm=(norm_weight, eps), new_residual=new_residual
+    )
     return y, new_residual
 
 

@@ -43,7 +43,9 @@ def fastest(configs: Sequence[Any], run_chain: Callable[[Any], None]) -> Any:
     for config in configs:
         try:
             seconds = graph_seconds(lambda config=config: run_chain(config))
-        except Exception as exc:  # out of shared memory or registers for this device: not a candidate
+        except (
+            Exception
+        ) as exc:  # out of shared memory or registers for this device: not a candidate
             log.debug("GEMV configuration %s skipped: %s", config, exc)
             continue
         if seconds < best_seconds:

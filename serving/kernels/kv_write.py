@@ -50,7 +50,9 @@ def _write_kv_kernel(
 def _token_rows(x: torch.Tensor, name: str) -> torch.Tensor:
     """[T, H, D] with each token's H*D elements contiguous (a view of a fused qkv is fine)."""
     if x.dim() != 3:
-        raise ValueError(f"{name} must be [num_tokens, num_kv_heads, head_dim], got {tuple(x.shape)}")
+        raise ValueError(
+            f"{name} must be [num_tokens, num_kv_heads, head_dim], got {tuple(x.shape)}"
+        )
     if x.stride(2) != 1 or x.stride(1) != x.shape[2]:
         x = x.contiguous()
     return x

@@ -24,8 +24,19 @@ _NO_INDEX = 2**31 - 1
 
 
 @triton.jit
-def _chunk_kernel(x_ptr, m_ptr, i_ptr, s_ptr, t_ptr, n_ptr, V, stride_row, num_chunks,
-                  CHUNK_SIZE: tl.constexpr, NO_INDEX: tl.constexpr):
+def _chunk_kernel(
+    x_ptr,
+    m_ptr,
+    i_ptr,
+    s_ptr,
+    t_ptr,
+    n_ptr,
+    V,
+    stride_row,
+    num_chunks,
+    CHUNK_SIZE: tl.constexpr,
+    NO_INDEX: tl.constexpr,
+):
     row = tl.program_id(0).to(tl.int64)
     chunk = tl.program_id(1)
     offs = chunk * CHUNK_SIZE + tl.arange(0, CHUNK_SIZE)
@@ -50,8 +61,20 @@ def _chunk_kernel(x_ptr, m_ptr, i_ptr, s_ptr, t_ptr, n_ptr, V, stride_row, num_c
 
 
 @triton.jit
-def _fold_kernel(m_ptr, i_ptr, s_ptr, t_ptr, n_ptr, lse_ptr, ids_ptr, packed_ptr, num_rows, num_chunks,
-                 C_PAD: tl.constexpr, NO_INDEX: tl.constexpr):
+def _fold_kernel(
+    m_ptr,
+    i_ptr,
+    s_ptr,
+    t_ptr,
+    n_ptr,
+    lse_ptr,
+    ids_ptr,
+    packed_ptr,
+    num_rows,
+    num_chunks,
+    C_PAD: tl.constexpr,
+    NO_INDEX: tl.constexpr,
+):
     row = tl.program_id(0)
     offs = tl.arange(0, C_PAD)
     mask = offs < num_chunks
@@ -86,7 +109,13 @@ def _fold_kernel(m_ptr, i_ptr, s_ptr, t_ptr, n_ptr, lse_ptr, ids_ptr, packed_ptr
 
 
 def applies(logits: torch.Tensor) -> bool:
-    return HAS_TRITON and logits.is_cuda and logits.dim() == 2 and logits.shape[0] > 0 and logits.shape[1] > 0
+    return (
+        HAS_TRITON
+        and logits.is_cuda
+        and logits.dim() == 2
+        and logits.shape[0] > 0
+        and logits.shape[1] > 0
+    )
 
 
 def logit_stats(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -104,8 +133,33 @@ def logit_stats(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch
     lse = torch.empty(rows, **f32)
     ids = torch.empty(rows, dtype=torch.int64, device=dev)
     packed = torch.empty(3, rows, dtype=torch.float64, device=dev)
-    _chunk_kernel[(rows, chunks)](logits, m, idx, s, t, first_nan, vocab, logits.stride(0), chunks,
-                                  CHUNK_SIZE=CHUNK, NO_INDEX=_NO_INDEX, num_warps=4)
-    _fold_kernel[(rows,)](m, idx, s, t, first_nan, lse, ids, packed, rows, chunks,
-                          C_PAD=max(16, triton.next_power_of_2(chunks)), NO_INDEX=_NO_INDEX, num_warps=4)
+    _chunk_kernel[(rows, chunks)](
+        logits,
+        m,
+        idx,
+        s,
+        t,
+        first_nan,
+        vocab,
+        logits.stride(0),
+        chunks,
+        CHUNK_SIZE=CHUNK,
+        NO_INDEX=_NO_INDEX,
+        num_warps=4,
+    )
+    _fold_kernel[(rows,)](
+        m,
+        idx,
+        s,
+        t,
+        first_nan,
+        lse,
+        ids,
+        packed,
+        rows,
+        chunks,
+        C_PAD=max(16, triton.next_power_of_2(chunks)),
+        NO_INDEX=_NO_INDEX,
+        num_warps=4,
+    )
     return lse, ids, packed

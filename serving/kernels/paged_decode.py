@@ -83,9 +83,27 @@ def _decode_kernel(
 
     bt_row = block_tables_ptr + seq.to(tl.int64) * bt_stride
     m_i, l_i, acc = attend_paged_kv(
-        q, bt_row, k_cache_ptr, v_cache_ptr, kvh * c_stride_head, start, end, offs_g, qk_scale,
-        k_scale, v_scale, block_size, c_stride_blk, c_stride_tok, offs_d, d_mask,
-        ROWS=GROUP_PAD, D_PAD=D_PAD, BLOCK_N=BLOCK_N, CAUSAL=False, FP8=FP8,
+        q,
+        bt_row,
+        k_cache_ptr,
+        v_cache_ptr,
+        kvh * c_stride_head,
+        start,
+        end,
+        offs_g,
+        qk_scale,
+        k_scale,
+        v_scale,
+        block_size,
+        c_stride_blk,
+        c_stride_tok,
+        offs_d,
+        d_mask,
+        ROWS=GROUP_PAD,
+        D_PAD=D_PAD,
+        BLOCK_N=BLOCK_N,
+        CAUSAL=False,
+        FP8=FP8,
     )
 
     # an empty range (short context, or a padded graph slot with seq_len 0) has l_i == 0

@@ -93,9 +93,27 @@ def _prefill_kernel(
     kv_end = tl.minimum(seq_len, ctx + (tile + 1) * BLOCK_M)
     bt_row = block_tables_ptr + seq.to(tl.int64) * bt_stride
     m_i, l_i, acc = attend_paged_kv(
-        q, bt_row, k_cache_ptr, v_cache_ptr, kvh * c_stride_head, 0, kv_end, q_pos, qk_scale,
-        k_scale, v_scale, block_size, c_stride_blk, c_stride_tok, offs_d, d_mask,
-        ROWS=BLOCK_M, D_PAD=D_PAD, BLOCK_N=BLOCK_N, CAUSAL=True, FP8=FP8,
+        q,
+        bt_row,
+        k_cache_ptr,
+        v_cache_ptr,
+        kvh * c_stride_head,
+        0,
+        kv_end,
+        q_pos,
+        qk_scale,
+        k_scale,
+        v_scale,
+        block_size,
+        c_stride_blk,
+        c_stride_tok,
+        offs_d,
+        d_mask,
+        ROWS=BLOCK_M,
+        D_PAD=D_PAD,
+        BLOCK_N=BLOCK_N,
+        CAUSAL=True,
+        FP8=FP8,
     )
 
     safe_l = tl.where(l_i == 0.0, 1.0, l_i)

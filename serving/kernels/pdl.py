@@ -43,7 +43,9 @@ else:
 def set_mode(mode: str) -> None:
     global MODE
     if mode not in MODES:
-        raise ValueError(f"unknown programmatic_launch {mode!r} (expected one of {', '.join(MODES)})")
+        raise ValueError(
+            f"unknown programmatic_launch {mode!r} (expected one of {', '.join(MODES)})"
+        )
     MODE = mode
 
 

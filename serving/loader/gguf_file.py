@@ -67,7 +67,9 @@ def open_reader(path: Path) -> GGUFReader:
     try:
         reader = GGUFReader(str(path))
     except Exception as exc:  # the reader raises bare ValueError/struct errors on a cut file
-        raise ModelLoadError(f"{path}: truncated or corrupt GGUF file ({size} bytes): {exc}") from exc
+        raise ModelLoadError(
+            f"{path}: truncated or corrupt GGUF file ({size} bytes): {exc}"
+        ) from exc
     for t in reader.tensors:
         if t.data_offset + t.n_bytes > size:
             raise ModelLoadError(
@@ -127,7 +129,9 @@ def config_from_gguf(meta: dict[str, Any], tensor_names: set[str], source: str) 
     return config
 
 
-def load_gguf(path: Path, shard: ShardSpec | None = None) -> tuple[ModelConfig, dict[str, torch.Tensor], Tokenizer]:
+def load_gguf(
+    path: Path, shard: ShardSpec | None = None
+) -> tuple[ModelConfig, dict[str, torch.Tensor], Tokenizer]:
     """`shard`: keep only that tensor-parallel rank's slices (each tensor is dequantized whole,
     then cut, so at most one full tensor is held at a time)."""
     source = str(path)
@@ -136,7 +140,9 @@ def load_gguf(path: Path, shard: ShardSpec | None = None) -> tuple[ModelConfig, 
     config = config_from_gguf(meta, {t.name for t in reader.tensors}, source)
     for t in reader.tensors:  # fail before spending time on dequantizing the rest
         if t.tensor_type not in SUPPORTED_TYPES:
-            raise ModelLoadError(f"{source}: tensor {t.name}: {UnsupportedQuantError(t.tensor_type)}")
+            raise ModelLoadError(
+                f"{source}: tensor {t.name}: {UnsupportedQuantError(t.tensor_type)}"
+            )
     try:
         tokenizer = Tokenizer.from_gguf_metadata(meta)
     except (KeyError, ValueError) as exc:
@@ -150,7 +156,9 @@ def load_gguf(path: Path, shard: ShardSpec | None = None) -> tuple[ModelConfig, 
             continue
         name = hf_tensor_name(t.name)
         if name is None:
-            raise ModelLoadError(f"{source}: unexpected tensor {t.name!r} for architecture {config.arch}")
+            raise ModelLoadError(
+                f"{source}: unexpected tensor {t.name!r} for architecture {config.arch}"
+            )
         w = dequantize(np.asarray(t.data), t.tensor_type)
         if config.arch == "llama" and (".attn_q." in t.name or ".attn_k." in t.name):
             n = config.num_attention_heads if ".attn_q." in t.name else config.num_key_value_heads

@@ -47,7 +47,9 @@ def load_hf_dir(
         try:
             part = load_file(str(file))
         except (SafetensorError, OSError) as exc:
-            raise ModelLoadError(f"{file}: unreadable safetensors file (truncated?): {exc}") from exc
+            raise ModelLoadError(
+                f"{file}: unreadable safetensors file (truncated?): {exc}"
+            ) from exc
         state.update({k: v.to(torch.float32) for k, v in part.items()})
     if config.tie_word_embeddings:
         state.pop("lm_head.weight", None)

@@ -52,11 +52,15 @@ def expected_tensor_names(config: ModelConfig) -> set[str]:
     return names
 
 
-def _check_tensors(config: ModelConfig, state: dict[str, torch.Tensor], source: str, rows: int) -> None:
+def _check_tensors(
+    config: ModelConfig, state: dict[str, torch.Tensor], source: str, rows: int
+) -> None:
     expected = expected_tensor_names(config)
     missing, unexpected = sorted(expected - state.keys()), sorted(state.keys() - expected)
     if missing:
-        raise ModelLoadError(f"{source}: missing tensors {missing[:5]}{' ...' if len(missing) > 5 else ''}")
+        raise ModelLoadError(
+            f"{source}: missing tensors {missing[:5]}{' ...' if len(missing) > 5 else ''}"
+        )
     if unexpected:
         raise ModelLoadError(f"{source}: unexpected tensors {unexpected[:5]} for {config.arch}")
     emb = state["model.embed_tokens.weight"]
@@ -77,7 +81,11 @@ def load_model_files(path: str | Path | None = None, shard: ShardSpec | None = N
     p = default_model_path() if path is None else Path(path)
     if not p.exists():
         raise ModelLoadError(f"{p}: no such file or directory")
-    if p.is_dir() and not (p / "config.json").exists() and len(ggufs := sorted(p.glob("*.gguf"))) == 1:
+    if (
+        p.is_dir()
+        and not (p / "config.json").exists()
+        and len(ggufs := sorted(p.glob("*.gguf"))) == 1
+    ):
         p = ggufs[0]  # a folder holding just one GGUF file means that file
     if p.is_dir():
         config, state, tokenizer = load_hf_dir(p, shard)
@@ -85,7 +93,11 @@ def load_model_files(path: str | Path | None = None, shard: ShardSpec | None = N
         config, state, tokenizer = load_gguf(p, shard)
     else:
         raise ModelLoadError(f"{p}: neither a GGUF file nor a model directory")
-    rows = config.vocab_size if shard is None else vocab_shard_size(config.vocab_size, shard.world_size)
+    rows = (
+        config.vocab_size
+        if shard is None
+        else vocab_shard_size(config.vocab_size, shard.world_size)
+    )
     _check_tensors(config, state, str(p), rows)
     return LoadedModel(config=config, state_dict=state, tokenizer=tokenizer, source=str(p))
 

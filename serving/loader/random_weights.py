@@ -18,23 +18,39 @@ def _full_shape(name: str, config) -> tuple[int, ...]:
     leaf = name.rsplit(".", 2)[-2]
     if name in ("model.embed_tokens.weight", "lm_head.weight"):
         return (config.vocab_size, h)
-    table = {"q_proj": (q, h), "k_proj": (kv, h), "v_proj": (kv, h), "o_proj": (h, q),
-             "gate_proj": (config.intermediate_size, h), "up_proj": (config.intermediate_size, h),
-             "down_proj": (h, config.intermediate_size), "q_norm": (hd,), "k_norm": (hd,)}
+    table = {
+        "q_proj": (q, h),
+        "k_proj": (kv, h),
+        "v_proj": (kv, h),
+        "o_proj": (h, q),
+        "gate_proj": (config.intermediate_size, h),
+        "up_proj": (config.intermediate_size, h),
+        "down_proj": (h, config.intermediate_size),
+        "q_norm": (hd,),
+        "k_norm": (hd,),
+    }
     shape = table.get(leaf, (h,))  # the remaining names are hidden-size norms
     return shape[:1] if name.endswith(".bias") else shape
 
 
 def random_loaded(
-    hf_config: dict, *, seed: int = 0, std: float = 0.02, device: str | torch.device = "cpu",
-    dtype: torch.dtype = torch.bfloat16, shard: ShardSpec | None = None, name: str = "random",
+    hf_config: dict,
+    *,
+    seed: int = 0,
+    std: float = 0.02,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype = torch.bfloat16,
+    shard: ShardSpec | None = None,
+    name: str = "random",
 ) -> LoadedModel:
     """A LoadedModel (no tokenizer) of random weights for an HF config dict; norms are 1 + noise."""
     config = config_from_hf(dict(hf_config), {}, name)
     state: dict[str, torch.Tensor] = {}
     for i, tensor_name in enumerate(sorted(expected_tensor_names(config))):
         gen = torch.Generator(device=device).manual_seed(seed * 100_003 + i)
-        full = torch.randn(_full_shape(tensor_name, config), generator=gen, device=device, dtype=torch.float32)
+        full = torch.randn(
+            _full_shape(tensor_name, config), generator=gen, device=device, dtype=torch.float32
+        )
         full = full * std + (1.0 if "norm" in tensor_name else 0.0)
         cut = None if shard is None else tensor_slice(tensor_name, config, shard)
         state[tensor_name] = apply_slice(full, cut).to(dtype)

@@ -37,7 +37,9 @@ def rope_inv_freq(config: ModelConfig) -> torch.Tensor:
     if kind == "freq_factors":
         factors = torch.tensor(scaling["factors"], dtype=torch.float32)
         if factors.shape != inv_freq.shape:
-            raise ValueError(f"rope freq_factors has {factors.numel()} entries, expected {inv_freq.numel()}")
+            raise ValueError(
+                f"rope freq_factors has {factors.numel()} entries, expected {inv_freq.numel()}"
+            )
         return inv_freq / factors
     if kind == "llama3":
         return _llama3(inv_freq, scaling)

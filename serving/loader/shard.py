@@ -70,7 +70,9 @@ def _pad_rows(part: torch.Tensor, cut: TensorSlice) -> torch.Tensor:
     return F.pad(part, (0, 0, 0, cut.padded - part.shape[0])).contiguous()
 
 
-def shard_state_dict(config, state: dict[str, torch.Tensor], spec: ShardSpec) -> dict[str, torch.Tensor]:
+def shard_state_dict(
+    config, state: dict[str, torch.Tensor], spec: ShardSpec
+) -> dict[str, torch.Tensor]:
     return {name: apply_slice(t, tensor_slice(name, config, spec)) for name, t in state.items()}
 
 

@@ -43,7 +43,9 @@ class Attention(nn.Module):
         self.q_size = self.num_heads * self.head_dim
         self.kv_size = self.num_kv_heads * self.head_dim
         self.scale = self.head_dim**-0.5
-        self.qkv_proj = column_linear(config.hidden_size, self.q_size + 2 * self.kv_size, qkv_bias, tp)
+        self.qkv_proj = column_linear(
+            config.hidden_size, self.q_size + 2 * self.kv_size, qkv_bias, tp
+        )
         self.o_proj = row_linear(self.q_size, config.hidden_size, o_bias, tp)
         self.qk_norm = bool(getattr(config, "qk_norm", False))
         if self.qk_norm:  # Qwen3: RMSNorm over each head's q and k before RoPE

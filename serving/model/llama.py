@@ -27,18 +27,26 @@ SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3")
 
 class LlamaForCausalLM(nn.Module):
     def __init__(
-        self, config, qkv_bias: bool = False, o_bias: bool = False, tp: ParallelContext | None = None
+        self,
+        config,
+        qkv_bias: bool = False,
+        o_bias: bool = False,
+        tp: ParallelContext | None = None,
     ):
         super().__init__()
         if config.arch not in SUPPORTED_ARCHS:
-            raise ValueError(f"unsupported architecture {config.arch!r}; expected one of {SUPPORTED_ARCHS}")
+            raise ValueError(
+                f"unsupported architecture {config.arch!r}; expected one of {SUPPORTED_ARCHS}"
+            )
         self.config = config
         # tensor parallel only past one rank: world size 1 builds the plain single-device modules
         self.tp = tp if tp is not None and tp.world_size > 1 else None
         if self.tp is None:
             self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
         else:
-            self.embed_tokens = VocabParallelEmbedding(config.vocab_size, config.hidden_size, self.tp)
+            self.embed_tokens = VocabParallelEmbedding(
+                config.vocab_size, config.hidden_size, self.tp
+            )
         self.layers = nn.ModuleList(
             DecoderLayer(config, qkv_bias, o_bias, self.tp) for _ in range(config.num_hidden_layers)
         )
@@ -87,7 +95,10 @@ def _fused_state_dict(config, sd: dict[str, torch.Tensor], o_bias: bool) -> dict
             return torch.empty(0)
         return sd[name]
 
-    out = {"embed_tokens.weight": take("model.embed_tokens.weight"), "norm.weight": take("model.norm.weight")}
+    out = {
+        "embed_tokens.weight": take("model.embed_tokens.weight"),
+        "norm.weight": take("model.norm.weight"),
+    }
     if not config.tie_word_embeddings:
         out["lm_head.weight"] = take("lm_head.weight")
     for i in range(config.num_hidden_layers):
@@ -97,7 +108,9 @@ def _fused_state_dict(config, sd: dict[str, torch.Tensor], o_bias: bool) -> dict
             [take(attn + f"{x}_proj.weight") for x in "qkv"], dim=0
         )
         if attn + "q_proj.bias" in sd:
-            out[q + "self_attn.qkv_proj.bias"] = torch.cat([take(attn + f"{x}_proj.bias") for x in "qkv"])
+            out[q + "self_attn.qkv_proj.bias"] = torch.cat(
+                [take(attn + f"{x}_proj.bias") for x in "qkv"]
+            )
         out[q + "self_attn.o_proj.weight"] = take(attn + "o_proj.weight")
         if o_bias:
             out[q + "self_attn.o_proj.bias"] = take(attn + "o_proj.bias")
@@ -111,7 +124,9 @@ def _fused_state_dict(config, sd: dict[str, torch.Tensor], o_bias: bool) -> dict
         out[q + "input_layernorm.weight"] = take(p + "input_layernorm.weight")
         out[q + "post_attention_layernorm.weight"] = take(p + "post_attention_layernorm.weight")
     if missing:
-        shown = ", ".join(missing[:5]) + (f" (+{len(missing) - 5} more)" if len(missing) > 5 else "")
+        shown = ", ".join(missing[:5]) + (
+            f" (+{len(missing) - 5} more)" if len(missing) > 5 else ""
+        )
         raise ValueError(f"model weights are missing tensors: {shown}")
     return out
 

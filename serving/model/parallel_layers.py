@@ -61,7 +61,9 @@ class VocabParallelEmbedding(nn.Module):
         self.tp = tp
         self.vocab_size = vocab_size
         self.start, self.end = vocab_range(vocab_size, tp.world_size, tp.rank)
-        self.weight = nn.Parameter(torch.empty(vocab_shard_size(vocab_size, tp.world_size), hidden_size))
+        self.weight = nn.Parameter(
+            torch.empty(vocab_shard_size(vocab_size, tp.world_size), hidden_size)
+        )
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         outside = (input_ids < self.start) | (input_ids >= self.end)
@@ -77,14 +79,18 @@ def gather_logits(local_logits: torch.Tensor, vocab_size: int, tp: ParallelConte
     return torch.cat(parts, dim=-1)[:, :vocab_size]
 
 
-def column_linear(in_features: int, local_out: int, bias: bool, tp: ParallelContext | None) -> nn.Module:
+def column_linear(
+    in_features: int, local_out: int, bias: bool, tp: ParallelContext | None
+) -> nn.Module:
     """A plain nn.Linear without tensor parallelism (the single-GPU path stays unchanged)."""
     if tp is None:
         return nn.Linear(in_features, local_out, bias=bias)
     return ColumnParallelLinear(in_features, local_out, bias)
 
 
-def row_linear(local_in: int, out_features: int, bias: bool, tp: ParallelContext | None) -> nn.Module:
+def row_linear(
+    local_in: int, out_features: int, bias: bool, tp: ParallelContext | None
+) -> nn.Module:
     if tp is None:
         return nn.Linear(local_in, out_features, bias=bias)
     return RowParallelLinear(local_in, out_features, bias, tp)

@@ -12,7 +12,9 @@ class RotaryEmbedding(torch.nn.Module):
         super().__init__()
         self.register_buffer("inv_freq", rope_inv_freq(config).float(), persistent=False)
 
-    def cos_sin(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    def cos_sin(
+        self, positions: torch.Tensor, dtype: torch.dtype
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         # float32 angles like HF, then cast: keeps greedy tokens identical to the oracle
         freqs = positions.float()[:, None] * self.inv_freq[None, :]
         emb = torch.cat((freqs, freqs), dim=-1)

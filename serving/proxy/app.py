@@ -33,22 +33,47 @@ log = logging.getLogger("vigil.proxy")
 COMPLETION_PATHS = frozenset({"/v1/chat/completions", "/v1/completions"})
 MODELS_PATH = "/v1/models"
 # hop-by-hop, or set by this server itself
-_DROPPED = frozenset({b"connection", b"keep-alive", b"transfer-encoding", b"te", b"trailer", b"upgrade",
-                      b"proxy-authenticate", b"proxy-authorization", b"server", b"date"})
-_FORWARDED = (b"content-type", b"accept", b"traceparent", b"tracestate", b"openai-organization",
-              b"openai-project", b"x-request-id")
+_DROPPED = frozenset(
+    {
+        b"connection",
+        b"keep-alive",
+        b"transfer-encoding",
+        b"te",
+        b"trailer",
+        b"upgrade",
+        b"proxy-authenticate",
+        b"proxy-authorization",
+        b"server",
+        b"date",
+    }
+)
+_FORWARDED = (
+    b"content-type",
+    b"accept",
+    b"traceparent",
+    b"tracestate",
+    b"openai-organization",
+    b"openai-project",
+    b"x-request-id",
+)
 _clock = time.perf_counter
 HANDOFF_S = 0.1
 
 
 def _error(status: int, message: str, kind: str) -> tuple[int, bytes]:
-    return status, json.dumps({"error": {"message": message, "type": kind, "param": None,
-                                         "code": None}}).encode()
+    return status, json.dumps(
+        {"error": {"message": message, "type": kind, "param": None, "code": None}}
+    ).encode()
 
 
 class ProxyApp:
-    def __init__(self, settings: Settings, traffic: TrafficLogger, pool: UpstreamPool | None = None,
-                 close_writer=None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        traffic: TrafficLogger,
+        pool: UpstreamPool | None = None,
+        close_writer=None,
+    ) -> None:
         if not settings.proxy_upstream_url:
             raise ValueError("the proxy needs an upstream: VIGIL_PROXY_UPSTREAM_URL or --upstream")
         self.settings = settings
@@ -86,8 +111,11 @@ class ProxyApp:
             return await self._relay(scope, receive, send, logged=False)
         if path == "/health" and method == "GET":
             return await _answer(send, 200, b'{"status":"ok"}')
-        status, body = _error(404 if path not in COMPLETION_PATHS | {MODELS_PATH} else 405,
-                              f"{method} {path} is not proxied", "invalid_request_error")
+        status, body = _error(
+            404 if path not in COMPLETION_PATHS | {MODELS_PATH} else 405,
+            f"{method} {path} is not proxied",
+            "invalid_request_error",
+        )
         await _answer(send, status, body)
 
     def _headers(self, scope) -> list[tuple[bytes, bytes]]:
@@ -96,7 +124,9 @@ class ProxyApp:
             headers += [(k, v) for k, v in scope["headers"] if k == b"authorization"]
         elif self.upstream_auth is not None:
             headers.append(self.upstream_auth)
-        headers.append((b"accept-encoding", b"identity"))  # relayed bytes stay readable for the logger
+        headers.append(
+            (b"accept-encoding", b"identity")
+        )  # relayed bytes stay readable for the logger
         return headers
 
     async def _relay(self, scope, receive, send, logged: bool) -> None:
@@ -111,15 +141,25 @@ class ProxyApp:
         upstream = None
         try:
             try:
-                upstream = await self.pool.request(scope["method"].encode(), target, self._headers(scope), body)
+                upstream = await self.pool.request(
+                    scope["method"].encode(), target, self._headers(scope), body
+                )
             except UpstreamError as exc:
-                status, payload = _error(504 if exc.timeout else 502, f"upstream: {exc}", "upstream_error")
+                status, payload = _error(
+                    504 if exc.timeout else 502, f"upstream: {exc}", "upstream_error"
+                )
                 return await _answer(send, status, payload)
             headers = [(k, v) for k, v in upstream.headers if k not in _DROPPED]
-            await send({"type": "http.response.start", "status": upstream.status, "headers": headers})
+            await send(
+                {"type": "http.response.start", "status": upstream.status, "headers": headers}
+            )
             write = server_send(scope) or send
             streamed = (upstream.header(b"content-type") or b"").startswith(b"text/event-stream")
-            exchange = Exchange(scope, body, started, streamed) if logged and upstream.status == 200 else None
+            exchange = (
+                Exchange(scope, body, started, streamed)
+                if logged and upstream.status == 200
+                else None
+            )
             pieces = exchange.pieces if exchange else None
             times = exchange.times if exchange else None
             async for piece in upstream.pieces():
@@ -131,7 +171,9 @@ class ProxyApp:
             await write({"type": "http.response.body", "body": b"", "more_body": False})
             if exchange is not None:
                 exchange.end_time = time.time()
-                self._hand(ObservedRequest(lambda: exchange.observe(self.settings), exchange.end_time))
+                self._hand(
+                    ObservedRequest(lambda: exchange.observe(self.settings), exchange.end_time)
+                )
         except asyncio.CancelledError:
             if not watch.left:
                 raise
@@ -191,6 +233,14 @@ class _Watch:
 
 
 async def _answer(send, status: int, body: bytes) -> None:
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})

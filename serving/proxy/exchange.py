@@ -63,7 +63,7 @@ class Exchange:
         usage: dict[str, Any] = {}
         model: str | None = None
         answer_id: str | None = None
-        for payload, at in (self._events() if self.streamed else self._whole()):
+        for payload, at in self._events() if self.streamed else self._whole():
             model = model or _str(payload.get("model"))
             answer_id = answer_id or _str(payload.get("id"))
             if isinstance(payload.get("usage"), dict):
@@ -83,13 +83,26 @@ class Exchange:
             if n_out > 1 and choice.first is not None and choice.last is not None:
                 tpot = (choice.last - choice.first) * 1000.0 / (n_out - 1)
             stats = RequestStats(
-                prompt=prompt, response="".join(choice.text),
-                prompt_tokens=usage.get("prompt_tokens") if _is_int(usage.get("prompt_tokens")) else None,
-                completion_tokens=n_out, finish_reason=choice.finish_reason, queue_ms=None,
-                ttft_ms=(choice.first - self.started) * 1000.0 if choice.first is not None else None,
-                tpot_ms=tpot, latency_ms=(end - self.started) * 1000.0,
-                mean_logprob=sum(choice.logprobs) / len(choice.logprobs) if choice.logprobs else None,
-                mean_entropy=None, end_time=self.end_time, tools=choice.tools)  # type: ignore[arg-type]
+                prompt=prompt,
+                response="".join(choice.text),
+                prompt_tokens=usage.get("prompt_tokens")
+                if _is_int(usage.get("prompt_tokens"))
+                else None,
+                completion_tokens=n_out,
+                finish_reason=choice.finish_reason,
+                queue_ms=None,
+                ttft_ms=(choice.first - self.started) * 1000.0
+                if choice.first is not None
+                else None,
+                tpot_ms=tpot,
+                latency_ms=(end - self.started) * 1000.0,
+                mean_logprob=sum(choice.logprobs) / len(choice.logprobs)
+                if choice.logprobs
+                else None,
+                mean_entropy=None,
+                end_time=self.end_time,
+                tools=choice.tools,
+            )  # type: ignore[arg-type]
             out.append((stats, {"request_id": answer_id, "choice_index": index, "source": "proxy"}))
         return out, model
 
@@ -159,8 +172,11 @@ def _fold(choice: _Choice, raw: dict, at: float | None) -> None:
             values = [t.get("logprob") for t in logprobs["content"] if isinstance(t, dict)]
         else:  # completions
             values = _list(logprobs.get("token_logprobs"))
-        choice.logprobs += [float(v) for v in values
-                            if isinstance(v, int | float) and not isinstance(v, bool) and -1e4 <= v <= 0]
+        choice.logprobs += [
+            float(v)
+            for v in values
+            if isinstance(v, int | float) and not isinstance(v, bool) and -1e4 <= v <= 0
+        ]
 
 
 def _prompt_text(request: dict) -> str:
@@ -172,7 +188,11 @@ def _prompt_text(request: dict) -> str:
             if isinstance(content, str):
                 pieces.append(content)
             elif isinstance(content, list):
-                pieces += [p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)]
+                pieces += [
+                    p["text"]
+                    for p in content
+                    if isinstance(p, dict) and isinstance(p.get("text"), str)
+                ]
         return "\n".join(pieces)
     prompt = request.get("prompt")
     if isinstance(prompt, list) and prompt and isinstance(prompt[0], str):

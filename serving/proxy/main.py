@@ -22,12 +22,19 @@ from vigil.keys import KeyRing
 log = logging.getLogger("vigil.proxy")
 
 
-def build_proxy(settings: Settings, *, writer: Any | None = None, log_traffic: bool | None = None,
-                sampler_seed: int | None = None) -> Any:
+def build_proxy(
+    settings: Settings,
+    *,
+    writer: Any | None = None,
+    log_traffic: bool | None = None,
+    sampler_seed: int | None = None,
+) -> Any:
     """The ASGI app; `writer`: a SampleWriter to use (the caller closes it), else one is opened
     from settings when traffic is sampled."""
     if log_traffic is None:
-        log_traffic = writer is not None or settings.sample_rate > 0 or settings.segment_min_per_hour > 0
+        log_traffic = (
+            writer is not None or settings.sample_rate > 0 or settings.segment_min_per_hour > 0
+        )
     close_writer = None
     if writer is None and log_traffic:
         from storage.writer import SampleWriter
@@ -35,22 +42,38 @@ def build_proxy(settings: Settings, *, writer: Any | None = None, log_traffic: b
         writer = SampleWriter.from_settings(settings)
         close_writer = writer.close
     sampler = TrafficSampler(settings.sample_rate, settings.segment_min_per_hour, seed=sampler_seed)
-    traffic = TrafficLogger(sampler, writer if log_traffic else None, model_version=None,
-                            redact=settings.redact_pii)
+    traffic = TrafficLogger(
+        sampler, writer if log_traffic else None, model_version=None, redact=settings.redact_pii
+    )
     proxy = ProxyApp(settings, traffic, close_writer=close_writer)
-    guarded = RequestGuard(proxy, keyring=KeyRing.from_settings(settings), protected=("/v1/",),
-                           max_bytes=settings.max_request_bytes, body_timeout_s=settings.body_timeout_s,
-                           render=openai_error_json, throttle=throttle_from_settings(settings),
-                           trusted_proxies=tuple(settings.trusted_proxies))
+    guarded = RequestGuard(
+        proxy,
+        keyring=KeyRing.from_settings(settings),
+        protected=("/v1/",),
+        max_bytes=settings.max_request_bytes,
+        body_timeout_s=settings.body_timeout_s,
+        render=openai_error_json,
+        throttle=throttle_from_settings(settings),
+        trusted_proxies=tuple(settings.trusted_proxies),
+    )
     app = ServerSend(guarded)  # body chunks skip the guard's send wrapper
     app.proxy = proxy  # type: ignore[attr-defined]
     return app
 
 
 def proxy_config(settings: Settings, app: Any) -> uvicorn.Config:
-    return uvicorn.Config(app, host=settings.host, port=settings.port, lifespan="on", log_level="info",
-                          access_log=False, loop="uvloop", http=protocol_for(settings, sidecar=False),
-                          timeout_keep_alive=5, timeout_graceful_shutdown=max(5, int(settings.drain_grace_s)))
+    return uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        lifespan="on",
+        log_level="info",
+        access_log=False,
+        loop="uvloop",
+        http=protocol_for(settings, sidecar=False),
+        timeout_keep_alive=5,
+        timeout_graceful_shutdown=max(5, int(settings.drain_grace_s)),
+    )
 
 
 def proxy_command(args) -> int:
@@ -60,7 +83,9 @@ def proxy_command(args) -> int:
         if value is not None:
             overrides[field] = value
     settings = load_settings(**overrides)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     logging.getLogger("alembic").setLevel(logging.WARNING)
     if not settings.proxy_upstream_url:
         print("vigil proxy: give the upstream with --upstream URL or VIGIL_PROXY_UPSTREAM_URL")
@@ -69,6 +94,8 @@ def proxy_command(args) -> int:
         from serving.server.main import _prepare_storage
 
         _prepare_storage(settings)
-    log.info("proxy on http://%s:%d/v1 -> %s", settings.host, settings.port, settings.proxy_upstream_url)
+    log.info(
+        "proxy on http://%s:%d/v1 -> %s", settings.host, settings.port, settings.proxy_upstream_url
+    )
     uvicorn.Server(proxy_config(settings, build_proxy(settings))).run()
     return 0

@@ -125,8 +125,9 @@ class _Connection(asyncio.Protocol):
         loop = self.loop
         quiet = loop.time() - self.last
         if quiet >= self.timeout:
-            self.waiter.set_exception(UpstreamError(f"the upstream sent nothing for {self.timeout:g} s",
-                                                    timeout=True))
+            self.waiter.set_exception(
+                UpstreamError(f"the upstream sent nothing for {self.timeout:g} s", timeout=True)
+            )
         else:
             self.timer = loop.call_later(self.timeout - quiet, self._check_silence)
 
@@ -211,13 +212,21 @@ class UpstreamPool:
     async def _connect(self) -> _Connection:
         loop = asyncio.get_running_loop()
         try:
-            _, conn = await asyncio.wait_for(loop.create_connection(
-                lambda: _Connection(self), self.host, self.port, ssl=self.ssl), self.timeout_s)
+            _, conn = await asyncio.wait_for(
+                loop.create_connection(
+                    lambda: _Connection(self), self.host, self.port, ssl=self.ssl
+                ),
+                self.timeout_s,
+            )
         except TimeoutError:
-            raise UpstreamError(f"no connection to {self.host}:{self.port} within {self.timeout_s:g} s",
-                                timeout=True) from None
+            raise UpstreamError(
+                f"no connection to {self.host}:{self.port} within {self.timeout_s:g} s",
+                timeout=True,
+            ) from None
         except OSError as exc:
-            raise UpstreamError(f"cannot connect to {self.host}:{self.port} ({exc.strerror or exc})") from None
+            raise UpstreamError(
+                f"cannot connect to {self.host}:{self.port} ({exc.strerror or exc})"
+            ) from None
         return conn
 
     def _take_idle(self) -> _Connection | None:
@@ -227,10 +236,19 @@ class UpstreamPool:
                 return conn
         return None
 
-    async def request(self, method: bytes, path: bytes, headers: list[tuple[bytes, bytes]],
-                      body: bytes) -> UpstreamResponse:
-        head = [method, b" ", self.base_path.encode() + path, b" HTTP/1.1\r\nhost: ", self.host_header,
-                b"\r\ncontent-length: ", str(len(body)).encode(), b"\r\n"]
+    async def request(
+        self, method: bytes, path: bytes, headers: list[tuple[bytes, bytes]], body: bytes
+    ) -> UpstreamResponse:
+        head = [
+            method,
+            b" ",
+            self.base_path.encode() + path,
+            b" HTTP/1.1\r\nhost: ",
+            self.host_header,
+            b"\r\ncontent-length: ",
+            str(len(body)).encode(),
+            b"\r\n",
+        ]
         for name, value in headers:
             head += [name, b": ", value, b"\r\n"]
         head.append(b"\r\n")

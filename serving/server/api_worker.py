@@ -48,7 +48,10 @@ class ServerPidHeader:
 
         async def send_with_header(message) -> None:
             if message["type"] == "http.response.start":
-                message = {**message, "headers": [*message.get("headers", []), (PID_HEADER, self.value)]}
+                message = {
+                    **message,
+                    "headers": [*message.get("headers", []), (PID_HEADER, self.value)],
+                }
             await send(message)
 
         await self.app(scope, receive, send_with_header)
@@ -57,8 +60,10 @@ class ServerPidHeader:
 def run_api_worker(spec: ApiWorkerSpec, sock: socket.socket) -> None:
     """Process entry point; exits 0 once drained, 1 if the engine never became ready."""
     os.setpgrp()
-    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s %(levelname)s %(name)s[api-{spec.attachment.index}]: "
-                                                   "%(message)s")
+    logging.basicConfig(
+        level=logging.INFO,
+        format=f"%(asctime)s %(levelname)s %(name)s[api-{spec.attachment.index}]: %(message)s",
+    )
     logging.getLogger("alembic").setLevel(logging.WARNING)
     from serving.server.app import create_app
     from serving.server.main import build_server
@@ -72,11 +77,14 @@ def run_api_worker(spec: ApiWorkerSpec, sock: socket.socket) -> None:
         engine.start()
         return engine
 
-    app = create_app(spec.settings, engine_loader=load_attached, multiprocess_metrics=spec.multiprocess_dir)
+    app = create_app(
+        spec.settings, engine_loader=load_attached, multiprocess_metrics=spec.multiprocess_dir
+    )
     app.add_middleware(ServerPidHeader, value=f"{spec.attachment.index}:{os.getpid()}")
     server = build_server(spec.settings, app)
-    threading.Thread(target=_watch_parent, args=(spec.parent_pid, server), daemon=True,
-                     name="vigil-parent-watch").start()
+    threading.Thread(
+        target=_watch_parent, args=(spec.parent_pid, server), daemon=True, name="vigil-parent-watch"
+    ).start()
     server.run(sockets=[sock])
     sys.exit(1 if app.state.vigil.phase is Phase.FAILED else 0)
 

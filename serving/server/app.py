@@ -80,7 +80,9 @@ def create_app(
     loop); `multiprocess_metrics`: prometheus_client's multiprocess directory, when this is one
     of several API processes (/metrics then adds up all of them)."""
     if log_traffic is None:
-        log_traffic = writer is not None or settings.sample_rate > 0 or settings.segment_min_per_hour > 0
+        log_traffic = (
+            writer is not None or settings.sample_rate > 0 or settings.segment_min_per_hour > 0
+        )
     owns_writer = False
     if writer is None and log_traffic:
         writer, owns_writer = open_writer(settings), True
@@ -90,12 +92,28 @@ def create_app(
         from serving.traffic.spans import EngineSpans
 
         spans = EngineSpans.from_settings(settings)
-    traffic = TrafficLogger(sampler, writer if log_traffic else None,
-                            model_version=settings.model_version, redact=settings.redact_pii, spans=spans)
-    state = ServerState(settings=settings, metrics=None, traffic=traffic,  # type: ignore[arg-type]
-                        writer=writer, owns_writer=owns_writer, engine=engine)
-    state.metrics = ServerMetrics(settings.model_name, state.engine_stats, state.sample_counters,
-                                  max_model_len=settings.max_model_len, multiprocess_dir=multiprocess_metrics)
+    traffic = TrafficLogger(
+        sampler,
+        writer if log_traffic else None,
+        model_version=settings.model_version,
+        redact=settings.redact_pii,
+        spans=spans,
+    )
+    state = ServerState(
+        settings=settings,
+        metrics=None,
+        traffic=traffic,  # type: ignore[arg-type]
+        writer=writer,
+        owns_writer=owns_writer,
+        engine=engine,
+    )
+    state.metrics = ServerMetrics(
+        settings.model_name,
+        state.engine_stats,
+        state.sample_counters,
+        max_model_len=settings.max_model_len,
+        multiprocess_dir=multiprocess_metrics,
+    )
 
     def on_engine_health(up: bool) -> None:
         follow_engine_health(state, up)
@@ -118,16 +136,27 @@ def create_app(
                 remove(on_engine_health)
             await close_resources(state)
 
-    app = FastAPI(title="Vigil", version="0.1.0", lifespan=lifespan, **docs_urls(settings),
-                  description="OpenAI-compatible inference with drift monitoring built in.")
+    app = FastAPI(
+        title="Vigil",
+        version="0.1.0",
+        lifespan=lifespan,
+        **docs_urls(settings),
+        description="OpenAI-compatible inference with drift monitoring built in.",
+    )
     app.state.vigil = state
     app.state.drain = DrainController(state)
     install_error_handlers(app)
     # the key is checked and the body bounded before any route reads a byte
-    app.add_middleware(RequestGuard, keyring=KeyRing.from_settings(settings), protected=("/v1/",),
-                       max_bytes=settings.max_request_bytes, body_timeout_s=settings.body_timeout_s,
-                       render=openai_error_json, throttle=throttle_from_settings(settings),
-                       trusted_proxies=tuple(settings.trusted_proxies))
+    app.add_middleware(
+        RequestGuard,
+        keyring=KeyRing.from_settings(settings),
+        protected=("/v1/",),
+        max_bytes=settings.max_request_bytes,
+        body_timeout_s=settings.body_timeout_s,
+        render=openai_error_json,
+        throttle=throttle_from_settings(settings),
+        trusted_proxies=tuple(settings.trusted_proxies),
+    )
     app.add_middleware(SecurityHeaders)  # inside ServerSend: it changes the response start only
     app.add_middleware(ServerSend)  # outside the guard: SSE body chunks skip the layers within
     add_routes(app)
@@ -154,4 +183,6 @@ async def _load(state: ServerState, on_engine_health, engine_loader) -> None:
     freeze_startup_heap()  # the engine client's imports and objects stay for the process's life
     if state.phase is Phase.LOADING:
         state.phase = Phase.READY
-        log.info("model %s ready (context %d tokens)", state.settings.model_name, state.max_model_len)
+        log.info(
+            "model %s ready (context %d tokens)", state.settings.model_name, state.max_model_len
+        )

@@ -25,13 +25,17 @@ OPERATOR_LABELS = ("tenant", "segment")  # `metadata` keys only operator and adm
 def request_principal(request: Request) -> Principal:
     principal = request.scope.get("state", {}).get("principal")
     if principal is None:  # the guard always sets it on /v1; refuse rather than guess
-        raise APIError("You didn't provide an API key. Send it as `Authorization: Bearer <key>`.",
-                       status=401, code="missing_api_key")
+        raise APIError(
+            "You didn't provide an API key. Send it as `Authorization: Bearer <key>`.",
+            status=401,
+            code="missing_api_key",
+        )
     return principal
 
 
-def request_segment(request: Request, settings: Settings, user: str | None,
-                    metadata: Mapping[str, object] | None) -> SegmentInfo:
+def request_segment(
+    request: Request, settings: Settings, user: str | None, metadata: Mapping[str, object] | None
+) -> SegmentInfo:
     """Segment identity: `x-vigil-*` headers count only from a trusted proxy; a tenant-bound
     key always logs under its own tenant, whatever the headers or metadata claim; a tenant or
     segment in `metadata`, and the internal mark, count only from operator and admin keys (a
@@ -41,8 +45,12 @@ def request_segment(request: Request, settings: Settings, user: str | None,
     headers = request.headers
     if not from_trusted_proxy(client, settings.trusted_proxies):
         # the internal marker is not a segment claim; it is judged by the key (below)
-        headers = {k: v for k, v in headers.items()
-                   if not k.lower().startswith(TRUSTED_HEADER_PREFIX) or k.lower() == INTERNAL_HEADER.lower()}
+        headers = {
+            k: v
+            for k, v in headers.items()
+            if not k.lower().startswith(TRUSTED_HEADER_PREFIX)
+            or k.lower() == INTERNAL_HEADER.lower()
+        }
     principal = request.scope.get("state", {}).get("principal")
     labels_others = principal is not None and principal.may_label_others
     if not labels_others and metadata:

@@ -48,7 +48,9 @@ def _template_inputs(body: ChatCompletionRequest) -> tuple[list[dict], list[dict
 def render_prompt(state: ServerState, body: ChatCompletionRequest) -> str:
     messages, tools = _template_inputs(body)
     try:
-        return state.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tools=tools)
+        return state.tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, tools=tools
+        )
     except (ValueError, TypeError, KeyError, UnicodeError) as exc:
         raise APIError(f"messages: {exc}", param="messages", code="invalid_messages") from None
 
@@ -64,7 +66,11 @@ def _prepare(state: ServerState, body: ChatCompletionRequest) -> tuple[str, list
 
 def _logprob_entries(items: list[TokenLogprob]) -> list[dict]:
     def one(token: str, lp: float) -> dict:
-        return {"token": token, "logprob": safe_logprob(lp), "bytes": list(token.encode("utf-8", "replace"))}
+        return {
+            "token": token,
+            "logprob": safe_logprob(lp),
+            "bytes": list(token.encode("utf-8", "replace")),
+        }
 
     return [
         {**one(t.token, t.logprob), "top_logprobs": [one(tok, lp) for _, tok, lp in t.top]}
@@ -75,10 +81,16 @@ def _logprob_entries(items: list[TokenLogprob]) -> list[dict]:
 def _usage(outputs: list[RequestOutput]) -> dict:
     prompt = sum(len(o.prompt_token_ids) for o in outputs)
     completion = sum(len(c.token_ids) for o in outputs for c in o.outputs)
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
 
 
-async def chat_completions(request: Request, body: ChatCompletionRequest, state: ServerState) -> Response:
+async def chat_completions(
+    request: Request, body: ChatCompletionRequest, state: ServerState
+) -> Response:
     ensure_accepting(state, body.model)
     # templating and tokenizing a long conversation takes milliseconds: then off the loop
     size = sum(len(m.text()) for m in body.messages)
@@ -87,22 +99,40 @@ async def chat_completions(request: Request, body: ChatCompletionRequest, state:
     # request is counted (admitted), so a burst cannot pass this check all at once
     ensure_accepting(state, body.model)
     check_context(len(token_ids), state.max_model_len, "messages")
-    limit_param = "max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens"
+    limit_param = (
+        "max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens"
+    )
     params = build_params(
-        body, prompt_len=len(token_ids), max_model_len=state.max_model_len,
-        max_tokens=body.token_limit(), default_max_tokens=None,
-        logprobs=(body.top_logprobs or 0) if body.logprobs else None, max_tokens_param=limit_param,
+        body,
+        prompt_len=len(token_ids),
+        max_model_len=state.max_model_len,
+        max_tokens=body.token_limit(),
+        default_max_tokens=None,
+        logprobs=(body.top_logprobs or 0) if body.logprobs else None,
+        max_tokens_param=limit_param,
     )
     request_id = f"chatcmpl-{uuid.uuid4().hex}"
     validate(state, request_id, token_ids, params, "messages")
     segment = request_segment(request, state.settings, body.user, body.metadata)
-    stream = admitted(state, request_id, generate(
-        state, request_id, token_ids, params, prompt=prompt, segment=segment, tools=tool_names(body),
-    ))
+    stream = admitted(
+        state,
+        request_id,
+        generate(
+            state,
+            request_id,
+            token_ids,
+            params,
+            prompt=prompt,
+            segment=segment,
+            tools=tool_names(body),
+        ),
+    )
     created = int(time.time())
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        return SSEResponse(_chunks(stream, request_id, created, body.model, body.logprobs, include_usage))
+        return SSEResponse(
+            _chunks(stream, request_id, created, body.model, body.logprobs, include_usage)
+        )
     try:
         (final,) = await unless_disconnected(request, collect_final([stream]))
     except ClientDisconnected:
@@ -113,7 +143,9 @@ async def chat_completions(request: Request, body: ChatCompletionRequest, state:
     return JSONResponse(payload)
 
 
-def _completion(out: RequestOutput, request_id: str, created: int, model: str, logprobs: bool) -> dict:
+def _completion(
+    out: RequestOutput, request_id: str, created: int, model: str, logprobs: bool
+) -> dict:
     def choice(c: CompletionOutput) -> dict:
         return {
             "index": c.index,
@@ -123,21 +155,34 @@ def _completion(out: RequestOutput, request_id: str, created: int, model: str, l
         }
 
     return {
-        "id": request_id, "object": "chat.completion", "created": created, "model": model,
+        "id": request_id,
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
         "choices": [choice(c) for c in sorted(out.outputs, key=lambda c: c.index)],
-        "usage": _usage([out]), "system_fingerprint": None,
+        "usage": _usage([out]),
+        "system_fingerprint": None,
     }
 
 
 def _text_event(base: dict, usage_field: dict, index: int, finish: str | None, text: str) -> dict:
     """A content chunk without logprobs."""
-    return {**base, "choices": [{"index": index, "delta": {"content": text}, "logprobs": None,
-                                 "finish_reason": finish}], **usage_field}
+    return {
+        **base,
+        "choices": [
+            {"index": index, "delta": {"content": text}, "logprobs": None, "finish_reason": finish}
+        ],
+        **usage_field,
+    }
 
 
 async def _chunks(
-    stream: AsyncIterator[RequestOutput], request_id: str, created: int, model: str,
-    logprobs: bool, include_usage: bool,
+    stream: AsyncIterator[RequestOutput],
+    request_id: str,
+    created: int,
+    model: str,
+    logprobs: bool,
+    include_usage: bool,
 ) -> AsyncIterator[str]:
     """One item per engine output (its choices' events together); the last output's events go
     out with the usage event and [DONE]."""
@@ -152,8 +197,15 @@ async def _chunks(
 
     def chunk(index: int, delta: dict, lps: list[TokenLogprob] | None, finish: str | None) -> str:
         lp = {"content": _logprob_entries(lps)} if logprobs and lps is not None else None
-        return event({**base, "choices": [{"index": index, "delta": delta, "logprobs": lp,
-                                           "finish_reason": finish}], **usage_field})
+        return event(
+            {
+                **base,
+                "choices": [
+                    {"index": index, "delta": delta, "logprobs": lp, "finish_reason": finish}
+                ],
+                **usage_field,
+            }
+        )
 
     def text_chunk(index: int, text: str, finish: str | None) -> str:
         """chunk(index, {"content": text}, [], finish) without logprobs: only the text varies."""
@@ -172,8 +224,8 @@ async def _chunks(
                 if c.index not in sent_text:  # the first chunk of each choice names the role
                     sent_text[c.index], sent_lp[c.index] = 0, 0
                     events.append(chunk(c.index, {"role": "assistant", "content": ""}, None, None))
-                text = c.text[sent_text[c.index]:]
-                new_lps = (c.logprobs or [])[sent_lp[c.index]:]
+                text = c.text[sent_text[c.index] :]
+                new_lps = (c.logprobs or [])[sent_lp[c.index] :]
                 if text or new_lps or c.finished:
                     sent_text[c.index] += len(text)
                     sent_lp[c.index] += len(new_lps)

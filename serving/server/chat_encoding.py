@@ -22,7 +22,9 @@ def special_texts(tokenizer: Any) -> list[str]:
     backend = getattr(tokenizer, "backend", None)
     if backend is None:
         return []
-    return [t.content for t in backend.get_added_tokens_decoder().values() if t.special and t.content]
+    return [
+        t.content for t in backend.get_added_tokens_decoder().values() if t.special and t.content
+    ]
 
 
 def message_text(content: Any) -> str:
@@ -49,15 +51,21 @@ def _plain_backend(tokenizer: Any) -> Any:
     return backend
 
 
-def encode_chat(tokenizer: Any, messages: list[dict], tools: list[dict] | None) -> tuple[str, list[int]]:
+def encode_chat(
+    tokenizer: Any, messages: list[dict], tools: list[dict] | None
+) -> tuple[str, list[int]]:
     """(prompt text, token ids) for `messages` (content: a string or a list of text parts)."""
     prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tools=tools)
     specials = special_texts(tokenizer)
     if not any(contains_special(m.get("content"), specials) for m in messages):
         return prompt, list(tokenizer.encode(prompt))
     nonce = uuid.uuid4().hex
-    marked = [{**m, "content": f"\ue000{nonce}:{i}\ue001"} if contains_special(m.get("content"), specials)
-              else m for i, m in enumerate(messages)]
+    marked = [
+        {**m, "content": f"\ue000{nonce}:{i}\ue001"}
+        if contains_special(m.get("content"), specials)
+        else m
+        for i, m in enumerate(messages)
+    ]
     skeleton = tokenizer.apply_chat_template(marked, add_generation_prompt=True, tools=tools)
     plain = _plain_backend(tokenizer)
     ids: list[int] = []
@@ -66,5 +74,7 @@ def encode_chat(tokenizer: Any, messages: list[dict], tools: list[dict] | None) 
         if k % 2 == 0:
             ids += tokenizer.encode(piece) if piece else []
         else:
-            ids += plain.encode(message_text(messages[int(piece)]["content"]), add_special_tokens=False).ids
+            ids += plain.encode(
+                message_text(messages[int(piece)]["content"]), add_special_tokens=False
+            ).ids
     return prompt, ids

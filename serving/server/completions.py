@@ -67,16 +67,21 @@ async def completions(request: Request, body: CompletionRequest, state: ServerSt
     segment = request_segment(request, state.settings, body.user, body.metadata)
     jobs = []
     raw_prompts = body.prompts()
-    prepared = await run_sized(lambda: [_prompt(state, raw) for raw in raw_prompts],
-                               sum(len(raw) for raw in raw_prompts))
+    prepared = await run_sized(
+        lambda: [_prompt(state, raw) for raw in raw_prompts], sum(len(raw) for raw in raw_prompts)
+    )
     # again: the queue may have filled while we tokenized; no await from here until the
     # request is counted (admitted), so a burst cannot pass this check all at once
     ensure_accepting(state, body.model)
     for k, (text, ids) in enumerate(prepared):
         check_context(len(ids), state.max_model_len, "prompt")
         params = build_params(
-            body, prompt_len=len(ids), max_model_len=state.max_model_len, max_tokens=body.max_tokens,
-            default_max_tokens=DEFAULT_COMPLETION_MAX_TOKENS, logprobs=body.logprobs,
+            body,
+            prompt_len=len(ids),
+            max_model_len=state.max_model_len,
+            max_tokens=body.max_tokens,
+            default_max_tokens=DEFAULT_COMPLETION_MAX_TOKENS,
+            logprobs=body.logprobs,
         )
         if body.echo:  # legacy echo: the prompt's own logprobs come back too (first one null)
             params.prompt_logprobs = body.logprobs
@@ -84,41 +89,62 @@ async def completions(request: Request, body: CompletionRequest, state: ServerSt
         validate(state, request_id, ids, params, "prompt")
         jobs.append((request_id, ids, params, text))
     streams = [
-        admitted(state, rid, generate(state, rid, ids, params, prompt=text, segment=segment, tools=[]))
+        admitted(
+            state, rid, generate(state, rid, ids, params, prompt=text, segment=segment, tools=[])
+        )
         for rid, ids, params, text in jobs
     ]
     created, n = int(time.time()), body.n
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        return SSEResponse(_chunks(streams, base_id, created, body.model, n, body.logprobs, include_usage))
+        return SSEResponse(
+            _chunks(streams, base_id, created, body.model, n, body.logprobs, include_usage)
+        )
     try:
         finals = await unless_disconnected(request, collect_final(streams))
     except ClientDisconnected:
         return Response(status_code=499)
     choices = [
-        _echoed(state, k * n + c.index, c, out, body.logprobs) if body.echo
+        _echoed(state, k * n + c.index, c, out, body.logprobs)
+        if body.echo
         else _choice(k * n + c.index, c, c.text, c.logprobs, 0, body.logprobs)
-        for k, out in enumerate(finals) for c in sorted(out.outputs, key=lambda c: c.index)
+        for k, out in enumerate(finals)
+        for c in sorted(out.outputs, key=lambda c: c.index)
     ]
     if body.return_token_ids:
         add_token_ids(choices, [finals[choice["index"] // n] for choice in choices])
-    return JSONResponse({
-        "id": base_id, "object": "text_completion", "created": created, "model": body.model,
-        "choices": choices, "usage": _usage(finals), "system_fingerprint": None,
-    })
+    return JSONResponse(
+        {
+            "id": base_id,
+            "object": "text_completion",
+            "created": created,
+            "model": body.model,
+            "choices": choices,
+            "usage": _usage(finals),
+            "system_fingerprint": None,
+        }
+    )
 
 
-def _choice(index: int, c: CompletionOutput, text: str, lps: list[TokenLogprob] | None, offset: int,
-            logprobs: int | None) -> dict:
+def _choice(
+    index: int,
+    c: CompletionOutput,
+    text: str,
+    lps: list[TokenLogprob] | None,
+    offset: int,
+    logprobs: int | None,
+) -> dict:
     return {
-        "index": index, "text": text,
+        "index": index,
+        "text": text,
         "logprobs": _logprobs(lps or [], offset) if logprobs is not None else None,
         "finish_reason": c.finish_reason,
     }
 
 
-def _echoed(state: ServerState, index: int, c: CompletionOutput, out: RequestOutput,
-            logprobs: int | None) -> dict:
+def _echoed(
+    state: ServerState, index: int, c: CompletionOutput, out: RequestOutput, logprobs: int | None
+) -> dict:
     """`echo`: the prompt's text before the completion's; with `logprobs`, the prompt tokens'
     entries first (the first token's logprob and alternatives null: nothing precedes it)."""
     prompt = out.prompt or ""
@@ -142,18 +168,30 @@ def _echoed(state: ServerState, index: int, c: CompletionOutput, out: RequestOut
 def _usage(outputs: list[RequestOutput]) -> dict:
     prompt = sum(len(o.prompt_token_ids) for o in outputs)
     completion = sum(len(c.token_ids) for o in outputs for c in o.outputs)
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
 
 
 def _text_event(base: dict, usage_field: dict, index: int, finish: str | None, text: str) -> dict:
     """A chunk without logprobs: `_choice` of `text` (same keys, same order)."""
-    return {**base, "choices": [{"index": index, "text": text, "logprobs": None, "finish_reason": finish}],
-            **usage_field}
+    return {
+        **base,
+        "choices": [{"index": index, "text": text, "logprobs": None, "finish_reason": finish}],
+        **usage_field,
+    }
 
 
 async def _chunks(
-    streams: list[AsyncIterator[RequestOutput]], request_id: str, created: int, model: str, n: int,
-    logprobs: int | None, include_usage: bool,
+    streams: list[AsyncIterator[RequestOutput]],
+    request_id: str,
+    created: int,
+    model: str,
+    n: int,
+    logprobs: int | None,
+    include_usage: bool,
 ) -> AsyncIterator[str]:
     """One item per engine output (its choices' events together); the last output's events go
     out with the usage event and [DONE]."""
@@ -183,7 +221,9 @@ async def _chunks(
                 if logprobs is None:  # the common case: only the text differs between events
                     key = (index, c.finish_reason)
                     if key not in templates:
-                        templates[key] = EventTemplate(partial(_text_event, base, usage_field, *key))
+                        templates[key] = EventTemplate(
+                            partial(_text_event, base, usage_field, *key)
+                        )
                     events.append(templates[key].fill(text))
                 else:
                     choice = _choice(index, c, text, new_lps, start, logprobs)

@@ -50,7 +50,14 @@ class APIError(Exception):
         self.type = type or _TYPES.get(status, "invalid_request_error")
 
     def payload(self) -> dict:
-        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.type,
+                "param": self.param,
+                "code": self.code,
+            }
+        }
 
     def response(self) -> JSONResponse:
         headers = {"Retry-After": "1"} if self.status in (429, 503) else None
@@ -84,8 +91,18 @@ def _param_from_loc(loc: tuple) -> str | None:
     return ".".join(f"[{p}]" if isinstance(p, int) else str(p) for p in parts)
 
 
-_UNION_TAGS = {"str", "int", "float", "bool", "list", "dict", "none", "function-after", "TextPart",
-               "constrained-str"}
+_UNION_TAGS = {
+    "str",
+    "int",
+    "float",
+    "bool",
+    "list",
+    "dict",
+    "none",
+    "function-after",
+    "TextPart",
+    "constrained-str",
+}
 
 
 def validation_error(exc: RequestValidationError) -> APIError:
@@ -94,8 +111,10 @@ def validation_error(exc: RequestValidationError) -> APIError:
         return APIError("invalid request body")
     first = errors[0]
     if first.get("type") == "json_invalid":
-        return APIError(f"request body is not valid JSON: {first.get('ctx', {}).get('error', '')}".rstrip(": "),
-                        code="invalid_json")
+        return APIError(
+            f"request body is not valid JSON: {first.get('ctx', {}).get('error', '')}".rstrip(": "),
+            code="invalid_json",
+        )
     param = _param_from_loc(tuple(first.get("loc", ())))
     msg = first.get("msg", "invalid value")
     if param:
@@ -116,7 +135,11 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        phrase = HTTPStatus(exc.status_code).phrase if exc.status_code in HTTPStatus._value2member_map_ else ""
+        phrase = (
+            HTTPStatus(exc.status_code).phrase
+            if exc.status_code in HTTPStatus._value2member_map_
+            else ""
+        )
         message = exc.detail if isinstance(exc.detail, str) else phrase
         return APIError(message or phrase, status=exc.status_code).response()
 

@@ -33,20 +33,35 @@ class ClientDisconnected(Exception):
 def ensure_accepting(state: ServerState, model: str) -> None:
     """Admission: right model, server ready, waiting queue not full."""
     if state.phase is Phase.DRAINING or state.phase is Phase.STOPPED:
-        raise APIError("the server is shutting down; retry on another replica", status=503,
-                       code="server_draining")
+        raise APIError(
+            "the server is shutting down; retry on another replica",
+            status=503,
+            code="server_draining",
+        )
     if state.phase is Phase.RECOVERING:
-        raise APIError("the engine is restarting; retry shortly", status=503, code="engine_restarting")
+        raise APIError(
+            "the engine is restarting; retry shortly", status=503, code="engine_restarting"
+        )
     if state.phase is not Phase.READY or state.engine is None:
         failed = state.phase is Phase.FAILED  # the reason is in the server log, not for clients
-        raise APIError("the model could not be loaded" if failed else "the model is not loaded yet",
-                       status=503, code="model_loading")
+        raise APIError(
+            "the model could not be loaded" if failed else "the model is not loaded yet",
+            status=503,
+            code="model_loading",
+        )
     if model != state.settings.model_name:
-        raise APIError(f"The model `{model}` does not exist. This server serves "
-                       f"`{state.settings.model_name}`.", param="model", code="model_not_found")
+        raise APIError(
+            f"The model `{model}` does not exist. This server serves "
+            f"`{state.settings.model_name}`.",
+            param="model",
+            code="model_not_found",
+        )
     if state.engine.num_waiting() + len(state.reserved) >= state.settings.max_waiting_requests:
-        raise APIError(f"too many requests waiting ({state.settings.max_waiting_requests}); retry later",
-                       status=429, code="queue_full")
+        raise APIError(
+            f"too many requests waiting ({state.settings.max_waiting_requests}); retry later",
+            status=429,
+            code="queue_full",
+        )
 
 
 def encode(state: ServerState, text: str, param: str) -> list[int]:
@@ -56,8 +71,9 @@ def encode(state: ServerState, text: str, param: str) -> list[int]:
         raise APIError(f"{param}: the text could not be tokenized ({exc})", param=param) from None
 
 
-def validate(state: ServerState, request_id: str, token_ids: list[int], params: SamplingParams,
-             param: str) -> None:
+def validate(
+    state: ServerState, request_id: str, token_ids: list[int], params: SamplingParams, param: str
+) -> None:
     """Ask the engine (a pure check) so a bad request is a 400 before any stream starts."""
     check = getattr(state.engine, "validate_request", None)  # test doubles may leave it out
     if check is None:
@@ -71,12 +87,18 @@ def validate(state: ServerState, request_id: str, token_ids: list[int], params: 
 
 
 def _aborted(out: RequestOutput) -> RequestOutput:
-    choices = [c if c.finished else dataclasses.replace(c, finish_reason="abort") for c in out.outputs]
-    metrics = dataclasses.replace(out.metrics, finished_time=out.metrics.finished_time or time.monotonic())
+    choices = [
+        c if c.finished else dataclasses.replace(c, finish_reason="abort") for c in out.outputs
+    ]
+    metrics = dataclasses.replace(
+        out.metrics, finished_time=out.metrics.finished_time or time.monotonic()
+    )
     return dataclasses.replace(out, outputs=choices, finished=True, metrics=metrics)
 
 
-def admitted(state: ServerState, request_id: str, stream: AsyncIterator[RequestOutput]) -> AsyncIterator[RequestOutput]:
+def admitted(
+    state: ServerState, request_id: str, stream: AsyncIterator[RequestOutput]
+) -> AsyncIterator[RequestOutput]:
     """Count a request as waiting from its admission on: its stream reaches the engine only when
     iterated, and a burst of requests all passed the queue check before any was counted. The
     stream's start (or its disposal unstarted) hands the count over to the engine's."""
@@ -137,8 +159,9 @@ async def generate(
             await aclose()
 
 
-def _observe_intervals(state: ServerState, out: RequestOutput, new_steps: int, last_token_at: float | None,
-                       now: float) -> None:
+def _observe_intervals(
+    state: ServerState, out: RequestOutput, new_steps: int, last_token_at: float | None, now: float
+) -> None:
     """One inter-token interval per step after the first token, also when one output carries
     several (a stream that fell behind gets them coalesced): the time since the previous output
     is shared out, and within the first output the engine's own first-to-last token span."""
@@ -146,7 +169,11 @@ def _observe_intervals(state: ServerState, out: RequestOutput, new_steps: int, l
         state.metrics.observe_token_intervals(now - last_token_at, new_steps)
     elif new_steps > 1:
         m = out.metrics
-        span = m.last_token_time - m.first_token_time if m.first_token_time and m.last_token_time else 0.0
+        span = (
+            m.last_token_time - m.first_token_time
+            if m.first_token_time and m.last_token_time
+            else 0.0
+        )
         state.metrics.observe_token_intervals(span, new_steps - 1)
 
 
@@ -167,7 +194,9 @@ def api_error(exc: Exception) -> APIError | None:
     return None
 
 
-def _finished(state: ServerState, out: RequestOutput, segment: SegmentInfo, tools: list[str]) -> None:
+def _finished(
+    state: ServerState, out: RequestOutput, segment: SegmentInfo, tools: list[str]
+) -> None:
     try:
         state.metrics.observe_finished(out)
         state.traffic.log(FinishedRequest(out, segment, tools, end_time=time.time()))

@@ -71,8 +71,14 @@ class DrainingServer(uvicorn.Server):
 def build_server(settings: Settings, app: FastAPI | None = None, **app_kwargs) -> DrainingServer:
     app = app or create_app(settings, **app_kwargs)
     config = uvicorn.Config(
-        app, host=settings.host, port=settings.port, lifespan="on", log_level="info",
-        access_log=False, timeout_graceful_shutdown=5, timeout_keep_alive=5,
+        app,
+        host=settings.host,
+        port=settings.port,
+        lifespan="on",
+        log_level="info",
+        access_log=False,
+        timeout_graceful_shutdown=5,
+        timeout_keep_alive=5,
         http=protocol_for(settings, sidecar=False),
     )
     return DrainingServer(config, app)
@@ -100,13 +106,20 @@ def serve_command(args) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     overrides = {}
-    for name, field in (("host", "host"), ("port", "port"), ("model", "model_path"),
-                        ("tensor_parallel_size", "tensor_parallel_size"), ("api_server_count", "api_server_count")):
+    for name, field in (
+        ("host", "host"),
+        ("port", "port"),
+        ("model", "model_path"),
+        ("tensor_parallel_size", "tensor_parallel_size"),
+        ("api_server_count", "api_server_count"),
+    ):
         value = getattr(args, name, None)
         if value is not None:
             overrides[field] = value
     settings = load_settings(**overrides)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     logging.getLogger("alembic").setLevel(logging.WARNING)
     if settings.sample_rate > 0 or settings.segment_min_per_hour > 0:
         _prepare_storage(settings)

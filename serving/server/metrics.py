@@ -20,12 +20,74 @@ from serving.outputs import EngineStats, RequestOutput
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 # vLLM's bucket boundaries (vllm/v1/metrics/loggers.py)
-TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
-                7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
-ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
-               10.0, 20.0, 40.0, 80.0)
-LATENCY_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0,
-                   60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
+TTFT_BUCKETS = (
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+    160.0,
+    640.0,
+    2560.0,
+)
+ITL_BUCKETS = (
+    0.01,
+    0.025,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.2,
+    0.3,
+    0.4,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+)
+LATENCY_BUCKETS = (
+    0.3,
+    0.5,
+    0.8,
+    1.0,
+    1.5,
+    2.0,
+    2.5,
+    5.0,
+    10.0,
+    15.0,
+    20.0,
+    30.0,
+    40.0,
+    50.0,
+    60.0,
+    120.0,
+    240.0,
+    480.0,
+    960.0,
+    1920.0,
+    7680.0,
+)
 DEFAULT_MAX_MODEL_LEN = 32768
 
 
@@ -45,30 +107,74 @@ def token_buckets(max_value: int) -> tuple[float, ...]:
 # (key in ServerMetrics.child, vLLM's name, vLLM's help, buckets; None: token counts up to the
 # context length)
 HISTOGRAMS: list[tuple[str, str, str, tuple[float, ...] | None]] = [
-    ("ttft", "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
-     TTFT_BUCKETS),
-    ("itl", "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
-     ITL_BUCKETS),
-    ("e2e", "vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.",
-     LATENCY_BUCKETS),
-    ("queue_time", "vllm:request_queue_time_seconds",
-     "Histogram of time spent in WAITING phase for request.", LATENCY_BUCKETS),
-    ("tpot", "vllm:request_time_per_output_token_seconds",
-     "Histogram of time_per_output_token_seconds per request.", ITL_BUCKETS),
+    (
+        "ttft",
+        "vllm:time_to_first_token_seconds",
+        "Histogram of time to first token in seconds.",
+        TTFT_BUCKETS,
+    ),
+    (
+        "itl",
+        "vllm:inter_token_latency_seconds",
+        "Histogram of inter-token latency in seconds.",
+        ITL_BUCKETS,
+    ),
+    (
+        "e2e",
+        "vllm:e2e_request_latency_seconds",
+        "Histogram of e2e request latency in seconds.",
+        LATENCY_BUCKETS,
+    ),
+    (
+        "queue_time",
+        "vllm:request_queue_time_seconds",
+        "Histogram of time spent in WAITING phase for request.",
+        LATENCY_BUCKETS,
+    ),
+    (
+        "tpot",
+        "vllm:request_time_per_output_token_seconds",
+        "Histogram of time_per_output_token_seconds per request.",
+        ITL_BUCKETS,
+    ),
     # the pre-v1 per-token name (same observations as the inter-token latency)
-    ("tpot_per_token", "vllm:time_per_output_token_seconds",
-     "Histogram of time per output token in seconds.", ITL_BUCKETS),
-    ("prefill_time", "vllm:request_prefill_time_seconds",
-     "Histogram of time spent in PREFILL phase for request.", LATENCY_BUCKETS),
-    ("decode_time", "vllm:request_decode_time_seconds",
-     "Histogram of time spent in DECODE phase for request.", LATENCY_BUCKETS),
-    ("inference_time", "vllm:request_inference_time_seconds",
-     "Histogram of time spent in RUNNING phase for request.", LATENCY_BUCKETS),
+    (
+        "tpot_per_token",
+        "vllm:time_per_output_token_seconds",
+        "Histogram of time per output token in seconds.",
+        ITL_BUCKETS,
+    ),
+    (
+        "prefill_time",
+        "vllm:request_prefill_time_seconds",
+        "Histogram of time spent in PREFILL phase for request.",
+        LATENCY_BUCKETS,
+    ),
+    (
+        "decode_time",
+        "vllm:request_decode_time_seconds",
+        "Histogram of time spent in DECODE phase for request.",
+        LATENCY_BUCKETS,
+    ),
+    (
+        "inference_time",
+        "vllm:request_inference_time_seconds",
+        "Histogram of time spent in RUNNING phase for request.",
+        LATENCY_BUCKETS,
+    ),
     ("prompt_tokens", "vllm:request_prompt_tokens", "Number of prefill tokens processed.", None),
-    ("generation_tokens", "vllm:request_generation_tokens", "Number of generation tokens processed.",
-     None),
-    ("max_generation_tokens", "vllm:request_max_num_generation_tokens",
-     "Histogram of maximum number of requested generation tokens.", None),
+    (
+        "generation_tokens",
+        "vllm:request_generation_tokens",
+        "Number of generation tokens processed.",
+        None,
+    ),
+    (
+        "max_generation_tokens",
+        "vllm:request_max_num_generation_tokens",
+        "Histogram of maximum number of requested generation tokens.",
+        None,
+    ),
 ]
 
 
@@ -113,28 +219,64 @@ class _SnapshotCollector(Collector):
         label = [self.model_name]
         stats = self.engine_stats() or EngineStats()
         gauges = [
-            ("vllm:num_requests_running", "Number of requests in model execution batches.", stats.num_running),
-            ("vllm:num_requests_waiting", "Number of requests waiting to be processed.", stats.num_waiting),
-            ("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", stats.kv_cache_usage),
+            (
+                "vllm:num_requests_running",
+                "Number of requests in model execution batches.",
+                stats.num_running,
+            ),
+            (
+                "vllm:num_requests_waiting",
+                "Number of requests waiting to be processed.",
+                stats.num_waiting,
+            ),
+            (
+                "vllm:kv_cache_usage_perc",
+                "KV-cache usage. 1 means 100 percent usage.",
+                stats.kv_cache_usage,
+            ),
             # the pre-v1 name, still queried by vLLM's published Grafana dashboard
-            ("vllm:gpu_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", stats.kv_cache_usage),
+            (
+                "vllm:gpu_cache_usage_perc",
+                "KV-cache usage. 1 means 100 percent usage.",
+                stats.kv_cache_usage,
+            ),
         ]
         for name, doc, value in gauges:
             g = GaugeMetricFamily(name, doc, labels=["model_name"])
             g.add_metric(label, float(value))
             yield g
         counters = [
-            ("vllm:prompt_tokens", "Number of prefill tokens processed.", stats.prompt_tokens_total),
-            ("vllm:generation_tokens", "Number of generation tokens processed.", stats.generation_tokens_total),
-            ("vllm:num_preemptions", "Cumulative number of preemption from the engine.", stats.num_preemptions_total),
-            ("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.",
-             stats.prefix_cache_queries_total),
-            ("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.",
-             stats.prefix_cache_hits_total),
+            (
+                "vllm:prompt_tokens",
+                "Number of prefill tokens processed.",
+                stats.prompt_tokens_total,
+            ),
+            (
+                "vllm:generation_tokens",
+                "Number of generation tokens processed.",
+                stats.generation_tokens_total,
+            ),
+            (
+                "vllm:num_preemptions",
+                "Cumulative number of preemption from the engine.",
+                stats.num_preemptions_total,
+            ),
+            (
+                "vllm:prefix_cache_queries",
+                "Prefix cache queries, in terms of number of queried tokens.",
+                stats.prefix_cache_queries_total,
+            ),
+            (
+                "vllm:prefix_cache_hits",
+                "Prefix cache hits, in terms of number of cached tokens.",
+                stats.prefix_cache_hits_total,
+            ),
         ]
         if self.include_sample_counters:
             samples = self.sample_counters()
-            counters += [(name, doc, getattr(samples, field)) for name, doc, field in SAMPLE_COUNTERS]
+            counters += [
+                (name, doc, getattr(samples, field)) for name, doc, field in SAMPLE_COUNTERS
+            ]
         for name, doc, value in counters:
             c = CounterMetricFamily(name, doc, labels=["model_name"])
             c.add_metric(label, float(value))
@@ -154,28 +296,41 @@ class ServerMetrics:
         PROMETHEUS_MULTIPROC_DIR must have been set before prometheus_client was imported)."""
         self.model_name = model_name
         self.registry = CollectorRegistry(auto_describe=True)
-        self.snapshot = _SnapshotCollector(model_name, engine_stats, sample_counters,
-                                           include_sample_counters=multiprocess_dir is None)
+        self.snapshot = _SnapshotCollector(
+            model_name,
+            engine_stats,
+            sample_counters,
+            include_sample_counters=multiprocess_dir is None,
+        )
         self.registry.register(self.snapshot)
         self.shared = None
         if multiprocess_dir is not None:
             from serving.server.multiprocess_metrics import SharedMetrics
 
-            self.shared = SharedMetrics(multiprocess_dir, model_name, sample_counters, self.snapshot)
+            self.shared = SharedMetrics(
+                multiprocess_dir, model_name, sample_counters, self.snapshot
+            )
         labels = ["model_name"]
         r = self.registry
         self.request_success = Counter(
-            "vllm:request_success", "Count of successfully processed requests.",
-            labels + ["finished_reason"], registry=r)
+            "vllm:request_success",
+            "Count of successfully processed requests.",
+            labels + ["finished_reason"],
+            registry=r,
+        )
         # children exist from the start, as in vLLM, so dashboards see zeros rather than gaps
         # (kept: `labels()` looks a child up under a lock, and the token path observes per token)
         tokens = token_buckets(max_model_len or DEFAULT_MAX_MODEL_LEN)
         self.child = {
-            key: Histogram(name, doc, labels, buckets=buckets or tokens, registry=r).labels(model_name)
+            key: Histogram(name, doc, labels, buckets=buckets or tokens, registry=r).labels(
+                model_name
+            )
             for key, name, doc, buckets in HISTOGRAMS
         }
-        self.success = {reason: self.request_success.labels(model_name, reason)
-                        for reason in ("stop", "length", "abort")}
+        self.success = {
+            reason: self.request_success.labels(model_name, reason)
+            for reason in ("stop", "length", "abort")
+        }
 
     def observe_token_intervals(self, seconds: float, count: int) -> None:
         """`count` tokens arrived over `seconds` (several at once when a stream's outputs were

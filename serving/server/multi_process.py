@@ -60,7 +60,14 @@ def bind_listeners(host: str, port: int, count: int) -> list[socket.socket]:
 class ApiGroup:
     """The N API processes and the parent's signal handling."""
 
-    def __init__(self, settings: Settings, host: Any, socks: list[socket.socket], workdir: str, metrics_dir: str):
+    def __init__(
+        self,
+        settings: Settings,
+        host: Any,
+        socks: list[socket.socket],
+        workdir: str,
+        metrics_dir: str,
+    ):
         from serving.engine.frontend.attached_client import CoreAttachment
         from serving.server.api_worker import ApiWorkerSpec, run_api_worker
 
@@ -69,22 +76,38 @@ class ApiGroup:
         ctx = multiprocessing.get_context("spawn")
         self.processes = []
         for i in range(settings.api_server_count):
-            attachment = CoreAttachment(i, host.input_addresses[i], host.output_addresses[i], host.events_address)
+            attachment = CoreAttachment(
+                i, host.input_addresses[i], host.output_addresses[i], host.events_address
+            )
             spec = ApiWorkerSpec(settings, attachment, os.getpid(), metrics_dir)
-            self.processes.append(ctx.Process(target=run_api_worker, args=(spec, socks[i]), daemon=True,
-                                              name=f"vigil-api-server-{i}"))
+            self.processes.append(
+                ctx.Process(
+                    target=run_api_worker,
+                    args=(spec, socks[i]),
+                    daemon=True,
+                    name=f"vigil-api-server-{i}",
+                )
+            )
 
     def start(self) -> None:
         for process in self.processes:
             process.start()
-        log.info("%d API server processes (pids %s) on %s:%d, engine core pid %s", len(self.processes),
-                 ", ".join(str(p.pid) for p in self.processes), self.settings.host, self.settings.port,
-                 self.host.core_pid)
+        log.info(
+            "%d API server processes (pids %s) on %s:%d, engine core pid %s",
+            len(self.processes),
+            ", ".join(str(p.pid) for p in self.processes),
+            self.settings.host,
+            self.settings.port,
+            self.host.core_pid,
+        )
 
     def on_signal(self, sig: int, frame) -> None:
         self.signals += 1
-        log.info("signal %s: forwarding to the API processes%s", signal.Signals(sig).name,
-                 "" if self.signals == 1 else " (again: they stop without waiting)")
+        log.info(
+            "signal %s: forwarding to the API processes%s",
+            signal.Signals(sig).name,
+            "" if self.signals == 1 else " (again: they stop without waiting)",
+        )
         self.terminate()
 
     def terminate(self) -> None:
@@ -101,7 +124,10 @@ class ApiGroup:
                 self.host.start_watching()  # from now on a dead core is restarted
                 watching = True
             elif not watching and not first.process.is_alive():
-                log.error("the engine core exited with code %s before it was ready", first.process.exitcode)
+                log.error(
+                    "the engine core exited with code %s before it was ready",
+                    first.process.exitcode,
+                )
                 return self.end_group(1)
             gone = [p for p in self.processes if not p.is_alive()]
             if self.signals:
@@ -109,8 +135,12 @@ class ApiGroup:
                     return 0 if all(p.exitcode == 0 for p in gone) else 1
             elif gone:
                 for p in gone:
-                    log.error("API server process %s (pid %s) exited with code %s: stopping the group",
-                              p.name, p.pid, p.exitcode)
+                    log.error(
+                        "API server process %s (pid %s) exited with code %s: stopping the group",
+                        p.name,
+                        p.pid,
+                        p.exitcode,
+                    )
                 return self.end_group(1)
             time.sleep(POLL_S)
 
@@ -137,7 +167,11 @@ def remove_stale_workdirs(parent: str | None = None) -> list[str]:
     removed = []
     for name in os.listdir(parent):
         path = os.path.join(parent, name)
-        if not name.startswith(WORKDIR_PREFIX) or not os.path.isdir(path) or os.stat(path).st_uid != os.getuid():
+        if (
+            not name.startswith(WORKDIR_PREFIX)
+            or not os.path.isdir(path)
+            or os.stat(path).st_uid != os.getuid()
+        ):
             continue
         try:
             with open(os.path.join(path, OWNER_FILE)) as f:
@@ -174,8 +208,12 @@ def run_multi_process(settings: Settings) -> int:
     os.mkdir(metrics_dir)
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir  # inherited by every spawned child
     n = settings.api_server_count
-    host = CoreHost(EngineConfig.from_settings(settings), [f"ipc://{workdir}/input-{i}" for i in range(n)],
-                    [f"ipc://{workdir}/output-{i}" for i in range(n)], workdir)
+    host = CoreHost(
+        EngineConfig.from_settings(settings),
+        [f"ipc://{workdir}/input-{i}" for i in range(n)],
+        [f"ipc://{workdir}/output-{i}" for i in range(n)],
+        workdir,
+    )
     socks = bind_listeners(settings.host, settings.port, n)
     group = ApiGroup(settings, host, socks, workdir, metrics_dir)
     previous = {sig: signal.signal(sig, group.on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}

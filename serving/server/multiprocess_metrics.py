@@ -25,17 +25,26 @@ PUBLISH_INTERVAL_S = 1.0
 
 
 class SharedMetrics:
-    def __init__(self, directory: str, model_name: str, sample_counters: Callable[[], SampleCounters],
-                 snapshot: Collector):
+    def __init__(
+        self,
+        directory: str,
+        model_name: str,
+        sample_counters: Callable[[], SampleCounters],
+        snapshot: Collector,
+    ):
         self.directory, self.model_name = directory, model_name
         self.sample_counters, self.snapshot = sample_counters, snapshot
-        self._counters = {field: Counter(name, doc, ["model_name"], registry=None)
-                          for name, doc, field in SAMPLE_COUNTERS}
+        self._counters = {
+            field: Counter(name, doc, ["model_name"], registry=None)
+            for name, doc, field in SAMPLE_COUNTERS
+        }
         for counter in self._counters.values():
             counter.labels(model_name)  # zeros from the start, as the other counters
         self._published = SampleCounters()
         self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._publish_forever, name="vigil-metrics-publish", daemon=True)
+        self._thread = threading.Thread(
+            target=self._publish_forever, name="vigil-metrics-publish", daemon=True
+        )
         self._thread.start()
 
     def publish(self) -> None:

@@ -12,12 +12,15 @@ DEFAULT_COMPLETION_MAX_TOKENS = 16  # OpenAI's default for /v1/completions
 
 def check_context(prompt_len: int, max_model_len: int, param: str) -> None:
     if prompt_len == 0:
-        raise APIError("the prompt is empty: at least one token is needed", param=param, code="empty_prompt")
+        raise APIError(
+            "the prompt is empty: at least one token is needed", param=param, code="empty_prompt"
+        )
     if prompt_len >= max_model_len:
         raise APIError(
             f"This model's maximum context length is {max_model_len} tokens. However, your prompt "
             f"has {prompt_len} tokens, which leaves no room for a completion.",
-            param=param, code="context_length_exceeded",
+            param=param,
+            code="context_length_exceeded",
         )
 
 
@@ -33,14 +36,17 @@ def build_params(
 ) -> SamplingParams:
     """`max_tokens` None -> `default_max_tokens`, or (None) the rest of the context."""
     if max_tokens is None:
-        max_tokens = default_max_tokens if default_max_tokens is not None else max_model_len - prompt_len
+        max_tokens = (
+            default_max_tokens if default_max_tokens is not None else max_model_len - prompt_len
+        )
         max_tokens = max(1, min(max_tokens, max_model_len - prompt_len))
     elif prompt_len + max_tokens > max_model_len:
         raise APIError(
             f"This model's maximum context length is {max_model_len} tokens. However, you requested "
             f"{prompt_len + max_tokens} tokens ({prompt_len} in the prompt, {max_tokens} for the "
             f"completion). Please reduce the prompt or {max_tokens_param}.",
-            param=max_tokens_param, code="context_length_exceeded",
+            param=max_tokens_param,
+            code="context_length_exceeded",
         )
     params = SamplingParams(
         n=req.n,

@@ -123,7 +123,11 @@ class ChatCompletionRequest(SamplingFields):
         return self
 
     def token_limit(self) -> int | None:
-        return self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens
+        return (
+            self.max_completion_tokens
+            if self.max_completion_tokens is not None
+            else self.max_tokens
+        )
 
 
 TokenIds = Annotated[list[Annotated[int, Field(ge=0, le=2**31 - 1)]], Field(min_length=1)]
@@ -131,9 +135,12 @@ TokenIds = Annotated[list[Annotated[int, Field(ge=0, le=2**31 - 1)]], Field(min_
 
 class CompletionRequest(SamplingFields):
     # a string, a list of strings, a list of token ids, or a list of token-id lists
-    prompt: Text | Annotated[list[Text], Field(min_length=1, max_length=16)] | TokenIds | Annotated[
-        list[TokenIds], Field(min_length=1, max_length=16)
-    ]
+    prompt: (
+        Text
+        | Annotated[list[Text], Field(min_length=1, max_length=16)]
+        | TokenIds
+        | Annotated[list[TokenIds], Field(min_length=1, max_length=16)]
+    )
     logprobs: Annotated[int | None, Field(ge=0, le=5)] = None
     echo: bool = False
     suffix: Text | None = None

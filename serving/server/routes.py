@@ -19,8 +19,12 @@ from serving.server.state import Phase, ServerState
 
 ERROR_RESPONSES = {
     code: {"description": text, "content": {"application/json": {}}}
-    for code, text in [(400, "invalid request"), (401, "bad or missing API key"),
-                       (429, "waiting queue full"), (503, "loading or draining")]
+    for code, text in [
+        (400, "invalid request"),
+        (401, "bad or missing API key"),
+        (429, "waiting queue full"),
+        (503, "loading or draining"),
+    ]
 }
 
 
@@ -47,8 +51,13 @@ async def metrics(request: Request) -> Response:
 
 
 def _model_card(state: ServerState) -> dict:
-    card = {"id": state.settings.model_name, "object": "model", "created": int(state.started_at),
-            "owned_by": "vigil", "root": state.settings.model_version}
+    card = {
+        "id": state.settings.model_name,
+        "object": "model",
+        "created": int(state.started_at),
+        "owned_by": "vigil",
+        "root": state.settings.model_version,
+    }
     if state.engine is not None:
         card["max_model_len"] = state.max_model_len
         card["engine"] = _engine_identity(state.engine)
@@ -69,8 +78,13 @@ def _engine_identity(engine) -> dict:
         version = importlib.metadata.version("vigil")
     except importlib.metadata.PackageNotFoundError:
         version = "unknown"
-    return {"vigil": version, "torch": torch.__version__, "device": ident.device,
-            "attention": ident.attention, "dtype": ident.dtype}
+    return {
+        "vigil": version,
+        "torch": torch.__version__,
+        "device": ident.device,
+        "attention": ident.attention,
+        "dtype": ident.dtype,
+    }
 
 
 async def list_models(request: Request) -> dict:
@@ -82,8 +96,12 @@ async def retrieve_model(model_id: str, request: Request) -> dict:
     require_api_key(request)
     state = get_state(request)
     if model_id != state.settings.model_name:
-        raise APIError(f"The model `{model_id}` does not exist.", status=404, param="model",
-                       code="model_not_found")
+        raise APIError(
+            f"The model `{model_id}` does not exist.",
+            status=404,
+            param="model",
+            code="model_not_found",
+        )
     return _model_card(state)
 
 
@@ -100,7 +118,10 @@ async def create_completion(body: CompletionRequest, request: Request) -> Respon
 def add_routes(app: FastAPI) -> None:
     app.add_api_route("/health", health, methods=["GET"])
     app.add_api_route("/metrics", metrics, methods=["GET"])
-    for path, endpoint, method in (("/models", list_models, "GET"), ("/models/{model_id:path}", retrieve_model, "GET"),
-                                   ("/chat/completions", create_chat_completion, "POST"),
-                                   ("/completions", create_completion, "POST")):
+    for path, endpoint, method in (
+        ("/models", list_models, "GET"),
+        ("/models/{model_id:path}", retrieve_model, "GET"),
+        ("/chat/completions", create_chat_completion, "POST"),
+        ("/completions", create_completion, "POST"),
+    ):
         app.add_api_route("/v1" + path, endpoint, methods=[method], responses=ERROR_RESPONSES)

@@ -58,8 +58,11 @@ class SSEResponse(StreamingResponse):
     the HTTP server's own `send` (see server_send.py); the response start takes the full chain."""
 
     def __init__(self, content: AsyncIterator[str]):
-        super().__init__(content, media_type="text/event-stream",
-                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        super().__init__(
+            content,
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
         self._body_send: Send | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -72,12 +75,16 @@ class SSEResponse(StreamingResponse):
                 await aclose()
 
     async def stream_response(self, send: Send) -> None:
-        await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+        await send(
+            {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
+        )
         body_send = self._body_send or send
         last = b""
         async for chunk in self.body_iterator:
             data = chunk.encode("utf-8") if isinstance(chunk, str) else bytes(chunk)
-            if data.endswith(b"data: [DONE]\n\n"):  # the stream's last item: sent with the body's end
+            if data.endswith(
+                b"data: [DONE]\n\n"
+            ):  # the stream's last item: sent with the body's end
                 last += data
                 continue
             if last:  # never after [DONE] in Vigil's streams; kept in order if it were

@@ -66,8 +66,12 @@ class ServerState:
         w = getattr(self.writer, "counters", self.writer)
         if w is not None:
             # committed directly, or later from the journal once the database was back
-            counters.logged = int(getattr(w, "written", 0) or 0) + int(getattr(w, "replayed", 0) or 0)
+            counters.logged = int(getattr(w, "written", 0) or 0) + int(
+                getattr(w, "replayed", 0) or 0
+            )
             counters.journaled = int(getattr(w, "journaled", 0) or 0)
             # refused as invalid, or lost because even the journal was unwritable
-            counters.dropped += int(getattr(w, "dropped", 0) or 0) + int(getattr(w, "rejected", 0) or 0)
+            counters.dropped += int(getattr(w, "dropped", 0) or 0) + int(
+                getattr(w, "rejected", 0) or 0
+            )
         return counters

@@ -19,11 +19,17 @@ def _raise_exception(message: str) -> None:
     raise jinja2.exceptions.TemplateError(message)
 
 
-def _tojson(x: Any, ensure_ascii: bool = False, indent: int | None = None,
-            separators: Any = None, sort_keys: bool = False) -> str:
+def _tojson(
+    x: Any,
+    ensure_ascii: bool = False,
+    indent: int | None = None,
+    separators: Any = None,
+    sort_keys: bool = False,
+) -> str:
     # Jinja's own tojson escapes HTML characters; chat templates expect plain JSON
-    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
-                      sort_keys=sort_keys)
+    return json.dumps(
+        x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
+    )
 
 
 def _strftime_now(fmt: str) -> str:
@@ -48,8 +54,14 @@ def _content_text(i: int, content: Any) -> str:
     """OpenAI allows content as a list of parts; we render text parts only, joined by newlines."""
     texts = []
     for j, part in enumerate(content):
-        if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
-            raise ValueError(f"messages[{i}].content[{j}]: only text parts ({{'type': 'text', 'text': ...}}) are supported")
+        if (
+            not isinstance(part, dict)
+            or part.get("type") != "text"
+            or not isinstance(part.get("text"), str)
+        ):
+            raise ValueError(
+                f"messages[{i}].content[{j}]: only text parts ({{'type': 'text', 'text': ...}}) are supported"
+            )
         texts.append(part["text"])
     return "\n".join(texts)
 
@@ -73,7 +85,9 @@ def normalize_messages(messages: Any) -> list[dict[str, Any]]:
             if not (role == "assistant" and msg.get("tool_calls")):
                 raise ValueError(f"messages[{i}] ({role}) has no content")
         elif not isinstance(content, str):
-            raise ValueError(f"messages[{i}].content must be a string or a list of text parts, got {type(content).__name__}")
+            raise ValueError(
+                f"messages[{i}].content must be a string or a list of text parts, got {type(content).__name__}"
+            )
         out.append(msg)
     return out
 
@@ -88,13 +102,19 @@ def render_chat_template(
     **extra: Any,
 ) -> str:
     msgs = normalize_messages(messages)
-    if tools is not None and (not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools)):
+    if tools is not None and (
+        not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools)
+    ):
         raise ValueError("tools must be a list of JSON-schema dicts")
     compiled = compile_template(template)
     try:
         return compiled.render(
-            messages=msgs, tools=tools, documents=None, add_generation_prompt=add_generation_prompt,
-            **(special_tokens or {}), **extra,
+            messages=msgs,
+            tools=tools,
+            documents=None,
+            add_generation_prompt=add_generation_prompt,
+            **(special_tokens or {}),
+            **extra,
         )
     except jinja2.exceptions.TemplateError as exc:
         raise ValueError(f"chat template rejected the messages: {exc}") from exc

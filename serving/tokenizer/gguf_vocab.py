@@ -27,7 +27,9 @@ _QWEN2_SPLIT = (
 # `tokenizer.ggml.pre` -> split regex; anything else keeps GPT-2's own ByteLevel regex (SmolLM2's
 # "smollm" included, as transformers does).
 PRE_SPLITS = {
-    **dict.fromkeys(["llama3", "llama-v3", "llama-bpe", "falcon3", "smaug-bpe", "dbrx"], _LLAMA3_SPLIT),
+    **dict.fromkeys(
+        ["llama3", "llama-v3", "llama-bpe", "falcon3", "smaug-bpe", "dbrx"], _LLAMA3_SPLIT
+    ),
     **dict.fromkeys(["qwen2", "deepseek-r1-qwen", "megrez"], _QWEN2_SPLIT),
 }
 
@@ -64,39 +66,52 @@ def build_from_gguf(meta: dict[str, Any]) -> Backend:
     }
     backend = Backend(
         models.BPE(
-            vocab=vocab, merges=merges, dropout=None, continuing_subword_prefix="",
-            end_of_word_suffix="", fuse_unk=False,
+            vocab=vocab,
+            merges=merges,
+            dropout=None,
+            continuing_subword_prefix="",
+            end_of_word_suffix="",
+            fuse_unk=False,
         )
     )
     split = PRE_SPLITS.get(meta.get("tokenizer.ggml.pre", ""))
     if split is None:
         backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     else:
-        backend.pre_tokenizer = pre_tokenizers.Sequence([
-            pre_tokenizers.Split(Regex(split), behavior="isolated"),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-        ])
+        backend.pre_tokenizer = pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Split(Regex(split), behavior="isolated"),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+            ]
+        )
     backend.decoder = decoders.ByteLevel()
     # Control tokens stay whole and are "special" (skipped on decode); a control token spelled
     # outside the byte alphabet is a llama.cpp mislabel and is left alone (as transformers does).
     types = token_types or [0] * len(tokens)
-    backend.add_special_tokens([
-        AddedToken(tok, normalized=False, special=True)
-        for tok, kind_ in zip(tokens, types, strict=False)
-        if kind_ == CONTROL and set(tok) <= alphabet
-    ])
-    backend.add_tokens([
-        AddedToken(tok, normalized=False, special=False)
-        for tok, kind_ in zip(tokens, types, strict=False)
-        if kind_ == USER_DEFINED and tok in vocab
-    ])
+    backend.add_special_tokens(
+        [
+            AddedToken(tok, normalized=False, special=True)
+            for tok, kind_ in zip(tokens, types, strict=False)
+            if kind_ == CONTROL and set(tok) <= alphabet
+        ]
+    )
+    backend.add_tokens(
+        [
+            AddedToken(tok, normalized=False, special=False)
+            for tok, kind_ in zip(tokens, types, strict=False)
+            if kind_ == USER_DEFINED and tok in vocab
+        ]
+    )
     _set_post_processor(backend, meta, tokens)
     return backend
 
 
 def _set_post_processor(backend: Backend, meta: dict[str, Any], tokens: list[str]) -> None:
     """`add_special_tokens=True` adds BOS/EOS only where the file says so (add_bos_token...)."""
-    bos_id, eos_id = meta.get("tokenizer.ggml.bos_token_id"), meta.get("tokenizer.ggml.eos_token_id")
+    bos_id, eos_id = (
+        meta.get("tokenizer.ggml.bos_token_id"),
+        meta.get("tokenizer.ggml.eos_token_id"),
+    )
     add_bos = bool(meta.get("tokenizer.ggml.add_bos_token", False)) and bos_id is not None
     add_eos = bool(meta.get("tokenizer.ggml.add_eos_token", False)) and eos_id is not None
     single, specials = "$A", []

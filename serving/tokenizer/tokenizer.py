@@ -48,9 +48,20 @@ class Tokenizer:
     @classmethod
     def from_gguf_metadata(cls, meta: dict[str, Any]) -> Tokenizer:
         tokens = meta["tokenizer.ggml.tokens"]
-        ids = {k: meta.get(f"tokenizer.ggml.{k}_id") for k in ("bos_token", "eos_token", "unknown_token", "padding_token")}
-        eos = [ids["eos_token"]] + [meta.get(f"tokenizer.ggml.{k}_token_id") for k in ("eot", "eom")]
-        names = dict(zip(_SPECIAL_NAMES, ("bos_token", "eos_token", "unknown_token", "padding_token"), strict=True))
+        ids = {
+            k: meta.get(f"tokenizer.ggml.{k}_id")
+            for k in ("bos_token", "eos_token", "unknown_token", "padding_token")
+        }
+        eos = [ids["eos_token"]] + [
+            meta.get(f"tokenizer.ggml.{k}_token_id") for k in ("eot", "eom")
+        ]
+        names = dict(
+            zip(
+                _SPECIAL_NAMES,
+                ("bos_token", "eos_token", "unknown_token", "padding_token"),
+                strict=True,
+            )
+        )
         special = {n: tokens[ids[k]] for n, k in names.items() if ids[k] is not None}
         return cls(
             build_from_gguf(meta),
@@ -82,9 +93,16 @@ class Tokenizer:
         jinja_file = path / "chat_template.jinja"  # transformers 5 saves it beside the config
         if template is None and jinja_file.exists():
             template = jinja_file.read_text()
-        eos = list(eos_token_ids or []) or ([ids["eos_token"]] if ids.get("eos_token") is not None else [])
-        return cls(backend, bos_token_id=ids.get("bos_token"), eos_token_ids=eos,
-                   chat_template=template, special_tokens=special)
+        eos = list(eos_token_ids or []) or (
+            [ids["eos_token"]] if ids.get("eos_token") is not None else []
+        )
+        return cls(
+            backend,
+            bos_token_id=ids.get("bos_token"),
+            eos_token_ids=eos,
+            chat_template=template,
+            special_tokens=special,
+        )
 
     # ---- encode / decode ----------------------------------------------------------------
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
@@ -143,8 +161,12 @@ class Tokenizer:
         if not self.chat_template:
             raise ValueError("this model has no chat template; use a completion prompt instead")
         return render_chat_template(
-            self.chat_template, messages, add_generation_prompt=add_generation_prompt,
-            tools=tools, special_tokens=self.special_tokens, **template_kwargs,
+            self.chat_template,
+            messages,
+            add_generation_prompt=add_generation_prompt,
+            tools=tools,
+            special_tokens=self.special_tokens,
+            **template_kwargs,
         )
 
 

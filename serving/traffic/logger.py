@@ -102,7 +102,9 @@ class TrafficLogger:
         """Called on the request path: an O(1) hand-off unless the logging thread is overloaded."""
         if (self.sink is None and self.spans is None) or self._closed:
             return
-        if isinstance(item, FinishedRequest) and item.segment.internal is not None:  # Vigil's own traffic (judge, canaries): skipped
+        if (
+            isinstance(item, FinishedRequest) and item.segment.internal is not None
+        ):  # Vigil's own traffic (judge, canaries): skipped
             self._count("internal")
             return
         self._count("seen")
@@ -181,8 +183,14 @@ class TrafficLogger:
         self._count("sampled")
         choices, model_version = seen.read()
         for stats, extra in choices:
-            record = build_record(stats, seen.segment, decision, redact=self.redact, extra=extra,
-                                  model_version=model_version or self.model_version)
+            record = build_record(
+                stats,
+                seen.segment,
+                decision,
+                redact=self.redact,
+                extra=extra,
+                model_version=model_version or self.model_version,
+            )
             accepted = self.sink is not None and self.sink.submit(record)
             self._count("submitted" if accepted else "dropped")
 

@@ -39,7 +39,11 @@ def _ms(start: float | None, end: float | None) -> float | None:
 
 
 def stats_from_output(
-    output: RequestOutput, choice: CompletionOutput, *, end_time: float, tools: list[str] | None = None
+    output: RequestOutput,
+    choice: CompletionOutput,
+    *,
+    end_time: float,
+    tools: list[str] | None = None,
 ) -> RequestStats:
     """Statistics of `choice` in the finished `output`; engine timestamps are monotonic seconds."""
     m = output.metrics
@@ -78,6 +82,7 @@ def build_record(
     (`vigil.sample_record`): text made storable and cut to its caps, statistics clamped to
     their ranges (NaN/inf become null). Fields outside the fixed set (user, metadata, request
     ids from `extra`) sit at the top level, where storage keeps them in the row's `extra`."""
+
     def scrub(text: str) -> str:
         return _storable(redact_pii(text) if redact else text)
 

@@ -32,8 +32,15 @@ def _operation(request_id: str) -> str:
 
 
 class EngineSpans:
-    def __init__(self, endpoint: str, *, model_name: str, model_version: str | None = None,
-                 capture_content: bool = False, exporter: Any | None = None) -> None:
+    def __init__(
+        self,
+        endpoint: str,
+        *,
+        model_name: str,
+        model_version: str | None = None,
+        capture_content: bool = False,
+        exporter: Any | None = None,
+    ) -> None:
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -55,14 +62,22 @@ class EngineSpans:
     def from_settings(cls, settings: Settings) -> EngineSpans | None:
         if not settings.otlp_traces_endpoint:
             return None
-        return cls(settings.otlp_traces_endpoint, model_name=settings.model_name,
-                   model_version=settings.model_version, capture_content=settings.otlp_capture_content)
+        return cls(
+            settings.otlp_traces_endpoint,
+            model_name=settings.model_name,
+            model_version=settings.model_version,
+            capture_content=settings.otlp_capture_content,
+        )
 
     def emit(self, item: FinishedRequest) -> None:
         out, segment = item.output, item.segment
         m = out.metrics
         # engine times are monotonic seconds: place them on the wall clock by the end time
-        end_mono = m.finished_time if m.finished_time is not None else (m.last_token_time or m.arrival_time)
+        end_mono = (
+            m.finished_time
+            if m.finished_time is not None
+            else (m.last_token_time or m.arrival_time)
+        )
         offset = item.end_time - end_mono
 
         def ns(mono: float) -> int:
@@ -81,21 +96,40 @@ class EngineSpans:
             "gen_ai.latency.e2e": max(0.0, end_mono - m.arrival_time),
         }
         if m.first_token_time is not None:
-            attributes["gen_ai.latency.time_to_first_token"] = max(0.0, m.first_token_time - m.arrival_time)
+            attributes["gen_ai.latency.time_to_first_token"] = max(
+                0.0, m.first_token_time - m.arrival_time
+            )
         if m.first_scheduled_time is not None:
-            attributes["gen_ai.latency.time_in_queue"] = max(0.0, m.first_scheduled_time - m.arrival_time)
-        for name, value in (("vigil.tenant", segment.tenant), ("vigil.segment", segment.segment),
-                            ("vigil.prompt_version", segment.prompt_version)):
+            attributes["gen_ai.latency.time_in_queue"] = max(
+                0.0, m.first_scheduled_time - m.arrival_time
+            )
+        for name, value in (
+            ("vigil.tenant", segment.tenant),
+            ("vigil.segment", segment.segment),
+            ("vigil.prompt_version", segment.prompt_version),
+        ):
             if value:
                 attributes[name] = value
         if self.capture_content:
             attributes["gen_ai.input.messages"] = json.dumps(
-                [{"role": "user", "parts": [{"type": "text", "content": out.prompt or ""}]}])
+                [{"role": "user", "parts": [{"type": "text", "content": out.prompt or ""}]}]
+            )
             attributes["gen_ai.output.messages"] = json.dumps(
-                [{"role": "assistant", "parts": [{"type": "text", "content": c.text}],
-                  "finish_reason": c.finish_reason or ""} for c in out.outputs])
-        span = self.tracer.start_span(f"{operation} {self.model_name}", kind=self.kind,
-                                      start_time=ns(m.arrival_time), attributes=attributes)
+                [
+                    {
+                        "role": "assistant",
+                        "parts": [{"type": "text", "content": c.text}],
+                        "finish_reason": c.finish_reason or "",
+                    }
+                    for c in out.outputs
+                ]
+            )
+        span = self.tracer.start_span(
+            f"{operation} {self.model_name}",
+            kind=self.kind,
+            start_time=ns(m.arrival_time),
+            attributes=attributes,
+        )
         span.end(end_time=ns(end_mono))
 
     def close(self, timeout: float = 10.0) -> None:

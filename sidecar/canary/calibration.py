@@ -28,12 +28,18 @@ def run_alone(run: Callable[[Probe], Observation], probes: list[Probe]) -> dict[
     return {p.name: run(p) for p in probes}
 
 
-def run_in_batch(run: Callable[[Probe], Observation], filler: Callable[[str, int], None],
-                 probe_set: ProbeSet, round_index: int) -> dict[str, Observation]:
+def run_in_batch(
+    run: Callable[[Probe], Observation],
+    filler: Callable[[str, int], None],
+    probe_set: ProbeSet,
+    round_index: int,
+) -> dict[str, Observation]:
     """Every probe at once, with the filler chats sent `filler_copies` times each around them."""
     cal = probe_set.calibration
-    fillers = [(text, probe_set.seed + 1000 * round_index + i)
-               for i, text in enumerate(cal.fillers * cal.filler_copies)]
+    fillers = [
+        (text, probe_set.seed + 1000 * round_index + i)
+        for i, text in enumerate(cal.fillers * cal.filler_copies)
+    ]
     workers = len(probe_set.probes) + len(fillers)
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         filler_futures = [pool.submit(filler, text, seed) for text, seed in fillers]
@@ -44,8 +50,9 @@ def run_in_batch(run: Callable[[Probe], Observation], filler: Callable[[str, int
     return observed
 
 
-def calibrate(run: Callable[[Probe], Observation], filler: Callable[[str, int], None],
-              probe_set: ProbeSet) -> CalibrationResult:
+def calibrate(
+    run: Callable[[Probe], Observation], filler: Callable[[str, int], None], probe_set: ProbeSet
+) -> CalibrationResult:
     repeats = probe_set.calibration.repeats
     alone = [run_alone(run, probe_set.probes) for _ in range(repeats)]
     batched = [run_in_batch(run, filler, probe_set, r) for r in range(repeats)]
@@ -65,6 +72,8 @@ def calibrate(run: Callable[[Probe], Observation], filler: Callable[[str, int], 
             "batch_identical_tokens": all(c.first_divergence is None for c in batch_cmp),
             "alone_logprob_delta_max": max((c.logprob_delta_max for c in alone_cmp), default=0.0),
             "batch_logprob_delta_max": max((c.logprob_delta_max for c in batch_cmp), default=0.0),
-            "min_token_match_rate": min((c.token_match_rate for c in alone_cmp + batch_cmp), default=1.0),
+            "min_token_match_rate": min(
+                (c.token_match_rate for c in alone_cmp + batch_cmp), default=1.0
+            ),
         }
     return CalibrationResult(expected, tolerances, noise)

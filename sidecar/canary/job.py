@@ -52,7 +52,11 @@ class CanaryOutcome:
 
 
 def _observation_dict(o: Observation) -> dict[str, Any]:
-    return {"token_ids": list(o.token_ids), "logprobs": list(o.logprobs), "perplexity": o.perplexity}
+    return {
+        "token_ids": list(o.token_ids),
+        "logprobs": list(o.logprobs),
+        "perplexity": o.perplexity,
+    }
 
 
 def _observation(data: dict[str, Any]) -> Observation:
@@ -65,11 +69,14 @@ def _engine_key(settings: Settings) -> str | None:
 
 
 def client_for(settings: Settings, probe_set: ProbeSet) -> CanaryClient:
-    return CanaryClient(settings.engine_url, settings.model_name, api_key=_engine_key(settings),
-                        seed=probe_set.seed)
+    return CanaryClient(
+        settings.engine_url, settings.model_name, api_key=_engine_key(settings), seed=probe_set.seed
+    )
 
 
-def needs_calibration(session: Session, baseline: CanaryBaseline | None, probe_set: ProbeSet) -> str | None:
+def needs_calibration(
+    session: Session, baseline: CanaryBaseline | None, probe_set: ProbeSet
+) -> str | None:
     """Why this run must fix a new canary baseline, or None."""
     if baseline is None:
         return "no canary baseline yet"
@@ -78,23 +85,37 @@ def needs_calibration(session: Session, baseline: CanaryBaseline | None, probe_s
     if set(baseline.expected) != {p.name for p in probe_set.probes}:
         return "probe names changed"
     drift_baseline = get_active_baseline(session)
-    if drift_baseline is not None and drift_baseline.activated_at is not None \
-            and to_utc(drift_baseline.activated_at) > to_utc(baseline.created_at):
+    if (
+        drift_baseline is not None
+        and drift_baseline.activated_at is not None
+        and to_utc(drift_baseline.activated_at) > to_utc(baseline.created_at)
+    ):
         return f"drift baseline {drift_baseline.id} activated after the canary baseline"
     return None
 
 
-def store_calibration(session: Session, result: CalibrationResult, probe_set: ProbeSet,
-                      identity: dict[str, Any], settings: Settings, now: datetime, reason: str
-                      ) -> tuple[CanaryBaseline, int]:
+def store_calibration(
+    session: Session,
+    result: CalibrationResult,
+    probe_set: ProbeSet,
+    identity: dict[str, Any],
+    settings: Settings,
+    now: datetime,
+    reason: str,
+) -> tuple[CanaryBaseline, int]:
     baseline = activate_canary_baseline(
         session, probe_set_version=probe_set.version, model_version=settings.model_version,
         engine=identity, expected={n: _observation_dict(o) for n, o in result.expected.items()},
         tolerances={n: t.to_dict() for n, t in result.tolerances.items()},
         calibration={"reason": reason, "noise": result.noise}, now=now,
     )  # fmt: skip
-    run = start_canary_run(session, baseline_id=baseline.id, model_version=settings.model_version,
-                           engine=identity, now=now)
+    run = start_canary_run(
+        session,
+        baseline_id=baseline.id,
+        model_version=settings.model_version,
+        engine=identity,
+        now=now,
+    )
     add_canary_results(session, run.id, [
         CanaryResultRow(n, list(o.token_ids), o.token_hash, list(o.logprobs), o.perplexity)
         for n, o in result.expected.items()
@@ -103,21 +124,32 @@ def store_calibration(session: Session, result: CalibrationResult, probe_set: Pr
     return baseline, run.id
 
 
-def calibrate_now(settings: Settings, session_factory: sessionmaker[Session], now: datetime,
-                  reason: str = "requested") -> CanaryOutcome:
+def calibrate_now(
+    settings: Settings,
+    session_factory: sessionmaker[Session],
+    now: datetime,
+    reason: str = "requested",
+) -> CanaryOutcome:
     """Fix a new canary baseline from calibration runs (what `vigil canary baseline` runs)."""
     probe_set = load_probe_set(settings.canary_probes_path)
     with client_for(settings, probe_set) as client:
         identity = client.engine_identity()
         result = calibrate(client.run, client.filler, probe_set)
     with session_factory() as session:
-        baseline, run_id = store_calibration(session, result, probe_set, identity, settings, now, reason)
+        baseline, run_id = store_calibration(
+            session, result, probe_set, identity, settings, now, reason
+        )
         session.commit()
         return CanaryOutcome("calibration", run_id=run_id, baseline_id=baseline.id, detail=reason)
 
 
-def run_canary_job(settings: Settings, session_factory: sessionmaker[Session], now: datetime,
-                   *, force_compare: bool = False) -> CanaryOutcome:
+def run_canary_job(
+    settings: Settings,
+    session_factory: sessionmaker[Session],
+    now: datetime,
+    *,
+    force_compare: bool = False,
+) -> CanaryOutcome:
     """The scheduled job (and `vigil canary run`, which passes `force_compare`: it never
     calibrates, it compares or says why it cannot)."""
     if not settings.canary_enabled and not force_compare:
@@ -145,9 +177,14 @@ def run_canary_job(settings: Settings, session_factory: sessionmaker[Session], n
     return record_comparison(settings, session_factory, now, baseline.id, identity, observed)
 
 
-def record_comparison(settings: Settings, session_factory: sessionmaker[Session], now: datetime,
-                      baseline_id: int, identity: dict[str, Any], observed: dict[str, Observation]
-                      ) -> CanaryOutcome:
+def record_comparison(
+    settings: Settings,
+    session_factory: sessionmaker[Session],
+    now: datetime,
+    baseline_id: int,
+    identity: dict[str, Any],
+    observed: dict[str, Observation],
+) -> CanaryOutcome:
     from alerts.service import raise_condition
 
     with session_factory() as session:
@@ -157,19 +194,34 @@ def record_comparison(settings: Settings, session_factory: sessionmaker[Session]
             comparison = compare(_observation(baseline.expected[name]), obs)
             verdict = judge(comparison, Tolerance.from_dict(baseline.tolerances[name]))
             detail = {**comparison.to_dict(), "reasons": list(verdict.reasons)}
-            rows.append(CanaryResultRow(name, list(obs.token_ids), obs.token_hash, list(obs.logprobs),
-                                        obs.perplexity, detail, verdict.ok))
+            rows.append(
+                CanaryResultRow(
+                    name,
+                    list(obs.token_ids),
+                    obs.token_hash,
+                    list(obs.logprobs),
+                    obs.perplexity,
+                    detail,
+                    verdict.ok,
+                )
+            )
             if not verdict.ok:
                 failed.append(name)
                 findings[name] = detail
             if verdict.critical:
                 critical.append(name)
         status = "mismatch" if failed else "ok"
-        run = start_canary_run(session, baseline_id=baseline.id, model_version=settings.model_version,
-                               engine=identity, now=now)
+        run = start_canary_run(
+            session,
+            baseline_id=baseline.id,
+            model_version=settings.model_version,
+            engine=identity,
+            now=now,
+        )
         add_canary_results(session, run.id, rows)
-        finish_canary_run(session, run, status=status, summary={"failed": failed, "critical": critical},
-                          now=now)
+        finish_canary_run(
+            session, run, status=status, summary={"failed": failed, "critical": critical}, now=now
+        )
         evidence = {
             "canary_run_id": run.id, "canary_baseline_id": baseline.id,
             "model_version": settings.model_version, "baseline_model_version": baseline.model_version,
@@ -177,12 +229,28 @@ def record_comparison(settings: Settings, session_factory: sessionmaker[Session]
             "diverging_probes": findings, "probe_set_version": baseline.probe_set_version,
         }  # fmt: skip
         first = failed[0] if failed else None
-        raise_condition(session, MISMATCH_RULE, evidence=evidence, healthy=not failed, now=now,
-                        settings=settings,
-                        summary=f"engine canary {first} diverged from its baseline "
-                                f"({len(failed)} of {len(observed)} probes)" if failed else None)
-        raise_condition(session, PERPLEXITY_RULE, evidence=evidence, healthy=not critical, now=now,
-                        settings=settings,
-                        summary=f"engine perplexity degraded on canary {critical[0]}" if critical else None)
+        raise_condition(
+            session,
+            MISMATCH_RULE,
+            evidence=evidence,
+            healthy=not failed,
+            now=now,
+            settings=settings,
+            summary=f"engine canary {first} diverged from its baseline "
+            f"({len(failed)} of {len(observed)} probes)"
+            if failed
+            else None,
+        )
+        raise_condition(
+            session,
+            PERPLEXITY_RULE,
+            evidence=evidence,
+            healthy=not critical,
+            now=now,
+            settings=settings,
+            summary=f"engine perplexity degraded on canary {critical[0]}" if critical else None,
+        )
         session.commit()
-        return CanaryOutcome(status, run_id=run.id, baseline_id=baseline.id, failed=failed, critical=critical)
+        return CanaryOutcome(
+            status, run_id=run.id, baseline_id=baseline.id, failed=failed, critical=critical
+        )

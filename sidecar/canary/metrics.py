@@ -23,14 +23,21 @@ class CanaryCollector(Collector):
         return []  # label sets are dynamic
 
     def collect(self) -> Iterable[Metric]:
-        match = GaugeMetricFamily("vigil_canary_token_match_ratio",
-                                  "Share of a canary probe's tokens equal to its baseline, latest run.",
-                                  labels=["probe"])
-        delta = GaugeMetricFamily("vigil_canary_logprob_delta_max",
-                                  "Largest |logprob - baseline logprob| before the first diverging token, latest run.",
-                                  labels=["probe"])
-        ppl = GaugeMetricFamily("vigil_canary_perplexity",
-                                "Perplexity of a canary reference text, latest run.", labels=["probe"])
+        match = GaugeMetricFamily(
+            "vigil_canary_token_match_ratio",
+            "Share of a canary probe's tokens equal to its baseline, latest run.",
+            labels=["probe"],
+        )
+        delta = GaugeMetricFamily(
+            "vigil_canary_logprob_delta_max",
+            "Largest |logprob - baseline logprob| before the first diverging token, latest run.",
+            labels=["probe"],
+        )
+        ppl = GaugeMetricFamily(
+            "vigil_canary_perplexity",
+            "Perplexity of a canary reference text, latest run.",
+            labels=["probe"],
+        )
         try:
             with self.session_factory() as session:
                 run = latest_compared_run(session)

@@ -36,5 +36,9 @@ class EvalScales:
         low, high = self.scale(name)
         if low <= score <= high:
             return None
-        source = "declared scale" if name in self.declared else "default bound (VIGIL_EVAL_DEFAULT_BOUND)"
+        source = (
+            "declared scale"
+            if name in self.declared
+            else "default bound (VIGIL_EVAL_DEFAULT_BOUND)"
+        )
         return f"{score:g} is outside the {source} [{low:g}, {high:g}] of evaluator {name!r}"

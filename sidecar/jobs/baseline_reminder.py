@@ -48,7 +48,9 @@ def run_baseline_reminder_job(
                 "evidence": {"baseline_id": baseline.id, "age_days": round(age, 2),
                              "max_age_days": settings.baseline_max_age_days},
             }  # fmt: skip
-            raise_alerts(session, [proposal], run_id=None, now=now, settings=settings, resolve_absent=False)
+            raise_alerts(
+                session, [proposal], run_id=None, now=now, settings=settings, resolve_absent=False
+            )
             session.commit()
             return ReminderResult(baseline.id, age, True, 0)
         # fresh (or no) baseline: close a reminder left open for an older one

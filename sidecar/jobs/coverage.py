@@ -31,16 +31,24 @@ class Coverage:
         if not self.partial:
             return None
         if self.embedded == 0:
-            return (f"drift on embeddings not computed: none of the window's {self.rows:,} rows had "
-                    "vectors yet; the other tests used every row")
+            return (
+                f"drift on embeddings not computed: none of the window's {self.rows:,} rows had "
+                "vectors yet; the other tests used every row"
+            )
         percent = int(100 * self.share)  # rounded down: 99.6 % is not "100 %"
-        return (f"drift on embeddings computed on {percent} % of the window's rows "
-                f"({self.embedded:,} of {self.rows:,}); the rest had no vectors yet; "
-                "the other tests used every row")
+        return (
+            f"drift on embeddings computed on {percent} % of the window's rows "
+            f"({self.embedded:,} of {self.rows:,}); the rest had no vectors yet; "
+            "the other tests used every row"
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rows": self.rows, "embedded": self.embedded, "share": round(self.share, 4),
-                "sentence": self.sentence()}
+        return {
+            "rows": self.rows,
+            "embedded": self.embedded,
+            "share": round(self.share, 4),
+            "sentence": self.sentence(),
+        }
 
 
 def vector_coverage(frame: pd.DataFrame) -> Coverage:

@@ -76,7 +76,9 @@ class DriftJobResult:
     windows: list[WindowOutcome]
 
 
-def run_drift_job(settings: Settings, session_factory: sessionmaker[Session], now: datetime) -> DriftJobResult:
+def run_drift_job(
+    settings: Settings, session_factory: sessionmaker[Session], now: datetime
+) -> DriftJobResult:
     with session_factory() as session:
         cursor = drift_cursor(session)
     windows = due_windows(cursor, now, settings.drift_interval_s)
@@ -85,7 +87,9 @@ def run_drift_job(settings: Settings, session_factory: sessionmaker[Session], no
     outcomes = []
     for start, end in windows:
         try:
-            outcomes.append(run_window(settings, session_factory, start, end, now=now, advance_cursor=True))
+            outcomes.append(
+                run_window(settings, session_factory, start, end, now=now, advance_cursor=True)
+            )
         except Exception as exc:
             if not _give_up_after_failure(settings, session_factory, start, end, exc, now):
                 raise  # the window stays due: the next run retries it
@@ -94,8 +98,12 @@ def run_drift_job(settings: Settings, session_factory: sessionmaker[Session], no
 
 
 def _give_up_after_failure(
-    settings: Settings, session_factory: sessionmaker[Session], start: datetime, end: datetime,
-    exc: Exception, now: datetime,
+    settings: Settings,
+    session_factory: sessionmaker[Session],
+    start: datetime,
+    end: datetime,
+    exc: Exception,
+    now: datetime,
 ) -> bool:
     """Mark the window's run failed and raise the monitoring alert; give the window up (run
     `skipped`, cursor past it) after MAX_ATTEMPTS claims, or at once when its input cannot be
@@ -112,13 +120,32 @@ def _give_up_after_failure(
             attempts = run.attempts if run is not None else 1
             give_up = attempts >= MAX_ATTEMPTS or isinstance(exc, InputError)
             if run is not None and run.status == "running":
-                finish_drift_run(session, run.id, status="skipped" if give_up else "failed",
-                                 summary={"error": error, "attempts": attempts}, now=now)
+                finish_drift_run(
+                    session,
+                    run.id,
+                    status="skipped" if give_up else "failed",
+                    summary={"error": error, "attempts": attempts},
+                    now=now,
+                )
             if give_up:
-                log.error("drift window %s → %s failed %d times (%s); skipping it", start, end, attempts, error)
+                log.error(
+                    "drift window %s → %s failed %d times (%s); skipping it",
+                    start,
+                    end,
+                    attempts,
+                    error,
+                )
                 set_cursor(session, CURSOR, to_utc(end).isoformat(), now)
-            _window_failed(session, settings, start, end, attempts=attempts, error=error,
-                           given_up=give_up, now=now)
+            _window_failed(
+                session,
+                settings,
+                start,
+                end,
+                attempts=attempts,
+                error=error,
+                given_up=give_up,
+                now=now,
+            )
             session.commit()
             return give_up
     except Exception:  # e.g. the database is down: the original error is what matters
@@ -126,9 +153,20 @@ def _give_up_after_failure(
         return False
 
 
-def _window_failed(session: Session, settings: Settings, start: datetime, end: datetime, *,
-                   attempts: int, error: str, given_up: bool, now: datetime) -> None:
-    what = "skipped, never checked" if given_up else f"will be retried ({attempts} of {MAX_ATTEMPTS})"
+def _window_failed(
+    session: Session,
+    settings: Settings,
+    start: datetime,
+    end: datetime,
+    *,
+    attempts: int,
+    error: str,
+    given_up: bool,
+    now: datetime,
+) -> None:
+    what = (
+        "skipped, never checked" if given_up else f"will be retried ({attempts} of {MAX_ATTEMPTS})"
+    )
     raise_condition(
         session, WINDOW_FAILED, healthy=False, now=now, settings=settings,
         summary=f"drift window {start:%Y-%m-%d %H:%M} → {end:%H:%M} UTC failed: {error}; {what}",
@@ -138,8 +176,14 @@ def _window_failed(session: Session, settings: Settings, start: datetime, end: d
     )  # fmt: skip
 
 
-def _give_up_exhausted(session: Session, settings: Settings, run: DriftRun, start: datetime,
-                       end: datetime, now: datetime) -> WindowOutcome:
+def _give_up_exhausted(
+    session: Session,
+    settings: Settings,
+    run: DriftRun,
+    start: datetime,
+    end: datetime,
+    now: datetime,
+) -> WindowOutcome:
     """Earlier claims of this window all died before finishing (the job was killed in it):
     stop claiming it, say so, move on."""
     error = f"the job died in this window {run.attempts} times (killed or out of memory?)"
@@ -147,7 +191,9 @@ def _give_up_exhausted(session: Session, settings: Settings, run: DriftRun, star
     finish_drift_run(session, run.id, status="skipped", summary={"error": error, "attempts": run.attempts},
                      now=now)  # fmt: skip
     set_cursor(session, CURSOR, to_utc(end).isoformat(), now)
-    _window_failed(session, settings, start, end, attempts=run.attempts, error=error, given_up=True, now=now)
+    _window_failed(
+        session, settings, start, end, attempts=run.attempts, error=error, given_up=True, now=now
+    )
     session.commit()
     return WindowOutcome(start, end, run.id, "gave_up")
 
@@ -155,8 +201,9 @@ def _give_up_exhausted(session: Session, settings: Settings, run: DriftRun, star
 def _eval_frame(session: Session, end: datetime, max_samples: int) -> pd.DataFrame:
     """Trailing EVAL_TREND_DAYS of eval scores, one row per sample (eval_<name> columns); at
     most `max_samples` samples, an even sample in time beyond that (a busy week holds millions)."""
-    rows = load_eval_scores(session, end - timedelta(days=EVAL_TREND_DAYS), end,
-                            max_samples=max_samples)
+    rows = load_eval_scores(
+        session, end - timedelta(days=EVAL_TREND_DAYS), end, max_samples=max_samples
+    )
     if not rows:
         return pd.DataFrame()
     long = pd.DataFrame([{"id": r.sample_id, "name": f"eval_{r.name}", "score": r.score,
@@ -184,8 +231,14 @@ def run_window(
 
     with session_factory() as session:
         active = get_active_baseline(session)
-        claim = claim_drift_run(session, start, end, active.id if active else None, now=now,
-                                max_attempts=MAX_ATTEMPTS if advance_cursor else None)
+        claim = claim_drift_run(
+            session,
+            start,
+            end,
+            active.id if active else None,
+            now=now,
+            max_attempts=MAX_ATTEMPTS if advance_cursor else None,
+        )
         if claim.state == "done":  # already done (e.g. by the previous leader): move the cursor on
             if advance_cursor:
                 set_cursor(session, CURSOR, to_utc(end).isoformat(), now)
@@ -195,7 +248,9 @@ def run_window(
             return _give_up_exhausted(session, settings, claim.run, start, end, now)
         run_id, claimed_at, attempt = claim.run.id, claim.run.started_at, claim.run.attempts
         session.commit()  # the attempt counts from here, whatever happens to this process
-        log.info("drift run %s claimed for window %s → %s (attempt %d)", run_id, start, end, attempt)
+        log.info(
+            "drift run %s claimed for window %s → %s (attempt %d)", run_id, start, end, attempt
+        )
 
         frame = pd.DataFrame(fetch_window(
             session, start, end, embedding_model=model_name(settings), with_extra=False,
@@ -218,8 +273,10 @@ def run_window(
             )  # fmt: skip
             results = [r.to_dict() for r in report.results]
             sizes = report.segments
-            proposed = [replace(a, evidence={**a.evidence, "vectors": partial}) if partial else a
-                        for a in report.alerts]
+            proposed = [
+                replace(a, evidence={**a.evidence, "vectors": partial}) if partial else a
+                for a in report.alerts
+            ]
             cause = run_cause(results, sizes, proposed, frame, base_frame, seed=run_id)
             summary = {"n_current": report.n_current, "baseline_valid": report.baseline_valid,
                        "baseline_reasons": report.baseline_reasons, "timings": report.timings}  # fmt: skip
@@ -230,12 +287,21 @@ def run_window(
 
         summary["vectors"] = coverage.to_dict()
         if partial:
-            note = f"{note} {partial[0].upper()}{partial[1:]}." if note else f"{partial[0].upper()}{partial[1:]}."
-        evidently = evidently_part(frame, base_frame, max_rows=settings.report_max_rows, seed=run_id)
+            note = (
+                f"{note} {partial[0].upper()}{partial[1:]}."
+                if note
+                else f"{partial[0].upper()}{partial[1:]}."
+            )
+        evidently = evidently_part(
+            frame, base_frame, max_rows=settings.report_max_rows, seed=run_id
+        )
 
         # the one transaction that makes the window done (kept short: SQLite has one writer)
         current = session.scalars(
-            select(DriftRun).where(DriftRun.id == run_id).with_for_update().execution_options(populate_existing=True)
+            select(DriftRun)
+            .where(DriftRun.id == run_id)
+            .with_for_update()
+            .execution_options(populate_existing=True)
         ).one()
         if current.status != "running" or current.started_at != claimed_at:
             session.rollback()  # another replica re-claimed the window meanwhile: it owns it now
@@ -259,21 +325,32 @@ def run_window(
         if resolve_absent:  # the scheduled job: report on the monitor's own health
             _report_baseline_health(session, settings, active, baseline, now)
             raise_condition(session, WINDOW_FAILED, healthy=True, now=now, settings=settings)
-        summary["alerts"] = [{"id": a.id, "rule": a.rule, "segment": a.segment, "severity": a.severity} for a in fired]
+        summary["alerts"] = [
+            {"id": a.id, "rule": a.rule, "segment": a.segment, "severity": a.severity}
+            for a in fired
+        ]
         summary["cause"] = cause
-        summary["segments"] = {label: {"n_current": int(v.get("n_current") or 0)}  # what pages weigh results by
-                               for label, v in (sizes or {}).items()}
+        summary["segments"] = {
+            label: {"n_current": int(v.get("n_current") or 0)}  # what pages weigh results by
+            for label, v in (sizes or {}).items()
+        }
         summary["drifted"] = sum(1 for r in results if r["drifted"])
-        finish_drift_run(session, run_id, num_samples=len(frame), summary=summary, report_path=str(path), now=now)
+        finish_drift_run(
+            session, run_id, num_samples=len(frame), summary=summary, report_path=str(path), now=now
+        )
         if advance_cursor:
             set_cursor(session, CURSOR, to_utc(end).isoformat(), now)
         session.commit()
         log.info("drift run %s done: %d samples, %d drifted results, %d alerts, report %s",
                  run_id, len(frame), summary["drifted"], len(fired), path)  # fmt: skip
-        return WindowOutcome(start, end, run_id, "done", len(frame), [a.id for a in fired], str(path))
+        return WindowOutcome(
+            start, end, run_id, "done", len(frame), [a.id for a in fired], str(path)
+        )
 
 
-def _report_baseline_health(session: Session, settings: Settings, active, baseline, now: datetime) -> None:
+def _report_baseline_health(
+    session: Session, settings: Settings, active, baseline, now: datetime
+) -> None:
     """While windows are checked against no active, valid baseline (silence would look like "no
     drift"): a fresh install without one gets a `review` reminder, an active baseline that is
     not validated pages. Each resolves once there is one (also at activation, sidecar.baselines)."""

@@ -17,8 +17,14 @@ log = logging.getLogger("vigil.sidecar.drift")
 KEY_COLUMNS = ("tenant", "segment", "prompt_version", "model_version", "finish_reason")
 
 
-def run_cause(results: list[dict[str, Any]], sizes: dict[str, dict[str, int]], proposed: Sequence[Any],
-              frame: pd.DataFrame, base_frame: pd.DataFrame | None, seed: int) -> dict[str, Any] | None:
+def run_cause(
+    results: list[dict[str, Any]],
+    sizes: dict[str, dict[str, int]],
+    proposed: Sequence[Any],
+    frame: pd.DataFrame,
+    base_frame: pd.DataFrame | None,
+    seed: int,
+) -> dict[str, Any] | None:
     """The cause as a dict (headline, order, new values, topics, ...), or None when the run
     proposed nothing. A failure here never loses the run's alerts: they keep their own summaries."""
     from drift.cause import explain
@@ -26,15 +32,27 @@ def run_cause(results: list[dict[str, Any]], sizes: dict[str, dict[str, int]], p
     if not proposed or not len(frame):
         return None
     try:
-        keys = {c: frame[c].astype(object).where(frame[c].notna(), None).tolist()
-                for c in KEY_COLUMNS if c in frame}
-        stamps = (pd.to_datetime(frame["timestamp"], utc=True, format="ISO8601").astype("int64") / 1e9).tolist()
+        keys = {
+            c: frame[c].astype(object).where(frame[c].notna(), None).tolist()
+            for c in KEY_COLUMNS
+            if c in frame
+        }
+        stamps = (
+            pd.to_datetime(frame["timestamp"], utc=True, format="ISO8601").astype("int64") / 1e9
+        ).tolist()
         prompts = frame["prompt"].fillna("").astype(str).tolist() if "prompt" in frame else []
-        background = (base_frame["prompt"].dropna().astype(str).tolist()
-                      if base_frame is not None and "prompt" in base_frame else [])
-        return explain(results, sizes, proposed, keys, stamps, prompts, background, seed=seed).to_dict()
+        background = (
+            base_frame["prompt"].dropna().astype(str).tolist()
+            if base_frame is not None and "prompt" in base_frame
+            else []
+        )
+        return explain(
+            results, sizes, proposed, keys, stamps, prompts, background, seed=seed
+        ).to_dict()
     except Exception:  # the headline is help, not the alert: never fail the window on it
-        log.exception("drift run cause could not be built; the incident keeps its lead alert's summary")
+        log.exception(
+            "drift run cause could not be built; the incident keeps its lead alert's summary"
+        )
         return None
 
 
@@ -44,5 +62,8 @@ def incident_view(session: Session, fired: Sequence[Any], public_url: str) -> di
     incident = session.get(Incident, ids[0]) if ids else None
     if incident is None:
         return None
-    return {"id": incident.id, "headline": incident.headline,
-            "url": f"{public_url.rstrip('/')}/incidents/{incident.id}"}
+    return {
+        "id": incident.id,
+        "headline": incident.headline,
+        "url": f"{public_url.rstrip('/')}/incidents/{incident.id}",
+    }

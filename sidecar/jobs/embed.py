@@ -67,7 +67,9 @@ class _Run:
         for field in ("prompt", "response"):
             todo = [s for s in batch if s[field] is not None]
             vecs = self.embedder.encode([s[field] for s in todo])
-            rows += [EmbeddingRow(s["id"], field, self.model, v) for s, v in zip(todo, vecs, strict=True)]
+            rows += [
+                EmbeddingRow(s["id"], field, self.model, v) for s, v in zip(todo, vecs, strict=True)
+            ]
         self.seconds += time.perf_counter() - started
         self.texts += len(rows)
         self.vectors += store_embeddings(session, rows)
@@ -80,14 +82,24 @@ class _Run:
         return self.batches < MAX_BATCHES_PER_RUN
 
 
-def run_embed_job(settings: Settings, session_factory: sessionmaker[Session], now: datetime, *,
-                  windows: list[Window] | None = None, unread: bool | None = None) -> EmbedResult:
+def run_embed_job(
+    settings: Settings,
+    session_factory: sessionmaker[Session],
+    now: datetime,
+    *,
+    windows: list[Window] | None = None,
+    unread: bool | None = None,
+) -> EmbedResult:
     """Embed the read rows of `windows` (default: every window the drift job has yet to run,
     and the one filling now), then, budget left and nothing read waiting, unread rows
     (`unread`, default Settings.embed_unread_when_idle)."""
     run = _Run(settings, model_name(settings))
     with session_factory() as session:
-        windows = windows if windows is not None else windows_to_read(session, now, settings.drift_interval_s)
+        windows = (
+            windows
+            if windows is not None
+            else windows_to_read(session, now, settings.drift_interval_s)
+        )
         queues = [window_queue(session, start, end, max_rows=settings.drift_max_window_rows,
                                min_per_segment=settings.drift_min_rows_per_segment)
                   for start, end in windows]  # fmt: skip
@@ -105,14 +117,33 @@ def run_embed_job(settings: Settings, session_factory: sessionmaker[Session], no
                 if not batch:
                     break
                 run.embed(session, batch)
-        set_cursor(session, BACKLOG_CURSOR, json.dumps(  # what /metrics reports between runs
-            {"waiting": waiting, "oldest": None if oldest is None else oldest.isoformat()}), now)
+        set_cursor(
+            session,
+            BACKLOG_CURSOR,
+            json.dumps(  # what /metrics reports between runs
+                {"waiting": waiting, "oldest": None if oldest is None else oldest.isoformat()}
+            ),
+            now,
+        )
         per_s = run.samples / run.seconds if run.seconds > 0 else None
-        report_backlog(session, settings, "embed", oldest, settings.embed_interval_s, now,
-                       waiting=waiting, rate=per_s)
+        report_backlog(
+            session,
+            settings,
+            "embed",
+            oldest,
+            settings.embed_interval_s,
+            now,
+            waiting=waiting,
+            rate=per_s,
+        )
         session.commit()
-    return EmbedResult(run.samples, run.vectors, read_samples, waiting,
-                       run.texts / run.seconds if run.seconds > 0 else None)
+    return EmbedResult(
+        run.samples,
+        run.vectors,
+        read_samples,
+        waiting,
+        run.texts / run.seconds if run.seconds > 0 else None,
+    )
 
 
 def _drain(run: _Run, session: Session, queue: WindowQueue) -> None:

@@ -82,7 +82,9 @@ def _next_batch(session: Session, after: tuple[datetime, str] | None, until: dat
 def _already_judged(session: Session, ids: list[str]) -> set[str]:
     if not ids:
         return set()
-    query = select(EvalScore.sample_id).where(EvalScore.name == "judge", EvalScore.sample_id.in_(ids))
+    query = select(EvalScore.sample_id).where(
+        EvalScore.name == "judge", EvalScore.sample_id.in_(ids)
+    )
     return set(session.scalars(query))
 
 
@@ -132,7 +134,9 @@ def run_evaluate_job(
                 if rows:
                     store_eval_scores(session, rows, now=now)
                 if last is not None:
-                    set_cursor(session, CURSOR, f"{to_utc(last.ingested_at).isoformat()}|{last.id}", now)
+                    set_cursor(
+                        session, CURSOR, f"{to_utc(last.ingested_at).isoformat()}|{last.id}", now
+                    )
                 session.commit()
             if rows and settings.otlp_eval_endpoint:
                 _send_events(settings.otlp_eval_endpoint, rows)
@@ -143,8 +147,14 @@ def run_evaluate_job(
             judge.close()
     with session_factory() as session:  # still behind after this run? (the monitor's health)
         after = _parse_cursor(get_cursor(session, CURSOR))
-        report_backlog(session, settings, "evaluate", oldest_unvisited(session, after),
-                       settings.eval_interval_s, now)
+        report_backlog(
+            session,
+            settings,
+            "evaluate",
+            oldest_unvisited(session, after),
+            settings.eval_interval_s,
+            now,
+        )
         session.commit()
     return EvaluateResult(scanned, n_chosen, judged, skipped, engine_down)
 
@@ -160,7 +170,9 @@ def _judge_one(judge: Judge, row):
         return None
 
 
-def _vectors(session: Session, embedder, ids: list[str], texts: list[str], field: str) -> np.ndarray:
+def _vectors(
+    session: Session, embedder, ids: list[str], texts: list[str], field: str
+) -> np.ndarray:
     """The embed job's stored vectors where present; the rest computed now (not stored: the
     embed job owns storing them)."""
     found, matrix = load_embeddings(session, ids, embedder.name, field)

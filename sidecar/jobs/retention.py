@@ -66,13 +66,23 @@ def run_retention_job(
     cutoff = now - timedelta(days=settings.retention_days)
     with session_factory() as session:
         deleted = delete_samples_older_than(session, cutoff)
-        spent = select(Baseline.id).where(Baseline.status.in_(SPENT_BASELINES), Baseline.created_at < cutoff)
-        frozen = session.execute(delete(BaselineSample).where(BaselineSample.baseline_id.in_(spent))).rowcount
+        spent = select(Baseline.id).where(
+            Baseline.status.in_(SPENT_BASELINES), Baseline.created_at < cutoff
+        )
+        frozen = session.execute(
+            delete(BaselineSample).where(BaselineSample.baseline_id.in_(spent))
+        ).rowcount
         canary_cutoff = now - timedelta(days=settings.canary_retention_days)
         canary = delete_canary_runs_older_than(session, canary_cutoff)
         canary_baselines = delete_retired_canary_baselines_older_than(session, canary_cutoff)
         session.commit()
     files = _remove_older(Path(settings.report_dir), (REPORT_GLOB,), cutoff.timestamp())
     files += _remove_older(Path(settings.journal_dir), JOURNAL_SIDE_FILES, cutoff.timestamp())
-    return RetentionResult(cutoff=cutoff, deleted=deleted, baseline_samples=int(frozen or 0), files=files,
-                           canary_runs=canary, canary_baselines=canary_baselines)
+    return RetentionResult(
+        cutoff=cutoff,
+        deleted=deleted,
+        baseline_samples=int(frozen or 0),
+        files=files,
+        canary_runs=canary,
+        canary_baselines=canary_baselines,
+    )

@@ -52,25 +52,43 @@ def quiet_samples(arl0: float) -> int:
 
 def stream_values(records: list[dict]) -> np.ndarray:
     """(n, 3) token statistics of records, NaN where a value is missing."""
-    return np.array([[float(r[name]) if r.get(name) is not None else np.nan for name in STREAMS]
-                     for r in records], dtype=np.float64).reshape(len(records), len(STREAMS))
+    return np.array(
+        [
+            [float(r[name]) if r.get(name) is not None else np.nan for name in STREAMS]
+            for r in records
+        ],
+        dtype=np.float64,
+    ).reshape(len(records), len(STREAMS))
 
 
 def _fresh_state(session: Session, settings: Settings, baseline_id: int, now: datetime) -> dict:
     baseline, _ = load_baseline_with_frame(session, baseline_id)
     numeric = baseline.features.numeric
     values = np.column_stack([numeric.get(name, np.full(baseline.n, np.nan)) for name in STREAMS])
-    detector = calibrate(values, arl0=settings.sequential_arl0, shift=settings.sequential_shift_sd,
-                         rng=np.random.default_rng([baseline_id, 7]))
-    log.info("sequential detector calibrated on baseline %s: h=%.3f for ARL0=%d samples",
-             baseline_id, detector.h, settings.sequential_arl0)
+    detector = calibrate(
+        values,
+        arl0=settings.sequential_arl0,
+        shift=settings.sequential_shift_sd,
+        rng=np.random.default_rng([baseline_id, 7]),
+    )
+    log.info(
+        "sequential detector calibrated on baseline %s: h=%.3f for ARL0=%d samples",
+        baseline_id,
+        detector.h,
+        settings.sequential_arl0,
+    )
     start = to_utc(now) - timedelta(seconds=GRACE_S + settings.sequential_interval_s)
-    return {"baseline_id": baseline_id, "detector": detector.to_dict(),
-            "timestamp": start.isoformat(), "ids": []}
+    return {
+        "baseline_id": baseline_id,
+        "detector": detector.to_dict(),
+        "timestamp": start.isoformat(),
+        "ids": [],
+    }
 
 
-def run_sequential_job(settings: Settings, session_factory: sessionmaker[Session],
-                       now: datetime) -> SequentialResult:
+def run_sequential_job(
+    settings: Settings, session_factory: sessionmaker[Session], now: datetime
+) -> SequentialResult:
     with session_factory() as session:
         active = get_active_baseline(session)
         if active is None:
@@ -85,27 +103,54 @@ def run_sequential_job(settings: Settings, session_factory: sessionmaker[Session
         detector = CusumDetector.from_dict(state["detector"])
         since = datetime.fromisoformat(state["timestamp"])
         seen_at_since = set(state["ids"])
-        records = fetch_window(session, since, to_utc(now) - timedelta(seconds=GRACE_S),
-                               limit=MAX_ROWS, with_eval_scores=False)
-        records = [r for r in records
-                   if not (r["id"] in seen_at_since and to_utc(datetime.fromisoformat(
-                       r["timestamp"].replace("Z", "+00:00"))) == to_utc(since))]
+        records = fetch_window(
+            session,
+            since,
+            to_utc(now) - timedelta(seconds=GRACE_S),
+            limit=MAX_ROWS,
+            with_eval_scores=False,
+        )
+        records = [
+            r
+            for r in records
+            if not (
+                r["id"] in seen_at_since
+                and to_utc(datetime.fromisoformat(r["timestamp"].replace("Z", "+00:00")))
+                == to_utc(since)
+            )
+        ]
         alarms = detector.update_many(stream_values(records)) if records else []
         result = SequentialResult(active.id, len(records))
         for alarm in alarms:
             rec = records[alarm.index]
-            evidence = {"sample_id": rec["id"], "timestamp": rec["timestamp"], "stream": alarm.stream,
-                        "direction": alarm.direction, "statistic": alarm.statistic, "h": detector.h,
-                        "arl0": detector.arl0, "samples_seen": alarm.seen}
+            evidence = {
+                "sample_id": rec["id"],
+                "timestamp": rec["timestamp"],
+                "stream": alarm.stream,
+                "direction": alarm.direction,
+                "statistic": alarm.statistic,
+                "h": detector.h,
+                "arl0": detector.arl0,
+                "samples_seen": alarm.seen,
+            }
             result.alarms.append(evidence)
         if alarms:
             last = result.alarms[-1]
-            raise_condition(session, RULE, evidence=last, healthy=False, now=now, settings=settings,
-                            summary=f"token statistics shifted: CUSUM on {last['stream']} "
-                                    f"({last['direction']}) passed h={detector.h:.2f} at sample "
-                                    f"{last['sample_id']} [*]")
-        elif (detector.last_alarm_seen is not None
-              and detector.seen - detector.last_alarm_seen >= quiet_samples(detector.arl0)):
+            raise_condition(
+                session,
+                RULE,
+                evidence=last,
+                healthy=False,
+                now=now,
+                settings=settings,
+                summary=f"token statistics shifted: CUSUM on {last['stream']} "
+                f"({last['direction']}) passed h={detector.h:.2f} at sample "
+                f"{last['sample_id']} [*]",
+            )
+        elif (
+            detector.last_alarm_seen is not None
+            and detector.seen - detector.last_alarm_seen >= quiet_samples(detector.arl0)
+        ):
             raise_condition(session, RULE, healthy=True, now=now, settings=settings)
         if records:
             last_ts = records[-1]["timestamp"]

@@ -17,7 +17,9 @@ CURSOR = "drift"
 MAX_CATCH_UP = 24  # windows; after a long outage older windows are skipped (logged)
 
 
-def due_windows(cursor: datetime | None, now: datetime, interval_s: int) -> list[tuple[datetime, datetime]]:
+def due_windows(
+    cursor: datetime | None, now: datetime, interval_s: int
+) -> list[tuple[datetime, datetime]]:
     """Complete windows after `cursor`; without one, the last complete aligned window."""
     step = timedelta(seconds=interval_s)
     epoch = to_utc(now).timestamp()
@@ -28,7 +30,11 @@ def due_windows(cursor: datetime | None, now: datetime, interval_s: int) -> list
         windows.append((start, start + step))
         start += step
     if len(windows) > MAX_CATCH_UP:
-        log.warning("drift job skips %d old windows (more than %d missed)", len(windows) - MAX_CATCH_UP, MAX_CATCH_UP)
+        log.warning(
+            "drift job skips %d old windows (more than %d missed)",
+            len(windows) - MAX_CATCH_UP,
+            MAX_CATCH_UP,
+        )
         windows = windows[-MAX_CATCH_UP:]
     return windows
 
@@ -38,7 +44,9 @@ def drift_cursor(session: Session) -> datetime | None:
     return to_utc(datetime.fromisoformat(raw)) if raw else None
 
 
-def windows_to_read(session: Session, now: datetime, interval_s: int) -> list[tuple[datetime, datetime]]:
+def windows_to_read(
+    session: Session, now: datetime, interval_s: int
+) -> list[tuple[datetime, datetime]]:
     """The complete windows the drift job has not run yet, oldest first, then the one now
     filling (its rows are embedded while it fills, so the window is ready when it closes)."""
     due = due_windows(drift_cursor(session), now, interval_s)

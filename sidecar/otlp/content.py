@@ -59,7 +59,9 @@ def _messages_text(value: Any, tools: list[str]) -> tuple[str | None, str | None
             pieces += _parts_text(message.get("content", message.get("text")), tools)
         elif message.get("type") in (None, "text"):
             pieces += _parts_text(message, tools)
-        finish = finish or (message.get("finish_reason") if isinstance(message.get("finish_reason"), str) else None)
+        finish = finish or (
+            message.get("finish_reason") if isinstance(message.get("finish_reason"), str) else None
+        )
     return ("\n".join(pieces) if pieces else None), finish
 
 
@@ -70,7 +72,11 @@ def _indexed(attrs: Mapping[str, Any], kind: str) -> tuple[str | None, str | Non
         if match and match.group(1) == kind:
             found.setdefault(int(match.group(2)), {})[match.group(3)] = value
     texts = [str(found[i]["content"]) for i in sorted(found) if found[i].get("content") is not None]
-    reasons = [found[i]["finish_reason"] for i in sorted(found) if isinstance(found[i].get("finish_reason"), str)]
+    reasons = [
+        found[i]["finish_reason"]
+        for i in sorted(found)
+        if isinstance(found[i].get("finish_reason"), str)
+    ]
     return ("\n".join(texts) if texts else None), (reasons[0] if reasons else None)
 
 
@@ -92,10 +98,21 @@ def _events(events: Iterable[Any], kinds: frozenset[str], tools: list[str]) -> s
 
 def span_content(attrs: Mapping[str, Any], events: Iterable[Any]) -> Content:
     tools: list[str] = []
-    system, _ = _messages_text(attrs[names.SYSTEM_INSTRUCTIONS], tools) if names.SYSTEM_INSTRUCTIONS in attrs else (None, None)
-    prompt, _ = _messages_text(attrs[names.INPUT_MESSAGES], tools) if names.INPUT_MESSAGES in attrs else (None, None)
-    response, finish = (_messages_text(attrs[names.OUTPUT_MESSAGES], tools)
-                        if names.OUTPUT_MESSAGES in attrs else (None, None))
+    system, _ = (
+        _messages_text(attrs[names.SYSTEM_INSTRUCTIONS], tools)
+        if names.SYSTEM_INSTRUCTIONS in attrs
+        else (None, None)
+    )
+    prompt, _ = (
+        _messages_text(attrs[names.INPUT_MESSAGES], tools)
+        if names.INPUT_MESSAGES in attrs
+        else (None, None)
+    )
+    response, finish = (
+        _messages_text(attrs[names.OUTPUT_MESSAGES], tools)
+        if names.OUTPUT_MESSAGES in attrs
+        else (None, None)
+    )
     if prompt is None:
         prompt = text(attrs, names.PROMPT_TEXT) or _indexed(attrs, "prompt")[0]
     if response is None:

@@ -35,8 +35,10 @@ def media_type(content_type: str | None) -> str:
         return PROTOBUF
     if kind == JSON:
         return JSON
-    raise BadPayload(415, f"unsupported Content-Type {kind or '(none)'!r}: send OTLP/HTTP as "
-                          f"{PROTOBUF} or {JSON}")
+    raise BadPayload(
+        415,
+        f"unsupported Content-Type {kind or '(none)'!r}: send OTLP/HTTP as {PROTOBUF} or {JSON}",
+    )
 
 
 def inflate(body: bytes, encoding: str | None, max_bytes: int) -> bytes:
@@ -51,15 +53,19 @@ def inflate(body: bytes, encoding: str | None, max_bytes: int) -> bytes:
     except zlib.error as exc:
         raise BadPayload(400, f"the gzip body is corrupt ({exc})") from None
     if len(out) > max_bytes or inflater.unconsumed_tail:
-        raise BadPayload(413, f"the body inflates past {max_bytes} bytes (VIGIL_INGEST_MAX_BYTES): "
-                              "send smaller batches")
+        raise BadPayload(
+            413,
+            f"the body inflates past {max_bytes} bytes (VIGIL_INGEST_MAX_BYTES): "
+            "send smaller batches",
+        )
     if not inflater.eof:
         raise BadPayload(400, "the gzip body is truncated")
     return out
 
 
-def decode(body: bytes, content_type: str | None, encoding: str | None,
-           max_bytes: int) -> tuple[ExportTraceServiceRequest, str]:
+def decode(
+    body: bytes, content_type: str | None, encoding: str | None, max_bytes: int
+) -> tuple[ExportTraceServiceRequest, str]:
     """The request and the media type to answer in."""
     kind = media_type(content_type)
     raw = inflate(body, encoding, max_bytes)
@@ -78,9 +84,13 @@ def decode(body: bytes, content_type: str | None, encoding: str | None,
         raise BadPayload(400, "an OTLP/JSON body is an object with 'resourceSpans'")
     _ids_to_base64(document)
     try:
-        json_format.ParseDict(document, request, ignore_unknown_fields=True, max_recursion_depth=MAX_JSON_DEPTH)
+        json_format.ParseDict(
+            document, request, ignore_unknown_fields=True, max_recursion_depth=MAX_JSON_DEPTH
+        )
     except (json_format.ParseError, RecursionError, ValueError, TypeError, AttributeError) as exc:
-        raise BadPayload(400, f"not an OTLP/JSON ExportTraceServiceRequest ({str(exc)[:200]})") from None
+        raise BadPayload(
+            400, f"not an OTLP/JSON ExportTraceServiceRequest ({str(exc)[:200]})"
+        ) from None
     return request, kind
 
 
@@ -105,7 +115,9 @@ def _convert(item: Any) -> None:
             try:
                 item[key] = base64.b64encode(bytes.fromhex(value)).decode()
             except ValueError:
-                raise BadPayload(400, f"{key} {value[:40]!r} is not hex (OTLP/JSON writes ids as hex)") from None
+                raise BadPayload(
+                    400, f"{key} {value[:40]!r} is not hex (OTLP/JSON writes ids as hex)"
+                ) from None
 
 
 def _get(item: Any, *keys: str) -> Any:

@@ -53,15 +53,25 @@ class EvalEvents:
             context = None
             match = _OTEL_ID.match(sample_id)
             if match:
-                parent = SpanContext(int(match.group(1), 16), int(match.group(2), 16), is_remote=True,
-                                     trace_flags=TraceFlags(TraceFlags.SAMPLED))
+                parent = SpanContext(
+                    int(match.group(1), 16),
+                    int(match.group(2), 16),
+                    is_remote=True,
+                    trace_flags=TraceFlags(TraceFlags.SAMPLED),
+                )
                 context = trace.set_span_in_context(NonRecordingSpan(parent))
-            span = self.tracer.start_span("evaluation", context=context, attributes={"vigil.sample_id": sample_id})
+            span = self.tracer.start_span(
+                "evaluation", context=context, attributes={"vigil.sample_id": sample_id}
+            )
             for row in scores:
-                attributes: dict[str, Any] = {"gen_ai.evaluation.name": row.name,
-                                              "gen_ai.evaluation.score.value": float(row.score)}
+                attributes: dict[str, Any] = {
+                    "gen_ai.evaluation.name": row.name,
+                    "gen_ai.evaluation.score.value": float(row.score),
+                }
                 if row.name == "refusal":
-                    attributes["gen_ai.evaluation.score.label"] = "refused" if row.score >= 0.5 else "answered"
+                    attributes["gen_ai.evaluation.score.label"] = (
+                        "refused" if row.score >= 0.5 else "answered"
+                    )
                 span.add_event(EVENT, attributes=attributes, timestamp=time.time_ns())
             span.end()
 

@@ -43,11 +43,16 @@ def _problem(exc: ValidationError) -> str:
     return f"{where}: {error['msg']}"[:200]
 
 
-def convert(request: Any, principal: Principal, ingest: IngestPath) -> tuple[list[SampleRecord], Counter[str], int]:
+def convert(
+    request: Any, principal: Principal, ingest: IngestPath
+) -> tuple[list[SampleRecord], Counter[str], int]:
     """Records of the request's generation spans, the rejection reasons, and the skipped count."""
     settings = ingest.settings
-    options = MapOptions(secret=settings.secret_key, redact=settings.redact_pii,
-                         labels_others=principal.may_label_others)
+    options = MapOptions(
+        secret=settings.secret_key,
+        redact=settings.redact_pii,
+        labels_others=principal.may_label_others,
+    )
     records: list[SampleRecord] = []
     rejected: Counter[str] = Counter()
     skipped = 0
@@ -99,7 +104,9 @@ def build_otlp_router(ingest: IngestPath, require_api_key: Callable[..., Princip
     router = APIRouter()
     max_bytes = ingest.settings.ingest_max_bytes
 
-    def receive(body: bytes, content_type: str | None, encoding: str | None, principal: Principal) -> Response:
+    def receive(
+        body: bytes, content_type: str | None, encoding: str | None, principal: Principal
+    ) -> Response:
         try:
             request, kind = decode(body, content_type, encoding, max_bytes)
         except BadPayload as exc:
@@ -109,15 +116,27 @@ def build_otlp_router(ingest: IngestPath, require_api_key: Callable[..., Princip
             ingest.store(records, principal)
         return _answer(kind, rejected, skipped)
 
-    @router.post(TRACES_PATH, responses={
-        400: {"description": "not an OTLP traces payload"}, 401: {"description": "missing or invalid API key"},
-        403: {"description": "a tenant the key may not write"}, 413: {"description": "too large"},
-        415: {"description": "not protobuf or JSON"}, 429: {"description": "ingest quota reached"}})
+    @router.post(
+        TRACES_PATH,
+        responses={
+            400: {"description": "not an OTLP traces payload"},
+            401: {"description": "missing or invalid API key"},
+            403: {"description": "a tenant the key may not write"},
+            413: {"description": "too large"},
+            415: {"description": "not protobuf or JSON"},
+            429: {"description": "ingest quota reached"},
+        },
+    )
     async def traces(request: Request, principal: Principal = Depends(require_api_key)) -> Response:
         """OTLP/HTTP traces (`application/x-protobuf` or `application/json`, gzip allowed):
         GenAI generation spans become sample records; see the module doc."""
         body = await request.body()
-        return await run_in_threadpool(receive, body, request.headers.get("content-type"),
-                                       request.headers.get("content-encoding"), principal)
+        return await run_in_threadpool(
+            receive,
+            body,
+            request.headers.get("content-type"),
+            request.headers.get("content-encoding"),
+            principal,
+        )
 
     return router

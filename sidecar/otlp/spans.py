@@ -48,14 +48,20 @@ def _scrub(value: str | None, options: MapOptions) -> str | None:
     if value is None:
         return None
     value = redact_pii(value) if options.redact else value
-    return value.replace("\x00", "\ufffd").encode("utf-8", "replace").decode("utf-8")[: limits.MAX_TEXT_CHARS]
+    return (
+        value.replace("\x00", "\ufffd")
+        .encode("utf-8", "replace")
+        .decode("utf-8")[: limits.MAX_TEXT_CHARS]
+    )
 
 
 def _count(value: float | None) -> float | None:
     return value if value is None or value != int(value) else int(value)
 
 
-def span_record(span: Any, resource: Mapping[str, Any], options: MapOptions) -> dict[str, Any] | str:
+def span_record(
+    span: Any, resource: Mapping[str, Any], options: MapOptions
+) -> dict[str, Any] | str:
     """The record of a GenAI span (`is_genai` first), or a skip reason (a str)."""
     attrs = attributes(span.attributes)
     operation = text(attrs, names.OPERATION)
@@ -83,13 +89,16 @@ def span_record(span: Any, resource: Mapping[str, Any], options: MapOptions) -> 
         "response": _scrub(content.response, options),
         "prompt_tokens": _count(number(attrs, names.INPUT_TOKENS)),
         "completion_tokens": _count(n_out),
-        "finish_reason": _label(text(attrs, names.FINISH_REASONS) or content.finish_reason,
-                                limits.MAX_FINISH_REASON_CHARS),
+        "finish_reason": _label(
+            text(attrs, names.FINISH_REASONS) or content.finish_reason,
+            limits.MAX_FINISH_REASON_CHARS,
+        ),
         "ttft_ms": ttft,
         "tpot_ms": tpot,
         "latency_ms": latency,
         "queue_ms": _ms(number(attrs, names.QUEUE_S)),
-        "tools": [t[: limits.MAX_KEY_CHARS] for t in content.tools if t][: limits.MAX_TOOLS] or None,
+        "tools": [t[: limits.MAX_KEY_CHARS] for t in content.tools if t][: limits.MAX_TOOLS]
+        or None,
     }
     weight = number(labels, names.SAMPLE_WEIGHT)
     if weight is not None:

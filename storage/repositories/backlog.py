@@ -17,6 +17,8 @@ def oldest_unvisited(session: Session, after: tuple[datetime, str] | None) -> da
     query = select(func.min(Sample.ingested_at)).where(Sample.ingested_at.is_not(None))
     if after is not None:
         ts, sample_id = after
-        query = query.where(or_(Sample.ingested_at > ts, and_(Sample.ingested_at == ts, Sample.id > sample_id)))
+        query = query.where(
+            or_(Sample.ingested_at > ts, and_(Sample.ingested_at == ts, Sample.id > sample_id))
+        )
     oldest = session.scalar(query)
     return None if oldest is None else to_utc(oldest)

@@ -186,7 +186,9 @@ def freeze_baseline_samples(
     `embedding_model` is given, their prompt/response vectors. Returns how many were frozen."""
     baseline = _require(session, baseline_id)
     terms = window_filter(baseline.window_start, baseline.window_end, segment=segment)
-    ids = list(session.scalars(select(Sample.id).where(*terms).order_by(Sample.timestamp, Sample.id)))
+    ids = list(
+        session.scalars(select(Sample.id).where(*terms).order_by(Sample.timestamp, Sample.id))
+    )
     room = max(max_samples - baseline.num_samples, 0)
     if len(ids) > room:
         keep = np.sort(np.random.default_rng(seed).choice(len(ids), size=room, replace=False))
@@ -235,7 +237,9 @@ def load_baseline_embeddings(
         .where(BaselineSample.baseline_id == baseline_id, column.is_not(None))
         .order_by(BaselineSample.id)
     )
-    pairs = [(i, np.frombuffer(d, dtype="<f4").astype(np.float32)) for i, d in session.execute(query)]
+    pairs = [
+        (i, np.frombuffer(d, dtype="<f4").astype(np.float32)) for i, d in session.execute(query)
+    ]
     if not pairs:
         return [], np.zeros((0, 0), dtype=np.float32)
     return [i for i, _ in pairs], np.stack([v for _, v in pairs])

@@ -9,7 +9,9 @@ from collections.abc import Sequence
 import numpy as np
 
 
-def bucket_quantiles(idx: np.ndarray, values: np.ndarray, n: int, qs: Sequence[float]) -> np.ndarray:
+def bucket_quantiles(
+    idx: np.ndarray, values: np.ndarray, n: int, qs: Sequence[float]
+) -> np.ndarray:
     """(len(qs), n) array: for bucket b in 0..n-1 the q-quantiles (q in [0, 1]) of the finite
     values whose idx is b; NaN where a bucket has none. Rows with idx outside 0..n-1 are ignored."""
     out = np.full((len(qs), n), np.nan)

@@ -70,8 +70,13 @@ def start_canary_run(
     engine: dict[str, Any] | None,
     now: datetime,
 ) -> CanaryRun:
-    run = CanaryRun(baseline_id=baseline_id, started_at=to_utc(now), status="running",
-                    model_version=model_version, engine=to_jsonable(engine))
+    run = CanaryRun(
+        baseline_id=baseline_id,
+        started_at=to_utc(now),
+        status="running",
+        model_version=model_version,
+        engine=to_jsonable(engine),
+    )
     session.add(run)
     session.flush()
     return run
@@ -113,7 +118,10 @@ def get_canary_results(session: Session, run_id: int) -> list[CanaryResult]:
 def latest_compared_run(session: Session) -> CanaryRun | None:
     """The newest run compared with a baseline (status ok or mismatch)."""
     return session.scalars(
-        select(CanaryRun).where(CanaryRun.status.in_(COMPARED)).order_by(CanaryRun.id.desc()).limit(1)
+        select(CanaryRun)
+        .where(CanaryRun.status.in_(COMPARED))
+        .order_by(CanaryRun.id.desc())
+        .limit(1)
     ).first()
 
 

@@ -173,4 +173,6 @@ def get_drift_results(
         query = query.where(DriftResult.segment == segment)
     if drifted_only:
         query = query.where(DriftResult.drifted.is_(True))
-    return list(session.scalars(query.order_by(DriftResult.segment, DriftResult.test, DriftResult.feature)))
+    return list(
+        session.scalars(query.order_by(DriftResult.segment, DriftResult.test, DriftResult.feature))
+    )

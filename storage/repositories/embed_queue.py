@@ -30,8 +30,14 @@ class WindowQueue:
         return self.selection.rows
 
 
-def window_queue(session: Session, start: datetime, end: datetime, *, max_rows: int,
-                 min_per_segment: int = DEFAULT_MIN_PER_STRATUM) -> WindowQueue:
+def window_queue(
+    session: Session,
+    start: datetime,
+    end: datetime,
+    *,
+    max_rows: int,
+    min_per_segment: int = DEFAULT_MIN_PER_STRATUM,
+) -> WindowQueue:
     """The rows of [start, end) that a drift read capped at `max_rows` keeps (so far, for a
     window still filling: a row kept then stays kept unless its segment's quota shrinks)."""
     terms = window_filter(start, end)
@@ -44,23 +50,37 @@ def _waiting(queue: WindowQueue, model: str) -> list[ColumnElement[bool]]:
     return [*queue.terms, queue.selection.term, ~has_any, has_text]
 
 
-def queued_samples(session: Session, queue: WindowQueue, model: str, limit: int,
-                   after: tuple[datetime, str] | None = None) -> list[dict[str, Any]]:
+def queued_samples(
+    session: Session,
+    queue: WindowQueue,
+    model: str,
+    limit: int,
+    after: tuple[datetime, str] | None = None,
+) -> list[dict[str, Any]]:
     """Up to `limit` read rows without a `model` vector, oldest first, as
     {id, timestamp, prompt, response} (the shape of `samples_missing_embeddings`) plus `key`,
     the row's (timestamp, id): pass the last one as `after` to go on past it without walking
     the window's done rows again (a window of a million rows reads a few in a thousand)."""
-    query = (select(Sample.id, Sample.timestamp, Sample.prompt, Sample.response)
-             .where(*_waiting(queue, model)).order_by(Sample.timestamp, Sample.id).limit(limit))
+    query = (
+        select(Sample.id, Sample.timestamp, Sample.prompt, Sample.response)
+        .where(*_waiting(queue, model))
+        .order_by(Sample.timestamp, Sample.id)
+        .limit(limit)
+    )
     if after is not None:
         ts, sample_id = after
-        query = query.where(or_(Sample.timestamp > ts, and_(Sample.timestamp == ts, Sample.id > sample_id)))
-    return [{"id": i, "timestamp": format_timestamp(ts), "prompt": p, "response": r, "key": (ts, i)}
-            for i, ts, p, r in session.execute(query)]
+        query = query.where(
+            or_(Sample.timestamp > ts, and_(Sample.timestamp == ts, Sample.id > sample_id))
+        )
+    return [
+        {"id": i, "timestamp": format_timestamp(ts), "prompt": p, "response": r, "key": (ts, i)}
+        for i, ts, p, r in session.execute(query)
+    ]
 
 
 def queue_state(session: Session, queue: WindowQueue, model: str) -> tuple[int, datetime | None]:
     """(read rows still without a vector, when the oldest of them arrived)."""
-    n, oldest = session.execute(select(func.count(), func.min(Sample.ingested_at))
-                                .where(*_waiting(queue, model))).one()
+    n, oldest = session.execute(
+        select(func.count(), func.min(Sample.ingested_at)).where(*_waiting(queue, model))
+    ).one()
     return int(n), None if oldest is None else to_utc(oldest)

@@ -17,11 +17,19 @@ def _row_id(session_id: str) -> str:
     return hashlib.sha256(session_id.encode()).hexdigest()
 
 
-def open_session(session: Session, session_id: str, key_id: str, now: datetime, ttl_s: float) -> None:
+def open_session(
+    session: Session, session_id: str, key_id: str, now: datetime, ttl_s: float
+) -> None:
     """Record a new login; expired rows go at the same time (logins are rare, the table small)."""
     session.execute(delete(PageSession).where(PageSession.expires_at < now))
-    session.add(PageSession(id=_row_id(session_id), key_id=key_id, created_at=now,
-                            expires_at=now + timedelta(seconds=ttl_s)))
+    session.add(
+        PageSession(
+            id=_row_id(session_id),
+            key_id=key_id,
+            created_at=now,
+            expires_at=now + timedelta(seconds=ttl_s),
+        )
+    )
 
 
 def live_key_id(session: Session, session_id: str, now: datetime) -> str | None:
@@ -33,6 +41,9 @@ def live_key_id(session: Session, session_id: str, now: datetime) -> str | None:
 
 
 def revoke_session(session: Session, session_id: str, now: datetime) -> bool:
-    result = session.execute(update(PageSession).where(PageSession.id == _row_id(session_id),
-                                                       PageSession.revoked_at.is_(None)).values(revoked_at=now))
+    result = session.execute(
+        update(PageSession)
+        .where(PageSession.id == _row_id(session_id), PageSession.revoked_at.is_(None))
+        .values(revoked_at=now)
+    )
     return result.rowcount == 1

@@ -40,7 +40,11 @@ def insert_samples(
     not commit."""
     parsed: dict[tuple[str | None, str], ParsedSample] = {}
     for record in records:
-        item = record if isinstance(record, ParsedSample) else sample_from_record(record, source=source)
+        item = (
+            record
+            if isinstance(record, ParsedSample)
+            else sample_from_record(record, source=source)
+        )
         # a retried item keeps its record id, and starts again from it
         item.row["id"] = item.row.setdefault("record_id", item.row["id"])
         parsed.setdefault((item.row["tenant"], item.row["record_id"]), item)
@@ -67,7 +71,9 @@ def insert_samples(
     return len(inserted)
 
 
-def _stored_and_taken(session: Session, record_ids: list[str]) -> tuple[set[tuple[str | None, str]], set[str]]:
+def _stored_and_taken(
+    session: Session, record_ids: list[str]
+) -> tuple[set[tuple[str | None, str]], set[str]]:
     """Which (tenant, record id) keys are stored, and which stored ids are taken, for these
     record ids: one indexed SELECT per chunk. (INSERT ... RETURNING would say it too, but
     psycopg re-parses the huge multi-row statement client-side: 4x slower on PG.)"""
@@ -75,7 +81,8 @@ def _stored_and_taken(session: Session, record_ids: list[str]) -> tuple[set[tupl
     taken: set[str] = set()
     for chunk in chunked(record_ids):
         query = select(Sample.id, Sample.tenant, Sample.record_id).where(
-            or_(Sample.record_id.in_(chunk), Sample.id.in_(chunk)))
+            or_(Sample.record_id.in_(chunk), Sample.id.in_(chunk))
+        )
         for sid, tenant, rid in session.execute(query):
             stored.add((tenant, rid))
             taken.add(sid)
@@ -85,7 +92,9 @@ def _stored_and_taken(session: Session, record_ids: list[str]) -> tuple[set[tupl
 def _insert_rows(session: Session, items: list[ParsedSample], ingested_at: datetime) -> None:
     # ON CONFLICT DO NOTHING, on the stored id and on (record_id, tenant) alike: a concurrent
     # insert of the same key is not an error
-    insert_ignore(session, Sample.__table__, [{**item.row, "ingested_at": ingested_at} for item in items], [])
+    insert_ignore(
+        session, Sample.__table__, [{**item.row, "ingested_at": ingested_at} for item in items], []
+    )
 
 
 def _lost_races(session: Session, items: list[ParsedSample]) -> list[ParsedSample]:
@@ -94,13 +103,22 @@ def _lost_races(session: Session, items: list[ParsedSample]) -> list[ParsedSampl
     for chunk in chunked([item.row["id"] for item in items]):
         query = select(Sample.id, Sample.tenant, Sample.record_id).where(Sample.id.in_(chunk))
         holder.update({sid: (tenant, rid) for sid, tenant, rid in session.execute(query)})
-    return [item for item in items
-            if holder.get(item.row["id"]) != (item.row["tenant"], item.row["record_id"])]
+    return [
+        item
+        for item in items
+        if holder.get(item.row["id"]) != (item.row["tenant"], item.row["record_id"])
+    ]
 
 
 def _insert_children(session: Session, items: list[ParsedSample], ingested_at: datetime) -> None:
     score_rows = [
-        {"sample_id": item.id, "name": name, "score": score, "created_at": ingested_at, "detail": None}
+        {
+            "sample_id": item.id,
+            "name": name,
+            "score": score,
+            "created_at": ingested_at,
+            "detail": None,
+        }
         for item in items
         for name, score in item.eval_scores.items()
     ]

@@ -107,8 +107,13 @@ def window_columns(with_extra: bool = True) -> list[Any]:
     """The `samples` columns a record is built from (`record_from_row`); never `source` or
     `ingested_at`, and `extra` only when asked for (NULL in its place otherwise)."""
     extra = Sample.extra if with_extra else literal(None, JSON).label("extra")
-    return [Sample.id, Sample.timestamp, *(getattr(Sample, f) for f in ROW_FIELDS),
-            Sample.sample_weight, extra]
+    return [
+        Sample.id,
+        Sample.timestamp,
+        *(getattr(Sample, f) for f in ROW_FIELDS),
+        Sample.sample_weight,
+        extra,
+    ]
 
 
 def fetch_window(
@@ -145,8 +150,11 @@ def fetch_window(
         kept: dict[str | None, float] = defaultdict(float)
         for row in samples:
             kept[row.segment] += row.sample_weight
-        scale = {seg: weight_scale(st, kept[seg]) for seg, st in selection.strata.items()
-                 if st.quota < st.rows}
+        scale = {
+            seg: weight_scale(st, kept[seg])
+            for seg, st in selection.strata.items()
+            if st.quota < st.rows
+        }
     else:
         query = select(*columns).where(*terms).order_by(Sample.timestamp, Sample.id)
         samples = session.execute(query if limit is None else query.limit(limit)).all()

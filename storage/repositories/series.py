@@ -47,8 +47,9 @@ class ResultPoint:
     insufficient: bool
 
 
-def run_filter(start: datetime, end: datetime, *, baseline_id: int | None = None,
-               status: str | None = "done") -> list[ColumnElement[bool]]:
+def run_filter(
+    start: datetime, end: datetime, *, baseline_id: int | None = None, status: str | None = "done"
+) -> list[ColumnElement[bool]]:
     """The runs a chart shows: window end in (start, end], of one baseline and status."""
     conditions = [DriftRun.window_end > to_utc(start), DriftRun.window_end <= to_utc(end)]
     if baseline_id is not None:
@@ -59,55 +60,97 @@ def run_filter(start: datetime, end: datetime, *, baseline_id: int | None = None
 
 
 def runs_between(
-    session: Session, start: datetime, end: datetime, *, baseline_id: int | None = None,
-    status: str | None = "done", limit: int = MAX_RUNS,
+    session: Session,
+    start: datetime,
+    end: datetime,
+    *,
+    baseline_id: int | None = None,
+    status: str | None = "done",
+    limit: int = MAX_RUNS,
 ) -> list[RunPoint]:
     """Runs whose window ends in (start, end], oldest first (the newest `limit` of them)."""
-    query = select(DriftRun.id, DriftRun.window_start, DriftRun.window_end, DriftRun.status,
-                   DriftRun.num_samples, DriftRun.baseline_id).where(
-        *run_filter(start, end, baseline_id=baseline_id, status=status))
-    rows = session.execute(query.order_by(DriftRun.window_end.desc(), DriftRun.id.desc()).limit(limit))
-    points = [RunPoint(rid, to_utc(ws), to_utc(we), st, n or 0, bid) for rid, ws, we, st, n, bid in rows]
+    query = select(
+        DriftRun.id,
+        DriftRun.window_start,
+        DriftRun.window_end,
+        DriftRun.status,
+        DriftRun.num_samples,
+        DriftRun.baseline_id,
+    ).where(*run_filter(start, end, baseline_id=baseline_id, status=status))
+    rows = session.execute(
+        query.order_by(DriftRun.window_end.desc(), DriftRun.id.desc()).limit(limit)
+    )
+    points = [
+        RunPoint(rid, to_utc(ws), to_utc(we), st, n or 0, bid) for rid, ws, we, st, n, bid in rows
+    ]
     return points[::-1]
 
 
 def results_for_runs(
-    session: Session, run_ids: Sequence[int], *, test: str | None = None, feature: str | None = None,
-    segment: str | None = None, limit: int = MAX_RESULT_ROWS,
+    session: Session,
+    run_ids: Sequence[int],
+    *,
+    test: str | None = None,
+    feature: str | None = None,
+    segment: str | None = None,
+    limit: int = MAX_RESULT_ROWS,
 ) -> list[ResultPoint]:
     """Results of the given runs, optionally of one test / feature / segment."""
     out: list[ResultPoint] = []
-    columns = (DriftResult.run_id, DriftResult.test, DriftResult.feature, DriftResult.segment,
-               DriftResult.statistic, DriftResult.p_value, DriftResult.threshold, DriftResult.drifted,
-               DriftResult.insufficient)
+    columns = (
+        DriftResult.run_id,
+        DriftResult.test,
+        DriftResult.feature,
+        DriftResult.segment,
+        DriftResult.statistic,
+        DriftResult.p_value,
+        DriftResult.threshold,
+        DriftResult.drifted,
+        DriftResult.insufficient,
+    )
     for ids in chunked(run_ids, 500):
         query = select(*columns).where(DriftResult.run_id.in_(ids))
-        for column, value in ((DriftResult.test, test), (DriftResult.feature, feature),
-                              (DriftResult.segment, segment)):
+        for column, value in (
+            (DriftResult.test, test),
+            (DriftResult.feature, feature),
+            (DriftResult.segment, segment),
+        ):
             if value is not None:
                 query = query.where(column == value)
         remaining = limit - len(out)
         if remaining <= 0:
             break
         # Core execution: no ORM row processing for what may be tens of thousands of rows
-        out += [ResultPoint(*row) for row in session.connection().execute(query.limit(remaining)).all()]
+        out += [
+            ResultPoint(*row) for row in session.connection().execute(query.limit(remaining)).all()
+        ]
     return out
 
 
 def latest_done_run(session: Session) -> RunPoint | None:
     row = session.scalars(
-        select(DriftRun).where(DriftRun.status == "done").order_by(DriftRun.window_end.desc()).limit(1)
+        select(DriftRun)
+        .where(DriftRun.status == "done")
+        .order_by(DriftRun.window_end.desc())
+        .limit(1)
     ).first()
     if row is None:
         return None
-    return RunPoint(row.id, to_utc(row.window_start), to_utc(row.window_end), row.status,
-                    row.num_samples or 0, row.baseline_id)
+    return RunPoint(
+        row.id,
+        to_utc(row.window_start),
+        to_utc(row.window_end),
+        row.status,
+        row.num_samples or 0,
+        row.baseline_id,
+    )
 
 
 def open_alert_counts(session: Session) -> dict[tuple[str, str], int]:
     """Open alerts per (severity, kind)."""
     rows = session.execute(
-        select(Alert.severity, Alert.kind, func.count()).where(Alert.status == "open")
+        select(Alert.severity, Alert.kind, func.count())
+        .where(Alert.status == "open")
         .group_by(Alert.severity, Alert.kind)
     )
     return {(severity, kind): int(n) for severity, kind, n in rows}
@@ -115,15 +158,21 @@ def open_alert_counts(session: Session) -> dict[tuple[str, str], int]:
 
 def delivery_counts(session: Session) -> dict[tuple[str, str], int]:
     """Outbox rows per (status, format)."""
-    rows = session.execute(select(Delivery.status, Delivery.format, func.count())
-                           .group_by(Delivery.status, Delivery.format))
+    rows = session.execute(
+        select(Delivery.status, Delivery.format, func.count()).group_by(
+            Delivery.status, Delivery.format
+        )
+    )
     return {(status, fmt): int(n) for status, fmt, n in rows}
 
 
 def drift_run_counts(session: Session, since: datetime) -> dict[str, int]:
     """Drift runs started since `since`, per status (running, done, failed)."""
-    rows = session.execute(select(DriftRun.status, func.count()).where(DriftRun.started_at >= to_utc(since))
-                           .group_by(DriftRun.status))
+    rows = session.execute(
+        select(DriftRun.status, func.count())
+        .where(DriftRun.started_at >= to_utc(since))
+        .group_by(DriftRun.status)
+    )
     return {status: int(n) for status, n in rows}
 
 
@@ -131,7 +180,8 @@ def eval_means(session: Session, since: datetime) -> dict[str, tuple[float, int]
     """Mean score and count per evaluator over scores written since `since`."""
     rows = session.execute(
         select(EvalScore.name, func.avg(EvalScore.score), func.count())
-        .where(EvalScore.created_at >= to_utc(since)).group_by(EvalScore.name)
+        .where(EvalScore.created_at >= to_utc(since))
+        .group_by(EvalScore.name)
     )
     return {name: (float(mean), int(n)) for name, mean, n in rows if mean is not None}
 

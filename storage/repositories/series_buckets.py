@@ -51,7 +51,9 @@ def bucket_index(session: Session, column: Any, origin: float, bucket_s: int) ->
     (rows are filtered to column >= origin, so integer division floors)."""
     dialect = session.get_bind().dialect
     if dialect.name == "postgresql":
-        seconds = cast(func.extract("epoch", column), Float)  # double precision: cheaper than numeric
+        seconds = cast(
+            func.extract("epoch", column), Float
+        )  # double precision: cheaper than numeric
         return cast(func.floor((seconds - origin) / bucket_s), Integer)
     # SQLite keeps naive UTC text; unixepoch (3.38+) parses it faster than strftime, same whole seconds
     new_enough = (dialect.server_version_info or (0,)) >= (3, 38)
@@ -70,47 +72,113 @@ def eval_bucket_means(
         .where(Sample.timestamp >= to_utc(start), Sample.timestamp < to_utc(end))
         .group_by(bucket, EvalScore.name)
     )
-    return [(int(b), name, float(mean), int(n)) for b, name, mean, n in session.connection().execute(query).all()]
+    return [
+        (int(b), name, float(mean), int(n))
+        for b, name, mean, n in session.connection().execute(query).all()
+    ]
 
 
 def worst_results_per_bucket(
-    session: Session, start: datetime, end: datetime, origin: float, bucket_s: int, *,
-    p_value_tests: Sequence[str], baseline_id: int | None = None, test: str | None = None,
-    feature: str | None = None, segment: str | None = None, limit: int = MAX_RESULT_ROWS,
+    session: Session,
+    start: datetime,
+    end: datetime,
+    origin: float,
+    bucket_s: int,
+    *,
+    p_value_tests: Sequence[str],
+    baseline_id: int | None = None,
+    test: str | None = None,
+    feature: str | None = None,
+    segment: str | None = None,
+    limit: int = MAX_RESULT_ROWS,
 ) -> list[BucketResult]:
     """Per bucket of run window ends and per (test, feature, segment): the one result of the
     worst run (a drifted one first, then the highest statistic, or the lowest p-value for
     `p_value_tests`), so a spike in one run stays visible however many runs share its bucket.
     Runs as `runs_between` picks them."""
-    runs = (select(DriftRun.id, bucket_index(session, DriftRun.window_end, origin, bucket_s).label("bucket"))
-            .where(*run_filter(start, end, baseline_id=baseline_id))
-            .order_by(DriftRun.window_end.desc(), DriftRun.id.desc()).limit(MAX_RUNS).subquery())
-    badness = case((DriftResult.test.in_(list(p_value_tests)), -DriftResult.p_value), else_=DriftResult.statistic)
-    partition = (runs.c.bucket, DriftResult.test, DriftResult.feature, DriftResult.segment)
-    ranked = (
-        select(runs.c.bucket, DriftResult.run_id, DriftResult.test, DriftResult.feature, DriftResult.segment,
-               DriftResult.statistic, DriftResult.p_value, DriftResult.threshold, DriftResult.insufficient,
-               DriftResult.drifted,
-               func.row_number().over(partition_by=partition, order_by=(
-                   case((DriftResult.drifted, 0), else_=1),  # a drifted run first, so the bucket shows it
-                   badness.is_(None), badness.desc(),  # then the worst score (NULL last on both backends)
-                   DriftResult.run_id.desc())).label("rank"))
-        .join(runs, runs.c.id == DriftResult.run_id)
+    runs = (
+        select(
+            DriftRun.id,
+            bucket_index(session, DriftRun.window_end, origin, bucket_s).label("bucket"),
+        )
+        .where(*run_filter(start, end, baseline_id=baseline_id))
+        .order_by(DriftRun.window_end.desc(), DriftRun.id.desc())
+        .limit(MAX_RUNS)
+        .subquery()
     )
-    for column, value in ((DriftResult.test, test), (DriftResult.feature, feature), (DriftResult.segment, segment)):
+    badness = case(
+        (DriftResult.test.in_(list(p_value_tests)), -DriftResult.p_value),
+        else_=DriftResult.statistic,
+    )
+    partition = (runs.c.bucket, DriftResult.test, DriftResult.feature, DriftResult.segment)
+    ranked = select(
+        runs.c.bucket,
+        DriftResult.run_id,
+        DriftResult.test,
+        DriftResult.feature,
+        DriftResult.segment,
+        DriftResult.statistic,
+        DriftResult.p_value,
+        DriftResult.threshold,
+        DriftResult.insufficient,
+        DriftResult.drifted,
+        func.row_number()
+        .over(
+            partition_by=partition,
+            order_by=(
+                case(
+                    (DriftResult.drifted, 0), else_=1
+                ),  # a drifted run first, so the bucket shows it
+                badness.is_(None),
+                badness.desc(),  # then the worst score (NULL last on both backends)
+                DriftResult.run_id.desc(),
+            ),
+        )
+        .label("rank"),
+    ).join(runs, runs.c.id == DriftResult.run_id)
+    for column, value in (
+        (DriftResult.test, test),
+        (DriftResult.feature, feature),
+        (DriftResult.segment, segment),
+    ):
         if value is not None:
             ranked = ranked.where(column == value)
     ranked = ranked.subquery()
-    query = select(ranked.c.run_id, ranked.c.test, ranked.c.feature, ranked.c.segment, ranked.c.statistic,
-                   ranked.c.p_value, ranked.c.threshold, ranked.c.drifted, ranked.c.insufficient,
-                   ranked.c.bucket).where(ranked.c.rank == 1).limit(limit)
-    return [BucketResult(rid, t, f, s, stat, p, thr, bool(drifted), bool(insufficient), int(b))
-            for rid, t, f, s, stat, p, thr, drifted, insufficient, b in session.connection().execute(query).all()]
+    query = (
+        select(
+            ranked.c.run_id,
+            ranked.c.test,
+            ranked.c.feature,
+            ranked.c.segment,
+            ranked.c.statistic,
+            ranked.c.p_value,
+            ranked.c.threshold,
+            ranked.c.drifted,
+            ranked.c.insufficient,
+            ranked.c.bucket,
+        )
+        .where(ranked.c.rank == 1)
+        .limit(limit)
+    )
+    return [
+        BucketResult(rid, t, f, s, stat, p, thr, bool(drifted), bool(insufficient), int(b))
+        for rid, t, f, s, stat, p, thr, drifted, insufficient, b in session.connection()
+        .execute(query)
+        .all()
+    ]
 
 
 def traffic_buckets(
-    session: Session, start: datetime, end: datetime, origin: float, bucket_s: int, n: int, *,
-    quantiles: Sequence[float] = (0.5, 0.95), tenant: str | None = None, segment: str | None = None,
+    session: Session,
+    start: datetime,
+    end: datetime,
+    origin: float,
+    bucket_s: int,
+    n: int,
+    *,
+    quantiles: Sequence[float] = (0.5, 0.95),
+    tenant: str | None = None,
+    segment: str | None = None,
 ) -> TrafficBuckets:
     """Samples in [start, end) per bucket 0..n-1: count, summed weight and percentiles of
     TTFT, TPOT and latency. PostgreSQL computes the percentiles (`percentile_cont`); SQLite,
@@ -126,13 +194,28 @@ def traffic_buckets(
     return _traffic_sqlite(session, bucket, conditions, n, quantiles)
 
 
-def _traffic_postgresql(session: Session, bucket: ColumnElement[int], conditions: list, n: int,
-                        quantiles: Sequence[float]) -> TrafficBuckets:
+def _traffic_postgresql(
+    session: Session,
+    bucket: ColumnElement[int],
+    conditions: list,
+    n: int,
+    quantiles: Sequence[float],
+) -> TrafficBuckets:
     label = bucket.label("bucket")
     levels = array([float(q) for q in quantiles])
-    query = select(label, func.count(), func.sum(func.coalesce(Sample.sample_weight, 1.0)),
-                   *(func.percentile_cont(levels).within_group(getattr(Sample, m)) for m in TRAFFIC_METRICS)
-                   ).where(*conditions).group_by(label)
+    query = (
+        select(
+            label,
+            func.count(),
+            func.sum(func.coalesce(Sample.sample_weight, 1.0)),
+            *(
+                func.percentile_cont(levels).within_group(getattr(Sample, m))
+                for m in TRAFFIC_METRICS
+            ),
+        )
+        .where(*conditions)
+        .group_by(label)
+    )
     count, weighted = np.zeros(n, dtype=np.int64), np.zeros(n)
     found = {m: np.full((len(quantiles), n), np.nan) for m in TRAFFIC_METRICS}
     for b, rows, weight, *per_metric in session.connection().execute(query).all():
@@ -144,8 +227,13 @@ def _traffic_postgresql(session: Session, bucket: ColumnElement[int], conditions
     return TrafficBuckets(count, weighted, found)
 
 
-def _traffic_sqlite(session: Session, bucket: ColumnElement[int], conditions: list, n: int,
-                    quantiles: Sequence[float]) -> TrafficBuckets:
+def _traffic_sqlite(
+    session: Session,
+    bucket: ColumnElement[int],
+    conditions: list,
+    n: int,
+    quantiles: Sequence[float],
+) -> TrafficBuckets:
     table = _read_traffic(session, bucket, conditions, stride=1)
     idx = table[:, 0].astype(np.int64)
     keep = (idx >= 0) & (idx < n)
@@ -155,8 +243,11 @@ def _traffic_sqlite(session: Session, bucket: ColumnElement[int], conditions: li
         # percentiles from every stride-th row in insertion order (spread over the whole range, not
         # its first rows); counts and weights exact, from SQL
         label = bucket.label("bucket")
-        exact = select(label, func.count(), func.sum(func.coalesce(Sample.sample_weight, 1.0))).where(
-            *conditions).group_by(label)
+        exact = (
+            select(label, func.count(), func.sum(func.coalesce(Sample.sample_weight, 1.0)))
+            .where(*conditions)
+            .group_by(label)
+        )
         count, weighted = np.zeros(n, dtype=np.int64), np.zeros(n)
         for b, rows_in, weight in session.connection().execute(exact).all():
             if 0 <= b < n:
@@ -164,16 +255,26 @@ def _traffic_sqlite(session: Session, bucket: ColumnElement[int], conditions: li
         stride = -(-int(count.sum()) // MAX_SAMPLE_ROWS)
         table = _read_traffic(session, bucket, conditions, stride)
         idx = table[:, 0].astype(np.int64)
-    found = {m: bucket_quantiles(idx, table[:, 1 + i], n, quantiles) for i, m in enumerate(TRAFFIC_METRICS)}
+    found = {
+        m: bucket_quantiles(idx, table[:, 1 + i], n, quantiles)
+        for i, m in enumerate(TRAFFIC_METRICS)
+    }
     return TrafficBuckets(count, weighted, found)
 
 
-def _read_traffic(session: Session, bucket: ColumnElement[int], conditions: list, stride: int) -> np.ndarray:
+def _read_traffic(
+    session: Session, bucket: ColumnElement[int], conditions: list, stride: int
+) -> np.ndarray:
     """Rows of (bucket, metrics..., weight) as floats, at most MAX_SAMPLE_ROWS + 1; with
     stride > 1 only the rows whose SQLite rowid is a multiple of it."""
-    inf = float("inf")  # a missing value comes back as inf: plain floats for np.fromiter, then skipped
-    columns = [bucket, *(func.coalesce(getattr(Sample, m), inf) for m in TRAFFIC_METRICS),
-               func.coalesce(Sample.sample_weight, 1.0)]
+    inf = float(
+        "inf"
+    )  # a missing value comes back as inf: plain floats for np.fromiter, then skipped
+    columns = [
+        bucket,
+        *(func.coalesce(getattr(Sample, m), inf) for m in TRAFFIC_METRICS),
+        func.coalesce(Sample.sample_weight, 1.0),
+    ]
     where = list(conditions)
     if stride > 1:
         where.append(literal_column("samples.rowid") % stride == 0)
@@ -181,6 +282,8 @@ def _read_traffic(session: Session, bucket: ColumnElement[int], conditions: list
     width = len(columns)
     # small chunks, each turned into floats and dropped: tens of thousands of row objects alive at
     # once are promoted and set off full garbage collections of the whole process (~200 ms each)
-    parts = [np.fromiter(itertools.chain.from_iterable(part), dtype=np.float64, count=width * len(part))
-             for part in result.partitions(ROW_CHUNK)]
+    parts = [
+        np.fromiter(itertools.chain.from_iterable(part), dtype=np.float64, count=width * len(part))
+        for part in result.partitions(ROW_CHUNK)
+    ]
     return np.concatenate(parts).reshape(-1, width) if parts else np.empty((0, width))

@@ -34,8 +34,9 @@ class Stratum:
     quota: int  # rows to keep
 
 
-def stratum_quotas(counts: Mapping[Hashable, int], max_rows: int,
-                   min_per_stratum: int = DEFAULT_MIN_PER_STRATUM) -> dict[Hashable, int]:
+def stratum_quotas(
+    counts: Mapping[Hashable, int], max_rows: int, min_per_stratum: int = DEFAULT_MIN_PER_STRATUM
+) -> dict[Hashable, int]:
     """Rows to keep per stratum: all of them when the total fits `max_rows`; else a floor each
     (lowered so the floors fit), the rest in proportion to the rows above the floor (largest
     remainder). Never more than a stratum has; the sum is min(total, max_rows)."""
@@ -53,8 +54,9 @@ def stratum_quotas(counts: Mapping[Hashable, int], max_rows: int,
     quotas = {s: base[s] + min(above[s], math.floor(shares[s])) for s in counts}
     spare = max_rows - sum(quotas.values())
     # ties broken by name, so the quotas never depend on the order the counts arrived in
-    by_remainder = sorted(counts, key=lambda s: (shares[s] - math.floor(shares[s]), counts[s], repr(s)),
-                          reverse=True)
+    by_remainder = sorted(
+        counts, key=lambda s: (shares[s] - math.floor(shares[s]), counts[s], repr(s)), reverse=True
+    )
     while spare > 0:
         progressed = False
         for s in by_remainder:
@@ -74,11 +76,18 @@ def weight_scale(stratum: Stratum, kept_weight: float) -> float:
     return stratum.weight / kept_weight
 
 
-def plan_strata(session: Session, terms: list[ColumnElement[bool]], max_rows: int,
-                min_per_stratum: int = DEFAULT_MIN_PER_STRATUM) -> dict[str | None, Stratum]:
+def plan_strata(
+    session: Session,
+    terms: list[ColumnElement[bool]],
+    max_rows: int,
+    min_per_stratum: int = DEFAULT_MIN_PER_STRATUM,
+) -> dict[str | None, Stratum]:
     """Per segment of the window: its rows, its total weight and its quota (one GROUP BY)."""
-    query = (select(Sample.segment, func.count(), func.sum(Sample.sample_weight))
-             .where(*terms).group_by(Sample.segment))
+    query = (
+        select(Sample.segment, func.count(), func.sum(Sample.sample_weight))
+        .where(*terms)
+        .group_by(Sample.segment)
+    )
     found = {seg: (int(n), float(w or 0.0)) for seg, n, w in session.execute(query)}
     quotas = stratum_quotas({s: n for s, (n, _) in found.items()}, max_rows, min_per_stratum)
     return {s: Stratum(n, w, quotas[s]) for s, (n, w) in found.items()}
@@ -100,8 +109,9 @@ def _segment_is(seg: str | None) -> ColumnElement[bool]:
     return Sample.segment.is_(None) if seg is None else Sample.segment == seg
 
 
-def select_rows(session: Session, terms: list[ColumnElement[bool]],
-                strata: Mapping[str | None, Stratum]) -> ColumnElement[bool]:
+def select_rows(
+    session: Session, terms: list[ColumnElement[bool]], strata: Mapping[str | None, Stratum]
+) -> ColumnElement[bool]:
     """A WHERE term true for the planned rows: whole segments where the quota is every row,
     else the segment's `quota` smallest (draw, id), found as the last kept pair (one
     ORDER BY ... OFFSET per thinned segment)."""
@@ -109,28 +119,41 @@ def select_rows(session: Session, terms: list[ColumnElement[bool]],
     parts: list[ColumnElement[bool]] = []
     if whole:
         named = [s for s in whole if s is not None]
-        parts.append(or_(Sample.segment.in_(named), Sample.segment.is_(None)) if None in whole
-                     else Sample.segment.in_(named))
+        parts.append(
+            or_(Sample.segment.in_(named), Sample.segment.is_(None))
+            if None in whole
+            else Sample.segment.in_(named)
+        )
     for seg, st in strata.items():
         if st.quota >= st.rows or st.quota <= 0:
             continue
-        last = session.execute(select(Sample.draw, Sample.id).where(*terms, _segment_is(seg))
-                               .order_by(Sample.draw, Sample.id).offset(st.quota - 1).limit(1)).one()
+        last = session.execute(
+            select(Sample.draw, Sample.id)
+            .where(*terms, _segment_is(seg))
+            .order_by(Sample.draw, Sample.id)
+            .offset(st.quota - 1)
+            .limit(1)
+        ).one()
         kept = or_(Sample.draw < last.draw, and_(Sample.draw == last.draw, Sample.id <= last.id))
         parts.append(and_(_segment_is(seg), kept))
     return or_(*parts) if parts else false()
 
 
-def window_selection(session: Session, terms: list[ColumnElement[bool]], max_rows: int,
-                     min_per_stratum: int = DEFAULT_MIN_PER_STRATUM) -> Selection:
+def window_selection(
+    session: Session,
+    terms: list[ColumnElement[bool]],
+    max_rows: int,
+    min_per_stratum: int = DEFAULT_MIN_PER_STRATUM,
+) -> Selection:
     """Which rows of the window (`terms`) a read capped at `max_rows` keeps: the drift
     window's loader reads them, the embed job embeds them first."""
     strata = plan_strata(session, terms, max_rows, min_per_stratum)
     return Selection(strata, select_rows(session, terms, strata))
 
 
-def capped_rows(session: Session, terms: list[ColumnElement[bool]], columns: Sequence[Any],
-                selection: Selection) -> list[Any]:
+def capped_rows(
+    session: Session, terms: list[ColumnElement[bool]], columns: Sequence[Any], selection: Selection
+) -> list[Any]:
     """The selected rows (`columns`), oldest first."""
     query = select(*columns).where(*terms, selection.term).order_by(Sample.timestamp, Sample.id)
     return list(session.execute(query).all())

@@ -25,8 +25,14 @@ def enqueue(sessions, settings, n, now, **kw) -> list[str]:
     with sessions() as s, s.begin():
         for i in range(n):
             run_id = make_run(s, now + timedelta(seconds=i))
-            raise_alerts(s, [proposal(rule="monitor_backlog", kind="monitoring", segment=f"tenant={i}")],
-                         run_id=run_id, now=now, settings=settings, **{"resolve_absent": False, **kw})
+            raise_alerts(
+                s,
+                [proposal(rule="monitor_backlog", kind="monitoring", segment=f"tenant={i}")],
+                run_id=run_id,
+                now=now,
+                settings=settings,
+                **{"resolve_absent": False, **kw},
+            )
     return [d.idempotency_key for d in rows(sessions)]
 
 

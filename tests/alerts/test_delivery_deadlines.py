@@ -68,12 +68,15 @@ def test_slow_reply_headers_are_cut_at_the_deadline():
     the receiver dripped (150 s against a 30 s deadline in the audit)."""
     slow = SlowHeaders()
     try:
-        settings = make_settings("sqlite://", [slow.url], delivery_timeout_s=1.0, delivery_deadline_s=DEADLINE_S)
+        settings = make_settings(
+            "sqlite://", [slow.url], delivery_timeout_s=1.0, delivery_deadline_s=DEADLINE_S
+        )
         row = Claimed(id=1, target=slow.url, idempotency_key="k1", payload={"a": 1}, attempts=1)
         with deadline_client() as client:
             start = time.monotonic()
-            status, error, _ = send_attempt(client, row, now=datetime.now(UTC), settings=settings,
-                                            rng=random.Random(0))
+            status, error, _ = send_attempt(
+                client, row, now=datetime.now(UTC), settings=settings, rng=random.Random(0)
+            )
             took = time.monotonic() - start
         assert status == "pending" and f"within {DEADLINE_S:g} s" in error
         assert DEADLINE_S - 0.05 <= took <= DEADLINE_S + 0.5
@@ -83,8 +86,14 @@ def test_slow_reply_headers_are_cut_at_the_deadline():
 
 def _enqueue_one(sessions, settings, now) -> None:
     with sessions() as s, s.begin():
-        raise_alerts(s, [proposal(segment="tenant=a")], run_id=make_run(s, now), now=now, settings=settings,
-                     resolve_absent=False)
+        raise_alerts(
+            s,
+            [proposal(segment="tenant=a")],
+            run_id=make_run(s, now),
+            now=now,
+            settings=settings,
+            resolve_absent=False,
+        )
 
 
 def test_a_stalled_receiver_delays_only_itself(sessions, alerts_db):
@@ -94,8 +103,13 @@ def test_a_stalled_receiver_delays_only_itself(sessions, alerts_db):
     healthy = Receiver(SECRET, lambda: datetime.now(UTC)).start()
     try:
         # the slow target first: its delivery row is the older one and is due first
-        settings = make_settings(alerts_db, [slow.url, healthy.url], delivery_timeout_s=1.0,
-                                 delivery_deadline_s=3.0, delivery_poll_interval_s=30)
+        settings = make_settings(
+            alerts_db,
+            [slow.url, healthy.url],
+            delivery_timeout_s=1.0,
+            delivery_deadline_s=3.0,
+            delivery_poll_interval_s=30,
+        )
         _enqueue_one(sessions, settings, datetime.now(UTC) - timedelta(seconds=1))
         worker = DeliveryWorker(sessions, settings=settings).start()
         try:
@@ -105,7 +119,9 @@ def test_a_stalled_receiver_delays_only_itself(sessions, alerts_db):
             on_time = time.monotonic() - start
             assert healthy.processed, "the healthy target never got its alert"
             # well inside the stalled attempt's 3 s deadline, which one shared worker would wait out
-            assert on_time < 2.0, f"the healthy target waited {on_time:.1f} s behind the stalled one"
+            assert on_time < 2.0, (
+                f"the healthy target waited {on_time:.1f} s behind the stalled one"
+            )
             assert slow.requests == 1 and not slow.cut_after  # still stalling meanwhile
             while not slow.cut_after and time.monotonic() - start < 10:
                 time.sleep(0.02)
@@ -115,7 +131,10 @@ def test_a_stalled_receiver_delays_only_itself(sessions, alerts_db):
         with sessions() as s:
             by_target = {d.target: d for d in s.scalars(select(Delivery))}
         assert by_target[healthy.url].status == "delivered"
-        assert by_target[slow.url].status == "pending" and "within 3 s" in by_target[slow.url].last_error
+        assert (
+            by_target[slow.url].status == "pending"
+            and "within 3 s" in by_target[slow.url].last_error
+        )
         assert worker.totals.delivered == 1 and worker.totals.retried == 1
     finally:
         slow.close()

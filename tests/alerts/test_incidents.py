@@ -19,14 +19,18 @@ from storage.models import Alert, Delivery, Incident
 HOUR = timedelta(hours=1)
 PD = {"url": "http://127.0.0.1:9/pd", "format": "pagerduty", "routing_key": "k"}
 CHAT = {"url": "http://127.0.0.1:9/chat", "format": "slack"}
-CAUSE = {"headline": "New tenant newco (mobile) is 40 % of traffic since 11:10 UTC",
-         "order": ["new_segment|tenant=newco", "token_psi|tenant=newco", "prompt_cluster_mix|*"]}
+CAUSE = {
+    "headline": "New tenant newco (mobile) is 40 % of traffic since 11:10 UTC",
+    "order": ["new_segment|tenant=newco", "token_psi|tenant=newco", "prompt_cluster_mix|*"],
+}
 
 
 def event(sessions, settings, proposed, now, rules=None, cause=CAUSE):
     with sessions() as s, s.begin():
         run_id = make_run(s, now)
-        raise_alerts(s, proposed, run_id=run_id, now=now, settings=settings, rules=rules, cause=cause)
+        raise_alerts(
+            s, proposed, run_id=run_id, now=now, settings=settings, rules=rules, cause=cause
+        )
 
 
 def deliveries(sessions) -> list[Delivery]:
@@ -40,18 +44,25 @@ def incidents(sessions) -> list[Incident]:
 
 
 def nine_rules():
-    return [proposal(rule="prompt_cluster_mix", severity="high"),
-            proposal(rule="new_segment", kind="persona", severity="review", segment="tenant=newco"),
-            proposal(rule="new_prompt_version", segment="*"),
-            proposal(rule="token_psi", segment="tenant=newco"),
-            proposal(rule="latency_psi", kind="operational", segment="segment=mobile"),
-            proposal(rule="new_cluster", kind="persona", severity="review")]
+    return [
+        proposal(rule="prompt_cluster_mix", severity="high"),
+        proposal(rule="new_segment", kind="persona", severity="review", segment="tenant=newco"),
+        proposal(rule="new_prompt_version", segment="*"),
+        proposal(rule="token_psi", segment="tenant=newco"),
+        proposal(rule="latency_psi", kind="operational", segment="segment=mobile"),
+        proposal(rule="new_cluster", kind="persona", severity="review"),
+    ]
 
 
 def test_one_run_pages_once_per_target_with_the_cause_and_one_dedup_key(sessions, alerts_db):
     settings = make_settings(alerts_db, ["http://127.0.0.1:9/a"])
-    rules = parse_rules({"targets": {"pd": PD, "chat": CHAT},
-                         "routes": {"high": ["pd", "chat", "default"], "moderate": ["chat", "default"]}}, settings)
+    rules = parse_rules(
+        {
+            "targets": {"pd": PD, "chat": CHAT},
+            "routes": {"high": ["pd", "chat", "default"], "moderate": ["chat", "default"]},
+        },
+        settings,
+    )
     event(sessions, settings, nine_rules(), T0, rules)
     (incident,) = incidents(sessions)
     rows = deliveries(sessions)
@@ -61,13 +72,21 @@ def test_one_run_pages_once_per_target_with_the_cause_and_one_dedup_key(sessions
     assert pd["dedup_key"] == f"vigil-incident-{incident.id}"
     assert pd["payload"]["summary"] == f"[high] {CAUSE['headline']}"
     generic = next(r.payload for r in rows if r.format == "generic")
-    assert generic["incident"]["size"] == 6 and generic["links"]["incident"].endswith(f"/incidents/{incident.id}")
+    assert generic["incident"]["size"] == 6 and generic["links"]["incident"].endswith(
+        f"/incidents/{incident.id}"
+    )
     # members are ranked: severity first, then the cause's order, then first raised
     assert [m["rule"] for m in generic["incident"]["members"]][:3] == [
-        "prompt_cluster_mix", "token_psi", "latency_psi"]
+        "prompt_cluster_mix",
+        "token_psi",
+        "latency_psi",
+    ]
     assert generic["alert"]["runbook"]["next_steps"]  # the lead's runbook travels with it
     slack = next(r.payload for r in rows if r.format == "slack")
-    assert CAUSE["headline"] in slack["text"] and slack["metadata"]["event_payload"]["incident_id"] == incident.id
+    assert (
+        CAUSE["headline"] in slack["text"]
+        and slack["metadata"]["event_payload"]["incident_id"] == incident.id
+    )
 
 
 def test_re_sent_only_when_severity_rises_or_it_resolves(sessions, alerts_db):
@@ -76,8 +95,12 @@ def test_re_sent_only_when_severity_rises_or_it_resolves(sessions, alerts_db):
     event(sessions, settings, nine_rules(), T0 + HOUR)  # the same event, next hour
     event(sessions, settings, nine_rules()[1:], T0 + 2 * HOUR)  # one member resolves, the rest stay
     assert len(deliveries(sessions)) == 1
-    event(sessions, settings, [*nine_rules(), proposal(rule="eval_drop", kind="eval", severity="critical")],
-          T0 + 3 * HOUR)  # a new, more severe member joins the open incident: a rise
+    event(
+        sessions,
+        settings,
+        [*nine_rules(), proposal(rule="eval_drop", kind="eval", severity="critical")],
+        T0 + 3 * HOUR,
+    )  # a new, more severe member joins the open incident: a rise
     (incident,) = incidents(sessions)
     assert incident.severity == "critical"
     assert [r.payload["event"] for r in deliveries(sessions)] == ["trigger", "trigger"]
@@ -94,9 +117,13 @@ def test_re_sent_only_when_severity_rises_or_it_resolves(sessions, alerts_db):
 def test_a_failing_canary_inhibits_model_and_eval_drift(sessions, alerts_db):
     settings = make_settings(alerts_db, ["http://127.0.0.1:9/a"])
     with sessions() as s, s.begin():
-        raise_condition(s, "canary_mismatch", "*", {"probes": 3}, healthy=False, now=T0, settings=settings)
-    model_only = [proposal(rule="response_embedding_mmd", kind="model", severity="high"),
-                  proposal(rule="eval_drop", kind="eval", severity="critical")]
+        raise_condition(
+            s, "canary_mismatch", "*", {"probes": 3}, healthy=False, now=T0, settings=settings
+        )
+    model_only = [
+        proposal(rule="response_embedding_mmd", kind="model", severity="high"),
+        proposal(rule="eval_drop", kind="eval", severity="critical"),
+    ]
     event(sessions, settings, model_only, T0 + HOUR, cause=None)
     engine, drift = incidents(sessions)
     assert drift.inhibited_by == engine.id
@@ -113,10 +140,14 @@ def test_a_condition_is_an_incident_of_its_own(sessions, alerts_db):
     event(sessions, settings, nine_rules(), T0)
     with sessions() as s, s.begin():
         raise_condition(s, "monitor_backlog", "embed", {}, healthy=False, now=T0, settings=settings)
-        raise_condition(s, "monitor_backlog", "embed", {}, healthy=False, now=T0 + HOUR, settings=settings)
+        raise_condition(
+            s, "monitor_backlog", "embed", {}, healthy=False, now=T0 + HOUR, settings=settings
+        )
     assert len(incidents(sessions)) == 2 and len(deliveries(sessions)) == 2
     with sessions() as s, s.begin():
-        raise_condition(s, "monitor_backlog", "embed", healthy=True, now=T0 + 2 * HOUR, settings=settings)
+        raise_condition(
+            s, "monitor_backlog", "embed", healthy=True, now=T0 + 2 * HOUR, settings=settings
+        )
     assert [i.status for i in incidents(sessions)] == ["open", "resolved"]
     assert deliveries(sessions)[-1].payload["event"] == "resolve"
 
@@ -133,12 +164,22 @@ def test_actions_on_the_incident_reach_every_member(sessions, alerts_db):
             incident_lifecycle.snooze(s, incident.id, actor="bob", until=T0, now=T0 + HOUR)
         incident_lifecycle.snooze(s, incident.id, actor="bob", until=T0 + 3 * HOUR, now=T0 + HOUR)
     # inside the snooze a rise stays quiet
-    event(sessions, settings, [*nine_rules(), proposal(rule="eval_drop", kind="eval", severity="critical")],
-          T0 + 2 * HOUR)
+    event(
+        sessions,
+        settings,
+        [*nine_rules(), proposal(rule="eval_drop", kind="eval", severity="critical")],
+        T0 + 2 * HOUR,
+    )
     assert len(deliveries(sessions)) == 1
     with sessions() as s, s.begin():
-        incident_lifecycle.resolve(s, incident.id, actor="carol", now=T0 + 2 * HOUR, settings=settings,
-                                   note="rolled back v2")
+        incident_lifecycle.resolve(
+            s,
+            incident.id,
+            actor="carol",
+            now=T0 + 2 * HOUR,
+            settings=settings,
+            note="rolled back v2",
+        )
         assert {a.status for a in s.scalars(select(Alert))} == {"resolved"}
         lead = s.scalars(select(Alert).where(Alert.rule == "prompt_cluster_mix")).one()
         assert [a.action for a in actions(s, lead.id)] == ["acknowledge", "snooze", "resolve"]

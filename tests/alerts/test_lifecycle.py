@@ -19,16 +19,27 @@ HOUR = timedelta(hours=1)
 def fire(sessions, settings, now, severity="moderate") -> int:
     with sessions() as s, s.begin():
         run_id = make_run(s, now)
-        fired = raise_alerts(s, [proposal(severity=severity)], run_id=run_id, now=now, settings=settings,
-                             resolve_absent=False)
+        fired = raise_alerts(
+            s,
+            [proposal(severity=severity)],
+            run_id=run_id,
+            now=now,
+            settings=settings,
+            resolve_absent=False,
+        )
         return fired[0].id
 
 
 def triggers(sessions, alert_id) -> int:
     with sessions() as s:
-        return s.scalar(select(func.count()).select_from(Delivery).where(
-            Delivery.incident_id == s.get(Alert, alert_id).incident_id,
-            Delivery.idempotency_key.contains("-trigger-")))
+        return s.scalar(
+            select(func.count())
+            .select_from(Delivery)
+            .where(
+                Delivery.incident_id == s.get(Alert, alert_id).incident_id,
+                Delivery.idempotency_key.contains("-trigger-"),
+            )
+        )
 
 
 def test_acknowledged_alert_stays_quiet_until_its_severity_changes(sessions, alerts_db):
@@ -49,7 +60,8 @@ def test_acknowledged_alert_stays_quiet_until_its_severity_changes(sessions, ale
         assert row.occurrences == 4 and row.acknowledged_by == "alice"
         history = actions(s, alert_id)
         assert [(a.action, a.actor, a.severity, a.note) for a in history] == [
-            ("acknowledge", "alice", "moderate", "looking")]
+            ("acknowledge", "alice", "moderate", "looking")
+        ]
 
 
 def test_snooze_silences_until_its_end(sessions, alerts_db):
@@ -72,13 +84,32 @@ def test_resolve_with_note_sends_the_resolve_and_records_it(sessions, alerts_db)
     settings = make_settings(alerts_db, ["http://127.0.0.1:9/a"])
     alert_id = fire(sessions, settings, T0)
     with sessions() as s, s.begin():
-        resolve(s, alert_id, actor="carol", now=T0 + HOUR, settings=settings, note="rolled back prompt v7")
+        resolve(
+            s,
+            alert_id,
+            actor="carol",
+            now=T0 + HOUR,
+            settings=settings,
+            note="rolled back prompt v7",
+        )
     with sessions() as s:
         assert s.get(Alert, alert_id).status == "resolved"
-        assert s.scalar(select(func.count()).select_from(Delivery).where(
-            Delivery.alert_id == alert_id, Delivery.idempotency_key.contains("-resolve-"))) == 1
+        assert (
+            s.scalar(
+                select(func.count())
+                .select_from(Delivery)
+                .where(
+                    Delivery.alert_id == alert_id, Delivery.idempotency_key.contains("-resolve-")
+                )
+            )
+            == 1
+        )
         (action,) = actions(s, alert_id)
-        assert (action.action, action.actor, action.note) == ("resolve", "carol", "rolled back prompt v7")
+        assert (action.action, action.actor, action.note) == (
+            "resolve",
+            "carol",
+            "rolled back prompt v7",
+        )
     with sessions() as s, pytest.raises(LifecycleError, match="resolved"):
         acknowledge(s, alert_id, actor="x", now=T0 + 2 * HOUR)
 
@@ -102,6 +133,8 @@ def test_silenced_rules():
         silenced_severity = "high"
 
     assert silenced(A, "high", T0) and not silenced(A, "high", T0 + HOUR)
-    assert silenced(A, "critical", T0) and not silenced(None, "high", T0)  # a snooze holds a rise too
+    assert silenced(A, "critical", T0) and not silenced(
+        None, "high", T0
+    )  # a snooze holds a rise too
     A.acknowledged_at = T0
     assert silenced(A, "high", T0 + 10 * HOUR) and not silenced(A, "moderate", T0 + HOUR)

@@ -104,7 +104,9 @@ def test_any_document_from_a_file_loads_or_is_named(tmp_path_factory, data, as_j
 
 
 @FUZZ
-@given(raw=st.binary(max_size=200) | text.map(str.encode), suffix=st.sampled_from([".yaml", ".json"]))
+@given(
+    raw=st.binary(max_size=200) | text.map(str.encode), suffix=st.sampled_from([".yaml", ".json"])
+)
 def test_any_bytes_load_or_are_named(tmp_path_factory, raw, suffix):
     path = tmp_path_factory.mktemp("rules") / f"rules{suffix}"
     path.write_bytes(raw)
@@ -149,9 +151,18 @@ def test_nan_and_infinite_cooldowns_are_refused():
 @pytest.mark.parametrize(
     "target_or_rule, message",
     [
-        ({"targets": {"p": {"url": "https://x", "routing_key": [1]}}}, r"routing_key: expected a string"),
-        ({"targets": {"p": {"url": "https://x", "routing_key_env": 7}}}, "expected a variable name"),
-        ({"rules": [{"name": ["a"], "match": {"rule": "x"}}]}, r"rules\[0\].name: expected a string"),
+        (
+            {"targets": {"p": {"url": "https://x", "routing_key": [1]}}},
+            r"routing_key: expected a string",
+        ),
+        (
+            {"targets": {"p": {"url": "https://x", "routing_key_env": 7}}},
+            "expected a variable name",
+        ),
+        (
+            {"rules": [{"name": ["a"], "match": {"rule": "x"}}]},
+            r"rules\[0\].name: expected a string",
+        ),
     ],
 )
 def test_values_of_the_wrong_type_are_named(target_or_rule, message):

@@ -20,7 +20,9 @@ def test_signature_is_hmac_sha256_of_timestamp_dot_body():
     assert sign(BODY, SECRET, TS) == "v1=" + expected
     headers = signed_headers(BODY, SECRET, TS, "vigil-a7-trigger-1-abc")
     assert headers["X-Vigil-Timestamp"] == "1764417600"
-    keyed = hmac.new(SECRET.encode(), b"1764417600.vigil-a7-trigger-1-abc." + BODY, hashlib.sha256).hexdigest()
+    keyed = hmac.new(
+        SECRET.encode(), b"1764417600.vigil-a7-trigger-1-abc." + BODY, hashlib.sha256
+    ).hexdigest()
     assert headers["X-Vigil-Signature"] == f"v1={expected},v2={keyed}"
     assert headers["Idempotency-Key"] == "vigil-a7-trigger-1-abc"
 

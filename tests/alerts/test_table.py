@@ -71,13 +71,17 @@ def test_drift_job_tiers_raw_results_with_the_table():
     results = [
         TestResult("psi", 0.31, None, 0.25, True, feature="prompt_tokens"),
         TestResult("psi", 0.28, None, 0.25, True, feature="prompt_chars"),
-        TestResult("mmd", 0.02, 0.001, 0.05, True, feature="response_embedding", segment="tenant=a"),
+        TestResult(
+            "mmd", 0.02, 0.001, 0.05, True, feature="response_embedding", segment="tenant=a"
+        ),
         TestResult("mmd", 0.0, 0.6, 0.05, False, feature="prompt_embedding"),
         TestResult("eval_trend", None, None, 0.05, False, insufficient=True, feature="eval_judge"),
         TestResult("ks", 0.3, 0.0001, 0.05, True, feature="latency_ms"),
         TestResult("psi", 0.4, None, 0.25, True, feature="ttft_ms", segment="tenant=b"),
     ]
-    proposals = {(p.rule, p.segment): p for p in propose_alerts(results, drift.custom_rules.DEFAULT_RULES)}
+    proposals = {
+        (p.rule, p.segment): p for p in propose_alerts(results, drift.custom_rules.DEFAULT_RULES)
+    }
     # ks has no rule, insufficient data never alerts, undrifted results never alert
     assert set(proposals) == {
         ("token_psi", "*"),

@@ -45,6 +45,8 @@ def test_api_cpu_per_thousand_streamed_tokens():
 def test_tokens_per_event_counts_coalesced_outputs():
     from bench.serving_load import summarize
 
-    results = [{"start": 0.0, "end": 1.0, "stamps": [0.1, 0.2], "tokens": 4, "error": None},
-               {"start": 0.0, "end": 1.0, "stamps": [0.1, 0.2, 0.3, 0.4], "tokens": 4, "error": None}]
+    results = [
+        {"start": 0.0, "end": 1.0, "stamps": [0.1, 0.2], "tokens": 4, "error": None},
+        {"start": 0.0, "end": 1.0, "stamps": [0.1, 0.2, 0.3, 0.4], "tokens": 4, "error": None},
+    ]
     assert summarize(results)["tokens_per_event"] == round(8 / 6, 3)

@@ -13,7 +13,9 @@ from bench.serving_load import split_jobs, workload
 def test_closed_loop_lanes_sum_to_concurrency_and_every_job_runs_once(num, workers, concurrency):
     jobs = workload("random", num, 1000, 8, 4)
     parts = split_jobs(jobs, workers, concurrency)
-    assert all(lanes is not None and lanes >= 1 for _, lanes in parts)  # no process sends without a lane
+    assert all(
+        lanes is not None and lanes >= 1 for _, lanes in parts
+    )  # no process sends without a lane
     assert sum(lanes for _, lanes in parts) <= concurrency
     assert sorted(j.index for share, _ in parts for j in share) == sorted(j.index for j in jobs)
 
@@ -29,8 +31,11 @@ def test_open_loop_deals_round_robin():
     assert [len(share) for share, _ in parts] == [3, 2] and all(lanes is None for _, lanes in parts)
 
 
-@given(events=st.lists(st.text(max_size=8), max_size=6), cuts=st.lists(st.integers(0, 200), max_size=5),
-       crlf=st.booleans())
+@given(
+    events=st.lists(st.text(max_size=8), max_size=6),
+    cuts=st.lists(st.integers(0, 200), max_size=5),
+    crlf=st.booleans(),
+)
 def test_sse_lines_split_only_at_sse_line_ends_wherever_the_chunks_break(events, cuts, crlf):
     import asyncio
     import json
@@ -38,7 +43,9 @@ def test_sse_lines_split_only_at_sse_line_ends_wherever_the_chunks_break(events,
     from bench.serving_load import sse_lines
 
     end = "\r\n" if crlf else "\n"
-    lines = [f"data: {json.dumps({'text': e}, ensure_ascii=False)}" for e in events]  # raw U+2028, U+0085
+    lines = [
+        f"data: {json.dumps({'text': e}, ensure_ascii=False)}" for e in events
+    ]  # raw U+2028, U+0085
     body = "".join(line + end + end for line in lines)
     bounds = sorted({0, len(body), *(c for c in cuts if c < len(body))})
     pieces = [body[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]

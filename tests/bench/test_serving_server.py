@@ -15,11 +15,22 @@ from serving.engine import EngineConfig, LLMEngine
 from serving.sampling_params import SamplingParams
 
 TINY_QWEN3 = {  # a Qwen3-like shape, its vocabulary 600 against a 256-token tokenizer
-    "model_type": "qwen3", "vocab_size": 600, "hidden_size": 64, "intermediate_size": 128,
-    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
-    "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "max_position_embeddings": 512,
-    "tie_word_embeddings": True, "hidden_act": "silu", "attention_bias": False,
-    "bos_token_id": 1, "eos_token_id": 2,
+    "model_type": "qwen3",
+    "vocab_size": 600,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "rms_norm_eps": 1e-6,
+    "rope_theta": 1000000.0,
+    "max_position_embeddings": 512,
+    "tie_word_embeddings": True,
+    "hidden_act": "silu",
+    "attention_bias": False,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
 }
 
 
@@ -37,15 +48,26 @@ def test_greedy_tokens_stay_inside_the_tokenizer_and_the_directory_is_reused(tmp
     head = weights.get("lm_head.weight", weights["model.embed_tokens.weight"])
     assert head.shape[0] == 600 and not head[256:].any() and head[:256].abs().sum() > 0
 
-    engine = LLMEngine(EngineConfig(model_path=str(out), device="cpu", dtype="float32", block_size=4,
-                                    num_kv_blocks=128, max_num_batched_tokens=64, max_num_seqs=8))
+    engine = LLMEngine(
+        EngineConfig(
+            model_path=str(out),
+            device="cpu",
+            dtype="float32",
+            block_size=4,
+            num_kv_blocks=128,
+            max_num_batched_tokens=64,
+            max_num_seqs=8,
+        )
+    )
     params = SamplingParams(max_tokens=40, temperature=0.0, ignore_eos=True)
     gen = torch.Generator().manual_seed(0)
     for i in range(6):
         engine.add_request(f"r{i}", torch.randint(0, 256, (8,), generator=gen).tolist(), params)
     produced = []
     while engine.has_unfinished_requests():
-        produced += [t for out_ in engine.step() if out_.finished for t in out_.outputs[0].token_ids]
+        produced += [
+            t for out_ in engine.step() if out_.finished for t in out_.outputs[0].token_ids
+        ]
     assert len(produced) == 240 and max(produced) < 256  # 57 % of ids would be past it otherwise
 
     stamp = (out / "model.safetensors").stat().st_mtime_ns
@@ -75,8 +97,14 @@ def test_a_server_that_dies_at_start_up_is_reported_with_the_end_of_its_log(tmp_
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     missing = tmp_path / "no-such-model"
-    args = argparse.Namespace(device="cpu", kv_cache_mb=64, model=str(missing), torch_threads=1, port=port,
-                              log_prefix=str(tmp_path / "serve"))
+    args = argparse.Namespace(
+        device="cpu",
+        kv_cache_mb=64,
+        model=str(missing),
+        torch_threads=1,
+        port=port,
+        log_prefix=str(tmp_path / "serve"),
+    )
     with pytest.raises(RuntimeError, match="exited with 1") as failed:
         start_server(args, "separate", 2, 0.0, Storage(tmp_path / "storage"))
     assert str(missing) in str(failed.value)  # the server's own line naming what it could not load

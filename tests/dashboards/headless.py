@@ -13,7 +13,9 @@ import pytest
 from sidecar_servers import API_KEY
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
-CHROMIUM = shutil.which("chromium") or next((p for p in ("/usr/bin/chromium",) if Path(p).exists()), None)
+CHROMIUM = shutil.which("chromium") or next(
+    (p for p in ("/usr/bin/chromium",) if Path(p).exists()), None
+)
 LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu"]
 
 
@@ -55,9 +57,17 @@ def visit(browser, url: str, shot: Path | None = None, inspect=None) -> dict:
     if shot is not None:
         page.screenshot(path=str(shot), full_page=True)
     charts = page.eval_on_selector_all(
-        "[data-series] .chart", "els => els.map(e => [e.dataset.chartId, e.querySelectorAll('canvas').length,"
-        " Number(e.dataset.seriesCount || 0)])")
+        "[data-series] .chart",
+        "els => els.map(e => [e.dataset.chartId, e.querySelectorAll('canvas').length,"
+        " Number(e.dataset.seriesCount || 0)])",
+    )
     links = page.eval_on_selector_all("a[href]", "els => els.map(e => e.getAttribute('href'))")
     seen = inspect(page) if inspect is not None else None
     context.close()
-    return {"errors": errors, "charts": charts, "links": links, "bytes": weight["bytes"], "seen": seen}
+    return {
+        "errors": errors,
+        "charts": charts,
+        "links": links,
+        "bytes": weight["bytes"],
+        "seen": seen,
+    }

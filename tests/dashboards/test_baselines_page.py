@@ -24,9 +24,18 @@ def test_page_lists_baselines_and_activates_one(migrated_db, make_settings):
     factory = session_factory(migrated_db)
     with factory() as s:
         data = seed_history(s, hours=3)
-        s.add(Baseline(name="next", status="validated", created_at=data.now, window_start=data.now - timedelta(days=1),
-                       window_end=data.now, num_samples=321, spec={"thresholds": {"ks": {"*": 0.005}}},
-                       validation={"valid": True, "reasons": []}))
+        s.add(
+            Baseline(
+                name="next",
+                status="validated",
+                created_at=data.now,
+                window_start=data.now - timedelta(days=1),
+                window_end=data.now,
+                num_samples=321,
+                spec={"thresholds": {"ks": {"*": 0.005}}},
+                validation={"valid": True, "reasons": []},
+            )
+        )
         s.commit()
         new_id = s.query(Baseline.id).filter(Baseline.name == "next").scalar()
     client = TestClient(create_app(make_settings(migrated_db, admin_keys=[ADMIN]), factory))
@@ -34,30 +43,53 @@ def test_page_lists_baselines_and_activates_one(migrated_db, make_settings):
     table = html.split('id="baselines"')[1].split("</table>")[0]
     assert "<b>active</b>" in table and "<b>validated</b>" in table and "321" in table
     assert "psi/* 0.2" in table and "ks/* 0.005" in table and "valid" in table
-    viewer = client.post("/baselines/activate", data={"id": str(new_id)},
-                         headers={"Authorization": f"Bearer {API_KEY}"}, follow_redirects=False)
+    viewer = client.post(
+        "/baselines/activate",
+        data={"id": str(new_id)},
+        headers={"Authorization": f"Bearer {API_KEY}"},
+        follow_redirects=False,
+    )
     assert viewer.status_code == 403
-    r = client.post("/baselines/activate", data={"id": str(new_id)}, headers={"Authorization": f"Bearer {ADMIN}"},
-                    follow_redirects=False)
-    assert r.status_code == 303 and unquote(r.headers["location"]).endswith(f"baseline {new_id} is active")
+    r = client.post(
+        "/baselines/activate",
+        data={"id": str(new_id)},
+        headers={"Authorization": f"Bearer {ADMIN}"},
+        follow_redirects=False,
+    )
+    assert r.status_code == 303 and unquote(r.headers["location"]).endswith(
+        f"baseline {new_id} is active"
+    )
     with factory() as s:
         assert s.get(Baseline, new_id).status == "active"
         assert s.get(Baseline, data.baseline_id).status == "retired"
-    again = client.post("/baselines/activate", data={"id": str(new_id)}, headers={"Authorization": f"Bearer {ADMIN}"},
-                        follow_redirects=False)
+    again = client.post(
+        "/baselines/activate",
+        data={"id": str(new_id)},
+        headers={"Authorization": f"Bearer {ADMIN}"},
+        follow_redirects=False,
+    )
     assert "activate refused" in unquote(again.headers["location"])
 
 
 def test_build_and_validate_go_through_the_ops(migrated_db):
     calls = []
-    ops = BaselineOps(build=lambda start, end, now: calls.append(("build", start, end)) or 7,
-                      validate=lambda i, now: (calls.append(("validate", i)) or (False, ["halves drift: psi"])),
-                      activate=lambda i, now: None)
+    ops = BaselineOps(
+        build=lambda start, end, now: calls.append(("build", start, end)) or 7,
+        validate=lambda i, now: calls.append(("validate", i)) or (False, ["halves drift: psi"]),
+        activate=lambda i, now: None,
+    )
     app = FastAPI()
-    app.include_router(build_baselines_router(session_factory(migrated_db), lambda: Principal("k", admin=True), ops))
+    app.include_router(
+        build_baselines_router(
+            session_factory(migrated_db), lambda: Principal("k", admin=True), ops
+        )
+    )
     client = TestClient(app)
-    r = client.post("/baselines/build", data={"start": "2026-11-28T00:00:00Z", "end": "2026-11-29T00:00:00"},
-                    follow_redirects=False)
+    r = client.post(
+        "/baselines/build",
+        data={"start": "2026-11-28T00:00:00Z", "end": "2026-11-29T00:00:00"},
+        follow_redirects=False,
+    )
     assert unquote(r.headers["location"]).endswith("built baseline 7 (candidate)")
     assert calls[0][1].isoformat() == "2026-11-28T00:00:00+00:00" and calls[0][2].tzinfo is not None
     r = client.post("/baselines/validate", data={"id": "7"}, follow_redirects=False)

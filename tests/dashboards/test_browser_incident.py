@@ -35,10 +35,22 @@ def test_incident_page_in_a_browser(migrated_db, make_settings):
     factory = session_factory(migrated_db)
     with factory() as s:
         data = seed_history(s, hours=2)
-        cause = {"headline": HEADLINE, "order": ["prompt_psi|web"],
-                 "new_values": [{"feature": "tenant", "value": "newco", "share": 0.65, "count": 195}]}
-        incident = Incident(group_key="drift", status="open", severity="high", kind="persona", headline=HEADLINE,
-                            cause=cause, run_id=data.drift_run_id, first_seen=data.now, last_seen=data.now)
+        cause = {
+            "headline": HEADLINE,
+            "order": ["prompt_psi|web"],
+            "new_values": [{"feature": "tenant", "value": "newco", "share": 0.65, "count": 195}],
+        }
+        incident = Incident(
+            group_key="drift",
+            status="open",
+            severity="high",
+            kind="persona",
+            headline=HEADLINE,
+            cause=cause,
+            run_id=data.drift_run_id,
+            first_seen=data.now,
+            last_seen=data.now,
+        )
         s.add(incident)
         s.flush()
         s.get(Alert, data.alert_id).incident_id = incident.id
@@ -46,14 +58,30 @@ def test_incident_page_in_a_browser(migrated_db, make_settings):
         incident_id = incident.id
     SHOTS.mkdir(parents=True, exist_ok=True)
     backend = migrated_db.split(":")[0].split("+")[0]
-    with UvicornThread(create_app(make_settings(migrated_db), factory)) as app, sync_playwright() as p:
+    with (
+        UvicornThread(create_app(make_settings(migrated_db), factory)) as app,
+        sync_playwright() as p,
+    ):
         browser = launch(p)
-        seen = visit(browser, f"{app.url}/incidents/{incident_id}", SHOTS / f"incident-{backend}.png", incident_view)
-        segment = visit(browser, f"{app.url}/segments?tenant=newco", None,
-                        lambda page: page.eval_on_selector_all("#segment-incidents tr", "rows => rows.map(r => r.innerText)"))
+        seen = visit(
+            browser,
+            f"{app.url}/incidents/{incident_id}",
+            SHOTS / f"incident-{backend}.png",
+            incident_view,
+        )
+        segment = visit(
+            browser,
+            f"{app.url}/segments?tenant=newco",
+            None,
+            lambda page: page.eval_on_selector_all(
+                "#segment-incidents tr", "rows => rows.map(r => r.innerText)"
+            ),
+        )
         browser.close()
         for href in set(seen["links"]):
-            if href.startswith("/") and not href.startswith("/reports/"):  # reports: no files seeded
+            if href.startswith("/") and not href.startswith(
+                "/reports/"
+            ):  # reports: no files seeded
                 assert httpx.get(app.url + href, headers=AUTH).status_code == 200, href
     # the refused Acknowledge is answered 403: the only error the console may show
     assert [e for e in seen["errors"] if "403" not in e] == [] and segment["errors"] == []
@@ -63,4 +91,6 @@ def test_incident_page_in_a_browser(migrated_db, make_settings):
     after = seen["seen"]["after_click"]
     assert "needs an admin key" in after and f"incident {incident_id}" in after.lower()
     rows = segment["seen"][1:]
-    assert len(rows) == 1 and "its cause names tenant newco as new" in rows[0] and HEADLINE in rows[0]
+    assert (
+        len(rows) == 1 and "its cause names tenant newco as new" in rows[0] and HEADLINE in rows[0]
+    )

@@ -39,8 +39,10 @@ THRESHOLD_COVERAGE = """box => {
 
 
 def first_sentence(page) -> dict:
-    return {"first_p": page.eval_on_selector("body p", "p => [p.id, p.textContent]"),
-            "chart": page.eval_on_selector("#signal-chart .chart", THRESHOLD_COVERAGE)}
+    return {
+        "first_p": page.eval_on_selector("body p", "p => [p.id, p.textContent]"),
+        "chart": page.eval_on_selector("#signal-chart .chart", THRESHOLD_COVERAGE),
+    }
 
 
 def one_chart(chart_id: str):
@@ -53,30 +55,73 @@ def test_alert_page_lead_one_point_threshold_and_a_new_tenants_alerts(migrated_d
     factory = session_factory(migrated_db)
     with factory() as session:
         data = seed_history(session, hours=1)  # one run: every drift chart has a single point
-        new = {"test": "new_category", "feature": "tenant", "segment": "*", "statistic": 0.65, "threshold": 0.05,
-               "drifted": True, "detail": {"new": [{"value": "newco", "share": 0.65, "count": 200, "big": True}]}}
-        session.add(Alert(dedupe_key="nc", rule="new_category", kind="prompt", severity="moderate", segment="*",
-                          status="open", summary="new tenant newco: 65% of the window", run_id=data.drift_run_id,
-                          evidence={"results": [new]}, first_seen=data.now, last_seen=data.now))
+        new = {
+            "test": "new_category",
+            "feature": "tenant",
+            "segment": "*",
+            "statistic": 0.65,
+            "threshold": 0.05,
+            "drifted": True,
+            "detail": {"new": [{"value": "newco", "share": 0.65, "count": 200, "big": True}]},
+        }
+        session.add(
+            Alert(
+                dedupe_key="nc",
+                rule="new_category",
+                kind="prompt",
+                severity="moderate",
+                segment="*",
+                status="open",
+                summary="new tenant newco: 65% of the window",
+                run_id=data.drift_run_id,
+                evidence={"results": [new]},
+                first_seen=data.now,
+                last_seen=data.now,
+            )
+        )
         session.commit()
     SHOTS.mkdir(parents=True, exist_ok=True)
     backend = migrated_db.split(":")[0].split("+")[0]
-    with UvicornThread(create_app(make_settings(migrated_db), factory)) as app, sync_playwright() as p:
+    with (
+        UvicornThread(create_app(make_settings(migrated_db), factory)) as app,
+        sync_playwright() as p,
+    ):
         browser = launch(p)
         started = datetime.now(UTC)
-        alert = visit(browser, f"{app.url}/alerts/{data.alert_id}?range=7d", SHOTS / f"alert-one-run-{backend}.png",
-                      first_sentence)
-        overview = visit(browser, f"{app.url}/?range=30d", SHOTS / f"overview-one-run-{backend}.png",
-                         one_chart("psi:prompt_tokens"))
-        segment = visit(browser, f"{app.url}/segments?tenant=newco", SHOTS / f"segment-newco-{backend}.png",
-                        lambda page: page.eval_on_selector_all("#segment-alerts tr", "rows => rows.map(r => r.innerText)"))
+        alert = visit(
+            browser,
+            f"{app.url}/alerts/{data.alert_id}?range=7d",
+            SHOTS / f"alert-one-run-{backend}.png",
+            first_sentence,
+        )
+        overview = visit(
+            browser,
+            f"{app.url}/?range=30d",
+            SHOTS / f"overview-one-run-{backend}.png",
+            one_chart("psi:prompt_tokens"),
+        )
+        segment = visit(
+            browser,
+            f"{app.url}/segments?tenant=newco",
+            SHOTS / f"segment-newco-{backend}.png",
+            lambda page: page.eval_on_selector_all(
+                "#segment-alerts tr", "rows => rows.map(r => r.innerText)"
+            ),
+        )
         browser.close()
     assert alert["errors"] == [] and overview["errors"] == [] and segment["errors"] == []
     rows = segment["seen"][1:]
-    assert len(rows) == 1 and "names tenant newco as new" in rows[0] and "all traffic" in rows[0], rows
+    assert len(rows) == 1 and "names tenant newco as new" in rows[0] and "all traffic" in rows[0], (
+        rows
+    )
     lead_id, lead = alert["seen"]["first_p"]
-    assert lead_id == "lead" and lead.startswith("psi on prompt_tokens for segment web rose to 0.9"), lead
-    for seen, span in ((alert["seen"]["chart"], timedelta(days=7)), (overview["seen"], timedelta(days=30))):
+    assert lead_id == "lead" and lead.startswith(
+        "psi on prompt_tokens for segment web rose to 0.9"
+    ), lead
+    for seen, span in (
+        (alert["seen"]["chart"], timedelta(days=7)),
+        (overview["seen"], timedelta(days=30)),
+    ):
         # the x axis is the chosen range ending now, not a guess around the one point
         assert abs(seen["xMax"] - started.timestamp()) < 120, seen
         assert abs((seen["xMax"] - seen["xMin"]) - span.total_seconds()) < 6 * 3600 + 120, seen

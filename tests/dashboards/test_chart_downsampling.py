@@ -21,8 +21,13 @@ BUCKET_S = 6 * 3600
 
 
 def _spike(session, run_id: int, test: str, segment: str, **values) -> float:
-    session.execute(update(DriftResult).where(DriftResult.run_id == run_id, DriftResult.test == test,
-                                              DriftResult.segment == segment).values(**values))
+    session.execute(
+        update(DriftResult)
+        .where(
+            DriftResult.run_id == run_id, DriftResult.test == test, DriftResult.segment == segment
+        )
+        .values(**values)
+    )
     end = session.get(DriftRun, run_id).window_end.timestamp()
     return end // BUCKET_S * BUCKET_S
 
@@ -39,7 +44,9 @@ def test_a_month_is_bounded_and_keeps_its_spikes(migrated_db, make_settings):
     body = client.get("/api/v1/series?kind=drift&range=30d", headers=AUTH).json()
     assert body["bucket_s"] == BUCKET_S
     for chart in body["charts"]:
-        assert len(chart["x"]) <= math.ceil(HOURS * 3600 / BUCKET_S) + 1  # 720 runs, 121 points at most
+        assert (
+            len(chart["x"]) <= math.ceil(HOURS * 3600 / BUCKET_S) + 1
+        )  # 720 runs, 121 points at most
         assert len(chart["runs"]) == len(chart["threshold"]) == len(chart["x"])
         assert all(len(series["values"]) == len(chart["x"]) for series in chart["series"])
     charts = {c["id"]: c for c in body["charts"]}
@@ -47,10 +54,14 @@ def test_a_month_is_bounded_and_keeps_its_spikes(migrated_db, make_settings):
     api = next(series["values"] for series in psi["series"] if series["label"] == "api")
     at = psi["x"].index(psi_at)
     assert max(v for v in api if v is not None) == api[at] == pytest.approx(7.5)
-    assert psi["runs"][at] == psi_run  # the click opens the spike's run, not another run of its bucket
+    assert (
+        psi["runs"][at] == psi_run
+    )  # the click opens the spike's run, not another run of its bucket
     ks = charts["ks:latency_ms"]
     at = ks["x"].index(ks_at)
-    assert ks["series"][0]["label"] == "all" and ks["series"][0]["values"][at] == pytest.approx(30.0)
+    assert ks["series"][0]["label"] == "all" and ks["series"][0]["values"][at] == pytest.approx(
+        30.0
+    )
     assert ks["runs"][at] == ks_run
     # the last bucket still leads with the drifted run
     assert psi["drifted"] and psi["runs"][-1] == data.drift_run_id

@@ -21,7 +21,12 @@ AUTH = {"Authorization": f"Bearer {API_KEY}"}
 
 
 @settings(max_examples=25, deadline=None, derandomize=True)
-@given(n_base=st.integers(3, 40), n_win=st.integers(3, 40), dim=st.integers(3, 12), seed=st.integers(0, 10**6))
+@given(
+    n_base=st.integers(3, 40),
+    n_win=st.integers(3, 40),
+    dim=st.integers(3, 12),
+    seed=st.integers(0, 10**6),
+)
 def test_pca_matches_scikit_learn_up_to_sign(n_base, n_win, dim, seed):
     rng = np.random.default_rng(seed)
     base, win = rng.normal(size=(n_base, dim)), rng.normal(loc=1.0, size=(n_win, dim))
@@ -43,7 +48,9 @@ def test_subsample_is_bounded_and_seeded():
 
 def test_svg_draws_every_point_once():
     svg = svg_scatter(np.zeros((3, 2)), np.ones((4, 2)), {1, 3})
-    assert svg.count('class="b"') == 3 and svg.count('class="w"') == 2 and svg.count('class="n"') == 2
+    assert (
+        svg.count('class="b"') == 3 and svg.count('class="w"') == 2 and svg.count('class="n"') == 2
+    )
 
 
 def test_cluster_page_highlights_the_new_group(migrated_db, make_settings):
@@ -54,16 +61,38 @@ def test_cluster_page_highlights_the_new_group(migrated_db, make_settings):
         run = s.get(DriftRun, data.drift_run_id)
         for i in range(30):
             blob, _ = vector_to_bytes(rng.normal(size=8).astype(np.float32))
-            s.add(BaselineSample(baseline_id=data.baseline_id, sample_id=f"b{i}", record={}, prompt_embedding=blob))
-        ids = [sid for (sid,) in s.query(Sample.id).filter(Sample.timestamp >= run.window_start,
-                                                            Sample.timestamp < run.window_end)
-               .order_by(Sample.timestamp, Sample.id)]
+            s.add(
+                BaselineSample(
+                    baseline_id=data.baseline_id,
+                    sample_id=f"b{i}",
+                    record={},
+                    prompt_embedding=blob,
+                )
+            )
+        ids = [
+            sid
+            for (sid,) in s.query(Sample.id)
+            .filter(Sample.timestamp >= run.window_start, Sample.timestamp < run.window_end)
+            .order_by(Sample.timestamp, Sample.id)
+        ]
         for i, sid in enumerate(ids):
-            blob, dim = vector_to_bytes((rng.normal(size=8) + (6.0 if i < 2 else 0.0)).astype(np.float32))
+            blob, dim = vector_to_bytes(
+                (rng.normal(size=8) + (6.0 if i < 2 else 0.0)).astype(np.float32)
+            )
             s.add(Embedding(sample_id=sid, field="prompt", model="m", dim=dim, vector=blob))
-        s.add(DriftResult(run_id=run.id, test="new_cluster", feature="prompt_embedding", segment="*", statistic=0.3,
-                          threshold=0.05, drifted=True, insufficient=False,
-                          detail={"clusters": [{"size": 2, "share": 0.33, "representatives": [0, 1]}]}))
+        s.add(
+            DriftResult(
+                run_id=run.id,
+                test="new_cluster",
+                feature="prompt_embedding",
+                segment="*",
+                statistic=0.3,
+                threshold=0.05,
+                drifted=True,
+                insufficient=False,
+                detail={"clusters": [{"size": 2, "share": 0.33, "representatives": [0, 1]}]},
+            )
+        )
         s.commit()
         first_two = [s.get(Sample, sid).prompt for sid in ids[:2]]
     client = TestClient(create_app(make_settings(migrated_db), factory))

@@ -44,7 +44,9 @@ def balanced(expr: str) -> bool:
 def test_template_variables_are_declared_and_used():
     variables = {v["name"]: v for v in dashboard()["templating"]["list"]}
     assert {"datasource", "segment", "test", "feature", "topk", "sidecar_url"} <= set(variables)
-    assert variables["topk"]["current"]["value"] in [o["value"] for o in variables["topk"]["options"]]
+    assert variables["topk"]["current"]["value"] in [
+        o["value"] for o in variables["topk"]["options"]
+    ]
     for name in ("segment", "test", "feature"):
         assert variables[name]["includeAll"] and variables[name]["allValue"] == ".*"
         assert "label_values(vigil_drift_detected" in variables[name]["query"]["query"]
@@ -63,20 +65,31 @@ def test_the_sidecar_is_reached_through_its_variable():
     links = [link["url"] for link in dash["links"]]
     for panel in panels():
         links += [link["url"] for link in panel.get("links", [])]
-        links += [link["url"] for link in panel.get("fieldConfig", {}).get("defaults", {}).get("links", [])]
+        links += [
+            link["url"]
+            for link in panel.get("fieldConfig", {}).get("defaults", {}).get("links", [])
+        ]
     assert len(links) >= 4 and all(url.startswith("${sidecar_url}/") for url in links), links
     # the one place a host is written is the variable's default
-    dash["templating"]["list"] = [v for v in dash["templating"]["list"] if v["name"] != "sidecar_url"]
+    dash["templating"]["list"] = [
+        v for v in dash["templating"]["list"] if v["name"] != "sidecar_url"
+    ]
     rest = json.dumps(dash)
     assert default.startswith("http") and "127.0.0.1" not in rest and "localhost" not in rest
 
 
 def test_drift_panels_draw_the_top_k_of_the_selection_by_times_threshold():
-    drift = [p for p in panels() if any(re.search(r"vigil_drift_(statistic|p_value)\b", e) for e in exprs(p))]
+    drift = [
+        p
+        for p in panels()
+        if any(re.search(r"vigil_drift_(statistic|p_value)\b", e) for e in exprs(p))
+    ]
     assert len(drift) >= 3
     for panel in drift:
         for expr in exprs(panel):
-            assert re.match(r"^(topk|bottomk)\(\$topk, ", expr), expr  # never every series of a window
+            assert re.match(r"^(topk|bottomk)\(\$topk, ", expr), (
+                expr
+            )  # never every series of a window
             for label in ("segment", "test", "feature"):
                 assert f'{label}=~"${label}"' in expr, expr
     ratio = [p for p in drift if p["fieldConfig"]["defaults"].get("unit") == "x"]
@@ -90,8 +103,11 @@ def test_drift_panels_draw_the_top_k_of_the_selection_by_times_threshold():
     for panel in pvalue:  # p-values only on a -log10 or a log scale
         scale = panel["fieldConfig"]["defaults"].get("custom", {}).get("scaleDistribution", {})
         assert "log10(" in "".join(exprs(panel)) or scale.get("type") == "log", panel["title"]
-    assert any(p["fieldConfig"]["defaults"].get("custom", {}).get("scaleDistribution", {}).get("type") == "log"
-               for p in pvalue)
+    assert any(
+        p["fieldConfig"]["defaults"].get("custom", {}).get("scaleDistribution", {}).get("type")
+        == "log"
+        for p in pvalue
+    )
 
 
 def test_every_query_is_well_formed():

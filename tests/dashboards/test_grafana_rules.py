@@ -33,8 +33,16 @@ def metric_names(expr: str) -> set[str]:
 
 def exported_engine() -> set[str]:
     m = ServerMetrics("M", lambda: EngineStats(), lambda: SampleCounters())
-    m.observe_finished(RequestOutput("r", "p", [1, 2], [CompletionOutput(0, "a", "", [1, 2], finish_reason="stop")],
-                                     True, RequestMetrics(1.0, 1.1, 1.2, 1.5, 1.5)))
+    m.observe_finished(
+        RequestOutput(
+            "r",
+            "p",
+            [1, 2],
+            [CompletionOutput(0, "a", "", [1, 2], finish_reason="stop")],
+            True,
+            RequestMetrics(1.0, 1.1, 1.2, 1.5, 1.5),
+        )
+    )
     return {s.name for f in text_string_to_metric_families(m.render().decode()) for s in f.samples}
 
 
@@ -43,12 +51,17 @@ def exported_sidecar(db_url: str, make_settings) -> set[str]:
     with factory() as session:
         seed_history(session, hours=2, samples_per_hour=2)
     job_stats.record_run("drift", ok=True, seconds=1.0, finished_unix=1.0)
-    text = TestClient(create_app(make_settings(db_url), factory)).get(
-        "/metrics", headers={"Authorization": f"Bearer {API_KEY}"}).text
+    text = (
+        TestClient(create_app(make_settings(db_url), factory))
+        .get("/metrics", headers={"Authorization": f"Bearer {API_KEY}"})
+        .text
+    )
     families = list(text_string_to_metric_families(text))
     # a gauge family is exported (HELP/TYPE) before its first sample: the canary gauges have
     # none until a canary run exists
-    return {f.name for f in families if f.type == "gauge"} | {s.name for f in families for s in f.samples}
+    return {f.name for f in families if f.type == "gauge"} | {
+        s.name for f in families for s in f.samples
+    }
 
 
 def grafana_exprs() -> list[str]:
@@ -69,8 +82,10 @@ def rule_exprs() -> list[str]:
 
 
 def test_metric_name_extraction():
-    assert metric_names('sum by (le) (rate(vllm:ttft_bucket{model_name="a:b"}[5m])) / vigil_x') == \
-        {"vllm:ttft_bucket", "vigil_x"}
+    assert metric_names('sum by (le) (rate(vllm:ttft_bucket{model_name="a:b"}[5m])) / vigil_x') == {
+        "vllm:ttft_bucket",
+        "vigil_x",
+    }
     assert metric_names('vigil_a{x="vigil_b"}') == {"vigil_a"}
 
 

@@ -29,9 +29,19 @@ def test_metrics_reflect_the_database(migrated_db, make_settings):
     factory = session_factory(migrated_db)
     with factory() as session:
         seeded = seed_history(session, hours=5, samples_per_hour=4)
-        session.add(Delivery(alert_id=seeded.alert_id, target="http://x", format="generic", idempotency_key="k1",
-                             payload={}, status="dead", attempts=8, next_attempt_at=seeded.now,
-                             created_at=seeded.now))
+        session.add(
+            Delivery(
+                alert_id=seeded.alert_id,
+                target="http://x",
+                format="generic",
+                idempotency_key="k1",
+                payload={},
+                status="dead",
+                attempts=8,
+                next_attempt_at=seeded.now,
+                created_at=seeded.now,
+            )
+        )
         session.commit()
         n_samples = session.query(Sample).count()
     job_stats.reset()
@@ -46,15 +56,22 @@ def test_metrics_reflect_the_database(migrated_db, make_settings):
     assert v["vigil_drift_statistic{feature=prompt_tokens,segment=web,test=psi}"] == 0.9
     assert v["vigil_drift_detected{feature=prompt_tokens,segment=web,test=psi}"] == 1
     assert v["vigil_drift_detected{feature=prompt_tokens,segment=api,test=psi}"] == 0
-    assert v["vigil_drift_threshold{direction=statistic,feature=prompt_tokens,segment=web,test=psi}"] == 0.2
-    assert v["vigil_drift_threshold{direction=p_value,feature=latency_ms,segment=web,test=ks}"] == 0.01
+    assert (
+        v["vigil_drift_threshold{direction=statistic,feature=prompt_tokens,segment=web,test=psi}"]
+        == 0.2
+    )
+    assert (
+        v["vigil_drift_threshold{direction=p_value,feature=latency_ms,segment=web,test=ks}"] == 0.01
+    )
     assert v["vigil_drift_last_window_end_timestamp_seconds{}"] == seeded.now.timestamp()
     assert v["vigil_drift_runs_24h{status=done}"] == 5
     assert v["vigil_alerts_open{kind=prompt,severity=high}"] == 1
     assert v["vigil_deliveries{status=dead}"] == 1 and v["vigil_deliveries{status=pending}"] == 0
     assert v["vigil_backlog_samples{job=embed}"] == n_samples  # nothing embedded yet
     assert v["vigil_backlog_samples{job=evaluate}"] == n_samples  # no evaluate cursor yet
-    assert v["vigil_job_runs_total{job=drift}"] == 2 and v["vigil_job_failures_total{job=drift}"] == 1
+    assert (
+        v["vigil_job_runs_total{job=drift}"] == 2 and v["vigil_job_failures_total{job=drift}"] == 1
+    )
     assert v["vigil_job_duration_seconds_sum{job=drift}"] == 3.0
     assert v["vigil_job_last_success_timestamp_seconds{job=drift}"] == 1000.0
     # the seeded judge scores were written at their sample times; none in the last 24 h is old

@@ -18,14 +18,21 @@ from storage.models import DriftResult, DriftRun
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 
-RESULT = st.fixed_dictionaries({
-    "test": st.sampled_from(["psi", "wasserstein", "ks", "new_cluster"]),
-    "feature": st.sampled_from(["prompt_tokens", "tpot_ms", "prompt_embedding"]),
-    "segment": st.sampled_from(["*", "tenant=acme", "tenant=newco", "segment=web"]),
-    "statistic": st.floats(0, 100), "p_value": st.floats(1e-300, 1.0), "threshold": st.floats(1e-3, 1.0),
-    "drifted": st.booleans(), "insufficient": st.just(False),
-    "detail": st.one_of(st.just({}), st.fixed_dictionaries({"n_current": st.integers(0, 2000)})),
-})
+RESULT = st.fixed_dictionaries(
+    {
+        "test": st.sampled_from(["psi", "wasserstein", "ks", "new_cluster"]),
+        "feature": st.sampled_from(["prompt_tokens", "tpot_ms", "prompt_embedding"]),
+        "segment": st.sampled_from(["*", "tenant=acme", "tenant=newco", "segment=web"]),
+        "statistic": st.floats(0, 100),
+        "p_value": st.floats(1e-300, 1.0),
+        "threshold": st.floats(1e-3, 1.0),
+        "drifted": st.booleans(),
+        "insufficient": st.just(False),
+        "detail": st.one_of(
+            st.just({}), st.fixed_dictionaries({"n_current": st.integers(0, 2000)})
+        ),
+    }
+)
 
 
 @settings(max_examples=300, deadline=None, derandomize=True)
@@ -51,21 +58,46 @@ def test_headline_counts_every_moved_signal_and_skips_a_tiny_slice(migrated_db, 
         data = seed_history(session, hours=3, samples_per_hour=300)
         run = data.drift_run_id
         # 8 live requests behind a huge ratio: must not lead (the psi in web, 4.5×, does)
-        session.add(DriftResult(run_id=run, test="wasserstein", feature="tpot_ms", segment="*", statistic=63.5,
-                                threshold=1.0, drifted=True, insufficient=False, detail={"n_current": 8}))
+        session.add(
+            DriftResult(
+                run_id=run,
+                test="wasserstein",
+                feature="tpot_ms",
+                segment="*",
+                statistic=63.5,
+                threshold=1.0,
+                drifted=True,
+                insufficient=False,
+                detail={"n_current": 8},
+            )
+        )
         session.query(DriftResult).filter_by(run_id=run, test="psi", segment="web").update(
-            {"detail": {"n_current": 150}})
+            {"detail": {"n_current": 150}}
+        )
         for i in range(MAX_ROWS + 3):
-            session.add(DriftResult(run_id=run, test="psi", feature=f"f{i}", segment="segment=api", statistic=0.21,
-                                    threshold=0.2, drifted=True, insufficient=False, detail={"n_current": 100}))
+            session.add(
+                DriftResult(
+                    run_id=run,
+                    test="psi",
+                    feature=f"f{i}",
+                    segment="segment=api",
+                    statistic=0.21,
+                    threshold=0.2,
+                    drifted=True,
+                    insufficient=False,
+                    detail={"n_current": 100},
+                )
+            )
         session.commit()
     client = TestClient(create_app(make_settings(migrated_db), factory))
     html = client.get("/", headers=AUTH).text
     headline = html.split('id="headline">')[1].split("</p>")[0]
     moved = MAX_ROWS + 3 + 2
     assert headline.startswith(f"{moved} signals moved in the latest window")
-    assert "<b>psi · prompt_tokens</b> in segment <b>web</b>, 4.5× its threshold (150 samples, 50 % of the window)" \
+    assert (
+        "<b>psi · prompt_tokens</b> in segment <b>web</b>, 4.5× its threshold (150 samples, 50 % of the window)"
         in headline
+    )
     table = html.split('id="moved">')[1].split("</table>")[0]
     assert table.count("<tr") == MAX_ROWS + 1 and f"the {MAX_ROWS} worst of {moved}" in html
 
@@ -77,11 +109,22 @@ def test_the_runs_segment_sizes_bound_the_samples_behind_a_result(migrated_db, m
         run = session.get(DriftRun, data.drift_run_id)
         run.summary = {"segments": {"*": {"n_current": 300}, "segment=api": {"n_current": 12}}}
         session.query(DriftResult).filter_by(run_id=run.id, test="psi", segment="web").update(
-            {"detail": {"n_current": 150}})
+            {"detail": {"n_current": 150}}
+        )
         # a feature count larger than its slice (12 rows): the slice bounds it, under the floor
-        session.add(DriftResult(run_id=run.id, test="psi", feature="completion_tokens", segment="segment=api",
-                                statistic=9.0, threshold=0.2, drifted=True, insufficient=False,
-                                detail={"n_current": 200}))
+        session.add(
+            DriftResult(
+                run_id=run.id,
+                test="psi",
+                feature="completion_tokens",
+                segment="segment=api",
+                statistic=9.0,
+                threshold=0.2,
+                drifted=True,
+                insufficient=False,
+                detail={"n_current": 200},
+            )
+        )
         session.commit()
     html = TestClient(create_app(make_settings(migrated_db), factory)).get("/", headers=AUTH).text
     headline = html.split('id="headline">')[1].split("</p>")[0]

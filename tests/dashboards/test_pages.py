@@ -34,14 +34,21 @@ def test_alert_pages_show_evidence_and_dead_letters(migrated_db, make_settings, 
                        next_attempt_at=now, last_error="connection refused", created_at=now))  # fmt: skip
         s.commit()
         alert_id, run_id = alert.id, run.id
-    with UvicornThread(create_app(make_settings(migrated_db), factory)) as app, \
-            httpx.Client(headers={"Authorization": f"Bearer {API_KEY}"}) as client:  # pages need a key
+    with (
+        UvicornThread(create_app(make_settings(migrated_db), factory)) as app,
+        httpx.Client(headers={"Authorization": f"Bearer {API_KEY}"}) as client,
+    ):  # pages need a key
         listing = client.get(f"{app.url}/alerts").text
         assert "prompt_embedding_mmd" in listing and "connection refused" in listing
         assert "127.0.0.1:9/hook" not in listing and "http://127.0.0.1:9" in listing  # origin only
         assert "mmd &lt;b&gt;drift&lt;/b&gt;" in listing  # escaped, never raw HTML from data
         page = client.get(f"{app.url}/alerts/{alert_id}").text
-        assert "p_value" in page and "0.001" in page and f'href="/reports/{run_id}"' in page and "dead" in page
+        assert (
+            "p_value" in page
+            and "0.001" in page
+            and f'href="/reports/{run_id}"' in page
+            and "dead" in page
+        )
         assert client.get(f"{app.url}/reports/{run_id}").text == report.read_text()
         assert client.get(f"{app.url}/alerts/424242").status_code == 404
         assert f'href="/reports/{run_id}"' in client.get(f"{app.url}/reports").text

@@ -19,8 +19,10 @@ def _rules() -> dict[str, dict]:
     return {r["alert"]: r for g in doc["groups"] for r in g["rules"]}
 
 
-@pytest.mark.parametrize("job, absent", [("vigil-engine", "vllm:num_requests_running"),
-                                         ("vigil-sidecar", "vigil_database_up")])
+@pytest.mark.parametrize(
+    "job, absent",
+    [("vigil-engine", "vllm:num_requests_running"), ("vigil-sidecar", "vigil_database_up")],
+)
 def test_each_service_has_an_up_and_an_absent_rule(job, absent):
     rules = _rules()
     exprs = {r["expr"].replace(" ", ""): r for r in rules.values()}
@@ -28,12 +30,18 @@ def test_each_service_has_an_up_and_an_absent_rule(job, absent):
     gone = exprs.get(f"absent({absent})")
     for rule in (down, gone):
         assert rule is not None, sorted(exprs)
-        assert rule["labels"]["severity"] == "critical" and rule["for"] and rule["annotations"]["summary"]
+        assert (
+            rule["labels"]["severity"] == "critical"
+            and rule["for"]
+            and rule["annotations"]["summary"]
+        )
 
 
 def test_promtool_accepts_the_rules():
     promtool = shutil.which("promtool")
     if promtool is None:
         pytest.skip("promtool is not installed")
-    run = subprocess.run([promtool, "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60)
+    run = subprocess.run(
+        [promtool, "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60
+    )
     assert run.returncode == 0, run.stdout + run.stderr

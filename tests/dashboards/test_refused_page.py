@@ -27,11 +27,18 @@ def world(migrated_db, make_settings):
 
 def test_a_viewer_pressing_acknowledge_is_told_which_key_it_needs(world):
     data, client, factory = world
-    r = client.post(f"/alerts/{data.alert_id}/acknowledge", data={"note": "mine"}, headers=VIEW,
-                    follow_redirects=False)
+    r = client.post(
+        f"/alerts/{data.alert_id}/acknowledge",
+        data={"note": "mine"},
+        headers=VIEW,
+        follow_redirects=False,
+    )
     assert r.status_code == 403 and r.headers["content-type"].startswith("text/html")
     lead = r.text.split('id="refused">')[1].split("</p>")[0]
-    assert lead.startswith(f"Acknowledging alert {data.alert_id} needs an admin key") and "VIGIL_ADMIN_KEYS" in lead
+    assert (
+        lead.startswith(f"Acknowledging alert {data.alert_id} needs an admin key")
+        and "VIGIL_ADMIN_KEYS" in lead
+    )
     assert "(viewer)" in r.text and f'href="/alerts/{data.alert_id}"' in r.text
     # the API keeps its JSON answer
     api = client.post(f"/api/v1/alerts/{data.alert_id}/acknowledge", json={}, headers=VIEW)
@@ -45,8 +52,12 @@ def test_a_viewer_pressing_acknowledge_is_told_which_key_it_needs(world):
 def test_a_named_admin_key_is_recorded_by_name(world):
     data, client, factory = world
     admin = {"Authorization": f"Bearer {ADMIN}"}
-    r = client.post(f"/alerts/{data.alert_id}/acknowledge", data={"note": "looking"}, headers=admin,
-                    follow_redirects=False)
+    r = client.post(
+        f"/alerts/{data.alert_id}/acknowledge",
+        data={"note": "looking"},
+        headers=admin,
+        follow_redirects=False,
+    )
     assert r.status_code == 303
     with factory() as s:
         assert [a.actor for a in s.query(AlertAction)] == ["key:alice"]

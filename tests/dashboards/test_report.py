@@ -16,7 +16,9 @@ def frame(seed: int, n: int = 200) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     data = {c: rng.gamma(3.0, 10.0, n) for c in NUMERIC_FEATURES}
     start = datetime(2026, 11, 29, 10, tzinfo=UTC)
-    data["timestamp"] = [(start + timedelta(seconds=int(s))).isoformat() for s in rng.integers(0, 3600, n)]
+    data["timestamp"] = [
+        (start + timedelta(seconds=int(s))).isoformat() for s in rng.integers(0, 3600, n)
+    ]
     data["prompt"] = [f"question {i}" for i in range(n)]
     return pd.DataFrame(data)
 
@@ -45,11 +47,23 @@ def test_every_result_renders_whatever_its_fields_hold(tmp_path):
     surrogates in logged text: the report is still written, as valid UTF-8."""
     current = frame(3, n=20)
     current.loc[0, "prompt"] = "lone \ud800 surrogate"
-    odd = [{"test": t, "feature": "prompt_embedding", "segment": seg, "statistic": stat, "p_value": None,
-            "threshold": None, "drifted": True, "insufficient": False,
-            "detail": {"clusters": [{"size": None, "share": None, "representatives": [0, None, "x"]}]}}
-           for t in ("new_cluster", "cluster_growth", "new_category", "mmd")
-           for seg, stat in (("*", float("nan")), ("tenant=\udfff", float("inf")), ("*", None))]
+    odd = [
+        {
+            "test": t,
+            "feature": "prompt_embedding",
+            "segment": seg,
+            "statistic": stat,
+            "p_value": None,
+            "threshold": None,
+            "drifted": True,
+            "insufficient": False,
+            "detail": {
+                "clusters": [{"size": None, "share": None, "representatives": [0, None, "x"]}]
+            },
+        }
+        for t in ("new_cluster", "cluster_growth", "new_category", "mmd")
+        for seg, stat in (("*", float("nan")), ("tenant=\udfff", float("inf")), ("*", None))
+    ]
     current["prompt_embedding"] = [np.zeros(2)] * len(current)
     path = build.write_run_report(
         run_id=9, window=(datetime(2026, 11, 29, 10, tzinfo=UTC), datetime(2026, 11, 29, 11, tzinfo=UTC)),
@@ -57,7 +71,7 @@ def test_every_result_renders_whatever_its_fields_hold(tmp_path):
         results=odd, segment_sizes={"*": {"n_current": 20}}, alerts=[], report_dir=tmp_path,
         public_url="http://x", evidently=(None, "skipped"))  # fmt: skip
     text = path.read_bytes().decode("utf-8")  # strict: no lone surrogate got through
-    assert text.count("<tr class=\"drifted\">") >= len(odd) and "\ufffd" in text
+    assert text.count('<tr class="drifted">') >= len(odd) and "\ufffd" in text
     assert "inf" in text and "–" in text
 
 
@@ -91,7 +105,10 @@ def test_evidently_section_says_what_its_verdict_counts(tmp_path):
         segment_sizes={"*": {"n_current": 200}}, alerts=[], report_dir=tmp_path, public_url="http://x",
         evidently=part)  # fmt: skip
     note = path.read_text().split('id="evidently-note">')[1].split("</p>")[0]
-    assert f"Here {expected} of {len(NUMERIC_FEATURES)}" in note and "at least 50 % of them drift" in note
+    assert (
+        f"Here {expected} of {len(NUMERIC_FEATURES)}" in note
+        and "at least 50 % of them drift" in note
+    )
     assert "It is not Vigil's verdict" in note
 
 

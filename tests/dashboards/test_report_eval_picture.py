@@ -20,14 +20,29 @@ from dashboards.report.eval_picture import DAY_S, epoch_seconds, eval_trend, eva
 
 SVG = "{http://www.w3.org/2000/svg}"
 END = datetime(2026, 11, 29, 11, tzinfo=UTC)
-TREND = [{"test": "eval_trend", "feature": "eval_judge", "segment": "*", "statistic": 0.1, "p_value": 0.001,
-          "threshold": 0.05, "drifted": True, "insufficient": False, "detail": {}}]
+TREND = [
+    {
+        "test": "eval_trend",
+        "feature": "eval_judge",
+        "segment": "*",
+        "statistic": 0.1,
+        "p_value": 0.001,
+        "threshold": 0.05,
+        "drifted": True,
+        "insufficient": False,
+        "detail": {},
+    }
+]
 
 
 def scores(rows: list[tuple[float, float | None]]) -> pd.DataFrame:
     """(hours before END, score) rows as the drift job's eval frame holds them."""
-    return pd.DataFrame({"timestamp": [END.timestamp() - h * 3600 for h, _ in rows],
-                         "eval_judge": [s for _, s in rows]})
+    return pd.DataFrame(
+        {
+            "timestamp": [END.timestamp() - h * 3600 for h, _ in rows],
+            "eval_judge": [s for _, s in rows],
+        }
+    )
 
 
 def circles(svg: str) -> list[ET.Element]:
@@ -68,29 +83,47 @@ def test_no_scores_no_picture_and_the_report_says_so(tmp_path):
 
 
 def test_nan_and_none_scores_are_skipped_and_one_point_is_drawn_alone():
-    [picture] = eval_trend_pictures(pd.DataFrame(), scores([(2, None), (3, math.nan), (5, 4.0)]), [], END)
+    [picture] = eval_trend_pictures(
+        pd.DataFrame(), scores([(2, None), (3, math.nan), (5, 4.0)]), [], END
+    )
     [dot] = circles(picture.svg)
     assert "4 (n=1)" in dot.find(f"{SVG}title").text
-    assert [e.get("class") for e in ET.fromstring(picture.svg).iter(f"{SVG}line")] == ["window-mean"]
+    assert [e.get("class") for e in ET.fromstring(picture.svg).iter(f"{SVG}line")] == [
+        "window-mean"
+    ]
 
 
-TIMES = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10**12, 10**12),
-                  st.sampled_from(["", "yesterday", "2026-11-28T10:00:00Z", "2026-11-29T10:59:59+01:00"]),
-                  st.none())
-SCORES = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.none(), st.integers(-10**6, 10**6),
-                   st.sampled_from(["4", "x", ""]))
+TIMES = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(-(10**12), 10**12),
+    st.sampled_from(["", "yesterday", "2026-11-28T10:00:00Z", "2026-11-29T10:59:59+01:00"]),
+    st.none(),
+)
+SCORES = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.none(),
+    st.integers(-(10**6), 10**6),
+    st.sampled_from(["4", "x", ""]),
+)
 
 
 @settings(max_examples=120, deadline=None, derandomize=True)
-@given(rows=st.lists(st.tuples(TIMES, SCORES), max_size=30),
-       baseline=st.lists(st.one_of(st.floats(), st.none()), max_size=10),
-       threshold=st.one_of(st.none(), st.floats()))
+@given(
+    rows=st.lists(st.tuples(TIMES, SCORES), max_size=30),
+    baseline=st.lists(st.one_of(st.floats(), st.none()), max_size=10),
+    threshold=st.one_of(st.none(), st.floats()),
+)
 def test_any_outside_values_give_well_formed_svg(rows, baseline, threshold):
-    frame = pd.DataFrame({"timestamp": pd.Series([t for t, _ in rows], dtype=object),
-                          "eval_judge": pd.Series([s for _, s in rows], dtype=object)})
+    frame = pd.DataFrame(
+        {
+            "timestamp": pd.Series([t for t, _ in rows], dtype=object),
+            "eval_judge": pd.Series([s for _, s in rows], dtype=object),
+        }
+    )
     results = [{**TREND[0], "threshold": threshold}]
-    pictures = eval_trend_pictures(pd.DataFrame({"eval_judge": pd.Series(baseline, dtype=object)}), frame,
-                                   results, END)
+    pictures = eval_trend_pictures(
+        pd.DataFrame({"eval_judge": pd.Series(baseline, dtype=object)}), frame, results, END
+    )
     for picture in pictures:
         root = ET.fromstring(picture.svg)
         assert not re.search(r"nan|inf", picture.svg.split("<title>")[0], re.I)
@@ -99,9 +132,18 @@ def test_any_outside_values_give_well_formed_svg(rows, baseline, threshold):
 
 
 @settings(max_examples=80, deadline=None, derandomize=True)
-@given(rows=st.lists(st.tuples(st.one_of(st.integers(-2 * 86_400, 9 * 86_400),  # whole seconds before END
-                                         st.sampled_from([0, 86_400, 6 * 86_400, 7 * 86_400])),
-                               st.one_of(st.none(), st.floats(0, 5))), max_size=40))
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.one_of(
+                st.integers(-2 * 86_400, 9 * 86_400),  # whole seconds before END
+                st.sampled_from([0, 86_400, 6 * 86_400, 7 * 86_400]),
+            ),
+            st.one_of(st.none(), st.floats(0, 5)),
+        ),
+        max_size=40,
+    )
+)
 def test_daily_means_match_a_pandas_recount(rows):
     end = END.timestamp()
     times = np.array([end - offset for offset, _ in rows])
@@ -118,8 +160,12 @@ def test_daily_means_match_a_pandas_recount(rows):
 
 
 def test_times_as_numbers_or_rfc3339():
-    got = epoch_seconds(pd.Series([1764414000.5, "2026-11-29T11:00:00Z", "2026-11-29T12:00:00+01:00", "x", None],
-                                  dtype=object))
+    got = epoch_seconds(
+        pd.Series(
+            [1764414000.5, "2026-11-29T11:00:00Z", "2026-11-29T12:00:00+01:00", "x", None],
+            dtype=object,
+        )
+    )
     assert got[:3].tolist() == [1764414000.5, END.timestamp(), END.timestamp()]
     assert np.isnan(got[3:]).all()
 

@@ -23,8 +23,10 @@ def test_histogram_bars_are_the_densities():
     rng = np.random.default_rng(0)
     ref, cur = rng.normal(0, 1, 500), rng.normal(1.5, 1, 300)
     root = ET.fromstring(histogram_svg(ref, cur))
-    heights = {k: [float(r.get("height")) for r in root.iter(f"{SVG}rect") if r.get("class") == f"bar{k}"]
-               for k in (0, 1)}
+    heights = {
+        k: [float(r.get("height")) for r in root.iter(f"{SVG}rect") if r.get("class") == f"bar{k}"]
+        for k in (0, 1)
+    }
     edges = np.histogram_bin_edges(np.concatenate([ref, cur]), bins=BINS)
     dens = [np.histogram(x, bins=edges)[0] / len(x) for x in (ref, cur)]
     scale = (H - 2 * PAD) / max(d.max() for d in dens)
@@ -51,17 +53,50 @@ def test_any_numbers_give_well_formed_svg(ref, cur):
 
 def test_report_draws_drifted_features_inline(tmp_path):
     rng = np.random.default_rng(1)
-    ref = pd.DataFrame({"prompt_tokens": rng.gamma(3, 10, 200), "prompt": ["q"] * 200,
-                        "prompt_embedding": list(rng.normal(size=(200, 6)))})
-    cur = pd.DataFrame({"prompt_tokens": rng.gamma(6, 10, 150), "prompt": ["q"] * 150,
-                        "prompt_embedding": list(rng.normal(1, 1, size=(150, 6)))})
-    results = [{"test": "psi", "feature": "prompt_tokens", "segment": "*", "statistic": 0.5, "p_value": None,
-                "threshold": 0.2, "drifted": True, "insufficient": False, "detail": {}},
-               {"test": "psi", "feature": "latency_ms", "segment": "*", "statistic": 0.01, "p_value": None,
-                "threshold": 0.2, "drifted": False, "insufficient": False, "detail": {}}]
+    ref = pd.DataFrame(
+        {
+            "prompt_tokens": rng.gamma(3, 10, 200),
+            "prompt": ["q"] * 200,
+            "prompt_embedding": list(rng.normal(size=(200, 6))),
+        }
+    )
+    cur = pd.DataFrame(
+        {
+            "prompt_tokens": rng.gamma(6, 10, 150),
+            "prompt": ["q"] * 150,
+            "prompt_embedding": list(rng.normal(1, 1, size=(150, 6))),
+        }
+    )
+    results = [
+        {
+            "test": "psi",
+            "feature": "prompt_tokens",
+            "segment": "*",
+            "statistic": 0.5,
+            "p_value": None,
+            "threshold": 0.2,
+            "drifted": True,
+            "insufficient": False,
+            "detail": {},
+        },
+        {
+            "test": "psi",
+            "feature": "latency_ms",
+            "segment": "*",
+            "statistic": 0.01,
+            "p_value": None,
+            "threshold": 0.2,
+            "drifted": False,
+            "insufficient": False,
+            "detail": {},
+        },
+    ]
     pictures = report_pictures(results, ref, cur)
-    assert [p.title for p in pictures] == ["prompt_tokens: histogram", "prompt_tokens: ECDF",
-                                           "prompt embeddings (PCA; baseline grey, window blue)"]
+    assert [p.title for p in pictures] == [
+        "prompt_tokens: histogram",
+        "prompt_tokens: ECDF",
+        "prompt embeddings (PCA; baseline grey, window blue)",
+    ]
     path = build.write_run_report(
         run_id=3, window=(datetime(2026, 11, 29, 10, tzinfo=UTC), datetime(2026, 11, 29, 11, tzinfo=UTC)),
         now=datetime.now(UTC), frame=cur, baseline_row=None, baseline_frame=ref, results=results,
@@ -69,4 +104,6 @@ def test_report_draws_drifted_features_inline(tmp_path):
         evidently=(None, "skipped"))  # fmt: skip
     text = path.read_text()
     assert "What moved, drawn" in text and text.count("<svg") >= 3
-    assert not re.search(r"""(src|href)=["']https?://(?!x/)""", text)  # self-contained: nothing fetched
+    assert not re.search(
+        r"""(src|href)=["']https?://(?!x/)""", text
+    )  # self-contained: nothing fetched

@@ -20,19 +20,41 @@ NAMES = st.sampled_from(["newco", "acme", "web", "a/b", "x=y", "*"])
 
 
 @settings(max_examples=300, deadline=None, derandomize=True)
-@given(filed=st.sampled_from(["*", "tenant=newco", "tenant=acme", "segment=web"]),
-       results=st.lists(st.fixed_dictionaries({
-           "test": st.sampled_from(["new_category", "psi", "chi2"]),
-           "feature": st.sampled_from(["tenant", "segment", "prompt_tokens"]),
-           "segment": st.sampled_from(["*", "tenant=newco", "tenant=acme", "segment=web"]),
-           "detail": st.fixed_dictionaries({"new": st.lists(st.fixed_dictionaries({"value": NAMES}), max_size=3),
-                                            "vanished": st.lists(NAMES, max_size=2)})}), max_size=5),
-       key=st.sampled_from(["tenant", "segment"]), name=NAMES)
+@given(
+    filed=st.sampled_from(["*", "tenant=newco", "tenant=acme", "segment=web"]),
+    results=st.lists(
+        st.fixed_dictionaries(
+            {
+                "test": st.sampled_from(["new_category", "psi", "chi2"]),
+                "feature": st.sampled_from(["tenant", "segment", "prompt_tokens"]),
+                "segment": st.sampled_from(["*", "tenant=newco", "tenant=acme", "segment=web"]),
+                "detail": st.fixed_dictionaries(
+                    {
+                        "new": st.lists(st.fixed_dictionaries({"value": NAMES}), max_size=3),
+                        "vanished": st.lists(NAMES, max_size=2),
+                    }
+                ),
+            }
+        ),
+        max_size=5,
+    ),
+    key=st.sampled_from(["tenant", "segment"]),
+    name=NAMES,
+)
 def test_an_alert_involves_a_slice_exactly_when_it_names_it(filed, results, key, name):
     found = involvement(filed, {"results": results}, [(key, name)])
     label = f"{key}={name}"
-    names_it = [r for r in results if r["segment"] == label or (r["feature"] == key and (
-        name in [v["value"] for v in r["detail"]["new"]] or name in r["detail"]["vanished"]))]
+    names_it = [
+        r
+        for r in results
+        if r["segment"] == label
+        or (
+            r["feature"] == key
+            and (
+                name in [v["value"] for v in r["detail"]["new"]] or name in r["detail"]["vanished"]
+            )
+        )
+    ]
     assert (found is not None) == (filed == label or bool(names_it))
     if found is not None:
         assert found[0]  # a reason, in words
@@ -43,13 +65,43 @@ def test_a_new_tenants_alert_filed_under_all_traffic_is_on_its_page(migrated_db,
     factory = session_factory(migrated_db)
     with factory() as s:
         data = seed_history(s, hours=2)
-        new = {"test": "new_category", "feature": "tenant", "segment": "*", "statistic": 0.65, "threshold": 0.05,
-               "drifted": True, "detail": {"new": [{"value": "newco", "share": 0.65, "count": 200, "big": True}]}}
-        s.add(DriftResult(run_id=data.drift_run_id, test="new_category", feature="tenant", segment="*",
-                          statistic=0.65, threshold=0.05, drifted=True, insufficient=False, detail=new["detail"]))
-        s.add(Alert(dedupe_key="nc", rule="new_category", kind="prompt", severity="moderate",
-                    segment="*", status="open", summary="new tenant newco: 65% of the window",
-                    run_id=data.drift_run_id, evidence={"results": [new]}, first_seen=data.now, last_seen=data.now))
+        new = {
+            "test": "new_category",
+            "feature": "tenant",
+            "segment": "*",
+            "statistic": 0.65,
+            "threshold": 0.05,
+            "drifted": True,
+            "detail": {"new": [{"value": "newco", "share": 0.65, "count": 200, "big": True}]},
+        }
+        s.add(
+            DriftResult(
+                run_id=data.drift_run_id,
+                test="new_category",
+                feature="tenant",
+                segment="*",
+                statistic=0.65,
+                threshold=0.05,
+                drifted=True,
+                insufficient=False,
+                detail=new["detail"],
+            )
+        )
+        s.add(
+            Alert(
+                dedupe_key="nc",
+                rule="new_category",
+                kind="prompt",
+                severity="moderate",
+                segment="*",
+                status="open",
+                summary="new tenant newco: 65% of the window",
+                run_id=data.drift_run_id,
+                evidence={"results": [new]},
+                first_seen=data.now,
+                last_seen=data.now,
+            )
+        )
         s.commit()
     client = TestClient(create_app(make_settings(migrated_db), factory))
     html = client.get("/segments?tenant=newco", headers=AUTH).text
@@ -57,7 +109,9 @@ def test_a_new_tenants_alert_filed_under_all_traffic_is_on_its_page(migrated_db,
     assert "new tenant newco: 65% of the window" in table and "names tenant newco as new" in table
     assert "all traffic" in table
     # its signal is charted on the page, though the baseline has no tenant=newco slice to chart
-    assert 'kind=drift&amp;range=7d&amp;test=new_category&amp;feature=tenant&amp;segment=%2A' in html
+    assert (
+        "kind=drift&amp;range=7d&amp;test=new_category&amp;feature=tenant&amp;segment=%2A" in html
+    )
     # the seeded alert on "web" is not newco's; acme's page does not list newco's alert
     assert "psi on prompt_tokens moved in web" not in table
     acme = client.get("/segments?tenant=acme", headers=AUTH).text
@@ -68,14 +122,34 @@ def test_an_incident_involves_a_slice_its_cause_or_a_member_names(migrated_db, m
     factory = session_factory(migrated_db)
     with factory() as s:
         data = seed_history(s, hours=2)
-        cause = {"headline": "New tenant newco (mobile) is 65 % of traffic since 07:12 UTC",
-                 "new_values": [{"feature": "tenant", "value": "newco", "share": 0.65, "count": 195}],
-                 "worst": {"test": "new_category", "feature": "tenant", "segment": "*"}, "order": ["new_category|*"]}
-        newco = Incident(group_key="drift", status="open", severity="high", kind="persona", headline=cause["headline"],
-                         cause=cause, run_id=data.drift_run_id, first_seen=data.now, last_seen=data.now)
-        web = Incident(group_key="drift-old", status="open", severity="moderate", kind="prompt",
-                       headline="Prompts moved in segment web", cause={"order": []}, run_id=data.drift_run_id,
-                       first_seen=data.now, last_seen=data.now)
+        cause = {
+            "headline": "New tenant newco (mobile) is 65 % of traffic since 07:12 UTC",
+            "new_values": [{"feature": "tenant", "value": "newco", "share": 0.65, "count": 195}],
+            "worst": {"test": "new_category", "feature": "tenant", "segment": "*"},
+            "order": ["new_category|*"],
+        }
+        newco = Incident(
+            group_key="drift",
+            status="open",
+            severity="high",
+            kind="persona",
+            headline=cause["headline"],
+            cause=cause,
+            run_id=data.drift_run_id,
+            first_seen=data.now,
+            last_seen=data.now,
+        )
+        web = Incident(
+            group_key="drift-old",
+            status="open",
+            severity="moderate",
+            kind="prompt",
+            headline="Prompts moved in segment web",
+            cause={"order": []},
+            run_id=data.drift_run_id,
+            first_seen=data.now,
+            last_seen=data.now,
+        )
         s.add_all([newco, web])
         s.flush()
         member = s.get(Alert, data.alert_id)  # web's member, filed under segment=web
@@ -89,5 +163,8 @@ def test_an_incident_involves_a_slice_its_cause_or_a_member_names(migrated_db, m
     assert f'href="/incidents/{ids[1]}"' not in table
     page = client.get("/segments?segment=web", headers=AUTH).text
     table = page.split('id="segment-incidents"')[1].split("</table>")[0]
-    assert f'href="/incidents/{ids[1]}"' in table and f"member alert {data.alert_id}: filed under segment=web" in table
+    assert (
+        f'href="/incidents/{ids[1]}"' in table
+        and f"member alert {data.alert_id}: filed under segment=web" in table
+    )
     assert "New tenant newco" not in table

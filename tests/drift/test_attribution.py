@@ -25,56 +25,92 @@ def proposal(rule, kind, *features, segment="*"):
 
 
 def test_response_drift_with_prompts_moving_is_a_prompt_change():
-    results = [result("mmd", "prompt_embedding", p=1e-4), result("mmd", "response_embedding", p=1e-4)]
-    alerts = attribute_alerts([proposal("prompt_embedding_mmd", "prompt", "prompt_embedding"),
-                               proposal("response_embedding_mmd", "model", "response_embedding")],
-                              results)
+    results = [
+        result("mmd", "prompt_embedding", p=1e-4),
+        result("mmd", "response_embedding", p=1e-4),
+    ]
+    alerts = attribute_alerts(
+        [
+            proposal("prompt_embedding_mmd", "prompt", "prompt_embedding"),
+            proposal("response_embedding_mmd", "model", "response_embedding"),
+        ],
+        results,
+    )
     assert [a.kind for a in alerts] == ["prompt", "prompt"]
     assert alerts[1].evidence["attribution"]["rule_kind"] == "model"
     assert "attributed to prompt" in alerts[1].summary
 
 
 def test_response_drift_with_prompts_steady_is_the_model():
-    results = [result("mmd", "response_embedding", p=1e-4), result("psi", "completion_tokens"),
-               result("mmd", "prompt_embedding", p=0.4, drifted=False)]
-    alerts = attribute_alerts([proposal("response_embedding_mmd", "model", "response_embedding"),
-                               proposal("token_psi", "prompt", "completion_tokens")], results)
+    results = [
+        result("mmd", "response_embedding", p=1e-4),
+        result("psi", "completion_tokens"),
+        result("mmd", "prompt_embedding", p=0.4, drifted=False),
+    ]
+    alerts = attribute_alerts(
+        [
+            proposal("response_embedding_mmd", "model", "response_embedding"),
+            proposal("token_psi", "prompt", "completion_tokens"),
+        ],
+        results,
+    )
     assert [a.kind for a in alerts] == ["model", "model"]
 
 
 def test_attribution_is_per_segment_and_needs_strong_prompt_evidence():
-    results = [result("cluster_mix", "prompt_embedding", p=1e-5, segment="tenant=a"),
-               result("ks", "prompt_tokens", p=0.03, segment="tenant=b")]  # BH-level KS: too weak
-    alerts = attribute_alerts([proposal("r", "model", "response_embedding", segment="tenant=a"),
-                               proposal("r", "model", "response_embedding", segment="tenant=b"),
-                               proposal("e", "eval", "eval_score", segment="tenant=a")], results)
+    results = [
+        result("cluster_mix", "prompt_embedding", p=1e-5, segment="tenant=a"),
+        result("ks", "prompt_tokens", p=0.03, segment="tenant=b"),
+    ]  # BH-level KS: too weak
+    alerts = attribute_alerts(
+        [
+            proposal("r", "model", "response_embedding", segment="tenant=a"),
+            proposal("r", "model", "response_embedding", segment="tenant=b"),
+            proposal("e", "eval", "eval_score", segment="tenant=a"),
+        ],
+        results,
+    )
     assert [a.kind for a in alerts] == ["prompt", "model", "eval"]
-
 
 
 def test_one_chance_prompt_side_hit_among_several_does_not_relabel_a_model_change():
     """A tools chi-square at p = 0.009 beside four quiet prompt tests is chance (Bonferroni level
     0.01 / 5): the response drift stays `model`. Under a per-test 0.01 level it became `prompt`."""
-    results = [result("chi2", "tool", p=0.009),
-               result("ks", "prompt_chars", p=0.5, drifted=False),
-               result("ks", "prompt_tokens", p=0.4, drifted=False),
-               result("mmd", "prompt_embedding", p=0.3, drifted=False),
-               result("cluster_mix", "prompt_embedding", p=0.6, drifted=False),
-               result("mmd", "response_embedding", p=1e-3)]
-    alerts = attribute_alerts([proposal("response_embedding_mmd", "model", "response_embedding")], results)
+    results = [
+        result("chi2", "tool", p=0.009),
+        result("ks", "prompt_chars", p=0.5, drifted=False),
+        result("ks", "prompt_tokens", p=0.4, drifted=False),
+        result("mmd", "prompt_embedding", p=0.3, drifted=False),
+        result("cluster_mix", "prompt_embedding", p=0.6, drifted=False),
+        result("mmd", "response_embedding", p=1e-3),
+    ]
+    alerts = attribute_alerts(
+        [proposal("response_embedding_mmd", "model", "response_embedding")], results
+    )
     assert [a.kind for a in alerts] == ["model"]
     strong = [*results[1:], result("chi2", "tool", p=1e-4)]
-    alerts = attribute_alerts([proposal("response_embedding_mmd", "model", "response_embedding")], strong)
+    alerts = attribute_alerts(
+        [proposal("response_embedding_mmd", "model", "response_embedding")], strong
+    )
     assert [a.kind for a in alerts] == ["prompt"]
 
 
 def test_a_new_model_version_stays_a_model_change_while_prompts_move():
     """The rule names its own cause: a new model_version value is `model` whatever the prompts
     did (a prompt shift in the same window relabelled it `prompt`)."""
-    results = [result("cluster_mix", "prompt_embedding", p=1e-5), result("new_category", "model_version")]
-    alerts = attribute_alerts([proposal("new_model_version", "model", "model_version"),
-                               proposal("response_embedding_mmd", "model", "response_embedding")], results)
+    results = [
+        result("cluster_mix", "prompt_embedding", p=1e-5),
+        result("new_category", "model_version"),
+    ]
+    alerts = attribute_alerts(
+        [
+            proposal("new_model_version", "model", "model_version"),
+            proposal("response_embedding_mmd", "model", "response_embedding"),
+        ],
+        results,
+    )
     assert [a.kind for a in alerts] == ["model", "prompt"]
+
 
 DIM = 24
 _W = np.random.default_rng(31)
@@ -91,13 +127,17 @@ def window(rng, n, *, template=False, model=False):
     r_emb = ANSWERS[topic] + rng.normal(size=(n, DIM)) + (0.8 * TEMPLATE_SHIFT if template else 0)
     r_emb = r_emb + (0.6 * MODEL_SHIFT if model else 0)
     chars = rng.poisson(200, n) + (120 if template else 0)
-    return pd.DataFrame({
-        "prompt_version": "v1", "prompt": ["x" * c for c in chars],
-        "prompt_tokens": chars // 4, "completion_tokens": rng.poisson(100, n) + 1,
-        "mean_logprob": rng.normal(-0.6 - (0.05 if model else 0), 0.15, n),
-        "prompt_embedding": list(p_emb.astype(np.float32)),
-        "response_embedding": list(r_emb.astype(np.float32)),
-    })
+    return pd.DataFrame(
+        {
+            "prompt_version": "v1",
+            "prompt": ["x" * c for c in chars],
+            "prompt_tokens": chars // 4,
+            "completion_tokens": rng.poisson(100, n) + 1,
+            "mean_logprob": rng.normal(-0.6 - (0.05 if model else 0), 0.15, n),
+            "prompt_embedding": list(p_emb.astype(np.float32)),
+            "response_embedding": list(r_emb.astype(np.float32)),
+        }
+    )
 
 
 @pytest.fixture(scope="module")

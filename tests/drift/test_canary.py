@@ -38,7 +38,9 @@ def observation_pairs(draw):
     return Observation.of(expected_ids, e_lp), Observation.of(observed_ids, o_lp)
 
 
-def brute_force(expected: Observation, observed: Observation) -> tuple[float, int | None, list[float]]:
+def brute_force(
+    expected: Observation, observed: Observation
+) -> tuple[float, int | None, list[float]]:
     a, b = expected.token_ids, observed.token_ids
     longest = max(len(a), len(b))
     equal = 0
@@ -75,7 +77,9 @@ def test_perplexity_is_inverse_geometric_mean_of_probabilities(lps):
 
 def test_perplexity_ratio_and_critical_verdict():
     e = Observation.of([1, 2], [-1.0, -1.0], perplexity=10.0)
-    worse = Observation.of([1, 2], [-1.0, -1.0], perplexity=10.0 * (CRITICAL_PERPLEXITY_RATIO + 0.01))
+    worse = Observation.of(
+        [1, 2], [-1.0, -1.0], perplexity=10.0 * (CRITICAL_PERPLEXITY_RATIO + 0.01)
+    )
     c = compare(e, worse)
     assert c.perplexity_ratio == pytest.approx(CRITICAL_PERPLEXITY_RATIO + 0.01)
     v = judge(c, Tolerance())
@@ -101,7 +105,9 @@ def test_calibration_scales_observed_noise_and_keeps_floors():
     e = Observation.of([1, 2, 3], [-1.0, -2.0, -3.0], perplexity=4.0)
     exact = [e, e]
     t = calibrate_tolerance(e, exact)
-    assert t == Tolerance(1.0, FLOOR_LOGPROB_DELTA_MAX, FLOOR_LOGPROB_DELTA_MEAN, FLOOR_PERPLEXITY_RATIO)
+    assert t == Tolerance(
+        1.0, FLOOR_LOGPROB_DELTA_MAX, FLOOR_LOGPROB_DELTA_MEAN, FLOOR_PERPLEXITY_RATIO
+    )
     noisy = Observation.of([1, 2, 3], [-1.0, -2.0 + 0.01, -3.0], perplexity=4.0 * 1.002)
     t = calibrate_tolerance(e, [e, noisy], factor=4.0)
     assert t.logprob_delta_max == pytest.approx(0.04)
@@ -120,4 +126,6 @@ def test_token_hash_distinguishes_sequences_and_observation_checks_lengths():
         Observation.of([1, 2], [-1.0])
     with pytest.raises(ValueError):
         perplexity([])
-    assert math.isclose(Tolerance.from_dict(Tolerance().to_dict()).logprob_delta_max, FLOOR_LOGPROB_DELTA_MAX)
+    assert math.isclose(
+        Tolerance.from_dict(Tolerance().to_dict()).logprob_delta_max, FLOOR_LOGPROB_DELTA_MAX
+    )

@@ -17,17 +17,29 @@ NOW = datetime(2026, 12, 3, 19, 46, tzinfo=UTC)
 
 
 def _new(feature, value, count, n):
-    return {"test": "new_category", "feature": feature, "segment": "*", "drifted": True, "insufficient": False,
-            "statistic": count / n, "p_value": None, "threshold": 0.05,
-            "detail": {"new": [{"value": value, "count": count, "share": count / n, "big": True}],
-                       "n_current": n}}
+    return {
+        "test": "new_category",
+        "feature": feature,
+        "segment": "*",
+        "drifted": True,
+        "insufficient": False,
+        "statistic": count / n,
+        "p_value": None,
+        "threshold": 0.05,
+        "detail": {
+            "new": [{"value": value, "count": count, "share": count / n, "big": True}],
+            "n_current": n,
+        },
+    }
 
 
 def _demo_window():
     event = drift_event(NOW - timedelta(minutes=50), NOW, 200)
     hour = steady(NOW - timedelta(minutes=50), NOW, 100, seed=3, tag="hour")
     rows = sorted(event + hour, key=lambda r: r["timestamp"])
-    keys = {k: [r[k] for r in rows] for k in ("tenant", "segment", "prompt_version", "model_version")}
+    keys = {
+        k: [r[k] for r in rows] for k in ("tenant", "segment", "prompt_version", "model_version")
+    }
     stamps = [datetime.fromisoformat(r["timestamp"]).timestamp() for r in rows]
     return rows, keys, stamps, event
 
@@ -35,23 +47,59 @@ def _demo_window():
 def test_the_demo_event_in_one_sentence():
     rows, keys, stamps, event = _demo_window()
     n = len(rows)
-    results = [_new("tenant", "newco", 200, n), _new("segment", "mobile", 200, n),
-               _new("prompt_version", "v2", 200, n),
-               {"test": "wasserstein", "feature": "tpot_ms", "segment": "*", "drifted": True, "statistic": 63.5,
-                "threshold": 1.0, "p_value": None, "detail": {"n_current": 8}}]  # 8 live requests
-    proposals = [{"rule": "new_segment", "kind": "persona", "segment": "*",
-                  "evidence": {"results": results[:2]}},
-                 {"rule": "latency_psi", "kind": "operational", "segment": "*", "evidence": {"results": results[3:]}},
-                 {"rule": "new_prompt_version", "kind": "prompt", "segment": "*", "evidence": {"results": results[2:3]}}]
+    results = [
+        _new("tenant", "newco", 200, n),
+        _new("segment", "mobile", 200, n),
+        _new("prompt_version", "v2", 200, n),
+        {
+            "test": "wasserstein",
+            "feature": "tpot_ms",
+            "segment": "*",
+            "drifted": True,
+            "statistic": 63.5,
+            "threshold": 1.0,
+            "p_value": None,
+            "detail": {"n_current": 8},
+        },
+    ]  # 8 live requests
+    proposals = [
+        {
+            "rule": "new_segment",
+            "kind": "persona",
+            "segment": "*",
+            "evidence": {"results": results[:2]},
+        },
+        {
+            "rule": "latency_psi",
+            "kind": "operational",
+            "segment": "*",
+            "evidence": {"results": results[3:]},
+        },
+        {
+            "rule": "new_prompt_version",
+            "kind": "prompt",
+            "segment": "*",
+            "evidence": {"results": results[2:3]},
+        },
+    ]
     base = [r["prompt"] for r in steady(NOW - timedelta(hours=26), NOW - timedelta(hours=2), 960)]
-    cause = explain(results, {"*": {"n_current": n}}, proposals, keys, stamps, [r["prompt"] for r in rows], base)
+    cause = explain(
+        results, {"*": {"n_current": n}}, proposals, keys, stamps, [r["prompt"] for r in rows], base
+    )
     first = min(datetime.fromisoformat(r["timestamp"]) for r in event)
     assert cause.headline.startswith(
         f"New tenant newco (mobile) and prompt version v2 are 67 % of traffic since {first:%H:%M} UTC; "
-        "their prompts form 5 new topics: ")
+        "their prompts form 5 new topics: "
+    )
     names = [t["name"] for t in cause.topics]
-    assert sorted(names) == sorted(["helm upgrade", "deployment fails", "kubectl says", "Terraform plan", "CI runner"])
-    assert cause.share == 200 / n and cause.attribution == {"persona": 1, "operational": 1, "prompt": 1}
+    assert sorted(names) == sorted(
+        ["helm upgrade", "deployment fails", "kubectl says", "Terraform plan", "CI runner"]
+    )
+    assert cause.share == 200 / n and cause.attribution == {
+        "persona": 1,
+        "operational": 1,
+        "prompt": 1,
+    }
     # the 8-request latency signal, 63.5x its threshold, neither leads nor comes first
     assert cause.worst["test"] == "new_category" and cause.order[-1] == "latency_psi|*"
     assert "279" not in cause.headline and "0.001" not in cause.headline
@@ -59,27 +107,70 @@ def test_the_demo_event_in_one_sentence():
 
 def test_without_new_values_the_largest_moved_slice_leads():
     results = [
-        {"test": "psi", "feature": "prompt_tokens", "segment": "tenant=tiny", "drifted": True, "statistic": 9.0,
-         "threshold": 0.1, "p_value": None, "detail": {"n_current": 12}},
-        {"test": "mmd", "feature": "prompt_embedding", "segment": "tenant=acme", "drifted": True,
-         "statistic": 0.2, "threshold": 0.01, "p_value": 0.001, "detail": {"n_current": 400}},
+        {
+            "test": "psi",
+            "feature": "prompt_tokens",
+            "segment": "tenant=tiny",
+            "drifted": True,
+            "statistic": 9.0,
+            "threshold": 0.1,
+            "p_value": None,
+            "detail": {"n_current": 12},
+        },
+        {
+            "test": "mmd",
+            "feature": "prompt_embedding",
+            "segment": "tenant=acme",
+            "drifted": True,
+            "statistic": 0.2,
+            "threshold": 0.01,
+            "p_value": 0.001,
+            "detail": {"n_current": 400},
+        },
     ]
-    sizes = {"*": {"n_current": 1000}, "tenant=tiny": {"n_current": 12}, "tenant=acme": {"n_current": 400}}
-    proposals = [{"rule": "prompt_embedding_mmd", "kind": "prompt", "segment": "tenant=acme",
-                  "evidence": {"results": results[1:]}},
-                 {"rule": "token_psi", "kind": "prompt", "segment": "tenant=tiny", "evidence": {"results": results[:1]}}]
+    sizes = {
+        "*": {"n_current": 1000},
+        "tenant=tiny": {"n_current": 12},
+        "tenant=acme": {"n_current": 400},
+    }
+    proposals = [
+        {
+            "rule": "prompt_embedding_mmd",
+            "kind": "prompt",
+            "segment": "tenant=acme",
+            "evidence": {"results": results[1:]},
+        },
+        {
+            "rule": "token_psi",
+            "kind": "prompt",
+            "segment": "tenant=tiny",
+            "evidence": {"results": results[:1]},
+        },
+    ]
     cause = explain(results, sizes, proposals, {}, [0.0] * 1000)
-    assert cause.headline == "Prompts moved in tenant acme (40 % of traffic): prompt embedding 1.5× its threshold"
+    assert (
+        cause.headline
+        == "Prompts moved in tenant acme (40 % of traffic): prompt embedding 1.5× its threshold"
+    )
     assert cause.order == ["prompt_embedding_mmd|tenant=acme", "token_psi|tenant=tiny"]
 
 
 def test_shared_preambles_are_not_topics():
-    texts = [V2_PREAMBLE + p for p in ("Why does helm fail?", "Why does kubectl hang?", "Is terraform safe?")]
-    assert strip_shared(texts) == ["Why does helm fail?", "Why does kubectl hang?", "Is terraform safe?"]
+    texts = [
+        V2_PREAMBLE + p
+        for p in ("Why does helm fail?", "Why does kubectl hang?", "Is terraform safe?")
+    ]
+    assert strip_shared(texts) == [
+        "Why does helm fail?",
+        "Why does kubectl hang?",
+        "Is terraform safe?",
+    ]
     assert name_topics([""] * 5) == [] and name_topics(["only one prompt"]) == []
 
 
-slices = st.lists(st.tuples(st.integers(0, 2000), st.floats(1.01, 1e4), st.booleans()), min_size=1, max_size=12)
+slices = st.lists(
+    st.tuples(st.integers(0, 2000), st.floats(1.01, 1e4), st.booleans()), min_size=1, max_size=12
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -90,10 +181,26 @@ def test_worst_never_comes_from_under_the_floor_while_a_larger_slice_moved(spec,
     for i, (n, effect, p_test) in enumerate(spec):
         label = f"tenant=t{i}"
         sizes[label] = {"n_current": n}
-        stat = {"statistic": 0.5, "p_value": 10 ** -(2 * effect) if p_test else None, "threshold": 0.01} if p_test \
+        stat = (
+            {
+                "statistic": 0.5,
+                "p_value": 10 ** -(2 * effect) if p_test else None,
+                "threshold": 0.01,
+            }
+            if p_test
             else {"statistic": effect * 0.1, "p_value": None, "threshold": 0.1}
-        results.append({"test": "mmd" if p_test else "psi", "feature": "f", "segment": label, "drifted": True,
-                        "insufficient": False, "detail": {"n_current": n}, **stat})
+        )
+        results.append(
+            {
+                "test": "mmd" if p_test else "psi",
+                "feature": "f",
+                "segment": label,
+                "drifted": True,
+                "insufficient": False,
+                "detail": {"n_current": n},
+                **stat,
+            }
+        )
     lead = ranking.worst(results, sizes)
     above = [r for r in ranking.rank(results, sizes) if r.above_floor]
     if above:

@@ -69,8 +69,12 @@ def test_pooling_leaves_no_small_group_but_a_lone_remainder(counts, n_small):
 def test_null_false_alarm_rate_is_within_alpha(reference):
     """200 windows of 300 from the baseline's own distribution against one fixed baseline."""
     rng = np.random.default_rng(3)
-    p = np.array([cluster_mix_test(reference, prompts(rng, 300), threshold=0.05, rng=rng).p_value
-                  for _ in range(200)])
+    p = np.array(
+        [
+            cluster_mix_test(reference, prompts(rng, 300), threshold=0.05, rng=rng).p_value
+            for _ in range(200)
+        ]
+    )
     assert np.sum(p <= 0.05) <= stats.binom.ppf(0.999, 200, 0.05), np.sum(p <= 0.05)
     assert np.sum(p <= 0.001) <= stats.binom.ppf(0.999, 200, 0.001)
 
@@ -85,7 +89,9 @@ def test_power_on_a_silent_rewording_of_12_percent(reference):
     windows = [prompts(rng, 300, 0.12, directions) for _ in range(20)]
     found = [spec.run(reference, w, rng=rng).drifted for w in windows]
     assert np.mean(found) >= 0.8, np.mean(found)
-    mmd_found = [mmd.run(reference[:1000], w, rng=rng, n_permutations=999).drifted for w in windows[:5]]
+    mmd_found = [
+        mmd.run(reference[:1000], w, rng=rng, n_permutations=999).drifted for w in windows[:5]
+    ]
     assert np.mean(mmd_found) < np.mean(found)
 
 

@@ -34,14 +34,18 @@ def frame(rng, n, change=0.0, mix=MIX):
     grow by 10 x `change` %."""
     topic = rng.choice(4, n, p=mix)
     prompts = PROMPT_CENTRES[topic] + rng.normal(size=(n, PD))
-    responses = RESPONSE_CENTRES[topic] + rng.normal(size=(n, RD)) + change * DIRECTION * np.sqrt(RD)
-    return pd.DataFrame({
-        "prompt_embedding": list(prompts.astype(np.float32)),
-        "response_embedding": list(responses.astype(np.float32)),
-        "mean_logprob": rng.normal(LOGPROB[topic] - 0.15 * change, 0.15),
-        "mean_entropy": rng.gamma(4.0, 0.3, n),
-        "completion_tokens": rng.poisson(TOKENS[topic] * (1 + 0.1 * change)) + 1,
-    })
+    responses = (
+        RESPONSE_CENTRES[topic] + rng.normal(size=(n, RD)) + change * DIRECTION * np.sqrt(RD)
+    )
+    return pd.DataFrame(
+        {
+            "prompt_embedding": list(prompts.astype(np.float32)),
+            "response_embedding": list(responses.astype(np.float32)),
+            "mean_logprob": rng.normal(LOGPROB[topic] - 0.15 * change, 0.15),
+            "mean_entropy": rng.gamma(4.0, 0.3, n),
+            "completion_tokens": rng.poisson(TOKENS[topic] * (1 + 0.1 * change)) + 1,
+        }
+    )
 
 
 @pytest.fixture(scope="module")
@@ -65,13 +69,16 @@ def test_statistic_and_p_value_match_brute_force_on_a_tiny_case():
     """Two strata (3+3 and 2+3 rows): every within-stratum relabelling (20 x 10 = 200) gives
     the exact permutation distribution; the Monte Carlo p with 19,999 draws lands on it."""
     rng = np.random.default_rng(5)
-    x = rng.normal(size=(5, 2)); y = rng.normal(0.8, 1, size=(6, 2))  # noqa: E702
+    x = rng.normal(size=(5, 2))
+    y = rng.normal(0.8, 1, size=(6, 2))  # noqa: E702
     sx, sy = np.array([0, 0, 0, 1, 1]), np.array([0, 0, 0, 1, 1, 1])
     sigma = 1.3
 
     def statistic(xs, ys):  # weights: window rows per stratum (3 and 3 of 6)
-        return sum((ys_s.shape[0] / len(ys)) * _mmd2_loops(xs_s, ys_s, sigma)
-                   for xs_s, ys_s in ((xs[:3], ys[:3]), (xs[3:], ys[3:])))
+        return sum(
+            (ys_s.shape[0] / len(ys)) * _mmd2_loops(xs_s, ys_s, sigma)
+            for xs_s, ys_s in ((xs[:3], ys[:3]), (xs[3:], ys[3:]))
+        )
 
     observed = statistic(x, y)
     pooled = [np.vstack([x[:3], y[:3]]), np.vstack([x[3:], y[3:]])]
@@ -82,8 +89,18 @@ def test_statistic_and_p_value_match_brute_force_on_a_tiny_case():
             ya = np.vstack([np.delete(pooled[0], list(a), 0), np.delete(pooled[1], list(b), 0)])
             perm_stats.append(statistic(xa, ya))
     exact_p = np.mean(np.array(perm_stats) >= observed - 1e-12)
-    res = stratified_mmd_test(x, y, threshold=0.05, rng=rng, ref_strata=sx, cur_strata=sy,
-                              bandwidth=sigma, n_permutations=19_999, min_stratum=2, min_samples=4)
+    res = stratified_mmd_test(
+        x,
+        y,
+        threshold=0.05,
+        rng=rng,
+        ref_strata=sx,
+        cur_strata=sy,
+        bandwidth=sigma,
+        n_permutations=19_999,
+        min_stratum=2,
+        min_samples=4,
+    )
     assert res.statistic == pytest.approx(observed, rel=1e-5)
     assert res.p_value == pytest.approx(exact_p, abs=0.01)
 
@@ -95,8 +112,9 @@ def test_null_rate_within_alpha():
         s_ref, s_cur = rng.integers(0, 3, 80), rng.integers(0, 3, 60)
         x = rng.normal(size=(80, 4)) + s_ref[:, None]
         y = rng.normal(size=(60, 4)) + s_cur[:, None]
-        hits += stratified_mmd_test(x, y, threshold=0.05, rng=rng, ref_strata=s_ref, cur_strata=s_cur,
-                                    n_permutations=199).drifted
+        hits += stratified_mmd_test(
+            x, y, threshold=0.05, rng=rng, ref_strata=s_ref, cur_strata=s_cur, n_permutations=199
+        ).drifted
     assert hits <= stats.binom.ppf(0.999, 200, 0.05), hits
 
 
@@ -124,9 +142,13 @@ def test_prompt_mix_change_alone_moves_plain_mmd_but_not_conditional(world):
     ref, frozen = world
     rng = np.random.default_rng(8)
     cur = extract_features(frame(rng, 400, 0.0, mix=(0.1, 0.2, 0.3, 0.4)))
-    plain = get_test("mmd").run(ref.embeddings["response_embedding"].vectors,
-                                cur.embeddings["response_embedding"].vectors, rng=rng)
+    plain = get_test("mmd").run(
+        ref.embeddings["response_embedding"].vectors,
+        cur.embeddings["response_embedding"].vectors,
+        rng=rng,
+    )
     assert plain.drifted
-    results = conditional_results(ref, cur, TestInputs(frozen=frozen, levels=Levels(),
-                                                        options=BatteryOptions(), rng=rng))
+    results = conditional_results(
+        ref, cur, TestInputs(frozen=frozen, levels=Levels(), options=BatteryOptions(), rng=rng)
+    )
     assert not any(r.drifted for r in results), [(r.feature, r.p_value) for r in results]

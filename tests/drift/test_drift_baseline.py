@@ -39,10 +39,16 @@ def test_clean_baseline_is_validated(seed):
     assert b.status == "validated" and b.validation["valid"]
 
 
-@pytest.mark.parametrize("kind,expect", [
-    ("prompt", "prompt_tokens"), ("operational", "ttft_ms"), ("persona", "prompt_embedding"),
-    ("eval", "eval_score"), ("model", "response_embedding"),
-])
+@pytest.mark.parametrize(
+    "kind,expect",
+    [
+        ("prompt", "prompt_tokens"),
+        ("operational", "ttft_ms"),
+        ("persona", "prompt_embedding"),
+        ("eval", "eval_score"),
+        ("model", "response_embedding"),
+    ],
+)
 def test_baseline_with_drift_between_halves_is_rejected(kind, expect):
     first = make_samples(500, seed=10, t0=1.7e9)
     second = make_samples(500, seed=11, t0=1.7e9 + 3600, drift=kind)
@@ -94,9 +100,14 @@ def test_round_trip_through_json(clean_frame):
     assert again.status == b.status and again.levels == b.levels
     assert np.array_equal(again.rows, b.rows)
     for name in b.features.numeric:
-        assert np.array_equal(again.features.numeric[name], b.features.numeric[name], equal_nan=True)
+        assert np.array_equal(
+            again.features.numeric[name], b.features.numeric[name], equal_nan=True
+        )
         assert np.array_equal(again.frozen.psi_edges[name], b.frozen.psi_edges[name])
-    block, block2 = b.features.embeddings["prompt_embedding"], again.features.embeddings["prompt_embedding"]
+    block, block2 = (
+        b.features.embeddings["prompt_embedding"],
+        again.features.embeddings["prompt_embedding"],
+    )
     assert np.array_equal(block.vectors, block2.vectors) and np.array_equal(block.rows, block2.rows)
     c1, c2 = b.frozen.clusters["prompt_embedding"], again.frozen.clusters["prompt_embedding"]
     assert np.array_equal(c1.centroids, c2.centroids) and np.array_equal(c1.radii, c2.radii)

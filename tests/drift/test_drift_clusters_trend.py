@@ -13,9 +13,11 @@ from drift.eval_trend import eval_trend_test
 def world():
     rng = np.random.default_rng(60)
     centres = rng.normal(size=(4, 24)) * 3
+
     def draw(n, weights=(0.4, 0.3, 0.2, 0.1)):
         labels = rng.choice(4, n, p=list(weights))
         return (centres[labels] + rng.normal(size=(n, 24))).astype(np.float32)
+
     model = fit_clusters(draw(2000), rng=rng)
     return rng, centres, draw, model
 

@@ -30,8 +30,13 @@ from drift.new_values import new_values_test
 from drift.run import DEFAULT_SEGMENT_BY, propose_alerts, run_drift
 from vigil.cli.check import EXIT_BAD_INPUT, EXIT_DRIFT, EXIT_NO_VERDICT, EXIT_OK, check_command
 
-FUZZ = settings(max_examples=25, deadline=None, derandomize=True, database=None,
-                suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 quirk_sets = st.frozensets(st.sampled_from(QUIRKS), max_size=4)
 seeds = st.integers(0, 2**16)
 
@@ -44,8 +49,9 @@ def _frame_input_error_expected(quirks: frozenset[str]) -> bool:
 def _file_input_error_expected(quirks: frozenset[str]) -> bool:
     """Files are checked line by line against the record schema: empty vectors, NaN/inf,
     out-of-bounds numbers and lone surrogates are refused there too."""
-    return (_frame_input_error_expected(quirks)
-            or bool(quirks & {"empty_embeddings", "nan_numbers", "huge_numbers", "surrogates"}))
+    return _frame_input_error_expected(quirks) or bool(
+        quirks & {"empty_embeddings", "nan_numbers", "huge_numbers", "surrogates"}
+    )
 
 
 def _encodable(text: str) -> None:
@@ -74,11 +80,17 @@ def test_drift_job_core_and_report_take_any_window(seed, quirks):
     _encodable(as_json)
     if "new_category" in quirks and "one_row" not in quirks:
         model = [a for a in alerts if a.rule == "new_model_version"]
-        assert model and model[0].kind == "model" and "new model_version m2: 100%" in model[0].summary
+        assert (
+            model and model[0].kind == "model" and "new model_version m2: 100%" in model[0].summary
+        )
 
     results = [r.to_dict() for r in report.results]
-    fired = [SimpleNamespace(id=i + 1, **{k: getattr(a, k) for k in ("rule", "severity", "segment", "summary")})
-             for i, a in enumerate(alerts)]
+    fired = [
+        SimpleNamespace(
+            id=i + 1, **{k: getattr(a, k) for k in ("rule", "severity", "segment", "summary")}
+        )
+        for i, a in enumerate(alerts)
+    ]
     with tempfile.TemporaryDirectory() as out:
         path = write_run_report(
             run_id=seed, window=(datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 1, 1, tzinfo=UTC)),
@@ -97,11 +109,19 @@ def test_vigil_check_takes_any_pair_of_files(seed, quirks, as_json):
     with tempfile.TemporaryDirectory() as tmp:
         ref_path = write_records(ref, Path(tmp) / "ref.jsonl")
         cur_path = write_records(cur, Path(tmp) / "cur.jsonl")
-        args = argparse.Namespace(reference=str(ref_path), current=str(cur_path), json=as_json,
-                                  segment_by=["tenant"], seed=seed)
+        args = argparse.Namespace(
+            reference=str(ref_path),
+            current=str(cur_path),
+            json=as_json,
+            segment_by=["tenant"],
+            seed=seed,
+        )
         out, err = io.StringIO(), io.StringIO()
-        with mock.patch("sidecar.embedder.embed_texts", fake_embed), \
-                contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with (
+            mock.patch("sidecar.embedder.embed_texts", fake_embed),
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+        ):
             code = check_command(args)
     if _file_input_error_expected(quirks):
         assert code == EXIT_BAD_INPUT, (quirks, out.getvalue())
@@ -140,26 +160,38 @@ def test_a_small_cluster_that_grows_makes_an_alert():
 
 def test_a_new_model_version_is_named_with_its_share_kind_and_severity():
     ref, cur = odd_pair(4, {"new_category"})
-    report = run_drift(build_baseline(pd.DataFrame(ref), seed=1, cluster=False), pd.DataFrame(cur),
-                       segment_by=[])
+    report = run_drift(
+        build_baseline(pd.DataFrame(ref), seed=1, cluster=False), pd.DataFrame(cur), segment_by=[]
+    )
     [result] = report.results_for(test="new_category", feature="model_version")
     assert result.drifted and result.statistic == 1.0 and result.detail["new"][0]["value"] == "m2"
-    [alert] = [a for a in propose_alerts(report.results, DEFAULT_RULES) if a.rule == "new_model_version"]
+    [alert] = [
+        a for a in propose_alerts(report.results, DEFAULT_RULES) if a.rule == "new_model_version"
+    ]
     assert alert.kind == "model" and alert.severity == "high"
-    assert alert.summary.startswith("new_category drift on new model_version m2: 100% of the window")
+    assert alert.summary.startswith(
+        "new_category drift on new model_version m2: 100% of the window"
+    )
     [tool] = report.results_for(test="new_category", feature="tool")
     assert tool.drifted and [v["value"] for v in tool.detail["new"]] == ["browser"]
 
 
-values = st.lists(st.one_of(st.none(), st.sampled_from(["a", "b", "c", "d", "\ud800"])), max_size=40)
+values = st.lists(
+    st.one_of(st.none(), st.sampled_from(["a", "b", "c", "d", "\ud800"])), max_size=40
+)
 
 
 @settings(max_examples=50, deadline=None, derandomize=True, database=None)
 @given(reference=values, current=values, weighted=st.booleans())
 def test_new_values_against_a_counting_oracle(reference, current, weighted):
     w = np.arange(1, len(current) + 1, dtype=float) if weighted else None
-    res = new_values_test(np.array(reference, dtype=object), np.array(current, dtype=object),
-                          weights=w, min_share=0.2, min_count=2)
+    res = new_values_test(
+        np.array(reference, dtype=object),
+        np.array(current, dtype=object),
+        weights=w,
+        min_share=0.2,
+        min_count=2,
+    )
     if not current:
         assert res.insufficient and not res.drifted
         return
@@ -172,6 +204,7 @@ def test_new_values_against_a_counting_oracle(reference, current, weighted):
     total = sum(weights)
     assert res.statistic == pytest.approx(sum(new_mass.values()) / total)
     assert {d["value"]: d["share"] for d in res.detail["new"]} == pytest.approx(
-        {v: m / total for v, m in new_mass.items()})
+        {v: m / total for v, m in new_mass.items()}
+    )
     big = {v for v, m in new_mass.items() if m / total >= 0.2 and current.count(v) >= 2}
     assert res.drifted == bool(big)

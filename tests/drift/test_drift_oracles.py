@@ -23,11 +23,16 @@ from drift.stattests.wasserstein import w1_distance
 def hand_psi(ref: np.ndarray, cur: np.ndarray, edges: np.ndarray, eps: float = 1e-4) -> float:
     """PSI written out bin by bin with plain comparisons (no searchsorted)."""
     bounds = [-math.inf, *edges.tolist(), math.inf]
+
     def props(x):
         finite = x[~np.isnan(x)]
-        c = [np.sum((finite > lo) & (finite <= hi)) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
+        c = [
+            np.sum((finite > lo) & (finite <= hi))
+            for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)
+        ]
         c.append(np.sum(np.isnan(x)))
         return np.array(c, dtype=float)
+
     rc, cc = props(ref), props(cur)
     if rc[-1] == 0 and cc[-1] == 0:
         rc, cc = rc[:-1], cc[:-1]
@@ -40,7 +45,11 @@ def hand_psi(ref: np.ndarray, cur: np.ndarray, edges: np.ndarray, eps: float = 1
 def test_registry_lists_every_kind():
     assert {s.name for s in registry.tests_for("numeric")} == {"psi", "ks", "wasserstein"}
     assert {s.name for s in registry.tests_for("categorical")} == {"chi2", "js"}
-    assert {s.name for s in registry.tests_for("embedding")} == {"mmd", "cluster_mix", "conditional_mmd"}
+    assert {s.name for s in registry.tests_for("embedding")} == {
+        "mmd",
+        "cluster_mix",
+        "conditional_mmd",
+    }
     with pytest.raises(KeyError, match="unknown drift test 'nope'"):
         get_test("nope")
 
@@ -87,14 +96,17 @@ def test_wasserstein_matches_quantile_integral():
     ref, cur = rng.exponential(2.0, 400), rng.exponential(2.5, 400)
     res = get_test("wasserstein").run(ref, cur, rng=0)
     # equal sizes: W1 = mean |sorted(a) - sorted(b)|
-    assert res.statistic == pytest.approx(np.mean(np.abs(np.sort(ref) - np.sort(cur))) / np.std(ref))
+    assert res.statistic == pytest.approx(
+        np.mean(np.abs(np.sort(ref) - np.sort(cur))) / np.std(ref)
+    )
 
 
 def test_chi2_and_js_match_hand_formulas():
     rng = np.random.default_rng(4)
     ref = rng.choice(["stop", "length", "abort"], 500, p=[0.7, 0.2, 0.1])
-    cur = np.concatenate([rng.choice(["stop", "length", "abort"], 380, p=[0.5, 0.4, 0.1]),
-                          ["tool_calls"] * 20])  # a level the reference never had -> OTHER
+    cur = np.concatenate(
+        [rng.choice(["stop", "length", "abort"], 380, p=[0.5, 0.4, 0.1]), ["tool_calls"] * 20]
+    )  # a level the reference never had -> OTHER
     levels = category_levels(ref)
     chi = get_test("chi2").run(ref, cur, levels=levels, rng=0)
     js = get_test("js").run(ref, cur, levels=levels, rng=0)
@@ -108,8 +120,10 @@ def test_chi2_and_js_match_hand_formulas():
     assert chi.p_value == pytest.approx(stats.chi2.sf(hand_chi, len(names) - 1))
     p, q = rc / rc.sum(), cc / cc.sum()
     m = (p + q) / 2
+
     def kl(a, b):
         return sum(ai * math.log2(ai / bi) for ai, bi in zip(a, b, strict=True) if ai > 0)
+
     assert js.statistic == pytest.approx(math.sqrt((kl(p, m) + kl(q, m)) / 2))
 
 
@@ -117,6 +131,7 @@ def test_tool_names_are_exploded_per_item():
     import pandas as pd
 
     from drift.features import NO_TOOL, extract_features
+
     fs = extract_features(pd.DataFrame({"tools": [["search", "calc"], [], ["search"]]}))
     assert sorted(fs.categorical_values("tool")) == sorted(["search", "calc", NO_TOOL, "search"])
     assert fs.numeric["tools_count"].tolist() == [2.0, 0.0, 1.0]
@@ -149,6 +164,7 @@ def test_mmd_permutation_p_value_matches_brute_force_permutations():
     import torch
 
     from drift.stattests.mmd import _as_tensor, permutation_mmd2, rbf_kernel
+
     rng = np.random.default_rng(6)
     x, y = rng.normal(size=(30, 4)), rng.normal(0.3, 1, size=(25, 4))
     pooled = np.vstack([x, y])
@@ -193,19 +209,25 @@ def test_benjamini_hochberg_matches_scipy():
 
 def test_insufficient_data_is_never_drift():
     rng = np.random.default_rng(10)
-    for name, ref, cur in [("psi", rng.normal(size=500), rng.normal(5, 1, size=10)),
-                           ("ks", rng.normal(size=500), rng.normal(5, 1, size=5)),
-                           ("chi2", np.array(["a"] * 500), np.array(["b"] * 5)),
-                           ("mmd", rng.normal(size=(500, 3)), rng.normal(5, 1, size=(5, 3)))]:
+    for name, ref, cur in [
+        ("psi", rng.normal(size=500), rng.normal(5, 1, size=10)),
+        ("ks", rng.normal(size=500), rng.normal(5, 1, size=5)),
+        ("chi2", np.array(["a"] * 500), np.array(["b"] * 5)),
+        ("mmd", rng.normal(size=(500, 3)), rng.normal(5, 1, size=(5, 3))),
+    ]:
         res = get_test(name).run(ref, cur, rng=0)
         assert res.insufficient and not res.drifted and res.statistic is None
 
 
 @settings(max_examples=150, derandomize=True, deadline=None)
-@given(st.lists(st.integers(-5, 5) | st.floats(-1e6, 1e6), min_size=1, max_size=60),
-       st.lists(st.integers(-5, 5) | st.floats(-1e6, 1e6), min_size=1, max_size=60))
+@given(
+    st.lists(st.integers(-5, 5) | st.floats(-1e6, 1e6), min_size=1, max_size=60),
+    st.lists(st.integers(-5, 5) | st.floats(-1e6, 1e6), min_size=1, max_size=60),
+)
 def test_w1_distance_matches_scipy_with_ties(u, v):
     """The merged-order W1 equals scipy's pooled-sort computation, ties and repeats included."""
     u, v = np.sort(np.asarray(u, float)), np.sort(np.asarray(v, float))
     expected = stats.wasserstein_distance(u, v)
-    assert w1_distance(u, v) == pytest.approx(expected, rel=1e-9, abs=1e-9 * (1 + np.abs(u).max() + np.abs(v).max()))
+    assert w1_distance(u, v) == pytest.approx(
+        expected, rel=1e-9, abs=1e-9 * (1 + np.abs(u).max() + np.abs(v).max())
+    )

@@ -28,21 +28,26 @@ from drift.weights import (
 
 DIM = 8
 _CENTRES = np.random.default_rng(2024).normal(size=(2, DIM)) * 2.0
-OPTS = BatteryOptions(tests=("psi", "ks", "wasserstein", "mmd"), mmd_permutations=199,
-                      mmd_max_samples=500)
+OPTS = BatteryOptions(
+    tests=("psi", "ks", "wasserstein", "mmd"), mmd_permutations=199, mmd_max_samples=500
+)
 P_TESTS = ("ks", "mmd")  # p-value tests: their threshold is the nominal level
 N_SEEDS = 24
 
 
 def stratum(rng, segment: str, n: int, weight: float) -> pd.DataFrame:
     b = segment == "B"
-    return pd.DataFrame({
-        "tenant": segment,
-        "prompt_tokens": rng.poisson(90 if b else 40, n),
-        "latency_ms": rng.gamma(5.0, 60.0 if b else 20.0, n),
-        "prompt_embedding": list((_CENTRES[int(b)] + rng.normal(size=(n, DIM))).astype(np.float32)),
-        "sample_weight": weight,
-    })
+    return pd.DataFrame(
+        {
+            "tenant": segment,
+            "prompt_tokens": rng.poisson(90 if b else 40, n),
+            "latency_ms": rng.gamma(5.0, 60.0 if b else 20.0, n),
+            "prompt_embedding": list(
+                (_CENTRES[int(b)] + rng.normal(size=(n, DIM))).astype(np.float32)
+            ),
+            "sample_weight": weight,
+        }
+    )
 
 
 def traffic(seed: int, n_a: int, w_a: float, n_b: int, w_b: float) -> pd.DataFrame:
@@ -57,8 +62,11 @@ def unweighted(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def star(report, tests=None):
-    return [r for r in report.results if r.segment == "*" and not r.insufficient
-            and (tests is None or r.test in tests)]
+    return [
+        r
+        for r in report.results
+        if r.segment == "*" and not r.insufficient and (tests is None or r.test in tests)
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -84,12 +92,15 @@ def test_over_sampled_segment_is_no_drift_with_weights_and_drift_without(baselin
         plain = run_drift(baseline, unweighted(window), segment_by=[], rng_seed=seed, options=OPTS)
         assert not any("weighted" in r.detail for r in star(plain))
         unweighted_seeds += any(r.drifted for r in star(plain, P_TESTS)) and any(
-            r.drifted for r in star(plain, ("psi",)))
+            r.drifted for r in star(plain, ("psi",))
+        )
     alpha = star(rep, ("ks",))[0].threshold
     # within the nominal level: no more false alerts than a 99.9 % binomial bound at alpha
     bound = stats.binom.ppf(0.999, p_trials, alpha)
-    print(f"weighted: {weighted_hits}/{p_trials} p-value tests drifted (alpha={alpha}, "
-          f"bound {bound:.0f}); unweighted: {unweighted_seeds}/{N_SEEDS} seeds drifted")
+    print(
+        f"weighted: {weighted_hits}/{p_trials} p-value tests drifted (alpha={alpha}, "
+        f"bound {bound:.0f}); unweighted: {unweighted_seeds}/{N_SEEDS} seeds drifted"
+    )
     assert weighted_hits <= bound
     assert unweighted_seeds == N_SEEDS  # the test can fail: without weights it is drift
 
@@ -104,23 +115,29 @@ def test_weighted_baseline_is_thinned_too():
     assert res[0].detail["n_resampled_reference"] == pytest.approx(2000, abs=1)
     assert res[0].detail["n_resampled_current"] == 1000
     plain = build_baseline(unweighted(traffic(2000, 1600, 10.0, 2000, 2.0)), seed=0, cluster=False)
-    assert any(r.drifted for r in star(run_drift(plain, window, segment_by=[], rng_seed=5,
-                                                 options=OPTS)))
-    assert base.population().features.embeddings["prompt_embedding"].vectors.shape[0] == \
-        base.population().features.n  # embeddings thinned in step with the rows
+    assert any(
+        r.drifted for r in star(run_drift(plain, window, segment_by=[], rng_seed=5, options=OPTS))
+    )
+    assert (
+        base.population().features.embeddings["prompt_embedding"].vectors.shape[0]
+        == base.population().features.n
+    )  # embeddings thinned in step with the rows
 
 
 def test_equal_weights_give_the_unweighted_results_exactly():
-    ref, cur = make_samples(500, seed=60), make_samples(300, seed=61, t0=1.7e9 + 7200,
-                                                       drift="persona")
+    ref, cur = (
+        make_samples(500, seed=60),
+        make_samples(300, seed=61, t0=1.7e9 + 7200, drift="persona"),
+    )
     reports = []
     for w in (None, 4.0):
         r, c = ref.copy(), cur.copy()
         if w is not None:
             r["sample_weight"], c["sample_weight"] = w, w
         b = build_baseline(r, seed=0)
-        rep = run_drift(b, c, segment_by=["tenant"], rng_seed=3,
-                        options=BatteryOptions(mmd_permutations=199))
+        rep = run_drift(
+            b, c, segment_by=["tenant"], rng_seed=3, options=BatteryOptions(mmd_permutations=199)
+        )
         reports.append({k: v for k, v in rep.to_dict(full=True).items() if k != "timings"})
     assert reports[0]["results"] and reports[0] == reports[1]
     assert not any("weighted" in r["detail"] for r in reports[1]["results"])
@@ -130,7 +147,7 @@ def test_effective_sample_size_matches_the_hand_formula():
     assert effective_sample_size(np.array([1.0, 2.0, 3.0, 4.0])) == pytest.approx(100 / 30)
     assert effective_sample_size(np.full(7, 3.5)) == pytest.approx(7.0)
     w = np.random.default_rng(0).gamma(2.0, 3.0, 500)
-    assert effective_sample_size(w) == pytest.approx(w.sum() ** 2 / (w ** 2).sum())
+    assert effective_sample_size(w) == pytest.approx(w.sum() ** 2 / (w**2).sum())
     assert effective_sample_size(np.array([])) == 0.0
 
 
@@ -152,9 +169,12 @@ def test_thinning_keeps_each_row_with_probability_w_over_max_w():
 def test_population_sample_keeps_embeddings_in_step_and_maps_rows_back():
     n = 10
     vecs = np.arange(6 * 2, dtype=np.float32).reshape(6, 2)
-    fs = FeatureSet(n=n, numeric={"x": np.arange(n, dtype=np.float64)},
-                    embeddings={"e": EmbeddingBlock(np.array([0, 2, 3, 5, 8, 9]), vecs)},
-                    weights=np.array([1, 4, 1, 4, 4, 1, 1, 4, 4, 1], dtype=np.float64))
+    fs = FeatureSet(
+        n=n,
+        numeric={"x": np.arange(n, dtype=np.float64)},
+        embeddings={"e": EmbeddingBlock(np.array([0, 2, 3, 5, 8, 9]), vecs)},
+        weights=np.array([1, 4, 1, 4, 4, 1, 1, 4, 4, 1], dtype=np.float64),
+    )
     pop = population_sample(fs, np.random.default_rng(1))
     assert pop.applied and set(pop.rows) >= {1, 3, 4, 7, 8}  # max-weight rows always kept
     blk = pop.features.embeddings["e"]
@@ -165,8 +185,9 @@ def test_population_sample_keeps_embeddings_in_step_and_maps_rows_back():
         np.testing.assert_array_equal(blk.vectors[k], vecs[where])
     back = block_rows_to_original(fs, pop, "e", list(range(len(blk.rows))))
     np.testing.assert_array_equal(fs.embeddings["e"].vectors[back], blk.vectors)
-    assert not population_sample(FeatureSet(n=3, weights=np.full(3, 2.0)),
-                                 np.random.default_rng(0)).applied
+    assert not population_sample(
+        FeatureSet(n=3, weights=np.full(3, 2.0)), np.random.default_rng(0)
+    ).applied
     assert isinstance(population_sample(fs, np.random.default_rng(2)), Population)
 
 
@@ -201,10 +222,11 @@ def test_new_cluster_representatives_are_window_rows_after_thinning():
     k = int(0.15 * len(cur))
     cur = pd.concat([cur.iloc[k:], cur.iloc[:k]], ignore_index=True)  # ... now the last 45 rows
     cur["sample_weight"] = np.where(np.arange(len(cur)) % 2 == 0, 4.0, 1.0)
-    cur.loc[len(cur) - k:, "sample_weight"] = 4.0
+    cur.loc[len(cur) - k :, "sample_weight"] = 4.0
     base = build_baseline(make_samples(500, seed=60), seed=0)
-    rep = run_drift(base, cur, segment_by=[], rng_seed=4,
-                    options=BatteryOptions(tests=("new_cluster",)))
+    rep = run_drift(
+        base, cur, segment_by=[], rng_seed=4, options=BatteryOptions(tests=("new_cluster",))
+    )
     hit = [r for r in star(rep, ("new_cluster",)) if r.drifted]
     assert hit and hit[0].detail["weighted"] and hit[0].detail["n_resampled_current"] < len(cur)
     reps = hit[0].detail["clusters"][0]["representatives"]

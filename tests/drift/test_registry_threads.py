@@ -27,6 +27,8 @@ print(len({tuple(s) for s in seen}), len(seen[0]), registry.get_test("ks").direc
 
 
 def test_concurrent_first_use_sees_every_builtin_test():
-    done = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, timeout=120, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD], capture_output=True, text=True, timeout=120, check=True
+    )
     distinct, count, ks_direction = done.stdout.split()
     assert distinct == "1" and int(count) >= 8 and ks_direction == "p_value", done.stdout

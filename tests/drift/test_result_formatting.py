@@ -24,13 +24,22 @@ from drift.validate import describe
 
 EXTRA_TESTS = ("new_cluster", "cluster_growth", "eval_trend", "new_category", "segment_size")
 ODD_VALUES = (None, float("nan"), float("inf"), float("-inf"), np.float32(0.5))
-EVERYTHING = [Rule("all", test, ("*",), "review", "persona") for test in
-              sorted({s.name for s in all_tests()} | set(EXTRA_TESTS))]
+EVERYTHING = [
+    Rule("all", test, ("*",), "review", "persona")
+    for test in sorted({s.name for s in all_tests()} | set(EXTRA_TESTS))
+]
 
 
 def test_cluster_growth_without_a_threshold_makes_an_alert_summary():
-    grown = TestResult("cluster_growth", 3.0, 1e-5, None, True, feature="prompt_embedding",
-                       detail={"grown": [{"cluster": 2, "baseline_share": 0.05, "window_share": 0.15}]})
+    grown = TestResult(
+        "cluster_growth",
+        3.0,
+        1e-5,
+        None,
+        True,
+        feature="prompt_embedding",
+        detail={"grown": [{"cluster": 2, "baseline_share": 0.05, "window_share": 0.15}]},
+    )
     alerts = propose_alerts([grown], DEFAULT_RULES)
     assert [a.rule for a in alerts] == ["cluster_growth"]
     assert "prompt_embedding" in alerts[0].summary and "3x" in alerts[0].summary
@@ -56,12 +65,28 @@ def test_clean_text_replaces_only_lone_surrogates():
 @pytest.mark.parametrize("test", [r.test for r in EVERYTHING])
 def test_every_result_formats_and_serialises(test):
     results = [
-        TestResult(test, stat, p, thr, drifted, insufficient=insufficient,
-                   detail={"x": stat, "arr": np.array([1.0, np.nan]), "new": [{"value": "m\ud800",
-                           "share": stat, "count": 20, "big": True}, {"value": None}, "junk"]},
-                   feature="f\ud800", segment="*" if drifted else "tenant=a\udfff")
+        TestResult(
+            test,
+            stat,
+            p,
+            thr,
+            drifted,
+            insufficient=insufficient,
+            detail={
+                "x": stat,
+                "arr": np.array([1.0, np.nan]),
+                "new": [
+                    {"value": "m\ud800", "share": stat, "count": 20, "big": True},
+                    {"value": None},
+                    "junk",
+                ],
+            },
+            feature="f\ud800",
+            segment="*" if drifted else "tenant=a\udfff",
+        )
         for (stat, p, thr), drifted, insufficient in itertools.product(
-            itertools.product(ODD_VALUES, repeat=3), (True, False), (False, True))
+            itertools.product(ODD_VALUES, repeat=3), (True, False), (False, True)
+        )
     ]
     for r in results:
         line = describe_hit(r)
@@ -92,12 +117,26 @@ def test_every_result_is_stored(migrated_db):
         start_drift_run,
     )
 
-    results = [TestResult(test, stat, p, None, True, detail={"v": stat, "arr": np.array([stat or 0.0])},
-                          feature="f", segment="*").to_dict()
-               for test in ("cluster_growth", "psi") for stat in ODD_VALUES for p in (None, float("nan"))]
+    results = [
+        TestResult(
+            test,
+            stat,
+            p,
+            None,
+            True,
+            detail={"v": stat, "arr": np.array([stat or 0.0])},
+            feature="f",
+            segment="*",
+        ).to_dict()
+        for test in ("cluster_growth", "psi")
+        for stat in ODD_VALUES
+        for p in (None, float("nan"))
+    ]
     factory = session_factory(migrated_db)
     with factory() as s:
-        run = start_drift_run(s, datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 1, 1, tzinfo=UTC))
+        run = start_drift_run(
+            s, datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 1, 1, tzinfo=UTC)
+        )
         add_drift_results(s, run.id, [DriftResultRow(
             test=r["test"], feature=r["feature"], segment=r["segment"], statistic=r["statistic"],
             p_value=r["p_value"], threshold=r["threshold"], drifted=r["drifted"],

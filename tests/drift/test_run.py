@@ -48,23 +48,42 @@ def test_small_segments_are_insufficient_never_alerts(baseline):
 def test_rules_are_data_overrides_disable_and_add(baseline):
     cur = make_samples(300, seed=53, t0=1.7e9 + 7200, drift="operational")
     assert {a.rule for a in run_drift(baseline, cur, segment_by=[]).alerts} == {"latency_psi"}
-    custom = rules_from_dicts([
-        {"name": "latency_psi", "test": "psi", "severity": "high", "kind": "operational",
-         "features": ["latency_ms", "ttft_ms", "tpot_ms"], "enabled": False},
-        {"name": "ttft_ks", "test": "ks", "features": ["ttft_ms"], "severity": "critical",
-         "kind": "operational"},
-    ])
+    custom = rules_from_dicts(
+        [
+            {
+                "name": "latency_psi",
+                "test": "psi",
+                "severity": "high",
+                "kind": "operational",
+                "features": ["latency_ms", "ttft_ms", "tpot_ms"],
+                "enabled": False,
+            },
+            {
+                "name": "ttft_ks",
+                "test": "ks",
+                "features": ["ttft_ms"],
+                "severity": "critical",
+                "kind": "operational",
+            },
+        ]
+    )
     rules = merge_rules(DEFAULT_RULES, custom)
     alerts = run_drift(baseline, cur, segment_by=[], rules=rules).alerts
     assert {a.rule for a in alerts} == {"ttft_ks"} and alerts[0].severity == "critical"
 
 
-@pytest.mark.parametrize("item,needle", [
-    ({"name": "x", "test": "psi", "severity": "urgent", "kind": "prompt"}, "severity 'urgent'"),
-    ({"name": "x", "test": "psi", "severity": "high", "kind": "vibes"}, "kind 'vibes'"),
-    ({"name": "x", "severity": "high", "kind": "prompt"}, "'test' must be"),
-    ({"name": "x", "test": "psi", "severity": "high", "kind": "prompt", "features": "a"}, "'features'"),
-])
+@pytest.mark.parametrize(
+    "item,needle",
+    [
+        ({"name": "x", "test": "psi", "severity": "urgent", "kind": "prompt"}, "severity 'urgent'"),
+        ({"name": "x", "test": "psi", "severity": "high", "kind": "vibes"}, "kind 'vibes'"),
+        ({"name": "x", "severity": "high", "kind": "prompt"}, "'test' must be"),
+        (
+            {"name": "x", "test": "psi", "severity": "high", "kind": "prompt", "features": "a"},
+            "'features'",
+        ),
+    ],
+)
 def test_bad_rules_are_named(item, needle):
     with pytest.raises(ValueError, match=needle):
         rules_from_dicts([item])
@@ -76,7 +95,9 @@ def test_eval_frame_supplies_the_trailing_week(baseline):
     week["eval_score"] *= 0.9  # ... but the week's scores fell 10 %
     report = run_drift(baseline, hour, segment_by=[], eval_frame=week)
     trend = report.results_for(test="eval_trend", segment="*")
-    assert len(trend) == 1 and trend[0].drifted and trend[0].statistic == pytest.approx(0.1, abs=0.02)
+    assert (
+        len(trend) == 1 and trend[0].drifted and trend[0].statistic == pytest.approx(0.1, abs=0.02)
+    )
     assert len(trend[0].detail["daily_means"]) == 7
     assert [a.kind for a in report.alerts] == ["eval"] and report.alerts[0].severity == "critical"
     quiet = run_drift(baseline, hour, segment_by=[])

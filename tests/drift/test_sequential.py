@@ -45,7 +45,9 @@ def detector():
 def test_alarms_do_not_depend_on_batching_or_persistence(cuts, seed):
     """A stream fed in arbitrary batches, the state through JSON between them, alarms exactly
     as in one pass."""
-    base = calibrate(token_stats(np.random.default_rng(1), 500), arl0=50, rng=np.random.default_rng(2))
+    base = calibrate(
+        token_stats(np.random.default_rng(1), 500), arl0=50, rng=np.random.default_rng(2)
+    )
     stream = token_stats(np.random.default_rng(seed), sum(cuts), logprob_shift_sd=0.3)
     stream[::17, 1] = np.nan  # missing values count as no evidence
     whole = CusumDetector.from_dict(base.to_dict())
@@ -53,7 +55,7 @@ def test_alarms_do_not_depend_on_batching_or_persistence(cuts, seed):
     got, pos, state = [], 0, base.to_dict()
     for n in cuts:
         det = CusumDetector.from_dict(json.loads(json.dumps(state)))
-        got += [a.seen for a in det.update_many(stream[pos:pos + n])]
+        got += [a.seen for a in det.update_many(stream[pos : pos + n])]
         state, pos = det.to_dict(), pos + n
     assert got == expected
     assert state["seen"] == len(stream) and state["alarms"] == len(expected)
@@ -66,8 +68,10 @@ def test_false_alarm_rate_matches_the_configured_arl0(detector):
     det = CusumDetector.from_dict(detector.to_dict())
     alarms = det.update_many(token_stats(np.random.default_rng(21), 200_000))
     expected = 200_000 / detector.arl0
-    print(f"h={detector.h:.3f}: {len(alarms)} false alarms, {expected:.0f} expected "
-          f"(ratio {len(alarms) / expected:.3f})")
+    print(
+        f"h={detector.h:.3f}: {len(alarms)} false alarms, {expected:.0f} expected "
+        f"(ratio {len(alarms) / expected:.3f})"
+    )
     assert abs(len(alarms) / expected - 1.0) <= 0.20
 
 
@@ -82,8 +86,10 @@ def test_detection_delay_for_half_an_sd_shift_is_bounded(detector):
         delays.append(alarms[0].seen if alarms else 501)
         on_shifted += bool(alarms) and alarms[0].stream in ("mean_logprob", "mean_entropy")
     assert on_shifted >= 0.85 * 200  # the rest: a false alarm on tokens came first
-    print(f"delay: mean {np.mean(delays):.1f}, median {np.median(delays):.0f}, "
-          f"p90 {np.quantile(delays, 0.9):.0f} samples")
+    print(
+        f"delay: mean {np.mean(delays):.1f}, median {np.median(delays):.0f}, "
+        f"p90 {np.quantile(delays, 0.9):.0f} samples"
+    )
     assert np.mean(delays) <= 60 and np.quantile(delays, 0.9) <= 120
     assert np.mean(delays) < detector.arl0 / 8
 

@@ -18,8 +18,16 @@ class Call:
         return json.loads(self.body)
 
 
-async def call(app, method: str, path: str, *, headers: Iterable[tuple[str, str]] = (),
-               chunks: Iterable[bytes] = (), chunk_delay_s: float = 0.0, client=("127.0.0.1", 5000)) -> Call:
+async def call(
+    app,
+    method: str,
+    path: str,
+    *,
+    headers: Iterable[tuple[str, str]] = (),
+    chunks: Iterable[bytes] = (),
+    chunk_delay_s: float = 0.0,
+    client=("127.0.0.1", 5000),
+) -> Call:
     """Send `chunks` as the body (lazily: a chunk is produced only when the app asks)."""
     result = Call()
     pending = iter(chunks)
@@ -47,10 +55,18 @@ async def call(app, method: str, path: str, *, headers: Iterable[tuple[str, str]
             result.body += message.get("body", b"")
 
     scope = {
-        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
-        "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"",
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
         "headers": [(k.lower().encode(), v.encode()) for k, v in headers],
-        "client": client, "server": ("127.0.0.1", 8000), "root_path": "",
+        "client": client,
+        "server": ("127.0.0.1", 8000),
+        "root_path": "",
     }
     await asyncio.wait_for(app(scope, receive, send), 30)
     return result

@@ -27,7 +27,10 @@ class CharTokenizer:
 
     def apply_chat_template(self, messages, add_generation_prompt=True, tools=None) -> str:
         self.threads.append(threading.current_thread().name)
-        return "".join(f"<|{m['role']}|>{m.get('content') or ''}\n" for m in messages) + "<|assistant|>"
+        return (
+            "".join(f"<|{m['role']}|>{m.get('content') or ''}\n" for m in messages)
+            + "<|assistant|>"
+        )
 
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
         self.threads.append(threading.current_thread().name)
@@ -38,8 +41,10 @@ class CharTokenizer:
 
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
-          "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+CHATML = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 
 
 def tiny_chatml_tokenizer():
@@ -60,8 +65,14 @@ def tiny_chatml_tokenizer():
 
 
 class FakeEngine:
-    def __init__(self, steps: int = 3, piece: str = "ok ", max_model_len: int = 1 << 20,
-                 step_delay_s: float = 0.0, tokenizer=None) -> None:
+    def __init__(
+        self,
+        steps: int = 3,
+        piece: str = "ok ",
+        max_model_len: int = 1 << 20,
+        step_delay_s: float = 0.0,
+        tokenizer=None,
+    ) -> None:
         self.tokenizer = tokenizer or CharTokenizer()
         self.max_model_len = max_model_len
         self.steps, self.piece, self.step_delay_s = steps, piece, step_delay_s
@@ -78,14 +89,21 @@ class FakeEngine:
     def abort(self, request_id: str) -> None:
         self.aborted.append(request_id)
 
-    async def _produce(self, request_id: str, ids: list[int], prompt: str | None, queue: asyncio.Queue) -> None:
+    async def _produce(
+        self, request_id: str, ids: list[int], prompt: str | None, queue: asyncio.Queue
+    ) -> None:
         text = ""
         metrics = RequestMetrics(arrival_time=time.monotonic())
         for step in range(self.steps):
             text += self.piece  # a new string each step, as the engine's seq.text += piece
             last = step == self.steps - 1
-            choice = CompletionOutput(index=0, text=text, delta=self.piece, token_ids=[1] * (step + 1),
-                                      finish_reason="length" if last else None)
+            choice = CompletionOutput(
+                index=0,
+                text=text,
+                delta=self.piece,
+                token_ids=[1] * (step + 1),
+                finish_reason="length" if last else None,
+            )
             queue.put_nowait(RequestOutput(request_id, prompt, ids, [choice], last, metrics))
             self.max_queued = max(self.max_queued, queue.qsize())
             await asyncio.sleep(self.step_delay_s)
@@ -93,7 +111,9 @@ class FakeEngine:
     async def generate(self, request_id, prompt_token_ids, params, prompt=None):
         queue: asyncio.Queue = asyncio.Queue()
         self.queues[request_id] = queue
-        producer = asyncio.create_task(self._produce(request_id, list(prompt_token_ids), prompt, queue))
+        producer = asyncio.create_task(
+            self._produce(request_id, list(prompt_token_ids), prompt, queue)
+        )
         try:
             while True:
                 out = await queue.get()

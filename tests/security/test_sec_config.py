@@ -23,7 +23,9 @@ def clean_env(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
 
 
-@pytest.mark.parametrize("bind", [dict(host="0.0.0.0"), dict(sidecar_host="0.0.0.0"), dict(host="10.1.2.3")])
+@pytest.mark.parametrize(
+    "bind", [dict(host="0.0.0.0"), dict(sidecar_host="0.0.0.0"), dict(host="10.1.2.3")]
+)
 def test_dev_defaults_refused_on_a_public_bind(bind):
     """Was: VIGIL_ENV=development (the default) let the dev key and secret serve on 0.0.0.0."""
     with pytest.raises(ConfigError, match="non-loopback"):
@@ -43,7 +45,11 @@ def test_loopback_development_keeps_its_defaults():
         ("admin_keys", ["CHANGE-ME-admin-key-0123"], "VIGIL_ADMIN_KEYS"),
         ("webhook_secret", "CHANGE-ME-at-least-16-characters", "VIGIL_WEBHOOK_SECRET"),
         ("secret_key", "x" * 8, "VIGIL_SECRET_KEY"),
-        ("database_url", "postgresql+psycopg://vigil:CHANGE-ME@postgres:5432/vigil", "VIGIL_DATABASE_URL"),
+        (
+            "database_url",
+            "postgresql+psycopg://vigil:CHANGE-ME@postgres:5432/vigil",
+            "VIGIL_DATABASE_URL",
+        ),
     ],
 )
 def test_production_refuses_short_keys_and_placeholders(field, value, named):

@@ -18,15 +18,24 @@ from sidecar.app import create_app
 from storage.db import session_factory
 
 LIMIT = 5
-ROUTES = [("GET", "/reports"), ("GET", "/api/v1/series?kind=drift"), ("GET", "/metrics"), ("GET", "/"),
-          ("POST", "/v1/ingest")]
+ROUTES = [
+    ("GET", "/reports"),
+    ("GET", "/api/v1/series?kind=drift"),
+    ("GET", "/metrics"),
+    ("GET", "/"),
+    ("POST", "/v1/ingest"),
+]
 MANIFEST = Path(__file__).resolve().parents[2] / "deploy" / "vigil.yaml"
 
 
 @pytest.fixture
 def app(migrated_db, make_settings):
-    settings = make_settings(migrated_db, api_keys=[API_KEY], auth_failures_per_minute=LIMIT,
-                             trusted_proxies=["192.0.2.1/32"])
+    settings = make_settings(
+        migrated_db,
+        api_keys=[API_KEY],
+        auth_failures_per_minute=LIMIT,
+        trusted_proxies=["192.0.2.1/32"],
+    )
     return create_app(settings, session_factory(migrated_db))
 
 
@@ -36,7 +45,11 @@ def _calls(app, calls, peer="198.51.100.7"):
         async with httpx.AsyncClient(transport=transport, base_url="http://sidecar") as client:
             out = []
             for method, path, headers in calls:
-                body = {"content": b'{"samples": []}'} if method == "POST" and path == "/v1/ingest" else {}
+                body = (
+                    {"content": b'{"samples": []}'}
+                    if method == "POST" and path == "/v1/ingest"
+                    else {}
+                )
                 if path == "/login":
                     body = {"data": {"key": headers.pop("x-login-key"), "next": "/reports"}}
                 out.append(await client.request(method, path, headers=headers, **body))
@@ -68,22 +81,37 @@ def test_one_counter_for_every_route_and_the_login_form(app):
     logins = [("POST", "/login", {"x-login-key": k}) for k in (API_KEY, "wrong-key-zzzzzzzzzz")]
     answers = _calls(app, [*spread, *probes, *logins])
     assert [r.status_code for r in answers[LIMIT:]] == [429] * (len(probes) + len(logins))
-    bodies = {(r.request.url.path, r.text) for r in answers[LIMIT:LIMIT + len(probes)]}
+    bodies = {(r.request.url.path, r.text) for r in answers[LIMIT : LIMIT + len(probes)]}
     assert len(bodies) == len(ROUTES)  # per route, the right and the wrong key read the same
     # another address is not affected
-    assert _calls(app, [("GET", "/reports", _bearer(API_KEY))], peer="198.51.100.8")[0].status_code == 200
+    assert (
+        _calls(app, [("GET", "/reports", _bearer(API_KEY))], peer="198.51.100.8")[0].status_code
+        == 200
+    )
 
 
 def test_forwarded_for_counts_only_from_a_trusted_proxy(app):
     """Was: the manifest trusted 10.0.0.0/8, so any pod rotating X-Forwarded-For was never
     throttled. From an untrusted peer the header is ignored: the peer is the client."""
-    rotating = [("GET", "/reports", {**_bearer(f"wrong-{i}-xxxxxxxxxxxx"), "X-Forwarded-For": f"203.0.113.{i}"})
-                for i in range(LIMIT + 3)]
+    rotating = [
+        (
+            "GET",
+            "/reports",
+            {**_bearer(f"wrong-{i}-xxxxxxxxxxxx"), "X-Forwarded-For": f"203.0.113.{i}"},
+        )
+        for i in range(LIMIT + 3)
+    ]
     answers = _calls(app, [*rotating, ("GET", "/reports", _bearer(API_KEY))], peer="10.1.2.3")
     assert answers[-1].status_code == 429
     # behind the trusted gateway, each forwarded client is counted on its own
-    behind = [("GET", "/reports", {**_bearer(f"wrong-{i}-xxxxxxxxxxxx"), "X-Forwarded-For": "203.0.113.50"})
-              for i in range(LIMIT)]
+    behind = [
+        (
+            "GET",
+            "/reports",
+            {**_bearer(f"wrong-{i}-xxxxxxxxxxxx"), "X-Forwarded-For": "203.0.113.50"},
+        )
+        for i in range(LIMIT)
+    ]
     ok = ("GET", "/reports", {**_bearer(API_KEY), "X-Forwarded-For": "203.0.113.51"})
     blocked = ("GET", "/reports", {**_bearer(API_KEY), "X-Forwarded-For": "203.0.113.50"})
     answers = _calls(app, [*behind, ok, blocked], peer="192.0.2.1")
@@ -93,8 +121,12 @@ def test_forwarded_for_counts_only_from_a_trusted_proxy(app):
 def test_the_manifest_trusts_only_single_gateway_addresses():
     env = {}
     for doc in yaml.safe_load_all(MANIFEST.read_text()):
-        for container in (doc or {}).get("spec", {}).get("template", {}).get("spec", {}).get("containers", []):
-            env.update({e["name"]: e.get("value") for e in container.get("env", []) if "value" in e})
+        for container in (
+            (doc or {}).get("spec", {}).get("template", {}).get("spec", {}).get("containers", [])
+        ):
+            env.update(
+                {e["name"]: e.get("value") for e in container.get("env", []) if "value" in e}
+            )
     import json
 
     proxies = json.loads(env["VIGIL_TRUSTED_PROXIES"])

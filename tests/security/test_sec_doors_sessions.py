@@ -22,16 +22,30 @@ def world(migrated_db, make_settings):
     factory = session_factory(migrated_db)
     now = datetime.now(UTC)
     with factory() as s:
-        run = DriftRun(window_start=now, window_end=now, started_at=now, status="done", num_samples=5)
+        run = DriftRun(
+            window_start=now, window_end=now, started_at=now, status="done", num_samples=5
+        )
         s.add(run)
         s.flush()
-        alert = Alert(dedupe_key="k", rule="mmd", kind="prompt", severity="high", segment="*", status="open",
-                      summary="drift", run_id=run.id, evidence={}, first_seen=now, last_seen=now)
+        alert = Alert(
+            dedupe_key="k",
+            rule="mmd",
+            kind="prompt",
+            severity="high",
+            segment="*",
+            status="open",
+            summary="drift",
+            run_id=run.id,
+            evidence={},
+            first_seen=now,
+            last_seen=now,
+        )
         s.add(alert)
         s.commit()
         alert_id = alert.id
-    settings = make_settings(migrated_db, api_keys=[API_KEY], admin_keys=[ADMIN_KEY],
-                             public_url="https://vigil.example")
+    settings = make_settings(
+        migrated_db, api_keys=[API_KEY], admin_keys=[ADMIN_KEY], public_url="https://vigil.example"
+    )
 
     def app():
         return create_app(settings, factory)
@@ -40,7 +54,9 @@ def world(migrated_db, make_settings):
 
 
 def _client(app) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="https://vigil.example")
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="https://vigil.example"
+    )
 
 
 async def _login(client, key: str) -> str:
@@ -60,7 +76,11 @@ def test_logout_ends_the_session_and_its_copied_cookie(world):
     app, other_process = make_app(), make_app()
 
     async def flow():
-        async with _client(app) as browser, _client(app) as copy, _client(other_process) as elsewhere:
+        async with (
+            _client(app) as browser,
+            _client(app) as copy,
+            _client(other_process) as elsewhere,
+        ):
             cookie = await _login(browser, API_KEY)
             second = await _login(copy, API_KEY)  # another login of the same key
             for c in (copy, elsewhere):
@@ -84,7 +104,9 @@ def test_a_signed_cookie_without_a_session_record_is_refused(world):
     make_app, _, _ = world
     app = make_app()
     settings = app.state.settings
-    forged = sign_session(KeyRing.from_settings(settings).lookup(ADMIN_KEY), settings.secret_key, 600)
+    forged = sign_session(
+        KeyRing.from_settings(settings).lookup(ADMIN_KEY), settings.secret_key, 600
+    )
 
     async def flow():
         async with _client(app) as c:
@@ -94,12 +116,16 @@ def test_a_signed_cookie_without_a_session_record_is_refused(world):
     assert asyncio.run(flow()) == 401
 
 
-@pytest.mark.parametrize("headers", [
-    {"Origin": "https://evil.example"},
-    {"Origin": "null"},
-    {"Sec-Fetch-Site": "cross-site"},
-    {"Sec-Fetch-Site": "same-site", "Origin": "https://vigil.example"},
-], ids=["origin", "null-origin", "fetch-site", "sibling-site"])
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Origin": "https://evil.example"},
+        {"Origin": "null"},
+        {"Sec-Fetch-Site": "cross-site"},
+        {"Sec-Fetch-Site": "same-site", "Origin": "https://vigil.example"},
+    ],
+    ids=["origin", "null-origin", "fetch-site", "sibling-site"],
+)
 def test_a_cross_site_form_post_with_an_admin_cookie_is_refused(world, headers):
     """Was: an admin cookie plus `Origin: https://evil.example` acknowledged an alert."""
     make_app, factory, alert_id = world
@@ -108,7 +134,9 @@ def test_a_cross_site_form_post_with_an_admin_cookie_is_refused(world, headers):
     async def flow():
         async with _client(app) as c:
             await _login(c, ADMIN_KEY)
-            attack = await c.post(f"/alerts/{alert_id}/acknowledge", data={"note": "pwned"}, headers=headers)
+            attack = await c.post(
+                f"/alerts/{alert_id}/acknowledge", data={"note": "pwned"}, headers=headers
+            )
             logout = await c.post("/logout", headers=headers)  # nor can another site log a user out
             return attack.status_code, logout.status_code, (await c.get("/alerts")).status_code
 
@@ -123,12 +151,18 @@ def test_same_site_actions_and_api_clients_still_work(world):
     async def flow():
         async with _client(app) as c:
             await _login(c, ADMIN_KEY)
-            page = await c.post(f"/alerts/{alert_id}/acknowledge", data={"note": "on it"},
-                                headers={"Origin": "https://vigil.example", "Sec-Fetch-Site": "same-origin"})
+            page = await c.post(
+                f"/alerts/{alert_id}/acknowledge",
+                data={"note": "on it"},
+                headers={"Origin": "https://vigil.example", "Sec-Fetch-Site": "same-origin"},
+            )
             assert page.status_code == 303
         async with _client(app) as api:  # a bearer-key client sends neither header
-            resolved = await api.post(f"/api/v1/alerts/{alert_id}/resolve", json={"note": "fixed"},
-                                      headers={"Authorization": f"Bearer {ADMIN_KEY}"})
+            resolved = await api.post(
+                f"/api/v1/alerts/{alert_id}/resolve",
+                json={"note": "fixed"},
+                headers={"Authorization": f"Bearer {ADMIN_KEY}"},
+            )
             assert resolved.status_code == 200
 
     asyncio.run(flow())
@@ -144,8 +178,11 @@ def test_a_browsers_own_form_post_with_a_null_origin_works(world):
     async def flow():
         async with _client(app) as c:
             await _login(c, ADMIN_KEY)
-            r = await c.post(f"/alerts/{alert_id}/acknowledge", data={"note": "on it"},
-                             headers={"Origin": "null", "Sec-Fetch-Site": "same-origin"})
+            r = await c.post(
+                f"/alerts/{alert_id}/acknowledge",
+                data={"note": "on it"},
+                headers={"Origin": "null", "Sec-Fetch-Site": "same-origin"},
+            )
             return r.status_code
 
     assert asyncio.run(flow()) == 303

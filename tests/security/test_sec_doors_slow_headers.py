@@ -23,8 +23,13 @@ DEADLINE_S = 1.5
 
 
 def _settings(**overrides):
-    values = dict(api_keys=[API_KEY], model_name=MODEL, sample_rate=0.0, segment_min_per_hour=0,
-                  header_timeout_s=DEADLINE_S)
+    values = dict(
+        api_keys=[API_KEY],
+        model_name=MODEL,
+        sample_rate=0.0,
+        segment_min_per_hour=0,
+        header_timeout_s=DEADLINE_S,
+    )
     return load_settings(**{**values, **overrides})
 
 
@@ -97,7 +102,9 @@ def _trickle(port: int, data: bytes, every_s: float) -> tuple[float, bytes]:
         return time.monotonic() - start, answer
 
 
-SLOW_REQUEST = b"GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + API_KEY.encode() + b"\r\n\r\n"
+SLOW_REQUEST = (
+    b"GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + API_KEY.encode() + b"\r\n\r\n"
+)
 
 
 @pytest.mark.parametrize("server", [engine_server, sidecar_server], ids=["engine", "sidecar"])

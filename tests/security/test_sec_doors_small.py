@@ -31,17 +31,27 @@ HUGE = 2**64 + 1
 
 def _get(app, method: str, path: str, **kw) -> httpx.Response:
     async def go():
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app, client=("127.0.0.1", 4000)),
-                                     base_url="http://test") as client:
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app, client=("127.0.0.1", 4000)),
+            base_url="http://test",
+        ) as client:
             return await client.request(method, path, **kw)
 
     return asyncio.run(go())
 
 
 def _engine_app(**overrides):
-    app = engine_create_app(load_settings(api_keys=[API_KEY], model_name=MODEL, sample_rate=0.0,
-                                          segment_min_per_hour=0, **overrides),
-                            engine=FakeEngine(), log_traffic=False)
+    app = engine_create_app(
+        load_settings(
+            api_keys=[API_KEY],
+            model_name=MODEL,
+            sample_rate=0.0,
+            segment_min_per_hour=0,
+            **overrides,
+        ),
+        engine=FakeEngine(),
+        log_traffic=False,
+    )
     app.state.vigil.phase = Phase.READY
     return app
 
@@ -53,14 +63,22 @@ def sidecar(migrated_db, make_settings, tmp_path):
     report.write_text("<html><body>report</body></html>")
     now = datetime.now(UTC)
     with factory() as s:
-        run = DriftRun(window_start=now, window_end=now, started_at=now, status="done", num_samples=5,
-                       report_path=str(report))
+        run = DriftRun(
+            window_start=now,
+            window_end=now,
+            started_at=now,
+            status="done",
+            num_samples=5,
+            report_path=str(report),
+        )
         s.add(run)
         s.commit()
         run_id = run.id
 
     def build(**overrides):
-        settings = make_settings(migrated_db, api_keys=[API_KEY], admin_keys=[ADMIN_KEY], **overrides)
+        settings = make_settings(
+            migrated_db, api_keys=[API_KEY], admin_keys=[ADMIN_KEY], **overrides
+        )
         return sidecar_create_app(settings, factory)
 
     build.run_id = run_id
@@ -77,7 +95,10 @@ def test_api_docs_are_off_unless_asked_for_and_never_load_a_cdn(sidecar):
     for app in (_engine_app(api_docs=True), sidecar(api_docs=True)):
         schema = _get(app, "GET", "/openapi.json")
         assert schema.status_code == 200 and schema.json()["openapi"].startswith("3.")
-        assert _get(app, "GET", "/docs").status_code == 404 and _get(app, "GET", "/redoc").status_code == 404
+        assert (
+            _get(app, "GET", "/docs").status_code == 404
+            and _get(app, "GET", "/redoc").status_code == 404
+        )
 
 
 @pytest.mark.parametrize("path", ["/alerts/{n}", "/clusters/{n}", "/reports/{n}"])
@@ -92,10 +113,20 @@ def test_an_id_past_any_column_is_404_not_500(sidecar, path):
 def test_alert_actions_and_baseline_forms_with_huge_ids_are_404(sidecar):
     app = sidecar()
     api = _get(app, "POST", f"/api/v1/alerts/{HUGE}/acknowledge", headers=ADMIN, json={})
-    form = _get(app, "POST", f"/alerts/{HUGE}/acknowledge", headers={**ADMIN, "Sec-Fetch-Site": "same-origin"},
-                data={"note": "x"})
-    baseline = _get(app, "POST", "/baselines/validate", headers={**ADMIN, "Sec-Fetch-Site": "same-origin"},
-                    data={"id": str(HUGE)})
+    form = _get(
+        app,
+        "POST",
+        f"/alerts/{HUGE}/acknowledge",
+        headers={**ADMIN, "Sec-Fetch-Site": "same-origin"},
+        data={"note": "x"},
+    )
+    baseline = _get(
+        app,
+        "POST",
+        "/baselines/validate",
+        headers={**ADMIN, "Sec-Fetch-Site": "same-origin"},
+        data={"id": str(HUGE)},
+    )
     assert (api.status_code, form.status_code, baseline.status_code) == (404, 404, 404)
 
 
@@ -110,7 +141,9 @@ def test_pages_and_reports_carry_csp_nosniff_and_referrer_policy(sidecar):
         assert "frame-ancestors 'none'" in response.headers["content-security-policy"], path
     report = _get(app, "GET", f"/reports/{sidecar.run_id}", headers=AUTH)
     assert report.headers["content-security-policy"] == REPORT_CSP
-    assert "connect-src" not in REPORT_CSP and "default-src 'none'" in REPORT_CSP  # it sends nothing out
+    assert (
+        "connect-src" not in REPORT_CSP and "default-src 'none'" in REPORT_CSP
+    )  # it sends nothing out
     engine = _get(_engine_app(), "GET", "/v1/models", headers=AUTH)
     assert engine.headers["x-content-type-options"] == "nosniff"
 

@@ -47,11 +47,20 @@ N_ACME = 120
 class World:
     def __init__(self, url: str, tmp, receiver: WebhookReceiver) -> None:
         self.settings = load_settings(
-            database_url=url, report_dir=tmp / "reports", journal_dir=tmp / "journal",
-            api_keys=[GLOBEX_APP_KEY], tenant_keys={ACME_KEY: "acme", GLOBEX_KEY: "globex"},
-            operator_keys=[OPERATOR_KEY], sample_rate=1.0, ingest_rows_per_minute=QUOTA,
-            webhook_targets=[receiver.url], webhook_secret=SECRET, delivery_poll_interval_s=0.2,
-            secret_key="hostile-session-secret-0123456789", public_url="http://127.0.0.1:8001")
+            database_url=url,
+            report_dir=tmp / "reports",
+            journal_dir=tmp / "journal",
+            api_keys=[GLOBEX_APP_KEY],
+            tenant_keys={ACME_KEY: "acme", GLOBEX_KEY: "globex"},
+            operator_keys=[OPERATOR_KEY],
+            sample_rate=1.0,
+            ingest_rows_per_minute=QUOTA,
+            webhook_targets=[receiver.url],
+            webhook_secret=SECRET,
+            delivery_poll_interval_s=0.2,
+            secret_key="hostile-session-secret-0123456789",
+            public_url="http://127.0.0.1:8001",
+        )
         self.factory = session_factory(url)
         self.receiver = receiver
         prepare(self.settings, self.factory, None, n_baseline=240, n_drift=0)
@@ -63,8 +72,14 @@ class World:
 
     def ingest(self, key: str, samples: list[dict]) -> httpx.Response:
         async def go():
-            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=self.app), base_url="http://s") as c:
-                return await c.post("/v1/ingest", json={"samples": samples}, headers={"authorization": f"Bearer {key}"})
+            async with httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=self.app), base_url="http://s"
+            ) as c:
+                return await c.post(
+                    "/v1/ingest",
+                    json={"samples": samples},
+                    headers={"authorization": f"Bearer {key}"},
+                )
 
         return asyncio.run(go())
 
@@ -125,35 +140,58 @@ def test_backdating_into_the_baseline_is_refused(world):
         old[-1]["timestamp"] = stamp
         r = world.ingest(GLOBEX_KEY, old)
         assert r.status_code == 422 and "VIGIL_MAX_PAST_SKEW_S" in r.json()["detail"]
-    assert world.count(Sample.tenant == "globex", Sample.timestamp < world.start - timedelta(hours=1)) == 0
+    assert (
+        world.count(Sample.tenant == "globex", Sample.timestamp < world.start - timedelta(hours=1))
+        == 0
+    )
 
 
 def test_huge_eval_scores_are_refused(world):
     """Was: eval scores up to +-1e12 were stored and could swing the eval trend."""
     for field in ("eval_judge", "eval_score", "eval_helpfulness"):
         r = world.ingest(GLOBEX_KEY, world.globex(3, seed=46, **{field: 1e12}))
-        assert r.status_code == 422 and f"samples[0].{field}: 1e+12 is outside" in r.json()["detail"]
+        assert (
+            r.status_code == 422 and f"samples[0].{field}: 1e+12 is outside" in r.json()["detail"]
+        )
     with world.factory() as s:
-        assert s.scalar(select(func.count()).select_from(EvalScore).where(func.abs(EvalScore.score) > 100)) == 0
+        assert (
+            s.scalar(
+                select(func.count()).select_from(EvalScore).where(func.abs(EvalScore.score) > 100)
+            )
+            == 0
+        )
 
 
 def _engine_request(key: str, headers: dict[str, str]) -> Request:
     principal = KeyRing.from_settings(_SETTINGS_FOR_KEYS).lookup(key)
-    scope = {"type": "http", "method": "POST", "path": "/v1/chat/completions", "query_string": b"",
-             "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
-             "client": ("203.0.113.9", 4000), "state": {"principal": principal}}
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/v1/chat/completions",
+        "query_string": b"",
+        "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+        "client": ("203.0.113.9", 4000),
+        "state": {"principal": principal},
+    }
     return Request(scope)
 
 
-_SETTINGS_FOR_KEYS = load_settings(api_keys=[GLOBEX_APP_KEY], tenant_keys={ACME_KEY: "acme", GLOBEX_KEY: "globex"},
-                                   operator_keys=[OPERATOR_KEY])
+_SETTINGS_FOR_KEYS = load_settings(
+    api_keys=[GLOBEX_APP_KEY],
+    tenant_keys={ACME_KEY: "acme", GLOBEX_KEY: "globex"},
+    operator_keys=[OPERATOR_KEY],
+)
 
 
 def test_a_global_key_cannot_file_traffic_under_acme(world):
     """Was: a global key's `metadata: {tenant, segment}` filed its engine traffic under any
     tenant, and its ingest could name any tenant."""
-    seg = request_segment(_engine_request(GLOBEX_APP_KEY, {}), world.settings, None,
-                          {"tenant": "acme", "segment": "web"})
+    seg = request_segment(
+        _engine_request(GLOBEX_APP_KEY, {}),
+        world.settings,
+        None,
+        {"tenant": "acme", "segment": "web"},
+    )
     assert (seg.tenant, seg.segment) == (None, None)
     r = world.ingest(GLOBEX_APP_KEY, world.globex(3, seed=47, tenant="acme"))
     assert r.status_code == 403
@@ -162,11 +200,13 @@ def test_a_global_key_cannot_file_traffic_under_acme(world):
 
 def test_a_global_key_cannot_hide_its_traffic_as_internal(world):
     """Was: X-Vigil-Internal from a global key kept its traffic out of the log."""
-    seg = request_segment(_engine_request(GLOBEX_APP_KEY, {"X-Vigil-Internal": "canary"}), world.settings,
-                          None, None)
+    seg = request_segment(
+        _engine_request(GLOBEX_APP_KEY, {"X-Vigil-Internal": "canary"}), world.settings, None, None
+    )
     assert seg.internal is None
-    operator = request_segment(_engine_request(OPERATOR_KEY, {"X-Vigil-Internal": "canary"}), world.settings,
-                               None, None)
+    operator = request_segment(
+        _engine_request(OPERATOR_KEY, {"X-Vigil-Internal": "canary"}), world.settings, None, None
+    )
     assert operator.internal == "canary"  # the sidecar's own probes still are internal
 
 
@@ -175,15 +215,27 @@ def test_a_flood_is_held_to_the_tenants_quota(world):
     statuses = [world.ingest(GLOBEX_KEY, world.globex(100, seed=60 + i)) for i in range(5)]
     codes = [r.status_code for r in statuses]
     assert 429 in codes and int(statuses[codes.index(429)].headers["Retry-After"]) >= 1
-    assert world.ingest(ACME_KEY, [{"prompt": "still served", "timestamp": time.time() - 60}]).status_code == 200
+    assert (
+        world.ingest(
+            ACME_KEY, [{"prompt": "still served", "timestamp": time.time() - 60}]
+        ).status_code
+        == 200
+    )
 
 
 def test_acmes_drift_reaches_a_signed_webhook_and_nothing_of_acmes_is_lost(world):
     assert world.count(Sample.tenant == "acme", Sample.timestamp >= world.start) == N_ACME + 1
     with world.factory() as s:  # acme's rows as sent: ids, weights
-        stored = dict(s.execute(select(Sample.record_id, Sample.sample_weight).where(
-            Sample.tenant == "acme", Sample.timestamp >= world.start)).all())
-    assert {r["id"] for r in world.acme} <= set(stored) and {stored[r["id"]] for r in world.acme} == {1.0}
+        stored = dict(
+            s.execute(
+                select(Sample.record_id, Sample.sample_weight).where(
+                    Sample.tenant == "acme", Sample.timestamp >= world.start
+                )
+            ).all()
+        )
+    assert {r["id"] for r in world.acme} <= set(stored) and {
+        stored[r["id"]] for r in world.acme
+    } == {1.0}
     run_embed_job(world.settings, world.factory, datetime.now(UTC))
     [window] = run_drift_job(world.settings, world.factory, datetime.now(UTC)).windows
     assert window.status == "done"

@@ -48,8 +48,18 @@ def test_lease_expiry_uses_the_database_clock(migrated_db):
 
 def _alert(key: str) -> Alert:
     now = dt.datetime.now(UTC)
-    return Alert(dedupe_key=key, rule="r", kind="k", severity="low", segment="*", status="open",
-                 summary="s", evidence={}, first_seen=now, last_seen=now)
+    return Alert(
+        dedupe_key=key,
+        rule="r",
+        kind="k",
+        severity="low",
+        segment="*",
+        status="open",
+        summary="s",
+        evidence={},
+        first_seen=now,
+        last_seen=now,
+    )
 
 
 def test_a_leader_that_lost_its_lease_cannot_commit(migrated_db):

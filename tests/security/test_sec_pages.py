@@ -27,31 +27,63 @@ def world(migrated_db, make_settings, tmp_path):
     report = tmp_path / "r.html"
     report.write_text("<html>report</html>")
     with factory() as s:
-        run = DriftRun(window_start=now, window_end=now, started_at=now, status="done", num_samples=5,
-                       report_path=str(report))
+        run = DriftRun(
+            window_start=now,
+            window_end=now,
+            started_at=now,
+            status="done",
+            num_samples=5,
+            report_path=str(report),
+        )
         s.add(run)
         s.flush()
-        alert = Alert(dedupe_key="k", rule="mmd", kind="prompt", severity="high", segment="*",
-                      status="open", summary="drift", run_id=run.id, evidence={}, first_seen=now,
-                      last_seen=now)
+        alert = Alert(
+            dedupe_key="k",
+            rule="mmd",
+            kind="prompt",
+            severity="high",
+            segment="*",
+            status="open",
+            summary="drift",
+            run_id=run.id,
+            evidence={},
+            first_seen=now,
+            last_seen=now,
+        )
         s.add(alert)
         s.flush()
-        s.add(Delivery(alert_id=alert.id, target=SLACK, format="slack", idempotency_key="i1", payload={},
-                       status="dead", attempts=8, next_attempt_at=now, created_at=now,
-                       last_error=f"POST {SLACK} failed: 500 upstream said no"))
+        s.add(
+            Delivery(
+                alert_id=alert.id,
+                target=SLACK,
+                format="slack",
+                idempotency_key="i1",
+                payload={},
+                status="dead",
+                attempts=8,
+                next_attempt_at=now,
+                created_at=now,
+                last_error=f"POST {SLACK} failed: 500 upstream said no",
+            )
+        )
         s.commit()
         ids = {"run": run.id, "alert": alert.id}
-    settings = make_settings(migrated_db, api_keys=[API_KEY], tenant_keys={TENANT_KEY: "acme"},
-                             admin_keys=[ADMIN_KEY], trusted_proxies=["10.0.0.0/8"],
-                             forward_auth_header="X-Forwarded-User")
+    settings = make_settings(
+        migrated_db,
+        api_keys=[API_KEY],
+        tenant_keys={TENANT_KEY: "acme"},
+        admin_keys=[ADMIN_KEY],
+        trusted_proxies=["10.0.0.0/8"],
+        forward_auth_header="X-Forwarded-User",
+    )
     app = create_app(settings, factory)
     return app, settings, [p.format(**ids) for p in PAGES]
 
 
-
 async def _get_all(app, paths, peer="127.0.0.1", **kw):
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app, client=(peer, 4000)),
-                                 base_url="http://sidecar", **kw) as c:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app, client=(peer, 4000)), base_url="http://sidecar", **kw
+    ) as c:
         return [await c.get(p) for p in paths]
 
 
@@ -75,7 +107,9 @@ def test_pages_without_credentials_are_refused(world):
 def test_keys_open_pages_but_tenant_keys_do_not(world):
     app, _, paths = world
     for key in (API_KEY, ADMIN_KEY):
-        assert [r.status_code for r in get_all(app, paths, headers={"authorization": f"Bearer {key}"})] == [200] * 4
+        assert [
+            r.status_code for r in get_all(app, paths, headers={"authorization": f"Bearer {key}"})
+        ] == [200] * 4
     tenant = get_all(app, paths, headers={"authorization": f"Bearer {TENANT_KEY}"})
     assert {r.status_code for r in tenant} == {403}
 
@@ -94,19 +128,29 @@ def test_login_sets_a_hardened_session_cookie(world):
     app, settings, paths = world
 
     async def flow():
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://sidecar") as c:
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://sidecar"
+        ) as c:
             assert (await c.get("/login")).status_code == 200
             bad = await c.post("/login", data={"key": "nope", "next": "/alerts"})
             assert bad.status_code == 401 and COOKIE not in bad.cookies
             refused = await c.post("/login", data={"key": TENANT_KEY, "next": "/alerts"})
             assert refused.status_code == 401
             ok = await c.post("/login", data={"key": API_KEY, "next": "//evil.example/x"})
-            assert ok.status_code == 303 and ok.headers["location"] == "/reports"  # no open redirect
+            assert (
+                ok.status_code == 303 and ok.headers["location"] == "/reports"
+            )  # no open redirect
             cookie = ok.headers["set-cookie"].lower()
-            assert "httponly" in cookie and "samesite=strict" in cookie and API_KEY.lower() not in cookie
+            assert (
+                "httponly" in cookie
+                and "samesite=strict" in cookie
+                and API_KEY.lower() not in cookie
+            )
             assert [(await c.get(p)).status_code for p in paths] == [200] * 4
             token = c.cookies[COOKIE]
-            c.cookies.set(COOKIE, token[:-1] + ("a" if token[-1] != "a" else "b"))  # tampered signature
+            c.cookies.set(
+                COOKIE, token[:-1] + ("a" if token[-1] != "a" else "b")
+            )  # tampered signature
             assert (await c.get("/alerts")).status_code == 401
             logout = await c.post("/logout")
             assert logout.status_code == 303
@@ -122,7 +166,9 @@ def test_sessions_expire_and_die_with_their_key(world):
     assert verify_session(token, settings.secret_key, ring, now=1030.0) is not None
     assert verify_session(token, settings.secret_key, ring, now=1061.0) is None  # expired
     assert verify_session(token, "another-secret-0123456789", ring, now=1030.0) is None
-    assert verify_session(token, settings.secret_key, KeyRing([ADMIN_KEY]), now=1030.0) is None  # key removed
+    assert (
+        verify_session(token, settings.secret_key, KeyRing([ADMIN_KEY]), now=1030.0) is None
+    )  # key removed
 
 
 def test_forward_auth_only_from_a_trusted_proxy(world):
@@ -144,7 +190,9 @@ def test_health_names_no_internal_error(make_settings):
     app = create_app(make_settings(down), session_factory(down))
 
     async def get():
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://s") as c:
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://s"
+        ) as c:
             return await c.get("/health")
 
     r = asyncio.run(get())

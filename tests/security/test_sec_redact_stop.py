@@ -13,19 +13,23 @@ from hypothesis import strategies as st
 from serving.stop import StopStringMatcher, held_suffix_len
 from serving.traffic.redact import EMAIL_TOKEN, MAX_REDACT_CHARS, TRUNCATED_TOKEN, redact_pii
 
-BOUNDED = settings(max_examples=150, deadline=None, derandomize=True,
-                   suppress_health_check=[HealthCheck.too_slow])
+BOUNDED = settings(
+    max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
-@pytest.mark.parametrize("text", [
-    "%" * 80_000,  # was 8 s holding the GIL
-    "a" * 40_000 + "@" + "b" * 20_000,
-    "a." * 30_000 + "@x",
-    "a@" * 30_000,
-    "x@" + "a-" * 30_000,
-    "1 " * 30_000,
-    "+1-" * 20_000,
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "%" * 80_000,  # was 8 s holding the GIL
+        "a" * 40_000 + "@" + "b" * 20_000,
+        "a." * 30_000 + "@x",
+        "a@" * 30_000,
+        "x@" + "a-" * 30_000,
+        "1 " * 30_000,
+        "+1-" * 20_000,
+    ],
+)
 def test_redaction_is_fast_on_adversarial_input(text):
     start = time.perf_counter()
     redact_pii(text)
@@ -38,9 +42,11 @@ def test_redaction_caps_the_text_it_scans():
 
 
 @BOUNDED
-@given(local=st.from_regex(r"[a-z0-9._%+-]{1,12}", fullmatch=True).filter(lambda s: s[0].isalnum()),
-       domain=st.from_regex(r"[a-z0-9]{1,8}\.(com|org|io)", fullmatch=True),
-       noise=st.text(alphabet="%.+- ab", max_size=30))
+@given(
+    local=st.from_regex(r"[a-z0-9._%+-]{1,12}", fullmatch=True).filter(lambda s: s[0].isalnum()),
+    domain=st.from_regex(r"[a-z0-9]{1,8}\.(com|org|io)", fullmatch=True),
+    noise=st.text(alphabet="%.+- ab", max_size=30),
+)
 def test_emails_are_still_redacted(local, domain, noise):
     text = f"{noise} write to {local}@{domain} today"
     out = redact_pii(text)
@@ -52,22 +58,29 @@ def _held_oracle(text: str, stops: list[str]) -> int:
 
 
 @BOUNDED
-@given(text=st.text(alphabet="ab", max_size=40), stops=st.lists(st.text(alphabet="ab", min_size=1, max_size=8),
-                                                                 min_size=1, max_size=4))
+@given(
+    text=st.text(alphabet="ab", max_size=40),
+    stops=st.lists(st.text(alphabet="ab", min_size=1, max_size=8), min_size=1, max_size=4),
+)
 def test_held_suffix_matches_brute_force(text, stops):
     assert held_suffix_len(text, stops) == _held_oracle(text, stops)
 
 
 @BOUNDED
-@given(pieces=st.lists(st.text(alphabet="abc", max_size=4), max_size=30),
-       stops=st.lists(st.text(alphabet="abc", min_size=1, max_size=6), min_size=1, max_size=3))
+@given(
+    pieces=st.lists(st.text(alphabet="abc", max_size=4), max_size=30),
+    stops=st.lists(st.text(alphabet="abc", min_size=1, max_size=6), min_size=1, max_size=3),
+)
 def test_streamed_output_matches_a_whole_text_oracle(pieces, stops):
     """Streaming through the matcher gives the text cut before the first-completing stop."""
     matcher = StopStringMatcher(stops)
     shown = "".join(matcher.feed(p)[0] for p in pieces) + matcher.flush()
     full = "".join(pieces)
-    ends = sorted((start + len(s), start) for s in stops for start in
-                  [m.start() for m in re.finditer(f"(?={re.escape(s)})", full)])
+    ends = sorted(
+        (start + len(s), start)
+        for s in stops
+        for start in [m.start() for m in re.finditer(f"(?={re.escape(s)})", full)]
+    )
     expected = full[: ends[0][1]] if ends else full
     assert shown == expected
     # never shown early: every emitted prefix is a prefix of the final text

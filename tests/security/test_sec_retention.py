@@ -18,11 +18,15 @@ OLD, RECENT = NOW - timedelta(days=60), NOW - timedelta(days=1)
 
 
 def _baseline(session, status: str, created: datetime) -> int:
-    b = Baseline(name=status, status=status, created_at=created, window_start=created, window_end=created)
+    b = Baseline(
+        name=status, status=status, created_at=created, window_start=created, window_end=created
+    )
     session.add(b)
     session.flush()
-    session.add_all(BaselineSample(baseline_id=b.id, sample_id=f"{b.id}-{i}", record={"prompt": "secret"})
-                    for i in range(3))
+    session.add_all(
+        BaselineSample(baseline_id=b.id, sample_id=f"{b.id}-{i}", record={"prompt": "secret"})
+        for i in range(3)
+    )
     return b.id
 
 
@@ -45,14 +49,27 @@ def test_retention_reaches_reports_baselines_and_side_files(migrated_db, make_se
         spent_recent = _baseline(s, "retired", RECENT)
         s.commit()
     reports, journal = settings.report_dir, settings.journal_dir
-    old_report, new_report = _file(reports / "run-1.html", OLD), _file(reports / "run-2.html", RECENT)
+    old_report, new_report = (
+        _file(reports / "run-1.html", OLD),
+        _file(reports / "run-2.html", RECENT),
+    )
     dead = _file(journal / "dead-letter.jsonl", OLD)
     corrupt = _file(journal / "corrupt-123.txt", OLD)
     segment = _file(journal / "00000000000000000001-1-000000.jsonl", OLD)  # pending data
     result = run_retention_job(settings, factory, NOW)
     with factory() as s:
-        left = dict(s.execute(select(BaselineSample.baseline_id, func.count()).group_by(BaselineSample.baseline_id)).all())
-    assert left == {active_old: 3, spent_recent: 3} and spent_old not in left and rejected_old not in left
+        left = dict(
+            s.execute(
+                select(BaselineSample.baseline_id, func.count()).group_by(
+                    BaselineSample.baseline_id
+                )
+            ).all()
+        )
+    assert (
+        left == {active_old: 3, spent_recent: 3}
+        and spent_old not in left
+        and rejected_old not in left
+    )
     assert result.baseline_samples == 6 and result.files == 3
     assert not old_report.exists() and not dead.exists() and not corrupt.exists()
     assert new_report.exists() and segment.exists()

@@ -24,9 +24,15 @@ CLAIMS = {"tenant": "acme", "segment": "vip", "prompt_version": "v7", "channel":
 
 
 def _request(headers: dict[str, str], principal: Principal) -> Request:
-    scope = {"type": "http", "method": "POST", "path": "/v1/chat/completions", "query_string": b"",
-             "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
-             "client": ("203.0.113.7", 1234), "state": {"principal": principal}}
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/v1/chat/completions",
+        "query_string": b"",
+        "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+        "client": ("203.0.113.7", 1234),
+        "state": {"principal": principal},
+    }
     return Request(scope)
 
 
@@ -34,7 +40,9 @@ def test_a_global_key_cannot_file_traffic_under_a_tenant_or_hide_it():
     """Was: a global key's `metadata` tenant/segment were logged as sent and its
     X-Vigil-Internal mark dropped its traffic from the log."""
     settings = load_settings(**SETTINGS)
-    seg = request_segment(_request({"x-vigil-internal": "canary"}, Principal("g")), settings, None, CLAIMS)
+    seg = request_segment(
+        _request({"x-vigil-internal": "canary"}, Principal("g")), settings, None, CLAIMS
+    )
     assert (seg.tenant, seg.segment, seg.internal) == (None, None, None)
     assert seg.prompt_version == "v7" and seg.metadata == {"prompt_version": "v7", "channel": "web"}
 
@@ -42,20 +50,28 @@ def test_a_global_key_cannot_file_traffic_under_a_tenant_or_hide_it():
 @pytest.mark.parametrize("role", [{"operator": True}, {"admin": True}])
 def test_operator_and_admin_keys_label_traffic_and_mark_it_internal(role):
     settings = load_settings(**SETTINGS)
-    seg = request_segment(_request({"x-vigil-internal": "judge"}, Principal("o", **role)), settings, None, CLAIMS)
+    seg = request_segment(
+        _request({"x-vigil-internal": "judge"}, Principal("o", **role)), settings, None, CLAIMS
+    )
     assert (seg.tenant, seg.segment, seg.internal) == ("acme", "vip", "judge")
 
 
 def test_ring_roles_and_named_keys():
-    ring = KeyRing(api_keys=["ci:global-key-0123456789"], tenant_keys={TENANT_KEY: "acme"},
-                   admin_keys=["alice:" + ADMIN_KEY], operator_keys=[OPERATOR_KEY])
+    ring = KeyRing(
+        api_keys=["ci:global-key-0123456789"],
+        tenant_keys={TENANT_KEY: "acme"},
+        admin_keys=["alice:" + ADMIN_KEY],
+        operator_keys=[OPERATOR_KEY],
+    )
     glob = ring.lookup("global-key-0123456789")
     assert glob and glob.name == "ci" and not glob.may_label_others and glob.actor == "key:ci"
     assert ring.lookup("ci:global-key-0123456789") is None  # the name is not part of the secret
     admin = ring.lookup(ADMIN_KEY)
     assert admin.admin and admin.may_label_others and admin.actor == "key:alice"
     operator = ring.lookup(OPERATOR_KEY)
-    assert operator.operator and not operator.admin and operator.actor == f"key:{key_id(OPERATOR_KEY)}"
+    assert (
+        operator.operator and not operator.admin and operator.actor == f"key:{key_id(OPERATOR_KEY)}"
+    )
     assert ring.lookup(TENANT_KEY).tenant == "acme" and not ring.lookup(TENANT_KEY).may_label_others
 
 
@@ -79,24 +95,44 @@ def test_operator_keys_fail_closed_outside_development():
 
 
 def test_the_sidecar_calls_the_engine_with_a_key_that_may_mark_internal():
-    assert internal_client_key(load_settings(api_keys=[API_KEY], operator_keys=["judge:" + OPERATOR_KEY],
-                                             admin_keys=[ADMIN_KEY])) == OPERATOR_KEY
-    assert internal_client_key(load_settings(api_keys=[API_KEY], operator_keys=[], admin_keys=[ADMIN_KEY])) == ADMIN_KEY
+    assert (
+        internal_client_key(
+            load_settings(
+                api_keys=[API_KEY], operator_keys=["judge:" + OPERATOR_KEY], admin_keys=[ADMIN_KEY]
+            )
+        )
+        == OPERATOR_KEY
+    )
+    assert (
+        internal_client_key(
+            load_settings(api_keys=[API_KEY], operator_keys=[], admin_keys=[ADMIN_KEY])
+        )
+        == ADMIN_KEY
+    )
 
 
 def _ingest(app, key: str, samples: list[dict]) -> httpx.Response:
     async def go():
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://s") as c:
-            return await c.post("/v1/ingest", json={"samples": samples}, headers={"authorization": f"Bearer {key}"})
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://s"
+        ) as c:
+            return await c.post(
+                "/v1/ingest", json={"samples": samples}, headers={"authorization": f"Bearer {key}"}
+            )
 
     return asyncio.run(go())
 
 
 def test_only_operator_keys_ingest_under_a_tenant(migrated_db, make_settings):
     """Was: a global key could ingest samples under any tenant."""
-    app = create_app(make_settings(migrated_db, api_keys=[API_KEY], operator_keys=[OPERATOR_KEY]),
-                     session_factory(migrated_db))
+    app = create_app(
+        make_settings(migrated_db, api_keys=[API_KEY], operator_keys=[OPERATOR_KEY]),
+        session_factory(migrated_db),
+    )
     refused = _ingest(app, API_KEY, [{"id": "g1", "prompt": "p", "tenant": "acme"}])
     assert refused.status_code == 403 and "operator" in refused.json()["detail"]
     assert _ingest(app, API_KEY, [{"id": "g2", "prompt": "p", "segment": "web"}]).status_code == 200
-    assert _ingest(app, OPERATOR_KEY, [{"id": "g1", "prompt": "p", "tenant": "acme"}]).status_code == 200
+    assert (
+        _ingest(app, OPERATOR_KEY, [{"id": "g1", "prompt": "p", "tenant": "acme"}]).status_code
+        == 200
+    )

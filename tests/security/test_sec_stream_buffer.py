@@ -34,8 +34,15 @@ def test_stalled_reader_keeps_the_engine_queue_bounded():
     engine = FakeEngine(steps=STEPS, piece="0123456789")
 
     async def stalled_client():
-        stream = generate(_state(engine), "r1", [1, 2], SamplingParams(max_tokens=STEPS), prompt="p",
-                          segment=SegmentInfo(), tools=[])
+        stream = generate(
+            _state(engine),
+            "r1",
+            [1, 2],
+            SamplingParams(max_tokens=STEPS),
+            prompt="p",
+            segment=SegmentInfo(),
+            tools=[],
+        )
         first = await stream.__anext__()
         for _ in range(200):  # the client reads nothing while the engine runs to the end
             await asyncio.sleep(0)
@@ -72,8 +79,15 @@ def test_closing_the_reader_stops_the_engine_stream():
     engine = FakeEngine(steps=10**6, piece="x")
 
     async def leave_early():
-        stream = generate(_state(engine), "r2", [1], SamplingParams(max_tokens=10), prompt=None,
-                          segment=SegmentInfo(), tools=[])
+        stream = generate(
+            _state(engine),
+            "r2",
+            [1],
+            SamplingParams(max_tokens=10),
+            prompt=None,
+            segment=SegmentInfo(),
+            tools=[],
+        )
         await stream.__anext__()
         await stream.aclose()
         await asyncio.sleep(0.01)

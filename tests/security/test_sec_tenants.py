@@ -22,8 +22,12 @@ from vigil.keys import Principal
 
 def _ingest(app, key: str, samples: list[dict]) -> httpx.Response:
     async def go():
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://s") as c:
-            return await c.post("/v1/ingest", json={"samples": samples}, headers={"authorization": f"Bearer {key}"})
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://s"
+        ) as c:
+            return await c.post(
+                "/v1/ingest", json={"samples": samples}, headers={"authorization": f"Bearer {key}"}
+            )
 
     return asyncio.run(go())
 
@@ -31,23 +35,49 @@ def _ingest(app, key: str, samples: list[dict]) -> httpx.Response:
 def test_tenant_key_writes_only_its_tenant(migrated_db, make_settings):
     """Was: any key could write samples for any tenant (and so raise or mask its alerts)."""
     factory = session_factory(migrated_db)
-    app = create_app(make_settings(migrated_db, api_keys=[API_KEY], tenant_keys={TENANT_KEY: "acme"},
-                                   operator_keys=[OPERATOR_KEY]), factory)
-    foreign = _ingest(app, TENANT_KEY, [{"id": "a1", "prompt": "p", "tenant": "acme"},
-                                        {"id": "a2", "prompt": "p", "tenant": "globex"}])
+    app = create_app(
+        make_settings(
+            migrated_db,
+            api_keys=[API_KEY],
+            tenant_keys={TENANT_KEY: "acme"},
+            operator_keys=[OPERATOR_KEY],
+        ),
+        factory,
+    )
+    foreign = _ingest(
+        app,
+        TENANT_KEY,
+        [
+            {"id": "a1", "prompt": "p", "tenant": "acme"},
+            {"id": "a2", "prompt": "p", "tenant": "globex"},
+        ],
+    )
     assert foreign.status_code == 403 and "globex" in foreign.json()["detail"]
-    own = _ingest(app, TENANT_KEY, [{"id": "b1", "prompt": "p", "tenant": "acme"}, {"id": "b2", "prompt": "p"}])
+    own = _ingest(
+        app,
+        TENANT_KEY,
+        [{"id": "b1", "prompt": "p", "tenant": "acme"}, {"id": "b2", "prompt": "p"}],
+    )
     assert own.status_code == 200, own.text
-    assert _ingest(app, OPERATOR_KEY, [{"id": "c1", "prompt": "p", "tenant": "globex"}]).status_code == 200
+    assert (
+        _ingest(app, OPERATOR_KEY, [{"id": "c1", "prompt": "p", "tenant": "globex"}]).status_code
+        == 200
+    )
     with factory() as s:
         tenants = dict(s.execute(select(Sample.id, Sample.tenant)).all())
     assert tenants == {"b1": "acme", "b2": "acme", "c1": "globex"}
 
 
 def _request(headers: dict[str, str], peer: str, principal: Principal | None) -> Request:
-    scope = {"type": "http", "method": "POST", "path": "/v1/chat/completions", "query_string": b"",
-             "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
-             "client": (peer, 1234), "state": {"principal": principal} if principal else {}}
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/v1/chat/completions",
+        "query_string": b"",
+        "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+        "client": (peer, 1234),
+        "state": {"principal": principal} if principal else {},
+    }
     return Request(scope)
 
 
@@ -57,7 +87,9 @@ SETTINGS = dict(trusted_proxies=["10.0.0.0/8"], secret_key="sec-test-secret-key-
 def test_segment_headers_count_only_from_trusted_proxies():
     settings = load_settings(**SETTINGS)
     headers = {"x-vigil-tenant": "globex", "x-vigil-segment": "vip"}
-    untrusted = request_segment(_request(headers, "203.0.113.7", Principal("k")), settings, None, None)
+    untrusted = request_segment(
+        _request(headers, "203.0.113.7", Principal("k")), settings, None, None
+    )
     assert untrusted.tenant is None and untrusted.segment is None
     trusted = request_segment(_request(headers, "10.9.8.7", Principal("k")), settings, None, None)
     assert (trusted.tenant, trusted.segment) == ("globex", "vip")
@@ -67,21 +99,27 @@ def test_tenant_key_traffic_is_logged_under_its_tenant():
     settings = load_settings(**SETTINGS)
     bound = Principal("k", tenant="acme")
     for peer in ("10.0.0.1", "203.0.113.7"):
-        seg = request_segment(_request({"x-vigil-tenant": "globex"}, peer, bound), settings, None,
-                              {"tenant": "initech"})
+        seg = request_segment(
+            _request({"x-vigil-tenant": "globex"}, peer, bound),
+            settings,
+            None,
+            {"tenant": "initech"},
+        )
         assert seg.tenant == "acme"
-
 
 
 def test_a_tenant_key_cannot_hide_its_traffic_as_internal():
     settings = load_settings(**SETTINGS)
     marked = {"x-vigil-internal": "canary"}
-    operator = request_segment(_request(marked, "203.0.113.7", Principal("k", operator=True)), settings,
-                               None, None)
+    operator = request_segment(
+        _request(marked, "203.0.113.7", Principal("k", operator=True)), settings, None, None
+    )
     assert operator.internal == "canary"
-    tenant = request_segment(_request(marked, "203.0.113.7", Principal("k", tenant="acme")), settings,
-                             None, None)
+    tenant = request_segment(
+        _request(marked, "203.0.113.7", Principal("k", tenant="acme")), settings, None, None
+    )
     assert tenant.internal is None and tenant.tenant == "acme"
+
 
 @pytest.mark.parametrize("user", ["alice@example.com", "bob", "x" * 256])
 def test_user_is_stored_as_a_keyed_pseudonym(user):
@@ -91,7 +129,9 @@ def test_user_is_stored_as_a_keyed_pseudonym(user):
     assert "@" not in seg.user and seg.user != hash_user(user, "another-secret-0123456789")
 
 
-def test_ingest_batch_size_is_checked_before_validating_every_sample(migrated_db, make_settings, monkeypatch):
+def test_ingest_batch_size_is_checked_before_validating_every_sample(
+    migrated_db, make_settings, monkeypatch
+):
     """Was: every sample of an oversized batch was validated, and only then counted."""
     from pydantic import Field, create_model, model_validator
 
@@ -107,11 +147,16 @@ def test_ingest_batch_size_is_checked_before_validating_every_sample(migrated_db
             validated.append(1)
             return data
 
-    counting_body = create_model("IngestBody", __base__=sidecar_app.IngestBody,
-                                 samples=(list[CountingRecord], Field(min_length=1)))
+    counting_body = create_model(
+        "IngestBody",
+        __base__=sidecar_app.IngestBody,
+        samples=(list[CountingRecord], Field(min_length=1)),
+    )
     monkeypatch.setattr(sidecar_app, "IngestBody", counting_body)
-    app = create_app(make_settings(migrated_db, api_keys=[API_KEY], ingest_max_samples=10),
-                     session_factory(migrated_db))
+    app = create_app(
+        make_settings(migrated_db, api_keys=[API_KEY], ingest_max_samples=10),
+        session_factory(migrated_db),
+    )
     r = _ingest(app, API_KEY, [{"id": f"s{i}", "prompt": "p"} for i in range(5000)])
     assert r.status_code == 413 and "limit is 10" in r.json()["detail"]
     assert 1 <= len(validated) <= 11

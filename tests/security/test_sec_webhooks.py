@@ -71,12 +71,19 @@ class Receiver:
 
 
 def _deliver(url: str, **overrides):
-    settings = load_settings(webhook_secret=SECRET, delivery_timeout_s=1.0, delivery_deadline_s=1.5,
-                             delivery_max_response_bytes=4096, **overrides)
+    settings = load_settings(
+        webhook_secret=SECRET,
+        delivery_timeout_s=1.0,
+        delivery_deadline_s=1.5,
+        delivery_max_response_bytes=4096,
+        **overrides,
+    )
     row = Claimed(id=1, target=url, idempotency_key="k1", payload={"a": 1}, attempts=1)
     with httpx.Client() as client:
         start = time.monotonic()
-        status, error, _ = send_attempt(client, row, now=datetime.now(UTC), settings=settings, rng=random.Random(0))
+        status, error, _ = send_attempt(
+            client, row, now=datetime.now(UTC), settings=settings, rng=random.Random(0)
+        )
         return status, error, time.monotonic() - start
 
 

@@ -67,8 +67,12 @@ def tiny_vocab() -> dict:
         "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
     )
     return {
-        "tokens": tokens, "types": types, "merges": merges, "specials": specials,
-        "bos_id": tokens.index("<|im_start|>"), "eos_id": tokens.index("<|im_end|>"),
+        "tokens": tokens,
+        "types": types,
+        "merges": merges,
+        "specials": specials,
+        "bos_id": tokens.index("<|im_start|>"),
+        "eos_id": tokens.index("<|im_end|>"),
         "chat_template": template,
     }
 
@@ -88,10 +92,15 @@ def write_tiny_tokenizer(tiny_vocab):
         backend = Backend(models.BPE(vocab=plain, merges=merges))
         backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         backend.decoder = decoders.ByteLevel()
-        backend.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in specials])
+        backend.add_special_tokens(
+            [AddedToken(t, special=True, normalized=False) for t in specials]
+        )
         backend.save(str(path / "tokenizer.json"))
-        config = {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>",
-                  "chat_template": tiny_vocab["chat_template"]}
+        config = {
+            "eos_token": "<|im_end|>",
+            "pad_token": "<|endoftext|>",
+            "chat_template": tiny_vocab["chat_template"],
+        }
         (path / "tokenizer_config.json").write_text(json.dumps(config))
 
     return write

@@ -28,12 +28,24 @@ def free_port() -> int:
 
 
 def server_env(tmp_path: Path, port: int, **extra: str) -> dict[str, str]:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VIGIL_ENV": "development",
-           "VIGIL_HOST": "127.0.0.1", "VIGIL_PORT": str(port), "VIGIL_DEVICE": "cpu",
-           "VIGIL_MODEL_NAME": MODEL, "VIGIL_API_KEYS": json.dumps([KEY]), "VIGIL_KV_CACHE_MEMORY_MB": "16",
-           "VIGIL_TORCH_THREADS": "1", "VIGIL_SAMPLE_RATE": "0", "VIGIL_SEGMENT_MIN_PER_HOUR": "0",
-           "VIGIL_DATABASE_URL": f"sqlite:///{tmp_path}/vigil.db", "VIGIL_JOURNAL_DIR": str(tmp_path / "journal"),
-           "VIGIL_DRAIN_GRACE_S": "60"}
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "VIGIL_ENV": "development",
+        "VIGIL_HOST": "127.0.0.1",
+        "VIGIL_PORT": str(port),
+        "VIGIL_DEVICE": "cpu",
+        "VIGIL_MODEL_NAME": MODEL,
+        "VIGIL_API_KEYS": json.dumps([KEY]),
+        "VIGIL_KV_CACHE_MEMORY_MB": "16",
+        "VIGIL_TORCH_THREADS": "1",
+        "VIGIL_SAMPLE_RATE": "0",
+        "VIGIL_SEGMENT_MIN_PER_HOUR": "0",
+        "VIGIL_DATABASE_URL": f"sqlite:///{tmp_path}/vigil.db",
+        "VIGIL_JOURNAL_DIR": str(tmp_path / "journal"),
+        "VIGIL_DRAIN_GRACE_S": "60",
+    }
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     env.update(extra)
     return env
@@ -48,9 +60,21 @@ class MultiServer:
         self.log_path = tmp_path / "serve.log"
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "vigil.cli", "serve", "--api-server-count", str(count),
-                 "--model", str(model_dir)],
-                env=server_env(tmp_path, self.port, **env), stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
+                [
+                    sys.executable,
+                    "-m",
+                    "vigil.cli",
+                    "serve",
+                    "--api-server-count",
+                    str(count),
+                    "--model",
+                    str(model_dir),
+                ],
+                env=server_env(tmp_path, self.port, **env),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=tmp_path,
+            )
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -113,8 +137,14 @@ class Stream:
     def __init__(self, url: str, prompt: str, max_tokens: int):
         import threading
 
-        self.body = {"model": MODEL, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
-                     "ignore_eos": True, "stream": True}
+        self.body = {
+            "model": MODEL,
+            "prompt": prompt,
+            "max_tokens": max_tokens,
+            "temperature": 0,
+            "ignore_eos": True,
+            "stream": True,
+        }
         self.url, self.pid, self.status = url, None, None
         self.text, self.finish, self.error, self.done = "", None, None, False
         self.started = threading.Event()
@@ -122,8 +152,10 @@ class Stream:
         self.thread.start()
 
     def _run(self) -> None:
-        with httpx.Client(timeout=120) as client, \
-                client.stream("POST", self.url + "/v1/completions", json=self.body, headers=AUTH) as r:
+        with (
+            httpx.Client(timeout=120) as client,
+            client.stream("POST", self.url + "/v1/completions", json=self.body, headers=AUTH) as r,
+        ):
             self.status, self.pid = r.status_code, served_by(r)
             for line in r.iter_lines():
                 if line == "data: [DONE]":
@@ -143,7 +175,9 @@ class Stream:
         assert not self.thread.is_alive(), "a stream hung"
 
 
-def streams_in_both(url: str, api_pids: list[int], max_tokens: int, limit: int = 12) -> list[Stream]:
+def streams_in_both(
+    url: str, api_pids: list[int], max_tokens: int, limit: int = 12
+) -> list[Stream]:
     """Open streams one by one until every API process has one in flight; those in flight.
 
     Connections reach the processes by address hash, so the second process may take several

@@ -36,7 +36,9 @@ def model_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, model_dir):
-    srv = MultiServer(tmp_path_factory.mktemp("api-servers"), model_dir, count=2, VIGIL_SAMPLE_RATE="1.0")
+    srv = MultiServer(
+        tmp_path_factory.mktemp("api-servers"), model_dir, count=2, VIGIL_SAMPLE_RATE="1.0"
+    )
     try:
         srv.wait_healthy()
         yield srv
@@ -52,7 +54,9 @@ def _completions(base_url: str) -> list[tuple[str, str]]:
         kw = dict(model=MODEL, prompt=prompt, max_tokens=12, temperature=0)
         plain = client.completions.create(**kw)
         assert plain.choices[0].finish_reason == "length" and plain.usage.completion_tokens == 12
-        streamed = "".join(c.choices[0].text for c in client.completions.create(stream=True, **kw) if c.choices)
+        streamed = "".join(
+            c.choices[0].text for c in client.completions.create(stream=True, **kw) if c.choices
+        )
         out.append((plain.choices[0].text, streamed))
     return out
 
@@ -61,8 +65,14 @@ def _one_server_completions(model_dir) -> list[tuple[str, str]]:
     from serving.engine import AsyncLLMEngine, EngineConfig, LLMEngine
     from serving.server.app import create_app
 
-    settings = make_settings(model_path=str(model_dir), model_name=MODEL, device="cpu", api_keys=[KEY],
-                             kv_cache_memory_mb=16, max_model_len=None)
+    settings = make_settings(
+        model_path=str(model_dir),
+        model_name=MODEL,
+        device="cpu",
+        api_keys=[KEY],
+        kv_cache_memory_mb=16,
+        max_model_len=None,
+    )
     engine = AsyncLLMEngine(LLMEngine(EngineConfig.from_settings(settings)))
     engine.start()
     try:
@@ -107,7 +117,9 @@ def test_metrics_count_every_request_once_over_both_processes(server):
     def sampled(text: str) -> float:
         from prometheus_client.parser import text_string_to_metric_families
 
-        (family,) = [f for f in text_string_to_metric_families(text) if f.name == "vigil:requests_sampled"]
+        (family,) = [
+            f for f in text_string_to_metric_families(text) if f.name == "vigil:requests_sampled"
+        ]
         return sum(s.value for s in family.samples)
 
     before = completion_total(scrape()[1])
@@ -191,7 +203,9 @@ def test_health_is_503_in_every_process_while_the_core_is_down(server):
     server.wait_healthy(60)
 
 
-def test_sigterm_drains_streams_in_both_processes_exits_0_and_leaves_no_process(tmp_path, model_dir):
+def test_sigterm_drains_streams_in_both_processes_exits_0_and_leaves_no_process(
+    tmp_path, model_dir
+):
     srv = MultiServer(tmp_path, model_dir, count=2)
     try:
         srv.wait_healthy()
@@ -200,9 +214,14 @@ def test_sigterm_drains_streams_in_both_processes_exits_0_and_leaves_no_process(
         srv.proc.send_signal(__import__("signal").SIGTERM)
         for s in streams:
             s.join(60)
-            assert s.status == 200 and s.done and s.error is None and s.finish == "length", (s.error, s.finish)
+            assert s.status == 200 and s.done and s.error is None and s.finish == "length", (
+                s.error,
+                s.finish,
+            )
         assert srv.proc.wait(timeout=60) == 0, srv.log()
-        assert wait_for(lambda: all(gone(p) for p in pids), timeout=15), [p for p in pids if not gone(p)]
+        assert wait_for(lambda: all(gone(p) for p in pids), timeout=15), [
+            p for p in pids if not gone(p)
+        ]
     finally:
         srv.stop()
 
@@ -211,7 +230,9 @@ def test_several_api_servers_need_a_separate_engine_core(monkeypatch, capsys):
     from vigil.cli.main import main
     from vigil.config import ConfigError, load_settings
 
-    with pytest.raises(ConfigError, match="VIGIL_API_SERVER_COUNT=2 needs VIGIL_ENGINE_PROCESS=separate"):
+    with pytest.raises(
+        ConfigError, match="VIGIL_API_SERVER_COUNT=2 needs VIGIL_ENGINE_PROCESS=separate"
+    ):
         load_settings(api_server_count=2, engine_process="inprocess")
     assert load_settings(api_server_count=2).api_server_count == 2
     assert load_settings(engine_process="inprocess").api_server_count == 1

@@ -35,14 +35,18 @@ def test_a_dead_api_process_ends_the_group_with_a_failure_exit(tmp_path, model_d
         os.kill(victim, signal.SIGKILL)
         assert srv.proc.wait(timeout=60) == 1, srv.log()
         assert "exited with code -9: stopping the group" in srv.log()
-        assert wait_for(lambda: all(gone(p) for p in pids), timeout=15), [p for p in pids if not gone(p)]
+        assert wait_for(lambda: all(gone(p) for p in pids), timeout=15), [
+            p for p in pids if not gone(p)
+        ]
     finally:
         srv.stop()
 
 
 def test_each_process_journals_its_own_samples_while_the_database_is_down(tmp_path, model_dir):
     down = f"postgresql://vigil@127.0.0.1:{free_port()}/vigil"  # nothing listens there
-    srv = MultiServer(tmp_path, model_dir, count=2, VIGIL_SAMPLE_RATE="1.0", VIGIL_DATABASE_URL=down)
+    srv = MultiServer(
+        tmp_path, model_dir, count=2, VIGIL_SAMPLE_RATE="1.0", VIGIL_DATABASE_URL=down
+    )
     try:
         srv.wait_healthy()
         served: Counter[int] = Counter()
@@ -72,8 +76,12 @@ def _delta(rid: str, finished: bool = False) -> RequestDelta:
 
 def test_route_sends_each_output_to_the_process_that_added_the_request():
     owner = {"a": 0, "b": 1, "c": 1, "d": 0}
-    routed = route(owner, [_delta("a"), _delta("b", finished=True), _delta("c")],
-                   [RequestFailed("d", "step failed", False)], n=2)
+    routed = route(
+        owner,
+        [_delta("a"), _delta("b", finished=True), _delta("c")],
+        [RequestFailed("d", "step failed", False)],
+        n=2,
+    )
     assert [[d.request_id for d in deltas] for deltas, _ in routed] == [["a"], ["b", "c"]]
     assert [[f.request_id for f in failed] for _, failed in routed] == [["d"], []]
     assert owner == {"a": 0, "c": 1}  # finished and failed requests are forgotten
@@ -110,7 +118,9 @@ def test_the_core_never_waits_on_an_api_process_that_left(tmp_path):
 
     def run() -> None:
         for i in range(steps):
-            loop._send([_delta("r", finished=i == steps - 1)] if i % 2 == 0 or i == steps - 1 else [], [])
+            loop._send(
+                [_delta("r", finished=i == steps - 1)] if i % 2 == 0 or i == steps - 1 else [], []
+            )
 
     worker = threading.Thread(target=run, daemon=True)
     worker.start()

@@ -86,8 +86,15 @@ def test_held_suffix_len_brute_force():
     for _ in range(300):
         text = "".join(rng.choice("ab") for _ in range(rng.randint(0, 10)))
         stops = ["".join(rng.choice("ab") for _ in range(rng.randint(1, 5))) for _ in range(2)]
-        want = max([n for n in range(len(text) + 1) for s in stops if 0 < n < len(s) and text.endswith(s[:n])],
-                   default=0)
+        want = max(
+            [
+                n
+                for n in range(len(text) + 1)
+                for s in stops
+                if 0 < n < len(s) and text.endswith(s[:n])
+            ],
+            default=0,
+        )
         assert held_suffix_len(text, stops) == want
 
 

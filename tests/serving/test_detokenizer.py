@@ -64,7 +64,9 @@ def test_random_sequences_equal_full_decode(tok):
         except UnicodeDecodeError:
             return False
 
-    partial = [i for i in range(tok.vocab_size) if not valid(i)]  # UTF-8 fragments (lead/continuation)
+    partial = [
+        i for i in range(tok.vocab_size) if not valid(i)
+    ]  # UTF-8 fragments (lead/continuation)
     assert len(partial) > 200
     special = tok.all_special_ids
     for trial in range(300):
@@ -85,11 +87,17 @@ def test_special_tokens_skipped_or_kept(tok):
 
 
 def test_non_byte_level_vocabulary_uses_the_window():
-    corpus = ["the quick brown fox jumps over the lazy dog", "café déjà vu naïve", "über straße"] * 20
+    corpus = [
+        "the quick brown fox jumps over the lazy dog",
+        "café déjà vu naïve",
+        "über straße",
+    ] * 20
     backend = Backend(models.BPE(unk_token="[UNK]"))
     backend.pre_tokenizer = pre_tokenizers.Metaspace()
     backend.decoder = decoders.Metaspace()
-    backend.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=120, special_tokens=["[UNK]", "</s>"]))
+    backend.train_from_iterator(
+        corpus, trainers.BpeTrainer(vocab_size=120, special_tokens=["[UNK]", "</s>"])
+    )
     tok = Tokenizer(backend, bos_token_id=None, eos_token_ids=[1])
     assert not tok.is_byte_level
     fox = tok.encode("fox")

@@ -27,7 +27,9 @@ def sidecar(tmp_path, monkeypatch):
     upgrade(database)
     from vigil.config import load_settings
 
-    settings = load_settings(database_url=database, api_keys=[SIDECAR_KEY], report_dir=tmp_path / "r")
+    settings = load_settings(
+        database_url=database, api_keys=[SIDECAR_KEY], report_dir=tmp_path / "r"
+    )
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", f"Authorization=Bearer%20{SIDECAR_KEY}")
     with UvicornThread(create_sidecar(settings, session_factory(database))) as srv:
         srv.factory = session_factory(database)
@@ -47,13 +49,23 @@ def rows(sidecar, n: int, timeout: float = 20.0) -> list[Sample]:
 
 @pytest.mark.parametrize("capture", [False, True])
 def test_engine_spans_reach_the_sidecar(sidecar, capture):
-    settings = make_settings(otlp_traces_endpoint=f"{sidecar.url}/v1/traces", otlp_capture_content=capture)
+    settings = make_settings(
+        otlp_traces_endpoint=f"{sidecar.url}/v1/traces", otlp_capture_content=capture
+    )
     app = create_app(settings, engine=shared_engine(), log_traffic=False)
     assert app.state.vigil.traffic.spans is not None
     with ServerThread(app) as server:
-        r = httpx.post(f"{server.url}/v1/chat/completions", headers={"Authorization": f"Bearer {API_KEY}"},
-                       json={"model": settings.model_name, "max_tokens": 5, "temperature": 0,
-                             "messages": [{"role": "user", "content": "Name a colour."}]}, timeout=60)
+        r = httpx.post(
+            f"{server.url}/v1/chat/completions",
+            headers={"Authorization": f"Bearer {API_KEY}"},
+            json={
+                "model": settings.model_name,
+                "max_tokens": 5,
+                "temperature": 0,
+                "messages": [{"role": "user", "content": "Name a colour."}],
+            },
+            timeout=60,
+        )
         assert r.status_code == 200
         answer = r.json()
     app.state.vigil.traffic.close()  # flushes the span batch
@@ -65,7 +77,10 @@ def test_engine_spans_reach_the_sidecar(sidecar, capture):
     assert row.extra["request_id"] == answer["id"] and row.extra["operation"] == "chat"
     assert row.ttft_ms is not None and 0 < row.ttft_ms <= row.latency_ms
     if capture:
-        assert "Name a colour." in row.prompt and row.response == answer["choices"][0]["message"]["content"]
+        assert (
+            "Name a colour." in row.prompt
+            and row.response == answer["choices"][0]["message"]["content"]
+        )
     else:
         assert row.prompt is None and row.response is None
 
@@ -75,7 +90,11 @@ def test_spans_off_hand_nothing_to_the_logger():
     traffic = app.state.vigil.traffic
     assert traffic.spans is None and traffic.sink is None
     with ServerThread(app) as server:
-        r = httpx.post(f"{server.url}/v1/completions", headers={"Authorization": f"Bearer {API_KEY}"},
-                       json={"model": app.state.vigil.settings.model_name, "prompt": "Hi", "max_tokens": 2}, timeout=60)
+        r = httpx.post(
+            f"{server.url}/v1/completions",
+            headers={"Authorization": f"Bearer {API_KEY}"},
+            json={"model": app.state.vigil.settings.model_name, "prompt": "Hi", "max_tokens": 2},
+            timeout=60,
+        )
         assert r.status_code == 200
     assert traffic.counters.seen == 0  # the hand-off returned at once

@@ -40,8 +40,11 @@ class LoadedEngine:
 
 
 def test_the_app_freezes_once_its_engine_is_loaded():
-    app = create_app(load_settings(env="development", api_keys=["k" * 24]), log_traffic=False,
-                     engine_loader=lambda settings: LoadedEngine())
+    app = create_app(
+        load_settings(env="development", api_keys=["k" * 24]),
+        log_traffic=False,
+        engine_loader=lambda settings: LoadedEngine(),
+    )
     gc.unfreeze()
 
     async def main():

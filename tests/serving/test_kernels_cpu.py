@@ -16,10 +16,16 @@ from serving.kernels import HAS_TRITON
 
 def test_every_gpu_module_imports_without_triton():
     for name in [
-        "serving.kernels.kv_write", "serving.kernels.paged_decode", "serving.kernels.paged_prefill",
+        "serving.kernels.kv_write",
+        "serving.kernels.paged_decode",
+        "serving.kernels.paged_prefill",
         "serving.kernels.paged_kv",
-        "serving.kernels.fused_ops", "serving.kernels.qkv_rope_cache", "serving.kernels.gemv",
-        "serving.kernels.pdl", "serving.kernels.fused_forward", "serving.attention.triton_backend",
+        "serving.kernels.fused_ops",
+        "serving.kernels.qkv_rope_cache",
+        "serving.kernels.gemv",
+        "serving.kernels.pdl",
+        "serving.kernels.fused_forward",
+        "serving.attention.triton_backend",
         "serving.engine.worker.cuda_graphs",
     ]:
         importlib.import_module(name)
@@ -33,8 +39,13 @@ def test_kernels_raise_a_clear_error_without_triton():
     with pytest.raises(RuntimeError, match="triton"):
         silu_and_mul(torch.zeros(2, 8))
     with pytest.raises(RuntimeError, match="triton"):
-        write_kv(torch.zeros(1, 1, 8), torch.zeros(1, 1, 8), torch.zeros(1, 4, 1, 8),
-                 torch.zeros(1, 4, 1, 8), torch.zeros(1, dtype=torch.long))
+        write_kv(
+            torch.zeros(1, 1, 8),
+            torch.zeros(1, 1, 8),
+            torch.zeros(1, 4, 1, 8),
+            torch.zeros(1, 4, 1, 8),
+            torch.zeros(1, dtype=torch.long),
+        )
 
 
 @pytest.mark.skipif(HAS_TRITON and torch.cuda.is_available(), reason="checks the CPU fallback")
@@ -86,15 +97,28 @@ def test_prefill_graphs_take_steps_with_prompt_rows_up_to_their_width_and_decode
             seq_lens=torch.tensor(slens, dtype=torch.int32),
             slot_mapping=torch.zeros(sum(qlens), dtype=torch.int64),
             block_tables=torch.zeros(len(qlens), 4, dtype=torch.int32),
-            max_query_len=max(qlens), max_seq_len=max(slens), num_decode_tokens=nd if nd < len(qlens) else 0,
-            query_lens_cpu=list(qlens), seq_lens_cpu=slens,
+            max_query_len=max(qlens),
+            max_seq_len=max(slens),
+            num_decode_tokens=nd if nd < len(qlens) else 0,
+            query_lens_cpu=list(qlens),
+            seq_lens_cpu=slens,
         )
 
     def bucket(m: AttentionMetadata, buckets=PREFILL_BUCKETS, width: int = 8) -> int | None:
         return prefill_bucket(m, int(m.query_start_loc[-1]), buckets, width)
 
     assert [bucket(meta([n])) for n in (2, 16, 17, 100, 128, 300, 512, 513, 1100, 2048)] == [
-        16, 16, 32, 128, 128, 384, 512, 768, 1536, 2048]
+        16,
+        16,
+        32,
+        128,
+        128,
+        384,
+        512,
+        768,
+        1536,
+        2048,
+    ]
     assert bucket(meta([200], ctx=300)) == 256  # a later chunk or a prefix hit
     assert bucket(meta([2049])) is None  # past the largest: eager
     assert bucket(meta([1])) is None  # one token: the decode graphs' case
@@ -114,9 +138,14 @@ def test_prefill_graphs_take_steps_with_prompt_rows_up_to_their_width_and_decode
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.sampled_from([1, 1, 2, 5, 40]), min_size=1, max_size=12), st.integers(0, 5),
-       st.randoms(use_true_random=False))
-def test_graph_decode_layout_keeps_one_token_queries_and_points_the_rest_at_a_prompt_row(qlens, pad, rnd):
+@given(
+    st.lists(st.sampled_from([1, 1, 2, 5, 40]), min_size=1, max_size=12),
+    st.integers(0, 5),
+    st.randoms(use_true_random=False),
+)
+def test_graph_decode_layout_keeps_one_token_queries_and_points_the_rest_at_a_prompt_row(
+    qlens, pad, rnd
+):
     """Against a loop over the sequences: a one-token query keeps its length and row; every
     other sequence, the padding ones included, gets length 0 and the first row of the first
     prompt (which the prefill kernel rewrites after the decode kernel)."""
@@ -130,13 +159,22 @@ def test_graph_decode_layout_keeps_one_token_queries_and_points_the_rest_at_a_pr
     starts += [starts[-1]] * pad
     lens = [rnd.randint(q, q + 300) for q in qlens] + [0] * pad
     width = len(lens)
-    got_lens, got_rows = torch.full((width,), -1, dtype=torch.int32), torch.full((width,), -1, dtype=torch.int32)
-    graph_decode_layout(torch.tensor(starts, dtype=torch.int32), torch.tensor(lens, dtype=torch.int32),
-                        got_lens, got_rows)
+    got_lens, got_rows = (
+        torch.full((width,), -1, dtype=torch.int32),
+        torch.full((width,), -1, dtype=torch.int32),
+    )
+    graph_decode_layout(
+        torch.tensor(starts, dtype=torch.int32),
+        torch.tensor(lens, dtype=torch.int32),
+        got_lens,
+        got_rows,
+    )
     first_prompt_row = next(starts[i] for i, q in enumerate(qlens) if q > 1)
     q_all = [*qlens, *[0] * pad]
     assert got_lens.tolist() == [lens[i] if q_all[i] == 1 else 0 for i in range(width)]
-    assert got_rows.tolist() == [starts[i] if q_all[i] == 1 else first_prompt_row for i in range(width)]
+    assert got_rows.tolist() == [
+        starts[i] if q_all[i] == 1 else first_prompt_row for i in range(width)
+    ]
 
 
 def test_backend_requires_triton_or_positive_scales():
@@ -158,4 +196,3 @@ def test_programmatic_launch_is_off_where_it_cannot_run():
     with pytest.raises(ValueError, match="programmatic_launch"):
         pdl.set_mode("on")
     assert pdl.MODE == "auto"  # a refused mode leaves the last one
-

@@ -19,7 +19,11 @@ from serving.loader.dequant import dequantize
 
 torch.set_num_threads(1)
 
-ARCHS = {"llama": gguf.MODEL_ARCH.LLAMA, "qwen2": gguf.MODEL_ARCH.QWEN2, "qwen3": gguf.MODEL_ARCH.QWEN3}
+ARCHS = {
+    "llama": gguf.MODEL_ARCH.LLAMA,
+    "qwen2": gguf.MODEL_ARCH.QWEN2,
+    "qwen3": gguf.MODEL_ARCH.QWEN3,
+}
 
 
 # ---- SmolLM2 vs transformers ---------------------------------------------------------------
@@ -40,9 +44,16 @@ def test_smollm2_state_dict_equals_transformers(smollm2_loaded, hf_smollm2):
 def test_smollm2_config_matches_transformers(smollm2_loaded, hf_smollm2):
     c, h = smollm2_loaded.config, hf_smollm2.config
     assert c.arch == "llama"
-    assert (c.vocab_size, c.hidden_size, c.intermediate_size) == (h.vocab_size, h.hidden_size, h.intermediate_size)
+    assert (c.vocab_size, c.hidden_size, c.intermediate_size) == (
+        h.vocab_size,
+        h.hidden_size,
+        h.intermediate_size,
+    )
     assert (c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads) == (
-        h.num_hidden_layers, h.num_attention_heads, h.num_key_value_heads)
+        h.num_hidden_layers,
+        h.num_attention_heads,
+        h.num_key_value_heads,
+    )
     assert c.head_dim == h.hidden_size // h.num_attention_heads
     assert c.rms_norm_eps == pytest.approx(h.rms_norm_eps)
     assert c.rope_theta == pytest.approx(h.rope_parameters["rope_theta"])
@@ -68,7 +79,9 @@ def test_dequantize_matches_gguf(qtype):
     assert got.shape == (24, 96) and got.dtype == torch.float32
     assert torch.equal(got, expected)
     # and the round trip stays within one quantization step of the original
-    step = {Q.Q4_0: 1 / 8, Q.Q4_1: 1 / 8, Q.Q8_0: 1 / 64, Q.F16: 1e-3, Q.BF16: 1e-2, Q.F32: 0.0}[qtype]
+    step = {Q.Q4_0: 1 / 8, Q.Q4_1: 1 / 8, Q.Q8_0: 1 / 64, Q.F16: 1e-3, Q.BF16: 1e-2, Q.F32: 0.0}[
+        qtype
+    ]
     assert float((got - torch.from_numpy(w)).abs().max()) <= step * float(np.abs(w).max())
 
 
@@ -77,7 +90,11 @@ def test_dequantize_matches_gguf(qtype):
 
 def llama_cpp_permute(w: np.ndarray, n_head: int) -> np.ndarray:
     """convert_hf_to_gguf.py LlamaModel.permute, copied: what llama.cpp does to Q/K rows."""
-    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+    return (
+        w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:])
+        .swapaxes(1, 2)
+        .reshape(w.shape)
+    )
 
 
 def tiny_hf_model(arch: str, tied: bool, vocab_size: int):
@@ -90,9 +107,17 @@ def tiny_hf_model(arch: str, tied: bool, vocab_size: int):
         Qwen3ForCausalLM,
     )
 
-    kw = dict(vocab_size=vocab_size, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-              num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-              tie_word_embeddings=tied, rms_norm_eps=1e-5)
+    kw = dict(
+        vocab_size=vocab_size,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        tie_word_embeddings=tied,
+        rms_norm_eps=1e-5,
+    )
     torch.manual_seed(0)
     if arch == "llama":
         model = LlamaForCausalLM(LlamaConfig(**kw))
@@ -107,10 +132,16 @@ def tiny_hf_model(arch: str, tied: bool, vocab_size: int):
     return model.eval()
 
 
-def write_gguf(path: Path, arch: str, model, vocab: dict, qtypes: dict[str, Q] | None = None,
-               rope_freqs: np.ndarray | None = None,
-               raw_extra: dict[str, tuple[np.ndarray, Q]] | None = None,
-               tokenizer_model: str = "gpt2") -> dict[str, np.ndarray]:
+def write_gguf(
+    path: Path,
+    arch: str,
+    model,
+    vocab: dict,
+    qtypes: dict[str, Q] | None = None,
+    rope_freqs: np.ndarray | None = None,
+    raw_extra: dict[str, tuple[np.ndarray, Q]] | None = None,
+    tokenizer_model: str = "gpt2",
+) -> dict[str, np.ndarray]:
     """Write `model` as llama.cpp would; returns the HF-layout tensors we expect back."""
     cfg = model.config
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
@@ -155,7 +186,11 @@ def write_gguf(path: Path, arch: str, model, vocab: dict, qtypes: dict[str, Q] |
             w.add_tensor(gguf_name, packed, raw_dtype=qtype)
             back = gguf_dequantize(packed, qtype).astype(np.float32)
             if data_file is not data:  # undo the permutation of the dequantized rows
-                back = back.reshape(heads, data.shape[0] // heads // 2, 2, -1).swapaxes(1, 2).reshape(data.shape)
+                back = (
+                    back.reshape(heads, data.shape[0] // heads // 2, 2, -1)
+                    .swapaxes(1, 2)
+                    .reshape(data.shape)
+                )
             expected[hf_name] = back
     if rope_freqs is not None:
         w.add_tensor("rope_freqs.weight", rope_freqs)
@@ -182,16 +217,23 @@ def test_tiny_gguf_roundtrip(tmp_path, tiny_vocab, arch, tied):
     assert c.head_dim == (32 if arch == "qwen3" else 16)
     assert c.eos_token_ids == [tiny_vocab["eos_id"]] and c.bos_token_id == tiny_vocab["bos_id"]
     assert loaded.tokenizer.apply_chat_template([{"role": "user", "content": "hi"}]).endswith(
-        "<|im_start|>assistant\n")
+        "<|im_start|>assistant\n"
+    )
 
 
 def test_tiny_gguf_quantized_llama(tmp_path, tiny_vocab):
     model = tiny_hf_model("llama", False, len(tiny_vocab["tokens"]))
-    qtypes = {"model.layers.0.self_attn.q_proj.weight": Q.Q4_0, "model.layers.0.self_attn.k_proj.weight": Q.Q4_1,
-              "model.layers.1.mlp.down_proj.weight": Q.Q8_0, "model.embed_tokens.weight": Q.F16,
-              "lm_head.weight": Q.Q8_0}
+    qtypes = {
+        "model.layers.0.self_attn.q_proj.weight": Q.Q4_0,
+        "model.layers.0.self_attn.k_proj.weight": Q.Q4_1,
+        "model.layers.1.mlp.down_proj.weight": Q.Q8_0,
+        "model.embed_tokens.weight": Q.F16,
+        "lm_head.weight": Q.Q8_0,
+    }
     factors = np.linspace(1.0, 8.0, 8).astype(np.float32)
-    expected = write_gguf(tmp_path / "q.gguf", "llama", model, tiny_vocab, qtypes, rope_freqs=factors)
+    expected = write_gguf(
+        tmp_path / "q.gguf", "llama", model, tiny_vocab, qtypes, rope_freqs=factors
+    )
     loaded = load_model_files(tmp_path / "q.gguf")
     original = model.state_dict()
     for name in qtypes:
@@ -241,14 +283,18 @@ def test_unsupported_quant_type(tmp_path, tiny_vocab):
     # an otherwise valid file, plus one Q2_K tensor (256 weights per 84-byte block)
     q2k = {"blk.0.attn_q_a.weight": (np.zeros((4, 84), dtype=np.uint8), Q.Q2_K)}
     write_gguf(tmp_path / "k.gguf", "llama", model, tiny_vocab, raw_extra=q2k)
-    with pytest.raises(ModelLoadError, match="blk.0.attn_q_a.weight: unsupported quantization type Q2_K"):
+    with pytest.raises(
+        ModelLoadError, match="blk.0.attn_q_a.weight: unsupported quantization type Q2_K"
+    ):
         load_model_files(tmp_path / "k.gguf")
 
 
 def test_unsupported_tokenizer_model(tmp_path, tiny_vocab):
     model = tiny_hf_model("llama", True, len(tiny_vocab["tokens"]))
     write_gguf(tmp_path / "spm.gguf", "llama", model, tiny_vocab, tokenizer_model="llama")
-    with pytest.raises(ModelLoadError, match="cannot build the tokenizer: unsupported GGUF tokenizer model 'llama'"):
+    with pytest.raises(
+        ModelLoadError, match="cannot build the tokenizer: unsupported GGUF tokenizer model 'llama'"
+    ):
         load_model_files(tmp_path / "spm.gguf")
 
 

@@ -25,11 +25,23 @@ def save_tiny(path: Path, arch: str, vocab: dict, tied: bool, write_tokenizer, *
         Qwen3ForCausalLM,
     )
 
-    kw = dict(vocab_size=len(vocab["tokens"]), hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-              num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-              tie_word_embeddings=tied, eos_token_id=vocab["eos_id"], **extra)
-    cls = {"llama": (LlamaConfig, LlamaForCausalLM), "qwen2": (Qwen2Config, Qwen2ForCausalLM),
-           "qwen3": (Qwen3Config, Qwen3ForCausalLM)}[arch]
+    kw = dict(
+        vocab_size=len(vocab["tokens"]),
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        tie_word_embeddings=tied,
+        eos_token_id=vocab["eos_id"],
+        **extra,
+    )
+    cls = {
+        "llama": (LlamaConfig, LlamaForCausalLM),
+        "qwen2": (Qwen2Config, Qwen2ForCausalLM),
+        "qwen3": (Qwen3Config, Qwen3ForCausalLM),
+    }[arch]
     torch.manual_seed(1)
     model = cls[1](cls[0](**kw)).eval()
     with torch.no_grad():
@@ -42,13 +54,27 @@ def save_tiny(path: Path, arch: str, vocab: dict, tied: bool, write_tokenizer, *
     return model
 
 
-@pytest.mark.parametrize("arch,tied,extra", [
-    ("qwen2", True, {}),
-    ("qwen3", False, {"head_dim": 24}),
-    ("llama", False, {"rope_parameters": {"rope_type": "llama3", "rope_theta": 50000.0, "factor": 8.0,
-                                          "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                                          "original_max_position_embeddings": 128}}),
-])
+@pytest.mark.parametrize(
+    "arch,tied,extra",
+    [
+        ("qwen2", True, {}),
+        ("qwen3", False, {"head_dim": 24}),
+        (
+            "llama",
+            False,
+            {
+                "rope_parameters": {
+                    "rope_type": "llama3",
+                    "rope_theta": 50000.0,
+                    "factor": 8.0,
+                    "low_freq_factor": 1.0,
+                    "high_freq_factor": 4.0,
+                    "original_max_position_embeddings": 128,
+                }
+            },
+        ),
+    ],
+)
 def test_hf_dir_loads_same_tensors(tmp_path, tiny_vocab, write_tiny_tokenizer, arch, tied, extra):
     model = save_tiny(tmp_path, arch, tiny_vocab, tied, write_tiny_tokenizer, **extra)
     loaded = load_model_files(tmp_path)
@@ -109,5 +135,7 @@ def test_missing_tensor_is_named(tmp_path, tiny_vocab, write_tiny_tokenizer):
     state = load_file(str(tmp_path / "model.safetensors"))
     del state["model.layers.1.self_attn.k_norm.weight"]
     save_file(state, str(tmp_path / "model.safetensors"), metadata={"format": "pt"})
-    with pytest.raises(ModelLoadError, match="missing tensors \\['model.layers.1.self_attn.k_norm.weight'\\]"):
+    with pytest.raises(
+        ModelLoadError, match="missing tensors \\['model.layers.1.self_attn.k_norm.weight'\\]"
+    ):
         load_model_files(tmp_path)

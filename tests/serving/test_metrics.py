@@ -13,11 +13,21 @@ from serving.server.app import create_app
 from serving.server.metrics import SampleCounters, ServerMetrics
 from serving.server.state import Phase
 
-VLLM_COUNTERS = ["vllm:prompt_tokens", "vllm:generation_tokens", "vllm:request_success",
-                 "vllm:num_preemptions", "vllm:prefix_cache_queries", "vllm:prefix_cache_hits"]
+VLLM_COUNTERS = [
+    "vllm:prompt_tokens",
+    "vllm:generation_tokens",
+    "vllm:request_success",
+    "vllm:num_preemptions",
+    "vllm:prefix_cache_queries",
+    "vllm:prefix_cache_hits",
+]
 VLLM_GAUGES = ["vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"]
-VLLM_HISTOGRAMS = ["vllm:time_to_first_token_seconds", "vllm:inter_token_latency_seconds",
-                   "vllm:e2e_request_latency_seconds", "vllm:request_queue_time_seconds"]
+VLLM_HISTOGRAMS = [
+    "vllm:time_to_first_token_seconds",
+    "vllm:inter_token_latency_seconds",
+    "vllm:e2e_request_latency_seconds",
+    "vllm:request_queue_time_seconds",
+]
 VIGIL_COUNTERS = ["vigil:samples_logged", "vigil:samples_journaled", "vigil:samples_dropped"]
 
 
@@ -36,9 +46,17 @@ def families(text: str) -> dict[str, str]:
 
 
 def test_exposed_names_types_and_labels_are_vllms():
-    m = ServerMetrics("M", lambda: EngineStats(num_running=3, num_waiting=2, kv_cache_usage=0.25,
-                                               prompt_tokens_total=70, prefix_cache_hits_total=16),
-                      lambda: SampleCounters(logged=5, journaled=2, dropped=1))
+    m = ServerMetrics(
+        "M",
+        lambda: EngineStats(
+            num_running=3,
+            num_waiting=2,
+            kv_cache_usage=0.25,
+            prompt_tokens_total=70,
+            prefix_cache_hits_total=16,
+        ),
+        lambda: SampleCounters(logged=5, journaled=2, dropped=1),
+    )
     text = m.render().decode()
     fams = families(text)
     for name in VLLM_COUNTERS + VIGIL_COUNTERS:
@@ -63,10 +81,17 @@ def test_exposed_names_types_and_labels_are_vllms():
 
 def test_finished_request_feeds_the_histograms():
     m = ServerMetrics("M")
-    metrics = RequestMetrics(arrival_time=10.0, first_scheduled_time=10.5, first_token_time=11.0,
-                             last_token_time=13.0, finished_time=13.0)
-    outs = [CompletionOutput(0, "a", "", [1, 2, 3, 4, 5], finish_reason="length"),
-            CompletionOutput(1, "b", "", [1, 2], finish_reason="stop")]
+    metrics = RequestMetrics(
+        arrival_time=10.0,
+        first_scheduled_time=10.5,
+        first_token_time=11.0,
+        last_token_time=13.0,
+        finished_time=13.0,
+    )
+    outs = [
+        CompletionOutput(0, "a", "", [1, 2, 3, 4, 5], finish_reason="length"),
+        CompletionOutput(1, "b", "", [1, 2], finish_reason="stop"),
+    ]
     m.observe_finished(RequestOutput("r", "p", [1], outs, True, metrics))
     v = scrape(m.render().decode())
     assert v["vllm:time_to_first_token_seconds_sum{model_name=M}"] == pytest.approx(1.0)
@@ -90,9 +115,16 @@ def test_counters_move_as_requests_run(server):
     client = openai.OpenAI(base_url=server.url + "/v1", api_key=API_KEY, max_retries=0)
     label = f"model_name={server.model}"
     before = scrape(httpx.get(server.url + "/metrics").text)
-    chat = client.chat.completions.create(model=server.model, max_tokens=5, temperature=0,
-                                          messages=[{"role": "user", "content": "Say hello."}], stream=False)
-    done = client.completions.create(model=server.model, prompt="One, two,", max_tokens=3, temperature=0)
+    chat = client.chat.completions.create(
+        model=server.model,
+        max_tokens=5,
+        temperature=0,
+        messages=[{"role": "user", "content": "Say hello."}],
+        stream=False,
+    )
+    done = client.completions.create(
+        model=server.model, prompt="One, two,", max_tokens=3, temperature=0
+    )
     response = httpx.get(server.url + "/metrics")
     assert response.headers["content-type"].startswith("text/plain")
     after = scrape(response.text)
@@ -102,10 +134,15 @@ def test_counters_move_as_requests_run(server):
         return after[key] - before.get(key, 0.0)
 
     assert delta("vllm:prompt_tokens_total") == chat.usage.prompt_tokens + done.usage.prompt_tokens
-    assert delta("vllm:generation_tokens_total") == chat.usage.completion_tokens + done.usage.completion_tokens
+    assert (
+        delta("vllm:generation_tokens_total")
+        == chat.usage.completion_tokens + done.usage.completion_tokens
+    )
     reasons = [chat.choices[0].finish_reason, done.choices[0].finish_reason]
     for reason in ("stop", "length"):
-        assert delta("vllm:request_success_total", f"finished_reason={reason},") == reasons.count(reason)
+        assert delta("vllm:request_success_total", f"finished_reason={reason},") == reasons.count(
+            reason
+        )
     for name in VLLM_HISTOGRAMS[0::2] + VLLM_HISTOGRAMS[3:]:
         assert delta(f"{name}_count") == 2, name
     # one inter-token interval per token after each request's first
@@ -140,10 +177,14 @@ class CoalescedEngine:
         import time
 
         start = time.monotonic()
-        metrics = RequestMetrics(arrival_time=start, first_token_time=start + 0.01, last_token_time=start + 0.02)
+        metrics = RequestMetrics(
+            arrival_time=start, first_token_time=start + 0.01, last_token_time=start + 0.02
+        )
         for count in (2, 5, 6):
             last = count == 6
-            choice = CompletionOutput(0, "t" * count, "", list(range(count)), None, "length" if last else None)
+            choice = CompletionOutput(
+                0, "t" * count, "", list(range(count)), None, "length" if last else None
+            )
             yield RequestOutput(request_id, prompt, ids, [choice], last, metrics)
             await asyncio.sleep(0.01)
 
@@ -157,9 +198,14 @@ def test_coalesced_tokens_each_count_one_inter_token_interval():
     app = create_app(settings, engine=CoalescedEngine(), log_traffic=False)
 
     async def run() -> str:
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://engine") as client:
-            r = await client.post("/v1/completions", headers={"Authorization": f"Bearer {API_KEY}"},
-                                  json={"model": settings.model_name, "prompt": [1, 2], "max_tokens": 6})
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://engine"
+        ) as client:
+            r = await client.post(
+                "/v1/completions",
+                headers={"Authorization": f"Bearer {API_KEY}"},
+                json={"model": settings.model_name, "prompt": [1, 2], "max_tokens": 6},
+            )
             assert r.status_code == 200
             return (await client.get("/metrics")).text
 

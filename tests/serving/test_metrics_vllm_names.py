@@ -64,13 +64,23 @@ def test_token_buckets_are_1_2_5_up_to_the_limit():
 
 def test_phase_histograms_split_the_request_time():
     m = ServerMetrics("M", max_model_len=64)
-    metrics = RequestMetrics(arrival_time=10.0, first_scheduled_time=10.5, first_token_time=11.25,
-                             last_token_time=13.0, finished_time=13.0)
-    outs = [CompletionOutput(0, "a", "", [1, 2, 3, 4, 5], finish_reason="length"),
-            CompletionOutput(1, "b", "", [1, 2], finish_reason="stop")]
+    metrics = RequestMetrics(
+        arrival_time=10.0,
+        first_scheduled_time=10.5,
+        first_token_time=11.25,
+        last_token_time=13.0,
+        finished_time=13.0,
+    )
+    outs = [
+        CompletionOutput(0, "a", "", [1, 2, 3, 4, 5], finish_reason="length"),
+        CompletionOutput(1, "b", "", [1, 2], finish_reason="stop"),
+    ]
     m.observe_finished(RequestOutput("r", "p", [7, 8, 9], outs, True, metrics))
-    got = {s.name + str(sorted(s.labels.items())): s.value
-           for group in samples(m.render().decode()).values() for s in group}
+    got = {
+        s.name + str(sorted(s.labels.items())): s.value
+        for group in samples(m.render().decode()).values()
+        for s in group
+    }
     label = "[('model_name', 'M')]"
     assert got["vllm:request_prefill_time_seconds_sum" + label] == pytest.approx(0.75)
     assert got["vllm:request_decode_time_seconds_sum" + label] == pytest.approx(1.75)
@@ -79,8 +89,14 @@ def test_phase_histograms_split_the_request_time():
     assert got["vllm:request_generation_tokens_sum" + label] == 7
     assert got["vllm:request_max_num_generation_tokens_sum" + label] == 5
     # 5 tokens fall in the le=5 bucket, not le=2
-    assert got["vllm:request_max_num_generation_tokens_bucket[('le', '2.0'), ('model_name', 'M')]"] == 0
-    assert got["vllm:request_max_num_generation_tokens_bucket[('le', '5.0'), ('model_name', 'M')]"] == 1
+    assert (
+        got["vllm:request_max_num_generation_tokens_bucket[('le', '2.0'), ('model_name', 'M')]"]
+        == 0
+    )
+    assert (
+        got["vllm:request_max_num_generation_tokens_bucket[('le', '5.0'), ('model_name', 'M')]"]
+        == 1
+    )
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +109,9 @@ def server():
 
 def test_live_metrics_carry_every_name_the_vllm_dashboard_queries(server):
     client = openai.OpenAI(base_url=server.url + "/v1", api_key=API_KEY, max_retries=0)
-    done = client.completions.create(model=server.model, prompt="One, two,", max_tokens=4, temperature=0)
+    done = client.completions.create(
+        model=server.model, prompt="One, two,", max_tokens=4, temperature=0
+    )
     exposed = samples(httpx.get(server.url + "/metrics").text)
     missing = [name for name in DASHBOARD_QUERIES if name not in exposed]
     assert not missing, missing

@@ -48,7 +48,9 @@ def test_paged_attention_matches_dense_brute_force(num_decode_tokens):
     qlens = [n for _, n in shapes]
     slens = [c + n for c, n in shapes]
     meta = AttentionMetadata(
-        query_start_loc=torch.tensor([0, *torch.tensor(qlens).cumsum(0).tolist()], dtype=torch.int32),
+        query_start_loc=torch.tensor(
+            [0, *torch.tensor(qlens).cumsum(0).tolist()], dtype=torch.int32
+        ),
         seq_lens=torch.tensor(slens, dtype=torch.int32),
         slot_mapping=slot_mapping[:-1],
         block_tables=torch.tensor([t + [0] * (width - len(t)) for t in tables], dtype=torch.int32),

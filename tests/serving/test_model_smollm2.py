@@ -34,7 +34,9 @@ def engine(smollm2_loaded):
 def prompts(engine):
     tok = engine.tokenizer
     return [
-        tok.encode(tok.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True))
+        tok.encode(
+            tok.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True)
+        )
         for q in QUESTIONS
     ]
 
@@ -46,7 +48,9 @@ def test_greedy_32_tokens_match_hf_generate(engine, prompts, hf_smollm2):
     for i, p in enumerate(prompts):
         ids = torch.tensor([p])
         with torch.inference_mode():
-            ref = hf_smollm2.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=32, do_sample=False)
+            ref = hf_smollm2.generate(
+                ids, attention_mask=torch.ones_like(ids), max_new_tokens=32, do_sample=False
+            )
         ours = finals[str(i)].outputs[0]
         assert ours.token_ids == ref[0, len(p) :].tolist(), f"prompt {i}: {ours.text!r}"
         assert len(ours.token_ids) == 32 and ours.finish_reason == "length"
@@ -73,8 +77,12 @@ def test_logprobs_match_hf_log_softmax(engine, prompts, hf_smollm2):
 def test_same_seed_same_text_regardless_of_batch(engine, prompts):
     params = SamplingParams(max_tokens=12, temperature=0.9, top_p=0.95, seed=1234)
     alone = run_to_completion(engine, {0: [("s", prompts[1], params)]})["s"].outputs[0]
-    others = [(f"o{i}", p, SamplingParams(max_tokens=4, temperature=1.0)) for i, p in enumerate(prompts)]
-    mixed = run_to_completion(engine, {0: others[:2], 2: [("s", prompts[1], params)], 3: others[2:3]})
+    others = [
+        (f"o{i}", p, SamplingParams(max_tokens=4, temperature=1.0)) for i, p in enumerate(prompts)
+    ]
+    mixed = run_to_completion(
+        engine, {0: others[:2], 2: [("s", prompts[1], params)], 3: others[2:3]}
+    )
     assert mixed["s"].outputs[0].text == alone.text and alone.text
     other_seed = SamplingParams(max_tokens=12, temperature=0.9, top_p=0.95, seed=4321)
     differs = run_to_completion(engine, {0: [("d", prompts[1], other_seed)]})["d"].outputs[0]
@@ -83,13 +91,26 @@ def test_same_seed_same_text_regardless_of_batch(engine, prompts):
 
 def test_stop_string_eos_and_text(engine):
     tok = engine.tokenizer
-    p = tok.encode(tok.apply_chat_template(
-        [{"role": "user", "content": "What is the capital of France?"}], add_generation_prompt=True))
-    natural = run_to_completion(engine, {0: [("eos", p, SamplingParams(max_tokens=32, temperature=0.0))]})
+    p = tok.encode(
+        tok.apply_chat_template(
+            [{"role": "user", "content": "What is the capital of France?"}],
+            add_generation_prompt=True,
+        )
+    )
+    natural = run_to_completion(
+        engine, {0: [("eos", p, SamplingParams(max_tokens=32, temperature=0.0))]}
+    )
     c = natural["eos"].outputs[0]
     assert c.text == "The capital of France is Paris." == tok.decode(c.token_ids)
-    assert (c.finish_reason, c.stop_reason) == ("stop", None) and c.token_ids[-1] in engine.eos_token_ids
+    assert (c.finish_reason, c.stop_reason) == ("stop", None) and c.token_ids[
+        -1
+    ] in engine.eos_token_ids
     stopped = run_to_completion(
-        engine, {0: [("s", p, SamplingParams(max_tokens=32, temperature=0.0, stop=["Paris"]))]})
+        engine, {0: [("s", p, SamplingParams(max_tokens=32, temperature=0.0, stop=["Paris"]))]}
+    )
     s = stopped["s"].outputs[0]
-    assert (s.text, s.finish_reason, s.stop_reason) == ("The capital of France is ", "stop", "Paris")
+    assert (s.text, s.finish_reason, s.stop_reason) == (
+        "The capital of France is ",
+        "stop",
+        "Paris",
+    )

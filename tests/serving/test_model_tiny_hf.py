@@ -34,10 +34,14 @@ def test_greedy_matches_hf_generate(tiny):
     prompts = _prompts()
     # chunked prefill (budget 20 < longest prompt) and blocks of 4: the paged paths all run
     engine = make_engine(loaded, max_num_batched_tokens=20)
-    finals = run_to_completion(engine, {0: [(str(i), p, greedy(24)) for i, p in enumerate(prompts)]})
+    finals = run_to_completion(
+        engine, {0: [(str(i), p, greedy(24)) for i, p in enumerate(prompts)]}
+    )
     for i, p in enumerate(prompts):
         ids = torch.tensor([p])
-        ref = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=24, do_sample=False)
+        ref = hf.generate(
+            ids, attention_mask=torch.ones_like(ids), max_new_tokens=24, do_sample=False
+        )
         assert finals[str(i)].outputs[0].token_ids == ref[0, len(p) :].tolist(), f"prompt {i}"
 
 
@@ -48,8 +52,10 @@ def test_prefill_logits_match_hf(tiny):
     n, bs, cfg = len(p), 4, loaded.config
     nblocks = -(-n // bs)
     caches = [
-        (torch.zeros(nblocks, bs, cfg.num_key_value_heads, cfg.head_dim),
-         torch.zeros(nblocks, bs, cfg.num_key_value_heads, cfg.head_dim))
+        (
+            torch.zeros(nblocks, bs, cfg.num_key_value_heads, cfg.head_dim),
+            torch.zeros(nblocks, bs, cfg.num_key_value_heads, cfg.head_dim),
+        )
         for _ in range(cfg.num_hidden_layers)
     ]
     # blocks in reverse order: the cache is really addressed through the block table

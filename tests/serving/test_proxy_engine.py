@@ -34,8 +34,13 @@ def test_proxy_in_front_of_the_engine(engine_server, tmp_path):
     from storage.migrate import upgrade
 
     upgrade(database)
-    settings = make_settings(database_url=database, journal_dir=tmp_path / "journal", sample_rate=1.0,
-                             proxy_upstream_url=engine_server.url, proxy_upstream_api_key=API_KEY)
+    settings = make_settings(
+        database_url=database,
+        journal_dir=tmp_path / "journal",
+        sample_rate=1.0,
+        proxy_upstream_url=engine_server.url,
+        proxy_upstream_api_key=API_KEY,
+    )
     writer = SampleWriter.from_settings(settings)
     app = build_proxy(settings, writer=writer, sampler_seed=0)
     direct = openai.OpenAI(base_url=engine_server.url + "/v1", api_key=API_KEY, max_retries=0)
@@ -46,8 +51,13 @@ def test_proxy_in_front_of_the_engine(engine_server, tmp_path):
         got = relayed.chat.completions.create(**kw)
         assert got.choices[0].message.content == want.choices[0].message.content
         assert got.usage == want.usage
-        streamed = "".join(c.choices[0].delta.content or "" for c in relayed.chat.completions.create(
-            stream=True, stream_options={"include_usage": True}, **kw) if c.choices)
+        streamed = "".join(
+            c.choices[0].delta.content or ""
+            for c in relayed.chat.completions.create(
+                stream=True, stream_options={"include_usage": True}, **kw
+            )
+            if c.choices
+        )
         assert streamed == want.choices[0].message.content
         assert [m.id for m in relayed.models.list()] == [m.id for m in direct.models.list()]
         deadline = time.monotonic() + 10
@@ -59,6 +69,9 @@ def test_proxy_in_front_of_the_engine(engine_server, tmp_path):
     assert len(rows) == 2
     for row in rows:
         assert row.response == want.choices[0].message.content and "France" in row.prompt
-        assert (row.prompt_tokens, row.completion_tokens) == (want.usage.prompt_tokens, want.usage.completion_tokens)
+        assert (row.prompt_tokens, row.completion_tokens) == (
+            want.usage.prompt_tokens,
+            want.usage.completion_tokens,
+        )
         assert row.model_version == engine_server.model and row.latency_ms > 0
     assert sum(row.ttft_ms is not None for row in rows) == 1  # the streamed one

@@ -15,10 +15,21 @@ from serving.proxy.exchange import Exchange
 from vigil.config import load_settings
 
 SETTINGS = load_settings(api_keys=["k" * 20])
-SCOPE = {"type": "http", "method": "POST", "path": "/v1/chat/completions", "headers": [],
-         "client": ("127.0.0.1", 1), "state": {}}
-REQUEST = json.dumps({"model": "m", "messages": [{"role": "user", "content": "Where is the cat?"}],
-                      "user": "someone@example.com"}).encode()
+SCOPE = {
+    "type": "http",
+    "method": "POST",
+    "path": "/v1/chat/completions",
+    "headers": [],
+    "client": ("127.0.0.1", 1),
+    "state": {},
+}
+REQUEST = json.dumps(
+    {
+        "model": "m",
+        "messages": [{"role": "user", "content": "Where is the cat?"}],
+        "user": "someone@example.com",
+    }
+).encode()
 
 
 def exchange(pieces: list[bytes], streamed: bool = True, body: bytes = REQUEST) -> Exchange:
@@ -30,7 +41,9 @@ def exchange(pieces: list[bytes], streamed: bool = True, body: bytes = REQUEST) 
 
 
 @settings(max_examples=200, deadline=None)
-@given(cuts=st.lists(st.integers(0, 5000), max_size=30), logprobs=st.booleans(), usage=st.booleans())
+@given(
+    cuts=st.lists(st.integers(0, 5000), max_size=30), logprobs=st.booleans(), usage=st.booleans()
+)
 def test_the_same_stream_reads_the_same_however_it_was_split(cuts, logprobs, usage):
     raw = b"".join(chat_events("m", WORDS, logprobs, usage))
     points = sorted({c % (len(raw) + 1) for c in cuts} | {0, len(raw)})
@@ -45,20 +58,54 @@ def test_the_same_stream_reads_the_same_however_it_was_split(cuts, logprobs, usa
     assert stats.ttft_ms is not None and stats.ttft_ms > 0 and extra["request_id"] == "chatcmpl-up"
 
 
-json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
-                           lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
-                               st.sampled_from(["choices", "delta", "content", "text", "index", "usage", "logprobs",
-                                                "finish_reason", "tool_calls", "function", "name", "model", "id",
-                                                "message", "token_logprobs", "completion_tokens", "prompt_tokens"]),
-                               inner, max_size=5), max_leaves=30)
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "choices",
+                    "delta",
+                    "content",
+                    "text",
+                    "index",
+                    "usage",
+                    "logprobs",
+                    "finish_reason",
+                    "tool_calls",
+                    "function",
+                    "name",
+                    "model",
+                    "id",
+                    "message",
+                    "token_logprobs",
+                    "completion_tokens",
+                    "prompt_tokens",
+                ]
+            ),
+            inner,
+            max_size=5,
+        )
+    ),
+    max_leaves=30,
+)
 
 
 @settings(max_examples=300, deadline=None)
-@given(events=st.lists(json_values, max_size=6), noise=st.binary(max_size=60), streamed=st.booleans(),
-       body=st.one_of(st.just(REQUEST), st.binary(max_size=40), json_values.map(lambda v: json.dumps(v).encode())))
+@given(
+    events=st.lists(json_values, max_size=6),
+    noise=st.binary(max_size=60),
+    streamed=st.booleans(),
+    body=st.one_of(
+        st.just(REQUEST), st.binary(max_size=40), json_values.map(lambda v: json.dumps(v).encode())
+    ),
+)
 def test_odd_upstream_bytes_never_raise(events, noise, streamed, body):
     payload = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + noise
-    seen = exchange([payload[: len(payload) // 2], payload[len(payload) // 2:]], streamed, body).observe(SETTINGS)
+    seen = exchange(
+        [payload[: len(payload) // 2], payload[len(payload) // 2 :]], streamed, body
+    ).observe(SETTINGS)
     if seen is not None:
         choices, _model = seen.read()
         for stats, _extra in choices:
@@ -66,9 +113,14 @@ def test_odd_upstream_bytes_never_raise(events, noise, streamed, body):
 
 
 def test_shapes_that_once_could_raise_are_read_or_skipped():
-    odd = [{"choices": [{"index": "a", "text": "x"}]}, {"choices": 5}, {"choices": [{"delta": {"tool_calls": 3}}]},
-           {"choices": [{"delta": {"tool_calls": [{"function": "f"}]}}]},
-           {"choices": [{"text": "y", "logprobs": {"token_logprobs": 7}}]}, {"usage": {"completion_tokens": True}}]
+    odd = [
+        {"choices": [{"index": "a", "text": "x"}]},
+        {"choices": 5},
+        {"choices": [{"delta": {"tool_calls": 3}}]},
+        {"choices": [{"delta": {"tool_calls": [{"function": "f"}]}}]},
+        {"choices": [{"text": "y", "logprobs": {"token_logprobs": 7}}]},
+        {"usage": {"completion_tokens": True}},
+    ]
     payload = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in odd)
     [(stats, _)], _ = exchange([payload]).observe(SETTINGS).read()
     assert stats.response == "xy" and stats.completion_tokens == 2 and stats.mean_logprob is None

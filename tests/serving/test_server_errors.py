@@ -48,33 +48,106 @@ LONG = "word " * (MAX_MODEL_LEN + 50)
 # (name, path, body builder(model) -> body, expected param, expected code or None)
 CASES = [
     ("negative max_tokens", "chat", lambda m: _chat(m, max_tokens=-1), "max_tokens", None),
-    ("zero max_completion_tokens", "chat", lambda m: _chat(m, max_completion_tokens=0), "max_completion_tokens", None),
+    (
+        "zero max_completion_tokens",
+        "chat",
+        lambda m: _chat(m, max_completion_tokens=0),
+        "max_completion_tokens",
+        None,
+    ),
     ("unknown model", "chat", lambda m: _chat("gpt-nope"), "model", "model_not_found"),
-    ("bad role", "chat", lambda m: {"model": m, "messages": [{"role": "wizard", "content": "x"}]}, "messages.[0].role", None),
+    (
+        "bad role",
+        "chat",
+        lambda m: {"model": m, "messages": [{"role": "wizard", "content": "x"}]},
+        "messages.[0].role",
+        None,
+    ),
     ("no messages", "chat", lambda m: {"model": m, "messages": []}, "messages", None),
-    ("missing content", "chat", lambda m: {"model": m, "messages": [{"role": "user"}]}, "messages.[0]", None),
-    ("image part", "chat", lambda m: {"model": m, "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}, "messages.[0].content", None),
-    ("prompt longer than context", "chat", lambda m: {"model": m, "messages": [{"role": "user", "content": LONG}]}, "messages", "context_length_exceeded"),
-    ("prompt + max_tokens over context", "completions", lambda m: {"model": m, "prompt": "hello", "max_tokens": MAX_MODEL_LEN}, "max_tokens", "context_length_exceeded"),
+    (
+        "missing content",
+        "chat",
+        lambda m: {"model": m, "messages": [{"role": "user"}]},
+        "messages.[0]",
+        None,
+    ),
+    (
+        "image part",
+        "chat",
+        lambda m: {
+            "model": m,
+            "messages": [
+                {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}
+            ],
+        },
+        "messages.[0].content",
+        None,
+    ),
+    (
+        "prompt longer than context",
+        "chat",
+        lambda m: {"model": m, "messages": [{"role": "user", "content": LONG}]},
+        "messages",
+        "context_length_exceeded",
+    ),
+    (
+        "prompt + max_tokens over context",
+        "completions",
+        lambda m: {"model": m, "prompt": "hello", "max_tokens": MAX_MODEL_LEN},
+        "max_tokens",
+        "context_length_exceeded",
+    ),
     ("temperature too high", "chat", lambda m: _chat(m, temperature=5), "temperature", None),
     ("n zero", "chat", lambda m: _chat(m, n=0), "n", None),
     ("top_logprobs without logprobs", "chat", lambda m: _chat(m, top_logprobs=3), None, None),
-    ("top_logprobs too many", "chat", lambda m: _chat(m, logprobs=True, top_logprobs=50), "top_logprobs", None),
+    (
+        "top_logprobs too many",
+        "chat",
+        lambda m: _chat(m, logprobs=True, top_logprobs=50),
+        "top_logprobs",
+        None,
+    ),
     ("empty stop string", "chat", lambda m: _chat(m, stop=[""]), "stop", None),
     ("seed beyond int64", "chat", lambda m: _chat(m, seed=2**70), "seed", None),
-    ("token id outside vocab", "completions", lambda m: {"model": m, "prompt": [1, 2, 10**9]}, "prompt", None),
+    (
+        "token id outside vocab",
+        "completions",
+        lambda m: {"model": m, "prompt": [1, 2, 10**9]},
+        "prompt",
+        None,
+    ),
     ("negative token id", "completions", lambda m: {"model": m, "prompt": [5, -3]}, "prompt", None),
     ("empty prompt", "completions", lambda m: {"model": m, "prompt": ""}, "prompt", "empty_prompt"),
     ("empty token list", "completions", lambda m: {"model": m, "prompt": []}, "prompt", None),
-    ("echo with stream unsupported", "completions", lambda m: {"model": m, "prompt": "x", "echo": True, "stream": True}, None, None),
-    ("logprobs too many", "completions", lambda m: {"model": m, "prompt": "x", "logprobs": 9}, "logprobs", None),
-    ("metadata not strings", "chat", lambda m: _chat(m, metadata={"a": {"b": 1}}), "metadata.a", None),
+    (
+        "echo with stream unsupported",
+        "completions",
+        lambda m: {"model": m, "prompt": "x", "echo": True, "stream": True},
+        None,
+        None,
+    ),
+    (
+        "logprobs too many",
+        "completions",
+        lambda m: {"model": m, "prompt": "x", "logprobs": 9},
+        "logprobs",
+        None,
+    ),
+    (
+        "metadata not strings",
+        "chat",
+        lambda m: _chat(m, metadata={"a": {"b": 1}}),
+        "metadata.a",
+        None,
+    ),
 ]
 
 
 @pytest.mark.parametrize("name,path,body,param,code", CASES, ids=[c[0] for c in CASES])
 def test_bad_parameters_are_400_naming_the_parameter(http, server, name, path, body, param, code):
-    r = http.post(f"/v1/{'chat/completions' if path == 'chat' else 'completions'}", json=body(server.model))
+    r = http.post(
+        f"/v1/{'chat/completions' if path == 'chat' else 'completions'}", json=body(server.model)
+    )
     assert r.status_code == 400, r.text
     err = r.json()["error"]
     assert set(err) == {"message", "type", "param", "code"}
@@ -90,8 +163,14 @@ def test_bad_parameters_are_400_naming_the_parameter(http, server, name, path, b
     [
         (b'{"model": "x", "messages": [', "application/json"),  # truncated JSON
         (b"[1, 2, 3]", "application/json"),  # not an object
-        (b'{"model": "M", "messages": [{"role": "user", "content": "hi"}], "temperature": NaN}', "application/json"),
-        (b'{"model": "M", "messages": [{"role": "user", "content": "\\ud800"}], "max_tokens": 1}', "application/json"),
+        (
+            b'{"model": "M", "messages": [{"role": "user", "content": "hi"}], "temperature": NaN}',
+            "application/json",
+        ),
+        (
+            b'{"model": "M", "messages": [{"role": "user", "content": "\\ud800"}], "max_tokens": 1}',
+            "application/json",
+        ),
         (b"\xff\xfe\x00garbage", "application/json"),
         (b"model=x", "application/x-www-form-urlencoded"),
     ],
@@ -120,8 +199,11 @@ def _aborts(url: str) -> float:
     text = httpx.get(url + "/metrics").text
     for family in text_string_to_metric_families(text):
         if family.name == "vllm:request_success":
-            return sum(s.value for s in family.samples
-                       if s.name.endswith("_total") and s.labels["finished_reason"] == "abort")
+            return sum(
+                s.value
+                for s in family.samples
+                if s.name.endswith("_total") and s.labels["finished_reason"] == "abort"
+            )
     raise AssertionError("vllm:request_success missing")
 
 
@@ -129,8 +211,14 @@ def test_client_disconnect_aborts_and_frees_blocks(http, server):
     engine = shared_engine()
     assert wait_for(lambda: _engine_idle(engine))
     before = _aborts(server.url)
-    body = {"model": server.model, "prompt": "Count: 1, 2, 3,", "max_tokens": 300, "stream": True,
-            "temperature": 0, "ignore_eos": True}
+    body = {
+        "model": server.model,
+        "prompt": "Count: 1, 2, 3,",
+        "max_tokens": 300,
+        "stream": True,
+        "temperature": 0,
+        "ignore_eos": True,
+    }
     with http.stream("POST", "/v1/completions", json=body) as r:
         assert r.status_code == 200
         lines = r.iter_lines()
@@ -152,6 +240,7 @@ def test_full_waiting_queue_is_429_and_the_rest_still_finish():
     settings = make_settings(max_waiting_requests=2)
     try:
         with ServerThread(create_app(settings, engine=engine, log_traffic=False)) as srv:
+
             async def burst():
                 async with httpx.AsyncClient(base_url=srv.url, headers=AUTH, timeout=120) as ac:
                     body = {"model": settings.model_name, "prompt": "Hello", "max_tokens": 8,
@@ -161,16 +250,24 @@ def test_full_waiting_queue_is_429_and_the_rest_still_finish():
                         lines = first.aiter_lines()
                         while not (await anext(lines)).startswith("data:"):
                             pass  # the first is running (it streamed a token): the rest must wait
-                        rest = [asyncio.create_task(ac.post("/v1/completions", json=body)) for _ in range(5)]
+                        rest = [
+                            asyncio.create_task(ac.post("/v1/completions", json=body))
+                            for _ in range(5)
+                        ]
                         async for _ in lines:
                             pass
                         first_status = first.status_code
-                    return [first_status, *[r.status_code for r in await asyncio.gather(*rest)]], rest
+                    return [
+                        first_status,
+                        *[r.status_code for r in await asyncio.gather(*rest)],
+                    ], rest
 
             codes, rest = asyncio.run(burst())
             assert codes[0] == 200 and 429 in codes and set(codes) <= {200, 429}, codes
             refused = next(t.result() for t in rest if t.result().status_code == 429)
-            assert refused.json()["error"]["code"] == "queue_full" and refused.headers["retry-after"]
+            assert (
+                refused.json()["error"]["code"] == "queue_full" and refused.headers["retry-after"]
+            )
             assert codes.count(200) >= 3  # the running one plus the two that could wait
     finally:
         asyncio.run(engine.shutdown())

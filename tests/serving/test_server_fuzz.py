@@ -43,7 +43,9 @@ def _bound(body, model: str):
     return body
 
 
-@pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE], ids=lambda m: m.value)
+@pytest.mark.parametrize(
+    "mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE], ids=lambda m: m.value
+)
 def test_no_server_errors_from_fuzzed_requests(server, mode):
     raw = server.app.openapi()  # /openapi.json is off by default
     schema = schemathesis.openapi.from_dict(raw)
@@ -54,18 +56,27 @@ def test_no_server_errors_from_fuzzed_requests(server, mode):
     statuses: dict[int, int] = {}
 
     for op in operations:
-        @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
-                  phases=[Phase.explicit, Phase.generate],
-                  suppress_health_check=list(HealthCheck))
+
+        @settings(
+            max_examples=EXAMPLES,
+            deadline=None,
+            derandomize=True,
+            database=None,
+            phases=[Phase.explicit, Phase.generate],
+            suppress_health_check=list(HealthCheck),
+        )
         @given(case=op.as_strategy(generation_mode=mode))
         def run(case):
             if not isinstance(case.body, NotSet):
                 case.body = _bound(case.body, server.model)
-            response = case.call(base_url=server.url, headers={"Authorization": f"Bearer {API_KEY}"},
-                                 timeout=60)
+            response = case.call(
+                base_url=server.url, headers={"Authorization": f"Bearer {API_KEY}"}, timeout=60
+            )
             statuses[response.status_code] = statuses.get(response.status_code, 0) + 1
             if response.status_code >= 500:
-                failures.append(f"{case.operation.label} {case.body!r} -> {response.status_code} {response.text[:300]}")
+                failures.append(
+                    f"{case.operation.label} {case.body!r} -> {response.status_code} {response.text[:300]}"
+                )
 
         try:
             run()

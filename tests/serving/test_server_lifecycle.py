@@ -28,12 +28,18 @@ def test_unloadable_model_reports_the_reason_and_stops_the_server(tmp_path):
         try:
             r = httpx.get(server.url + "/health", timeout=5)
             assert r.status_code == 503 and r.json()["status"] in ("loading", "failed", "stopped")
-            r = httpx.post(server.url + "/v1/completions", timeout=5, headers={"Authorization": f"Bearer {API_KEY}"},
-                           json={"model": state.settings.model_name, "prompt": "x"})
+            r = httpx.post(
+                server.url + "/v1/completions",
+                timeout=5,
+                headers={"Authorization": f"Bearer {API_KEY}"},
+                json={"model": state.settings.model_name, "prompt": "x"},
+            )
             assert r.status_code == 503 and r.json()["error"]["type"] == "service_unavailable"
         except httpx.TransportError:
             assert not server.thread.is_alive() or state.phase is Phase.FAILED
-        assert wait_for(lambda: not server.thread.is_alive(), timeout=30)  # it asked uvicorn to exit
+        assert wait_for(
+            lambda: not server.thread.is_alive(), timeout=30
+        )  # it asked uvicorn to exit
     assert state.phase is Phase.FAILED
     assert "broken.gguf" in state.load_error
 
@@ -49,11 +55,22 @@ def test_drain_past_its_grace_aborts_in_flight_requests_and_still_logs_them(tmp_
     app = create_app(settings, engine=shared_engine(), writer=writer)
     lines: list[str] = []
     with ServerThread(app) as server:
+
         def stream() -> None:
-            body = {"model": settings.model_name, "prompt": "Count: 1, 2,", "max_tokens": 400,
-                    "ignore_eos": True, "stream": True}
-            with httpx.stream("POST", server.url + "/v1/completions", json=body, timeout=60,
-                              headers={"Authorization": f"Bearer {API_KEY}"}) as r:
+            body = {
+                "model": settings.model_name,
+                "prompt": "Count: 1, 2,",
+                "max_tokens": 400,
+                "ignore_eos": True,
+                "stream": True,
+            }
+            with httpx.stream(
+                "POST",
+                server.url + "/v1/completions",
+                json=body,
+                timeout=60,
+                headers={"Authorization": f"Bearer {API_KEY}"},
+            ) as r:
                 lines.extend(line for line in r.iter_lines() if line)
 
         reader = threading.Thread(target=stream)
@@ -64,7 +81,7 @@ def test_drain_past_its_grace_aborts_in_flight_requests_and_still_logs_them(tmp_
         reader.join(30)
         assert wait_for(lambda: not server.thread.is_alive(), timeout=30)
     assert lines[-1] == "data: [DONE]"
-    last = json.loads(lines[-2][len("data: "):])
+    last = json.loads(lines[-2][len("data: ") :])
     assert last["choices"][0]["finish_reason"] == "abort"  # cut at the grace limit, not at 400
     writer.close(10)
     with session_scope(db) as s:

@@ -66,8 +66,14 @@ def _stream_chat(client, **kw) -> tuple[dict[int, str], dict[int, str], object]:
 
 
 def test_streamed_text_equals_non_streamed_for_the_same_seed_with_n_2(client, model):
-    kw = dict(model=model, messages=[{"role": "user", "content": "Tell me a story about a cat."}],
-              max_tokens=12, temperature=0.9, seed=1234, n=2)
+    kw = dict(
+        model=model,
+        messages=[{"role": "user", "content": "Tell me a story about a cat."}],
+        max_tokens=12,
+        temperature=0.9,
+        seed=1234,
+        n=2,
+    )
     full = client.chat.completions.create(**kw)
     texts, reasons, usage = _stream_chat(client, stream_options={"include_usage": True}, **kw)
     assert [c.index for c in full.choices] == [0, 1]
@@ -79,8 +85,9 @@ def test_streamed_text_equals_non_streamed_for_the_same_seed_with_n_2(client, mo
 
 
 def test_chat_logprobs_are_consistent(client, model):
-    r = client.chat.completions.create(model=model, messages=PROMPT, max_tokens=6, temperature=0,
-                                       logprobs=True, top_logprobs=3)
+    r = client.chat.completions.create(
+        model=model, messages=PROMPT, max_tokens=6, temperature=0, logprobs=True, top_logprobs=3
+    )
     content = r.choices[0].logprobs.content
     assert len(content) == r.usage.completion_tokens
     for entry in content:
@@ -95,19 +102,33 @@ def test_chat_logprobs_are_consistent(client, model):
 
 def test_completions_prompt_forms_stop_and_logprobs(client, model, tokenizer):
     text = "The capital of France is"
-    by_text = client.completions.create(model=model, prompt=text, max_tokens=5, temperature=0, logprobs=2)
+    by_text = client.completions.create(
+        model=model, prompt=text, max_tokens=5, temperature=0, logprobs=2
+    )
     ids = tokenizer.encode(text)
     by_ids = client.completions.create(model=model, prompt=ids, max_tokens=5, temperature=0)
     assert by_text.choices[0].text == by_ids.choices[0].text
     assert by_text.usage.prompt_tokens == len(ids)
     lp = by_text.choices[0].logprobs
-    assert len(lp.tokens) == len(lp.token_logprobs) == len(lp.top_logprobs) == by_text.usage.completion_tokens
+    assert (
+        len(lp.tokens)
+        == len(lp.token_logprobs)
+        == len(lp.top_logprobs)
+        == by_text.usage.completion_tokens
+    )
     assert all(len(t) <= 2 for t in lp.top_logprobs) and lp.text_offset[0] == 0
-    batch = client.completions.create(model=model, prompt=[text, "One, two, three,"], max_tokens=4,
-                                      temperature=0, n=2)
+    batch = client.completions.create(
+        model=model, prompt=[text, "One, two, three,"], max_tokens=4, temperature=0, n=2
+    )
     assert [c.index for c in batch.choices] == [0, 1, 2, 3]
-    assert batch.choices[0].text == batch.choices[1].text == by_text.choices[0].text[: len(batch.choices[0].text)]
-    stopped = client.completions.create(model=model, prompt=text, max_tokens=8, temperature=0, stop=["."])
+    assert (
+        batch.choices[0].text
+        == batch.choices[1].text
+        == by_text.choices[0].text[: len(batch.choices[0].text)]
+    )
+    stopped = client.completions.create(
+        model=model, prompt=text, max_tokens=8, temperature=0, stop=["."]
+    )
     assert stopped.choices[0].finish_reason == "stop" and "." not in stopped.choices[0].text
     one = client.completions.create(model=model, prompt=text, max_tokens=1, temperature=0)
     assert one.choices[0].finish_reason == "length" and one.usage.completion_tokens == 1
@@ -116,22 +137,33 @@ def test_completions_prompt_forms_stop_and_logprobs(client, model, tokenizer):
 def test_streamed_completions_match_for_the_same_seed(client, model):
     kw = dict(model=model, prompt="Once upon a time", max_tokens=10, temperature=1.0, seed=7)
     full = client.completions.create(**kw)
-    streamed = "".join(c.choices[0].text for c in client.completions.create(stream=True, **kw) if c.choices)
+    streamed = "".join(
+        c.choices[0].text for c in client.completions.create(stream=True, **kw) if c.choices
+    )
     assert streamed == full.choices[0].text
 
 
 def test_async_client_runs_requests_concurrently(server, model):
     async def run() -> list[str]:
-        async with openai.AsyncOpenAI(base_url=server.url + "/v1", api_key=API_KEY, max_retries=0) as ac:
+        async with openai.AsyncOpenAI(
+            base_url=server.url + "/v1", api_key=API_KEY, max_retries=0
+        ) as ac:
             calls = [
-                ac.chat.completions.create(model=model, max_tokens=6, temperature=0,
-                                           messages=[{"role": "user", "content": q}])
+                ac.chat.completions.create(
+                    model=model,
+                    max_tokens=6,
+                    temperature=0,
+                    messages=[{"role": "user", "content": q}],
+                )
                 for q in ("What is 2+2?", "Name a color.", "What is the capital of France?")
             ]
             results = await asyncio.gather(*calls)
-            stream = await ac.chat.completions.create(model=model, messages=PROMPT, max_tokens=6,
-                                                      temperature=0, stream=True)
-            streamed = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+            stream = await ac.chat.completions.create(
+                model=model, messages=PROMPT, max_tokens=6, temperature=0, stream=True
+            )
+            streamed = "".join(
+                [c.choices[0].delta.content or "" async for c in stream if c.choices]
+            )
         return [r.choices[0].message.content for r in results] + [streamed]
 
     answers = asyncio.run(run())

@@ -39,7 +39,11 @@ def run_response(response: SSEResponse, scope_send: bool) -> tuple[list[dict], l
     async def server_send(message):
         server.append(message)
 
-    scope = {"type": "http", "asgi": {"spec_version": "2.3"}, **({SCOPE_KEY: server_send} if scope_send else {})}
+    scope = {
+        "type": "http",
+        "asgi": {"spec_version": "2.3"},
+        **({SCOPE_KEY: server_send} if scope_send else {}),
+    }
 
     async def main():
         await response(scope, receive, chain_send)
@@ -50,16 +54,25 @@ def run_response(response: SSEResponse, scope_send: bool) -> tuple[list[dict], l
 
 
 def test_body_chunks_take_the_server_send_and_the_start_the_chain():
-    chain, server = run_response(SSEResponse(items("data: 1\n\n", "data: 2\n\n", "data: 3\n\n" + DONE)), True)
+    chain, server = run_response(
+        SSEResponse(items("data: 1\n\n", "data: 2\n\n", "data: 3\n\n" + DONE)), True
+    )
     assert [m["type"] for m in chain] == ["http.response.start"]
     assert [(m["body"], m["more_body"]) for m in server] == [
-        (b"data: 1\n\n", True), (b"data: 2\n\n", True), (("data: 3\n\n" + DONE).encode(), False)]
+        (b"data: 1\n\n", True),
+        (b"data: 2\n\n", True),
+        (("data: 3\n\n" + DONE).encode(), False),
+    ]
 
 
 def test_without_a_server_send_everything_takes_the_chain():
     chain, server = run_response(SSEResponse(items("data: 1\n\n", DONE)), False)
     assert not server
-    assert [m["type"] for m in chain] == ["http.response.start", "http.response.body", "http.response.body"]
+    assert [m["type"] for m in chain] == [
+        "http.response.start",
+        "http.response.body",
+        "http.response.body",
+    ]
     assert chain[-1] == {"type": "http.response.body", "body": DONE.encode(), "more_body": False}
 
 
@@ -71,7 +84,9 @@ def test_items_after_done_stay_in_order_and_the_body_still_ends():
 
 def test_only_start_only_layers_sit_inside_server_send():
     """A middleware added inside create_app before ServerSend would not see SSE bodies."""
-    app = create_app(load_settings(env="development", api_keys=[KEY]), engine=object(), log_traffic=False)
+    app = create_app(
+        load_settings(env="development", api_keys=[KEY]), engine=object(), log_traffic=False
+    )
     assert [m.cls for m in app.user_middleware] == [ServerSend, RequestGuard]
 
 
@@ -99,15 +114,25 @@ class ScriptedEngine:
         metrics = RequestMetrics(arrival_time=time.monotonic(), first_token_time=time.monotonic())
         for i, text in enumerate(["a", "ab", "ab\u00e9\n"]):
             finish = "length" if i == 2 else None
-            yield RequestOutput(request_id, prompt, ids, [CompletionOutput(0, text, "", list(range(i + 1)),
-                                                                           None, finish)], finish is not None, metrics)
+            yield RequestOutput(
+                request_id,
+                prompt,
+                ids,
+                [CompletionOutput(0, text, "", list(range(i + 1)), None, finish)],
+                finish is not None,
+                metrics,
+            )
 
 
 def test_a_streamed_completion_through_the_app_with_the_pid_header_outside():
-    settings = load_settings(env="development", api_keys=[KEY], sample_rate=0.0, segment_min_per_hour=0)
+    settings = load_settings(
+        env="development", api_keys=[KEY], sample_rate=0.0, segment_min_per_hour=0
+    )
     app = create_app(settings, engine=ScriptedEngine(), log_traffic=False)
     app.add_middleware(ServerPidHeader, value="0:123")  # as api_worker does: outside ServerSend
-    body = json.dumps({"model": settings.model_name, "prompt": [1, 2], "stream": True, "max_tokens": 3}).encode()
+    body = json.dumps(
+        {"model": settings.model_name, "prompt": [1, 2], "stream": True, "max_tokens": 3}
+    ).encode()
     sent: list[dict] = []
 
     async def main():
@@ -124,11 +149,25 @@ def test_a_streamed_completion_through_the_app_with_the_pid_header_outside():
         async def send(message):
             sent.append(message)
 
-        scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.1",
-                 "method": "POST", "scheme": "http", "path": "/v1/completions", "raw_path": b"/v1/completions",
-                 "query_string": b"", "root_path": "", "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 2),
-                 "headers": [(b"host", b"t"), (b"content-type", b"application/json"),
-                             (b"authorization", f"Bearer {KEY}".encode()), (b"content-length", str(len(body)).encode())]}
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0", "spec_version": "2.3"},
+            "http_version": "1.1",
+            "method": "POST",
+            "scheme": "http",
+            "path": "/v1/completions",
+            "raw_path": b"/v1/completions",
+            "query_string": b"",
+            "root_path": "",
+            "client": ("127.0.0.1", 1),
+            "server": ("127.0.0.1", 2),
+            "headers": [
+                (b"host", b"t"),
+                (b"content-type", b"application/json"),
+                (b"authorization", f"Bearer {KEY}".encode()),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
         async with app.router.lifespan_context(app):
             await app(scope, receive, send)
         done.set()
@@ -136,7 +175,15 @@ def test_a_streamed_completion_through_the_app_with_the_pid_header_outside():
     asyncio.run(main())
     start, bodies = sent[0], sent[1:]
     assert start["status"] == 200 and (PID_HEADER, b"0:123") in start["headers"]
-    assert [m["more_body"] for m in bodies] == [True, True, False]  # 2 outputs, then the last with [DONE]
+    assert [m["more_body"] for m in bodies] == [
+        True,
+        True,
+        False,
+    ]  # 2 outputs, then the last with [DONE]
     text = b"".join(m["body"] for m in bodies).decode()
-    deltas = [json.loads(line[6:])["choices"][0]["text"] for line in text.split("\n\n") if line.startswith("data: {")]
+    deltas = [
+        json.loads(line[6:])["choices"][0]["text"]
+        for line in text.split("\n\n")
+        if line.startswith("data: {")
+    ]
     assert deltas == ["a", "b", "\u00e9\n"] and text.endswith(DONE)

@@ -44,14 +44,20 @@ def server():
 
 
 def sse_events(url: str, path: str, body: dict) -> tuple[int, list[str]]:
-    with httpx.stream("POST", url + path, json={**body, "stream": True}, headers=AUTH, timeout=60) as r:
+    with httpx.stream(
+        "POST", url + path, json={**body, "stream": True}, headers=AUTH, timeout=60
+    ) as r:
         return r.status_code, [line for line in r.iter_lines() if line.startswith("data: ")]
 
 
-@pytest.mark.parametrize("path,extra", [
-    ("/v1/completions", {}),
-    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]}),
-], ids=["completions", "chat"])
+@pytest.mark.parametrize(
+    "path,extra",
+    [
+        ("/v1/completions", {}),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]}),
+    ],
+    ids=["completions", "chat"],
+)
 def test_failed_step_is_an_in_band_error_like_the_non_streaming_500(server, path, extra):
     body = {**BODY, "model": server.model, **extra}
     if "messages" in body:
@@ -66,7 +72,7 @@ def test_failed_step_is_an_in_band_error_like_the_non_streaming_500(server, path
     server.failures["n"] = 1
     status, events = sse_events(server.url, path, body)
     assert status == 200 and events[-1] == "data: [DONE]"
-    error = json.loads(events[-2][len("data: "):])["error"]
+    error = json.loads(events[-2][len("data: ") :])["error"]
     assert error == want  # the same object, with its type and code
 
     server.failures["n"] = 0  # the engine keeps serving
@@ -77,8 +83,9 @@ def test_failed_step_is_an_in_band_error_like_the_non_streaming_500(server, path
 def test_openai_client_sees_the_in_band_error_type_and_code(server):
     client = openai.OpenAI(base_url=server.url + "/v1", api_key=API_KEY, max_retries=0)
     server.failures["n"] = 1
-    stream = client.chat.completions.create(model=server.model, messages=[{"role": "user", "content": "hi"}],
-                                            max_tokens=4, stream=True)
+    stream = client.chat.completions.create(
+        model=server.model, messages=[{"role": "user", "content": "hi"}], max_tokens=4, stream=True
+    )
     with pytest.raises(openai.APIError) as info:
         for _ in stream:
             pass
@@ -86,16 +93,25 @@ def test_openai_client_sees_the_in_band_error_type_and_code(server):
     assert "injected step failure" in info.value.message
     server.failures["n"] = 1
     with pytest.raises(openai.APIError) as info:
-        for _ in client.completions.create(model=server.model, prompt="x", max_tokens=4, stream=True):
+        for _ in client.completions.create(
+            model=server.model, prompt="x", max_tokens=4, stream=True
+        ):
             pass
     assert info.value.code == "engine_step_failed"
 
 
 def test_every_in_band_error_has_a_type_and_a_code():
     unexpected = in_band(KeyError("internal detail"))["error"]
-    assert unexpected == {"message": "internal server error", "type": "internal_error", "param": None,
-                          "code": "internal_error"}  # nothing internal leaks, as for the 500 handler
+    assert unexpected == {
+        "message": "internal server error",
+        "type": "internal_error",
+        "param": None,
+        "code": "internal_error",
+    }  # nothing internal leaks, as for the 500 handler
     for status in (400, 404, 429, 500, 503):
         err = in_band(APIError("m", status=status))["error"]
         assert err["type"] and err["code"], err
-    assert in_band(APIError("m", status=503, code="engine_not_running"))["error"]["code"] == "engine_not_running"
+    assert (
+        in_band(APIError("m", status=503, code="engine_not_running"))["error"]["code"]
+        == "engine_not_running"
+    )

@@ -27,8 +27,16 @@ def make_settings(**overrides):
     from vigil.config import load_settings
 
     base = dict(
-        env="development", api_keys=[API_KEY], operator_keys=[OPERATOR_KEY], max_model_len=MAX_MODEL_LEN, kv_cache_memory_mb=64,
-        torch_threads=1, sample_rate=0.0, segment_min_per_hour=0, host="127.0.0.1", port=8000,
+        env="development",
+        api_keys=[API_KEY],
+        operator_keys=[OPERATOR_KEY],
+        max_model_len=MAX_MODEL_LEN,
+        kv_cache_memory_mb=64,
+        torch_threads=1,
+        sample_rate=0.0,
+        segment_min_per_hour=0,
+        host="127.0.0.1",
+        port=8000,
         drain_grace_s=30.0,
     )
     base.update(overrides)
@@ -77,8 +85,14 @@ class ServerThread:
 
         from serving.server.main import DrainingServer
 
-        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on",
-                                timeout_graceful_shutdown=5)
+        config = uvicorn.Config(
+            app,
+            host="127.0.0.1",
+            port=0,
+            log_level="warning",
+            lifespan="on",
+            timeout_graceful_shutdown=5,
+        )
         self.app = app
         self.server = DrainingServer(config, app)
         # bind here, so the port is known even if the server stops again at once
@@ -86,8 +100,12 @@ class ServerThread:
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", 0))
         self.port: int = self.sock.getsockname()[1]
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]},
-                                       name="test-uvicorn", daemon=True)
+        self.thread = threading.Thread(
+            target=self.server.run,
+            kwargs={"sockets": [self.sock]},
+            name="test-uvicorn",
+            daemon=True,
+        )
 
     @property
     def url(self) -> str:

@@ -54,8 +54,15 @@ async def _old_chat_chunks(stream, request_id, created, model, logprobs, include
 
     def chunk(index, delta, lps, finish):
         lp = {"content": chat._logprob_entries(lps)} if logprobs and lps is not None else None
-        return event({**base, "choices": [{"index": index, "delta": delta, "logprobs": lp,
-                                           "finish_reason": finish}], **usage_field})
+        return event(
+            {
+                **base,
+                "choices": [
+                    {"index": index, "delta": delta, "logprobs": lp, "finish_reason": finish}
+                ],
+                **usage_field,
+            }
+        )
 
     try:
         async for out in stream:
@@ -66,8 +73,8 @@ async def _old_chat_chunks(stream, request_id, created, model, logprobs, include
                 if c.index not in sent_text:
                     sent_text[c.index], sent_lp[c.index] = 0, 0
                     yield chunk(c.index, {"role": "assistant", "content": ""}, None, None)
-                text = c.text[sent_text[c.index]:]
-                new_lps = (c.logprobs or [])[sent_lp[c.index]:]
+                text = c.text[sent_text[c.index] :]
+                new_lps = (c.logprobs or [])[sent_lp[c.index] :]
                 if text or new_lps or c.finished:
                     sent_text[c.index] += len(text)
                     sent_lp[c.index] += len(new_lps)
@@ -84,7 +91,9 @@ async def _old_chat_chunks(stream, request_id, created, model, logprobs, include
 
 # one step of one request: per choice, the text it adds and whether it finishes ("stop"/"length")
 pieces = st.text(st.characters(blacklist_categories=["Cs"]), max_size=6)
-step = st.lists(st.tuples(pieces, st.sampled_from([None, None, "stop", "length"])), min_size=1, max_size=3)
+step = st.lists(
+    st.tuples(pieces, st.sampled_from([None, None, "stop", "length"])), min_size=1, max_size=3
+)
 script = st.lists(step, min_size=1, max_size=6)
 
 
@@ -101,10 +110,25 @@ def outputs(script_steps, request_id: str, with_logprobs: bool) -> list[RequestO
                 texts[i] += piece
                 finish[i] = reason
                 if with_logprobs and piece:
-                    lps[i].append(TokenLogprob(7, piece, -0.5, [(7, piece, -0.5), (8, "x", float("-inf"))]))
-        choices = [CompletionOutput(i, texts[i], "", list(range(len(texts[i]))), list(lps[i]) if with_logprobs else None,
-                                    finish[i]) for i in range(n)]
-        result.append(RequestOutput(request_id, "p", [1, 2], choices, all(f is not None for f in finish), metrics))
+                    lps[i].append(
+                        TokenLogprob(7, piece, -0.5, [(7, piece, -0.5), (8, "x", float("-inf"))])
+                    )
+        choices = [
+            CompletionOutput(
+                i,
+                texts[i],
+                "",
+                list(range(len(texts[i]))),
+                list(lps[i]) if with_logprobs else None,
+                finish[i],
+            )
+            for i in range(n)
+        ]
+        result.append(
+            RequestOutput(
+                request_id, "p", [1, 2], choices, all(f is not None for f in finish), metrics
+            )
+        )
         if result[-1].finished:
             break
     return result
@@ -129,8 +153,13 @@ def normalized(scripts) -> list:
 
 
 @settings(max_examples=80, deadline=None)
-@given(scripts=st.lists(script, min_size=1, max_size=3), logprobs=st.sampled_from([None, 0, 2]),
-       usage=st.booleans(), fail=st.booleans(), model=st.sampled_from(["m", 'q"\\é', HOLE]))
+@given(
+    scripts=st.lists(script, min_size=1, max_size=3),
+    logprobs=st.sampled_from([None, 0, 2]),
+    usage=st.booleans(),
+    fail=st.booleans(),
+    model=st.sampled_from(["m", 'q"\\é', HOLE]),
+)
 def test_completion_stream_bytes_match_the_per_event_encoder(scripts, logprobs, usage, fail, model):
     scripts = normalized(scripts)
     n = len(scripts[0][0])
@@ -159,9 +188,15 @@ def test_chat_stream_bytes_match_the_per_event_encoder(steps, logprobs, usage, f
 
 
 def test_one_item_per_engine_output_and_the_last_output_goes_with_done():
-    run = outputs([[("a", None), ("b", None)], [("c", None), ("d", "stop")], [("e", "length")]], "r", False)
-    items = asyncio.run(collect(completions._chunks([replay(run, False)], "r", 1, "m", 2, None, True)))
-    assert len(items) == len(run)  # 3 outputs: 2 items of events, then the last output + usage + [DONE]
+    run = outputs(
+        [[("a", None), ("b", None)], [("c", None), ("d", "stop")], [("e", "length")]], "r", False
+    )
+    items = asyncio.run(
+        collect(completions._chunks([replay(run, False)], "r", 1, "m", 2, None, True))
+    )
+    assert len(items) == len(
+        run
+    )  # 3 outputs: 2 items of events, then the last output + usage + [DONE]
     assert [item.count("data: ") for item in items] == [2, 2, 3]
     assert items[-1].index('"text":"e"') < items[-1].index('"usage":{') < items[-1].index(DONE)
 
@@ -177,7 +212,10 @@ def test_an_error_mid_stream_follows_the_events_already_produced():
 @given(text=st.text(), index=st.integers(0, 2**31), finish=st.sampled_from([None, "stop"]))
 def test_a_template_fills_in_exactly_what_json_dumps_writes(text, index, finish):
     def build(t: str) -> dict:
-        return {"id": "x", "choices": [{"index": index, "delta": {"content": t}, "finish_reason": finish}]}
+        return {
+            "id": "x",
+            "choices": [{"index": index, "delta": {"content": t}, "finish_reason": finish}],
+        }
 
     template = EventTemplate(build)
     assert template.exact

@@ -27,11 +27,24 @@ HIDDEN = 8
 def _plain(step) -> dict:
     m = step.meta
     return {
-        "ids": step.input_ids.tolist(), "pos": step.positions.tolist(), "slots": m.slot_mapping.tolist(),
-        "qsl": m.query_start_loc.tolist(), "seq_lens": m.seq_lens.tolist(), "tables": m.block_tables.tolist(),
-        "meta": (m.max_query_len, m.max_seq_len, m.num_decode_tokens, m.query_lens_cpu, m.seq_lens_cpu),
-        "rows": step.logits_rows.tolist(), "copies": step.copies, "pending": (step.pending_rows, step.pending_src),
-        "pending_dev": (step.pending_rows_dev.tolist(), step.pending_src_dev.tolist()), "share": step.share_samples,
+        "ids": step.input_ids.tolist(),
+        "pos": step.positions.tolist(),
+        "slots": m.slot_mapping.tolist(),
+        "qsl": m.query_start_loc.tolist(),
+        "seq_lens": m.seq_lens.tolist(),
+        "tables": m.block_tables.tolist(),
+        "meta": (
+            m.max_query_len,
+            m.max_seq_len,
+            m.num_decode_tokens,
+            m.query_lens_cpu,
+            m.seq_lens_cpu,
+        ),
+        "rows": step.logits_rows.tolist(),
+        "copies": step.copies,
+        "pending": (step.pending_rows, step.pending_src),
+        "pending_dev": (step.pending_rows_dev.tolist(), step.pending_src_dev.tolist()),
+        "share": step.share_samples,
     }
 
 
@@ -95,9 +108,16 @@ def steps(draw):
         query_start_loc=torch.tensor(qsl, dtype=torch.int32),
         seq_lens=torch.tensor(seq_lens, dtype=torch.int32),
         slot_mapping=torch.tensor(draw(st.lists(ints, min_size=n, max_size=n))),
-        block_tables=torch.randint(0, 2**31 - 1, (s, width), dtype=torch.int32,
-                                   generator=torch.Generator().manual_seed(draw(st.integers(0, 99)))),
-        max_query_len=max(qlens), max_seq_len=max(seq_lens), num_decode_tokens=draw(st.integers(0, s)),
+        block_tables=torch.randint(
+            0,
+            2**31 - 1,
+            (s, width),
+            dtype=torch.int32,
+            generator=torch.Generator().manual_seed(draw(st.integers(0, 99))),
+        ),
+        max_query_len=max(qlens),
+        max_seq_len=max(seq_lens),
+        num_decode_tokens=draw(st.integers(0, s)),
     )
     k = draw(st.integers(0, 2 * s))
     p = draw(st.integers(0, n))
@@ -105,7 +125,9 @@ def steps(draw):
         input_ids=torch.tensor(draw(st.lists(st.integers(0, 300_000), min_size=n, max_size=n))),
         positions=torch.tensor(draw(st.lists(st.integers(0, 2**31), min_size=n, max_size=n))),
         meta=meta,
-        logits_rows=torch.tensor(draw(st.lists(st.integers(0, n - 1), min_size=k, max_size=k)), dtype=torch.int64),
+        logits_rows=torch.tensor(
+            draw(st.lists(st.integers(0, n - 1), min_size=k, max_size=k)), dtype=torch.int64
+        ),
         pending_rows=draw(st.lists(st.integers(0, n - 1), min_size=p, max_size=p)),
         pending_src=draw(st.lists(st.integers(0, 512), min_size=p, max_size=p)),
     )
@@ -113,8 +135,12 @@ def steps(draw):
     return inputs, copies, draw(st.booleans())
 
 
-@settings(max_examples=120, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=120,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(step=steps())
 def test_any_step_round_trips(channel, step):
     chan, conn = channel
@@ -126,7 +152,10 @@ def test_any_step_round_trips(channel, step):
     m = inputs.meta
     assert got["ids"] == inputs.input_ids.tolist() and got["slots"] == m.slot_mapping.tolist()
     assert got["tables"] == m.block_tables.tolist() and got["qsl"] == m.query_start_loc.tolist()
-    assert got["copies"] == [tuple(c) for c in copies] and got["pending"] == (inputs.pending_rows, inputs.pending_src)
+    assert got["copies"] == [tuple(c) for c in copies] and got["pending"] == (
+        inputs.pending_rows,
+        inputs.pending_src,
+    )
     assert got["rows"] == inputs.logits_rows.tolist() and got["share"] == share
     if share and sent.num_samples:
         ids = torch.arange(sent.num_samples, dtype=torch.int64) * 7 + 1
@@ -138,16 +167,26 @@ def test_small_and_spilled_bodies_and_logits(channel):
     chan, conn = channel
     before = chan.host.spills
     for s, width in ((1, 1), (40, 64)):  # 1 x 1 fits the buffer, 40 x 64 spills
-        meta = AttentionMetadata(query_start_loc=torch.arange(s + 1, dtype=torch.int32),
-                                 seq_lens=torch.full((s,), 5, dtype=torch.int32),
-                                 slot_mapping=torch.arange(s), block_tables=torch.ones(s, width, dtype=torch.int32),
-                                 max_query_len=1, max_seq_len=5, num_decode_tokens=s)
-        inputs = SimpleNamespace(input_ids=torch.arange(s), positions=torch.arange(s), meta=meta,
-                                 logits_rows=torch.arange(s), pending_rows=[], pending_src=[])
+        meta = AttentionMetadata(
+            query_start_loc=torch.arange(s + 1, dtype=torch.int32),
+            seq_lens=torch.full((s,), 5, dtype=torch.int32),
+            slot_mapping=torch.arange(s),
+            block_tables=torch.ones(s, width, dtype=torch.int32),
+            max_query_len=1,
+            max_seq_len=5,
+            num_decode_tokens=s,
+        )
+        inputs = SimpleNamespace(
+            input_ids=torch.arange(s),
+            positions=torch.arange(s),
+            meta=meta,
+            logits_rows=torch.arange(s),
+            pending_rows=[],
+            pending_src=[],
+        )
         sent = chan.send_step(inputs, [])
         assert conn.recv() == ("step", _plain(sent))
     assert chan.host.spills == before + 1
     hidden = torch.randn(3, HIDDEN)
     chan.send_logits(hidden)
     assert conn.recv() == ("logits", hidden.tolist())
-

@@ -32,8 +32,13 @@ def _requests(prompts):
 
 
 def _run(path, tp: int, **overrides):
-    engine = make_engine(load_model_files(path), max_num_batched_tokens=20, tensor_parallel_size=tp,
-                         torch_threads=1, **overrides)
+    engine = make_engine(
+        load_model_files(path),
+        max_num_batched_tokens=20,
+        tensor_parallel_size=tp,
+        torch_threads=1,
+        **overrides,
+    )
     try:
         # a later arrival joins a running batch; a fork (n=2) shares blocks (copy-on-write)
         prompts = _prompts()
@@ -51,8 +56,12 @@ def _assert_same(single, parallel):
             assert list(b.token_ids) == list(a.token_ids), rid
             if a.logprobs is not None:
                 ours = torch.tensor([t.logprob for t in b.logprobs])
-                torch.testing.assert_close(ours, torch.tensor([t.logprob for t in a.logprobs]), atol=1e-4, rtol=0)
-                assert [[i for i, _, _ in t.top] for t in b.logprobs] == [[i for i, _, _ in t.top] for t in a.logprobs]
+                torch.testing.assert_close(
+                    ours, torch.tensor([t.logprob for t in a.logprobs]), atol=1e-4, rtol=0
+                )
+                assert [[i for i, _, _ in t.top] for t in b.logprobs] == [
+                    [i for i, _, _ in t.top] for t in a.logprobs
+                ]
         if ref.prompt_logprobs is not None:
             ref_lp = torch.tensor([t.logprob for t in ref.prompt_logprobs[1:]])
             got_lp = torch.tensor([t.logprob for t in got.prompt_logprobs[1:]])
@@ -70,7 +79,10 @@ def test_replicated_kv_head(tmp_path):
     """One KV head, two ranks: both hold KV head 0, each with two of the four query heads."""
     torch.set_num_threads(1)
     save_single_kv_head_llama(tmp_path)
-    assert [head_shard(4, 1, 2, r) for r in (0, 1)] == [HeadShard(0, 2, 0, 1), HeadShard(2, 2, 0, 1)]
+    assert [head_shard(4, 1, 2, r) for r in (0, 1)] == [
+        HeadShard(0, 2, 0, 1),
+        HeadShard(2, 2, 0, 1),
+    ]
     _assert_same(_run(tmp_path, 1), _run(tmp_path, 2))
 
 
@@ -79,7 +91,10 @@ def test_serve_flag_and_setting_reach_the_engine_config(monkeypatch):
     from vigil.cli.main import build_parser
     from vigil.config import Settings
 
-    assert build_parser().parse_args(["serve", "--tensor-parallel-size", "2"]).tensor_parallel_size == 2
+    assert (
+        build_parser().parse_args(["serve", "--tensor-parallel-size", "2"]).tensor_parallel_size
+        == 2
+    )
     monkeypatch.setenv("VIGIL_TENSOR_PARALLEL_SIZE", "4")
     assert EngineConfig.from_settings(Settings()).tensor_parallel_size == 4
     assert EngineConfig().tensor_parallel_size == 1

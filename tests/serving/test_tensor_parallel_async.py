@@ -35,16 +35,27 @@ def _prompts() -> list[list[int]]:
 
 
 def _engine(loaded, tp: int, mode: str):
-    return make_engine(loaded, max_num_batched_tokens=20, tensor_parallel_size=tp, torch_threads=1,
-                       async_scheduling=mode)
+    return make_engine(
+        loaded,
+        max_num_batched_tokens=20,
+        tensor_parallel_size=tp,
+        torch_threads=1,
+        async_scheduling=mode,
+    )
 
 
 def _plan(stop_token: int) -> dict[int, list]:
     p = _prompts()
     scored = SamplingParams(max_tokens=4, temperature=0.0, ignore_eos=True, prompt_logprobs=2)
-    stopper = SamplingParams(max_tokens=16, temperature=0.0, ignore_eos=True, stop_token_ids=[stop_token])
+    stopper = SamplingParams(
+        max_tokens=16, temperature=0.0, ignore_eos=True, stop_token_ids=[stop_token]
+    )
     return {
-        0: [(ABORTED, p[0], greedy(20, logprobs=2)), ("b", p[1], greedy(5)), ("scored", p[2], scored)],
+        0: [
+            (ABORTED, p[0], greedy(20, logprobs=2)),
+            ("b", p[1], greedy(5)),
+            ("scored", p[2], scored),
+        ],
         2: [("fork", p[3], greedy(8, n=2, logprobs=1))],
         4: [("stopper", p[4], stopper)],
         6: [("late", p[5], greedy(6, n=3))],
@@ -72,8 +83,11 @@ def _drive(engine, plan: dict[int, list], abort_step: int | None) -> dict:
 
 
 def _summary(finals: dict, skip: tuple[str, ...] = ()) -> dict:
-    return {rid: [(list(c.token_ids), c.finish_reason) for c in out.outputs]
-            for rid, out in finals.items() if rid not in skip}
+    return {
+        rid: [(list(c.token_ids), c.finish_reason) for c in out.outputs]
+        for rid, out in finals.items()
+        if rid not in skip
+    }
 
 
 def _assert_logprobs_close(ref: dict, got: dict, skip: tuple[str, ...] = ()) -> None:
@@ -83,12 +97,22 @@ def _assert_logprobs_close(ref: dict, got: dict, skip: tuple[str, ...] = ()) -> 
         b = got[rid]
         for ca, cb in zip(a.outputs, b.outputs, strict=True):
             if ca.logprobs is not None:
-                torch.testing.assert_close(torch.tensor([t.logprob for t in cb.logprobs]),
-                                           torch.tensor([t.logprob for t in ca.logprobs]), atol=1e-4, rtol=0)
-                assert [[i for i, _, _ in t.top] for t in cb.logprobs] == [[i for i, _, _ in t.top] for t in ca.logprobs]
+                torch.testing.assert_close(
+                    torch.tensor([t.logprob for t in cb.logprobs]),
+                    torch.tensor([t.logprob for t in ca.logprobs]),
+                    atol=1e-4,
+                    rtol=0,
+                )
+                assert [[i for i, _, _ in t.top] for t in cb.logprobs] == [
+                    [i for i, _, _ in t.top] for t in ca.logprobs
+                ]
         if a.prompt_logprobs is not None:
-            torch.testing.assert_close(torch.tensor([t.logprob for t in b.prompt_logprobs[1:]]),
-                                       torch.tensor([t.logprob for t in a.prompt_logprobs[1:]]), atol=1e-4, rtol=0)
+            torch.testing.assert_close(
+                torch.tensor([t.logprob for t in b.prompt_logprobs[1:]]),
+                torch.tensor([t.logprob for t in a.prompt_logprobs[1:]]),
+                atol=1e-4,
+                rtol=0,
+            )
 
 
 def test_tp2_async_matches_tp1_and_synchronous(loaded, monkeypatch):
@@ -125,7 +149,11 @@ def test_tp2_async_matches_tp1_and_synchronous(loaded, monkeypatch):
     assert len(tp2_async["fork"].outputs) == 2 and len(tp2_async["late"].outputs) == 3
     assert _summary(tp2_async) == _summary(tp1_async)
     _assert_logprobs_close(tp1_async, tp2_async)
-    assert _summary(tp2_async, (ABORTED,)) == _summary(tp2_sync, (ABORTED,)) == _summary(tp1_sync, (ABORTED,))
+    assert (
+        _summary(tp2_async, (ABORTED,))
+        == _summary(tp2_sync, (ABORTED,))
+        == _summary(tp1_sync, (ABORTED,))
+    )
     _assert_logprobs_close(tp1_sync, tp2_async, (ABORTED,))
     _assert_logprobs_close(tp1_sync, tp2_sync)
 
@@ -133,7 +161,11 @@ def test_tp2_async_matches_tp1_and_synchronous(loaded, monkeypatch):
 def test_switching_modes_between_steps(loaded):
     """set_async_scheduling flips a running TP engine both ways; the tokens stay those of TP=1."""
     prompts = _prompts()
-    ref = _drive(_engine(loaded, 1, "off"), {0: [("x", prompts[3], greedy(12)), ("y", prompts[1], greedy(9))]}, None)
+    ref = _drive(
+        _engine(loaded, 1, "off"),
+        {0: [("x", prompts[3], greedy(12)), ("y", prompts[1], greedy(9))]},
+        None,
+    )
     engine = _engine(loaded, 2, "off")
     try:
         engine.add_request("x", prompts[3], greedy(12))

@@ -36,7 +36,8 @@ def test_head_shards_cover_every_query_head_once_with_its_kv_head(kv, group, ws)
     assert sorted(owned) == list(range(heads)) and len(owned) == heads
     for s in shards:  # query head q reads KV head q // group: that head must be on the rank
         assert {q // group for q in range(s.q_start, s.q_start + s.q_count)} <= set(
-            range(s.kv_start, s.kv_start + s.kv_count))
+            range(s.kv_start, s.kv_start + s.kv_count)
+        )
 
 
 def _expected_slices(full: dict, cfg, rank: int, ws: int) -> dict:
@@ -85,9 +86,18 @@ def save_single_kv_head_llama(path):
     from engine_fixtures import byte_tokenizer_json
 
     config = tf.LlamaConfig(
-        vocab_size=256, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=1, max_position_embeddings=512, initializer_range=0.2, tie_word_embeddings=False,
-        bos_token_id=None, eos_token_id=None, pad_token_id=None,
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=1,
+        max_position_embeddings=512,
+        initializer_range=0.2,
+        tie_word_embeddings=False,
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=None,
     )
     torch.manual_seed(3)
     tf.LlamaForCausalLM(config).save_pretrained(str(path))
@@ -99,8 +109,15 @@ def test_uneven_vocab_is_padded_with_zero_rows(tmp_path):
     full = load_model_files(tmp_path).state_dict["model.embed_tokens.weight"]  # 256 rows
     for rank in range(3):  # 86 rows per rank, the last holds 84 real ones
         start, end = vocab_range(256, 3, rank)
-        got = load_model_files(tmp_path, shard=ShardSpec(rank, 3)).state_dict["model.embed_tokens.weight"]
+        got = load_model_files(tmp_path, shard=ShardSpec(rank, 3)).state_dict[
+            "model.embed_tokens.weight"
+        ]
         assert got.shape[0] == 86
         assert torch.equal(got[: end - start], full[start:end])
         assert not got[end - start :].any()
-        assert got.shape == load_model_files(tmp_path, shard=ShardSpec(rank, 3)).state_dict["lm_head.weight"].shape
+        assert (
+            got.shape
+            == load_model_files(tmp_path, shard=ShardSpec(rank, 3))
+            .state_dict["lm_head.weight"]
+            .shape
+        )

@@ -45,7 +45,9 @@ def test_decode_matches_transformers(ours, hf_smollm2_tokenizer):
     rng = random.Random(0)
     id_lists = [ours.encode(t) for t in TEXTS]
     # random ids: partial UTF-8 pieces, special tokens mid-text, anything
-    id_lists += [[rng.randrange(ours.vocab_size) for _ in range(rng.randint(1, 40))] for _ in range(60)]
+    id_lists += [
+        [rng.randrange(ours.vocab_size) for _ in range(rng.randint(1, 40))] for _ in range(60)
+    ]
     for ids in id_lists:
         for skip in (True, False):
             assert ours.decode(ids, skip_special_tokens=skip) == hf_smollm2_tokenizer.decode(
@@ -81,7 +83,9 @@ CHATS = [
 
 @pytest.mark.parametrize("chat", CHATS)
 @pytest.mark.parametrize("add_generation_prompt", [True, False])
-def test_chat_template_matches_transformers(ours, hf_smollm2_tokenizer, chat, add_generation_prompt):
+def test_chat_template_matches_transformers(
+    ours, hf_smollm2_tokenizer, chat, add_generation_prompt
+):
     expected = hf_smollm2_tokenizer.apply_chat_template(
         chat, tokenize=False, add_generation_prompt=add_generation_prompt
     )
@@ -91,8 +95,12 @@ def test_chat_template_matches_transformers(ours, hf_smollm2_tokenizer, chat, ad
 
 
 def test_content_parts_render_as_text(ours):
-    parts = [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]
-    assert ours.apply_chat_template(parts) == ours.apply_chat_template([{"role": "user", "content": "a\nb"}])
+    parts = [
+        {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}
+    ]
+    assert ours.apply_chat_template(parts) == ours.apply_chat_template(
+        [{"role": "user", "content": "a\nb"}]
+    )
 
 
 @pytest.mark.parametrize(
@@ -105,7 +113,10 @@ def test_content_parts_render_as_text(ours):
         ([{"content": "x"}], r"role must be one of .*None"),
         ([{"role": "user"}], r"messages\[0\] \(user\) has no content"),
         ([{"role": "user", "content": 5}], "must be a string or a list of text parts"),
-        ([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}], "only text parts"),
+        (
+            [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}],
+            "only text parts",
+        ),
     ],
 )
 def test_bad_messages_raise_clear_errors(ours, messages, match):
@@ -128,7 +139,9 @@ def test_template_is_sandboxed():
     from serving.tokenizer import render_chat_template
 
     with pytest.raises(Exception, match="unsafe|access"):
-        render_chat_template("{{ ''.__class__.__mro__[1].__subclasses__() }}", [{"role": "user", "content": "x"}])
+        render_chat_template(
+            "{{ ''.__class__.__mro__[1].__subclasses__() }}", [{"role": "user", "content": "x"}]
+        )
 
 
 def test_tools_reach_the_template():
@@ -137,7 +150,10 @@ def test_tools_reach_the_template():
     template = "{% for t in tools %}{{ t['function']['name'] }}={{ t | tojson }};{% endfor %}"
     tools = [{"type": "function", "function": {"name": "get_weather", "description": "<é>"}}]
     out = render_chat_template(template, [{"role": "user", "content": "x"}], tools=tools)
-    assert out == 'get_weather={"type": "function", "function": {"name": "get_weather", "description": "<é>"}};'
+    assert (
+        out
+        == 'get_weather={"type": "function", "function": {"name": "get_weather", "description": "<é>"}};'
+    )
     with pytest.raises(ValueError, match="tools must be a list"):
         render_chat_template(template, [{"role": "user", "content": "x"}], tools={"a": 1})
 
@@ -199,15 +215,31 @@ TOOL_TEMPLATE = """{%- if tools %}
 {%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}
 {{- '' if ns.tool_turns < 100 else raise_exception('too many') }}"""
 
-TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather <now> & 'later'",
-                                           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Weather <now> & 'later'",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
+]
 TOOL_CHAT = [
     {"role": "system", "content": "You are a weather bot."},
     {"role": "user", "content": "Weather in Zürich?"},
-    {"role": "assistant", "content": None, "tool_calls": [
-        {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Zürich"}}}]},
-    {"role": "tool", "content": "{\"temp\": 3}"},
-    {"role": "tool", "content": "{\"wind\": 12}"},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": {"city": "Zürich"}},
+            }
+        ],
+    },
+    {"role": "tool", "content": '{"temp": 3}'},
+    {"role": "tool", "content": '{"wind": 12}'},
     {"role": "assistant", "content": "Cold: 3 °C."},
     {"role": "user", "content": "Thanks"},
 ]
@@ -225,6 +257,8 @@ def test_tool_template_matches_transformers(tmp_path, write_tiny_tokenizer, tool
     (tmp_path / "tokenizer_config.json").write_text(json.dumps(cfg))
     ours = Tokenizer.from_hf_dir(tmp_path)
     ref = AutoTokenizer.from_pretrained(str(tmp_path))
-    expected = ref.apply_chat_template(TOOL_CHAT, tools=tools, tokenize=False, add_generation_prompt=True)
+    expected = ref.apply_chat_template(
+        TOOL_CHAT, tools=tools, tokenize=False, add_generation_prompt=True
+    )
     assert ours.apply_chat_template(TOOL_CHAT, tools=tools) == expected
-    assert "<tool_response>\n{\"temp\": 3}\n</tool_response>\n<tool_response>" in expected
+    assert '<tool_response>\n{"temp": 3}\n</tool_response>\n<tool_response>' in expected

@@ -17,7 +17,9 @@ from serving.distributed.group import free_port
 
 @pytest.fixture
 def one_rank():
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1
+    )
     try:
         yield ParallelContext(0, 1, dist.group.WORLD, dist.new_group(backend="gloo"))
     finally:
@@ -44,7 +46,9 @@ def test_failed_rendezvous_falls_back_with_one_line(one_rank, monkeypatch, caplo
     monkeypatch.setattr(ar, "_symm_mem_usable", lambda device, world_size: None)
     monkeypatch.setattr(ar, "SymmMemAllReduce", broken)
     with caplog.at_level(logging.INFO, logger="vigil.tensor_parallel"):
-        reducer = ar.make_all_reduce("auto", one_rank, torch.device("cuda", 0), torch.bfloat16, 1024)
+        reducer = ar.make_all_reduce(
+            "auto", one_rank, torch.device("cuda", 0), torch.bfloat16, 1024
+        )
     assert reducer.name == "gloo"
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 1 and "no rendezvous today" in lines[0] and "NCCL" in lines[0]
@@ -53,7 +57,9 @@ def test_failed_rendezvous_falls_back_with_one_line(one_rank, monkeypatch, caplo
 def test_unusable_symm_mem_falls_back(one_rank, monkeypatch, caplog):
     monkeypatch.setattr(ar, "_symm_mem_usable", lambda device, world_size: "no peer access")
     with caplog.at_level(logging.INFO, logger="vigil.tensor_parallel"):
-        reducer = ar.make_all_reduce("symm_mem", one_rank, torch.device("cuda", 0), torch.bfloat16, 1024)
+        reducer = ar.make_all_reduce(
+            "symm_mem", one_rank, torch.device("cuda", 0), torch.bfloat16, 1024
+        )
     assert reducer.name == "gloo" and "no peer access" in caplog.text
 
 
@@ -80,7 +86,9 @@ def test_tp_engine_reports_its_all_reduce(tmp_path):
     from serving.loader import load_model_files
 
     save_tiny_model("llama", tmp_path, seed=2)
-    engine = make_engine(load_model_files(tmp_path), tensor_parallel_size=2, torch_threads=1, tp_allreduce="symm_mem")
+    engine = make_engine(
+        load_model_files(tmp_path), tensor_parallel_size=2, torch_threads=1, tp_allreduce="symm_mem"
+    )
     try:
         assert engine.tensor_parallel.all_reduce_name == "gloo"
     finally:

@@ -53,8 +53,12 @@ def _logged(url: str) -> float:
     from prometheus_client.parser import text_string_to_metric_families
 
     text = httpx.get(url + "/metrics").text
-    return next(s.value for f in text_string_to_metric_families(text) for s in f.samples
-                if s.name == "vigil:samples_logged_total")
+    return next(
+        s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+        if s.name == "vigil:samples_logged_total"
+    )
 
 
 def test_marked_requests_through_the_real_server_store_no_sample(migrated_db, tmp_path):
@@ -63,8 +67,13 @@ def test_marked_requests_through_the_real_server_store_no_sample(migrated_db, tm
     app = create_app(settings, engine=shared_engine(), writer=writer, sampler_seed=0)
     with ServerThread(app) as server:
         operator = openai.OpenAI(base_url=server.url + "/v1", api_key=OPERATOR_KEY, max_retries=0)
-        operator.completions.create(model=settings.model_name, prompt="internal probe", max_tokens=2,
-                                    temperature=0, extra_headers={INTERNAL_HEADER: "test"})
+        operator.completions.create(
+            model=settings.model_name,
+            prompt="internal probe",
+            max_tokens=2,
+            temperature=0,
+            extra_headers={INTERNAL_HEADER: "test"},
+        )
         judge = Judge(server.url, settings.model_name, api_key=OPERATOR_KEY)
         try:
             judge.judge("What is 2 + 2?", "4")  # the judge marks its own calls
@@ -72,10 +81,16 @@ def test_marked_requests_through_the_real_server_store_no_sample(migrated_db, tm
             judge.close()
         client = openai.OpenAI(base_url=server.url + "/v1", api_key=API_KEY, max_retries=0)
         # a global key's mark is ignored: its traffic cannot hide from the monitor
-        client.completions.create(model=settings.model_name, prompt="a global key hides", max_tokens=2,
-                                  temperature=0, extra_headers={INTERNAL_HEADER: "canary"})
-        client.completions.create(model=settings.model_name, prompt="a user asks", max_tokens=2,
-                                  temperature=0)
+        client.completions.create(
+            model=settings.model_name,
+            prompt="a global key hides",
+            max_tokens=2,
+            temperature=0,
+            extra_headers={INTERNAL_HEADER: "canary"},
+        )
+        client.completions.create(
+            model=settings.model_name, prompt="a user asks", max_tokens=2, temperature=0
+        )
         assert wait_for(lambda: _logged(server.url) == 2, timeout=15)
         time.sleep(0.3)  # a wrongly logged marked request would have landed by now too
         assert _logged(server.url) == 2

@@ -17,14 +17,26 @@ from serving.traffic.segments import segment_from_request
 from storage.records import sample_from_record
 
 
-def _output(n_tokens=(5,), prompt="user: mail me at a@b.com", text="call 555-123-4567") -> RequestOutput:
+def _output(
+    n_tokens=(5,), prompt="user: mail me at a@b.com", text="call 555-123-4567"
+) -> RequestOutput:
     metrics = RequestMetrics(
-        arrival_time=100.0, first_scheduled_time=100.25, first_token_time=100.5,
-        last_token_time=101.3, finished_time=101.3,
+        arrival_time=100.0,
+        first_scheduled_time=100.25,
+        first_token_time=100.5,
+        last_token_time=101.3,
+        finished_time=101.3,
     )
     outs = [
-        CompletionOutput(index=i, text=text, delta="", token_ids=list(range(k)), finish_reason="length",
-                         mean_logprob=-1.25, mean_entropy=2.5)
+        CompletionOutput(
+            index=i,
+            text=text,
+            delta="",
+            token_ids=list(range(k)),
+            finish_reason="length",
+            mean_logprob=-1.25,
+            mean_entropy=2.5,
+        )
         for i, k in enumerate(n_tokens)
     ]
     return RequestOutput("req-1", prompt, list(range(7)), outs, True, metrics)
@@ -56,11 +68,18 @@ def test_stats_from_engine_timestamps():
 
 def test_record_matches_the_storage_contract_and_redacts():
     out = _output()
-    seg = segment_from_request({"x-vigil-segment": "beta"}, user="carol@example.com",
-                               metadata={"team": "ops 555-123-4567"})
+    seg = segment_from_request(
+        {"x-vigil-segment": "beta"}, user="carol@example.com", metadata={"team": "ops 555-123-4567"}
+    )
     stats = stats_from_output(out, out.outputs[0], end_time=1_700_000_000.0)
-    record = build_record(stats, seg, SampleDecision(True, 0.25), model_version="mv1", redact=True,
-                          extra={"request_id": "req-1"})
+    record = build_record(
+        stats,
+        seg,
+        SampleDecision(True, 0.25),
+        model_version="mv1",
+        redact=True,
+        extra={"request_id": "req-1"},
+    )
     uuid.UUID(record["id"], version=4)
     assert record["sample_weight"] == 4.0
     assert record["prompt"] == "user: mail me at [EMAIL]" and record["response"] == "call [PHONE]"
@@ -70,14 +89,20 @@ def test_record_matches_the_storage_contract_and_redacts():
     assert row["segment"] == "beta" and row["model_version"] == "mv1"
     assert row["prompt_tokens"] == 7 and row["completion_tokens"] == 5
     assert row["timestamp"].timestamp() == 1_700_000_000.0
-    assert row["extra"] == {"user": "[EMAIL]", "metadata": {"team": "ops [PHONE]"}, "request_id": "req-1"}
+    assert row["extra"] == {
+        "user": "[EMAIL]",
+        "metadata": {"team": "ops [PHONE]"},
+        "request_id": "req-1",
+    }
 
 
 def test_undefined_statistics_are_null_not_nan():
     out = _output(n_tokens=(1,))
     out.outputs[0].mean_logprob = float("nan")
     stats = stats_from_output(out, out.outputs[0], end_time=time.time())
-    record = build_record(stats, segment_from_request({}), SampleDecision(True, 1.0), model_version=None)
+    record = build_record(
+        stats, segment_from_request({}), SampleDecision(True, 1.0), model_version=None
+    )
     assert record["tpot_ms"] is None and record["mean_logprob"] is None
     sample_from_record(record)
 
@@ -106,7 +131,6 @@ def test_logger_writes_one_record_per_choice_off_thread_and_flushes_on_close():
     assert logger.counters.seen == 20
 
 
-
 class _StalledThreadSink(_ListSink):
     """Holds the logging thread inside submit() until released; other callers pass through."""
 
@@ -122,20 +146,29 @@ class _StalledThreadSink(_ListSink):
 
 def test_logger_overflow_builds_records_on_the_caller_instead_of_dropping():
     sink = _StalledThreadSink()
-    logger = TrafficLogger(TrafficSampler(1.0, 0), sink, model_version="mv", redact=False, max_pending=1)
+    logger = TrafficLogger(
+        TrafficSampler(1.0, 0), sink, model_version="mv", redact=False, max_pending=1
+    )
     for _ in range(6):  # the thread is stuck on the first, the queue holds one: the rest overflow
         logger.log(FinishedRequest(_output(), segment_from_request({})))
     inline = len(sink.records)
     sink.release.set()
     assert logger.close(timeout=10)
     assert inline >= 4  # overflowing requests were recorded by their callers
-    assert len(sink.records) == 6 and logger.counters.dropped == 0 and logger.counters.submitted == 6
+    assert (
+        len(sink.records) == 6 and logger.counters.dropped == 0 and logger.counters.submitted == 6
+    )
+
 
 def test_text_postgresql_cannot_store_is_replaced_not_dropped():
     out = _output(prompt="a\x00b", text="bad \ud800 surrogate")
     stats = stats_from_output(out, out.outputs[0], end_time=time.time())
-    record = build_record(stats, segment_from_request({}, metadata={"k": "v\x00"}), SampleDecision(True, 1.0),
-                          model_version=None)
+    record = build_record(
+        stats,
+        segment_from_request({}, metadata={"k": "v\x00"}),
+        SampleDecision(True, 1.0),
+        model_version=None,
+    )
     assert record["prompt"] == "a\ufffdb" and record["metadata"] == {"k": "v\ufffd"}
     assert record["response"] == "bad ? surrogate"
     record["response"].encode("utf-8")

@@ -51,7 +51,9 @@ def test_weighted_count_is_unbiased_for_every_segment():
     for trial in range(200):
         sampler = TrafficSampler(rate=0.05, min_per_hour=20, seed=trial)
         rng = random.Random(10_000 + trial)
-        arrivals = [(s, T0 + rng.uniform(0, HOUR)) for s, n in true_counts.items() for _ in range(n)]
+        arrivals = [
+            (s, T0 + rng.uniform(0, HOUR)) for s, n in true_counts.items() for _ in range(n)
+        ]
         arrivals.sort(key=lambda a: a[1])
         kept = _run(sampler, arrivals)
         for segment in true_counts:

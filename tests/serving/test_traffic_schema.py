@@ -14,8 +14,11 @@ from serving.traffic.segments import segment_from_request
 from vigil.sample_record import limits, validate_record
 
 any_text = st.text(st.characters(codec=None, exclude_categories=()), max_size=300)
-any_float = st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True),
-                      st.sampled_from([1e300, -1e300, 1e-9, -0.0]))
+any_float = st.one_of(
+    st.none(),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([1e300, -1e300, 1e-9, -0.0]),
+)
 
 
 @st.composite
@@ -29,8 +32,12 @@ def requests(draw):
         end_time=draw(st.floats(1e9, 1.7e9)),
         tools=draw(st.lists(any_text, max_size=300)),
     )  # fmt: skip
-    headers = draw(st.dictionaries(st.sampled_from(["x-vigil-tenant", "x-vigil-segment",
-                                                    "x-vigil-prompt-version"]), any_text))
+    headers = draw(
+        st.dictionaries(
+            st.sampled_from(["x-vigil-tenant", "x-vigil-segment", "x-vigil-prompt-version"]),
+            any_text,
+        )
+    )
     metadata = draw(st.dictionaries(any_text, any_text, max_size=16))
     segment = segment_from_request(headers, draw(st.one_of(st.none(), any_text)), metadata)
     probability = draw(st.floats(1e-9, 1.0))
@@ -42,8 +49,14 @@ def requests(draw):
 @given(requests(), st.booleans())
 def test_built_records_always_pass_the_schema(request, redact):
     stats, segment, decision, model_version = request
-    record = build_record(stats, segment, decision, model_version=model_version, redact=redact,
-                          extra={"request_id": "req-1", "choice_index": 0})
+    record = build_record(
+        stats,
+        segment,
+        decision,
+        model_version=model_version,
+        redact=redact,
+        extra={"request_id": "req-1", "choice_index": 0},
+    )
     valid = validate_record(record)  # raises RecordError if the logger built a bad record
     assert valid.sample_weight == min(decision.weight, limits.MAX_SAMPLE_WEIGHT)
     for name in ("ttft_ms", "tpot_ms", "latency_ms", "queue_ms", "mean_logprob", "mean_entropy"):

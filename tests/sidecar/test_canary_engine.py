@@ -69,8 +69,13 @@ class EngineServer:
         self.engine = AsyncLLMEngine(LLMEngine(EngineConfig.from_settings(settings)))
         self.engine.start()
         self.port = free_port()
-        config = uvicorn.Config(create_app(settings, engine=self.engine, log_traffic=False),
-                                host="127.0.0.1", port=self.port, log_level="warning", lifespan="on")
+        config = uvicorn.Config(
+            create_app(settings, engine=self.engine, log_traffic=False),
+            host="127.0.0.1",
+            port=self.port,
+            log_level="warning",
+            lifespan="on",
+        )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
@@ -146,7 +151,9 @@ def test_fault_is_caught_in_one_run_and_alerts_through_a_webhook(
             assert (alert.rule, alert.kind, alert.severity) == ("canary_mismatch", "engine", "high")
             evidence = alert.evidence
         assert evidence["model_version"] == settings.model_version
-        assert evidence["engine"]["device"] == "cpu" and evidence["engine"]["attention"] == "torch_ref"
+        assert (
+            evidence["engine"]["device"] == "cpu" and evidence["engine"]["attention"] == "torch_ref"
+        )
         assert evidence["engine"]["vigil"] and evidence["engine"]["torch"]
         assert set(evidence["diverging_probes"]) == set(faulty.failed)
         some = evidence["diverging_probes"][faulty.failed[0]]
@@ -160,7 +167,9 @@ def test_fault_is_caught_in_one_run_and_alerts_through_a_webhook(
         broken = run_canary_job(settings, factory, t0 + timedelta(minutes=3))
         assert broken.critical == ["reference"], broken
         with factory() as s:
-            severities = {a.rule: a.severity for a in s.scalars(select(Alert).where(Alert.status == "open"))}
+            severities = {
+                a.rule: a.severity for a in s.scalars(select(Alert).where(Alert.status == "open"))
+            }
         assert severities == {"canary_mismatch": "high", "canary_perplexity": "critical"}
 
         set_scale_fault(None)
@@ -170,23 +179,38 @@ def test_fault_is_caught_in_one_run_and_alerts_through_a_webhook(
             assert s.scalars(select(Alert).where(Alert.status == "open")).all() == []
 
         with UvicornThread(create_sidecar_app(settings, factory)) as sidecar:
-            metrics = httpx.get(f"{sidecar.url}/metrics", headers={"Authorization": f"Bearer {API_KEY}"})
+            metrics = httpx.get(
+                f"{sidecar.url}/metrics", headers={"Authorization": f"Bearer {API_KEY}"}
+            )
         assert metrics.status_code == 200, metrics.text
         lines = metrics.text.splitlines()
         for probe in ("chat-short", "tokens-past-block", "reference"):
             assert f'vigil_canary_token_match_ratio{{probe="{probe}"}} 1.0' in lines
-            assert any(line.startswith(f'vigil_canary_logprob_delta_max{{probe="{probe}"}}') for line in lines)
+            assert any(
+                line.startswith(f'vigil_canary_logprob_delta_max{{probe="{probe}"}}')
+                for line in lines
+            )
         assert any(line.startswith('vigil_canary_perplexity{probe="reference"}') for line in lines)
 
 
 def _load(url: str, stop: threading.Event, sent: list[int]) -> None:
     """Chat traffic from two client threads until told to stop."""
+
     def one(seed: int) -> None:
         with httpx.Client(timeout=120, headers={"Authorization": f"Bearer {API_KEY}"}) as http:
             while not stop.is_set():
-                http.post(f"{url}/v1/chat/completions", json={
-                    "model": "SmolLM2-135M-Instruct", "max_tokens": 8, "temperature": 1.0, "seed": seed,
-                    "messages": [{"role": "user", "content": f"Tell me fact number {seed} about owls."}]})
+                http.post(
+                    f"{url}/v1/chat/completions",
+                    json={
+                        "model": "SmolLM2-135M-Instruct",
+                        "max_tokens": 8,
+                        "temperature": 1.0,
+                        "seed": seed,
+                        "messages": [
+                            {"role": "user", "content": f"Tell me fact number {seed} about owls."}
+                        ],
+                    },
+                )
                 sent.append(seed)
                 seed += 2
 
@@ -208,14 +232,18 @@ def test_healthy_engine_raises_nothing_over_20_runs_alone_and_under_load(
     factory = session_factory(url)
     t0 = datetime.now(UTC) - timedelta(hours=1)
     assert run_canary_job(settings, factory, t0).status == "calibration"
-    statuses = [run_canary_job(settings, factory, t0 + timedelta(minutes=1 + i)).status for i in range(10)]
+    statuses = [
+        run_canary_job(settings, factory, t0 + timedelta(minutes=1 + i)).status for i in range(10)
+    ]
     stop, sent = threading.Event(), []
     loader = threading.Thread(target=_load, args=(engine_server.url, stop, sent), daemon=True)
     loader.start()
     try:
         time.sleep(0.5)
-        statuses += [run_canary_job(settings, factory, t0 + timedelta(minutes=20 + i)).status
-                     for i in range(10)]
+        statuses += [
+            run_canary_job(settings, factory, t0 + timedelta(minutes=20 + i)).status
+            for i in range(10)
+        ]
     finally:
         stop.set()
         loader.join(120)
@@ -226,14 +254,20 @@ def test_healthy_engine_raises_nothing_over_20_runs_alone_and_under_load(
         assert len(s.scalars(select(CanaryRun).where(CanaryRun.status == "ok")).all()) == 20
 
 
-def test_cli_baseline_then_run_and_exit_codes(engine_server, tmp_path, probes_file, monkeypatch, capsys):
+def test_cli_baseline_then_run_and_exit_codes(
+    engine_server, tmp_path, probes_file, monkeypatch, capsys
+):
     from vigil.cli.main import main
     from vigil.config import get_settings
 
     url = f"sqlite:///{tmp_path / 'cli.db'}"
-    for name, value in {"VIGIL_DATABASE_URL": url, "VIGIL_ENGINE_URL": engine_server.url,
-                        "VIGIL_API_KEYS": json.dumps([API_KEY]), "VIGIL_OPERATOR_KEYS": json.dumps([OPERATOR_KEY]),
-                        "VIGIL_CANARY_PROBES_PATH": str(probes_file)}.items():
+    for name, value in {
+        "VIGIL_DATABASE_URL": url,
+        "VIGIL_ENGINE_URL": engine_server.url,
+        "VIGIL_API_KEYS": json.dumps([API_KEY]),
+        "VIGIL_OPERATOR_KEYS": json.dumps([OPERATOR_KEY]),
+        "VIGIL_CANARY_PROBES_PATH": str(probes_file),
+    }.items():
         monkeypatch.setenv(name, value)
     get_settings.cache_clear()
     try:

@@ -27,7 +27,12 @@ def test_scale_changes_only_in_the_chosen_layer_and_only_while_on():
     cache = torch.zeros(4, 2, 2, 4, 1, 8)
     assert [fault.faulted_scale(0.5, cache[i, 0]) for i in range(4)] == [0.5] * 4
     fault.set_scale_fault(2, 1.1)
-    assert [fault.faulted_scale(0.5, cache[i, 0]) for i in range(4)] == [0.5, 0.5, pytest.approx(0.55), 0.5]
+    assert [fault.faulted_scale(0.5, cache[i, 0]) for i in range(4)] == [
+        0.5,
+        0.5,
+        pytest.approx(0.55),
+        0.5,
+    ]
     fault.set_scale_fault(None)
     assert fault.faulted_scale(0.5, cache[2, 0]) == 0.5
 

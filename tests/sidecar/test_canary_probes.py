@@ -22,8 +22,14 @@ from sidecar.canary.probes import (
 from vigil.internal import INTERNAL_HEADER
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-5, 10**6) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=5),
+    st.none()
+    | st.booleans()
+    | st.integers(-5, 10**6)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=5)
+    ),
     max_leaves=20,
 )
 
@@ -81,7 +87,9 @@ def test_a_mutated_default_file_is_valid_or_refused_cleanly(field, value):
 
 
 def _client(handler) -> CanaryClient:
-    return CanaryClient("http://engine", "m", api_key="k", seed=1, transport=httpx.MockTransport(handler))
+    return CanaryClient(
+        "http://engine", "m", api_key="k", seed=1, transport=httpx.MockTransport(handler)
+    )
 
 
 @settings(max_examples=200, deadline=None, derandomize=True)
@@ -104,7 +112,10 @@ def test_overload_and_refusal_are_told_apart():
     probe = load_probe_set().probes[0]
     with _client(lambda r: httpx.Response(503, text="busy")) as c, pytest.raises(EngineUnavailable):
         c.run(probe)
-    with _client(lambda r: httpx.Response(400, text="bad")) as c, pytest.raises(ProbeFailed, match="refused"):
+    with (
+        _client(lambda r: httpx.Response(400, text="bad")) as c,
+        pytest.raises(ProbeFailed, match="refused"),
+    ):
         c.run(probe)
 
     def down(request):

@@ -40,11 +40,15 @@ def test_one_active_baseline_and_runs_with_results_round_trip(migrated_db):
         active = get_active_canary_baseline(s)
         assert active.id == second.id and active.probe_set_version == "v2"
         assert s.get(CanaryBaseline, first.id).status == "retired"
-        run = start_canary_run(s, baseline_id=second.id, model_version="m1",
-                               engine={"device": "cpu"}, now=NOW)
-        rows = [CanaryResultRow("p", [1, 3], "ab" * 32, [-0.1, -2.0], None,
-                                {"first_divergence": 1}, False),
-                CanaryResultRow("ppl", [5, 6, 7], "cd" * 32, [-1.5, -0.5, -1.0], 2.718, None, True)]
+        run = start_canary_run(
+            s, baseline_id=second.id, model_version="m1", engine={"device": "cpu"}, now=NOW
+        )
+        rows = [
+            CanaryResultRow(
+                "p", [1, 3], "ab" * 32, [-0.1, -2.0], None, {"first_divergence": 1}, False
+            ),
+            CanaryResultRow("ppl", [5, 6, 7], "cd" * 32, [-1.5, -0.5, -1.0], 2.718, None, True),
+        ]
         assert add_canary_results(s, run.id, rows) == 2
         finish_canary_run(s, run, status="mismatch", summary={"failed": ["p"]}, now=NOW)
         s.commit()
@@ -53,7 +57,10 @@ def test_one_active_baseline_and_runs_with_results_round_trip(migrated_db):
         assert stored.status == "mismatch" and stored.summary == {"failed": ["p"]}
         assert stored.started_at == NOW and stored.finished_at == NOW
         results = get_canary_results(s, stored.id)
-        assert [(r.probe, r.token_ids, r.ok) for r in results] == [("p", [1, 3], False), ("ppl", [5, 6, 7], True)]
+        assert [(r.probe, r.token_ids, r.ok) for r in results] == [
+            ("p", [1, 3], False),
+            ("ppl", [5, 6, 7], True),
+        ]
         assert results[1].perplexity == pytest.approx(2.718)
         assert results[0].comparison == {"first_divergence": 1}
         with pytest.raises(ValueError):

@@ -31,7 +31,9 @@ PROBES = ("chat", "reference")
 
 
 def _run(session, baseline_id: int, started: datetime, status: str, match: float) -> int:
-    run = start_canary_run(session, baseline_id=baseline_id, model_version="m1", engine=None, now=started)
+    run = start_canary_run(
+        session, baseline_id=baseline_id, model_version="m1", engine=None, now=started
+    )
     add_canary_results(session, run.id, [
         CanaryResultRow(p, [1, 2], "ab" * 32, [-0.1, -0.2], 3.0 if p == "reference" else None,
                         {"token_match_rate": match}, status == "ok") for p in PROBES])  # fmt: skip
@@ -49,9 +51,12 @@ def _gauges(url: str, settings) -> dict[str, float]:
     client = TestClient(create_app(settings, session_factory(url)))
     response = client.get("/metrics", headers={"Authorization": f"Bearer {API_KEY}"})
     assert response.status_code == 200
-    return {f"{s.name}{{{s.labels.get('probe', '')}}}": s.value
-            for family in text_string_to_metric_families(response.text)
-            for s in family.samples if s.name.startswith("vigil_canary_")}
+    return {
+        f"{s.name}{{{s.labels.get('probe', '')}}}": s.value
+        for family in text_string_to_metric_families(response.text)
+        for s in family.samples
+        if s.name.startswith("vigil_canary_")
+    }
 
 
 def test_old_canary_runs_go_with_their_results_recent_ones_stay(migrated_db, make_settings):
@@ -60,10 +65,15 @@ def test_old_canary_runs_go_with_their_results_recent_ones_stay(migrated_db, mak
     factory = session_factory(migrated_db)
     with factory() as s:
         base = _baseline(s, NOW - timedelta(days=60))
-        old = [_run(s, base, NOW - timedelta(days=d, minutes=15 * i), "ok", 1.0)
-               for d in (45, 31) for i in range(4)]
-        recent = [_run(s, base, NOW - timedelta(days=d), status, 0.5)
-                  for d, status in ((29, "ok"), (2, "failed"), (1, "mismatch"), (0, "calibration"))]
+        old = [
+            _run(s, base, NOW - timedelta(days=d, minutes=15 * i), "ok", 1.0)
+            for d in (45, 31)
+            for i in range(4)
+        ]
+        recent = [
+            _run(s, base, NOW - timedelta(days=d), status, 0.5)
+            for d, status in ((29, "ok"), (2, "failed"), (1, "mismatch"), (0, "calibration"))
+        ]
         s.commit()
     result = run_retention_job(settings, factory, NOW)
     assert result.canary_runs == len(old) and result.deleted == 0
@@ -90,15 +100,26 @@ def test_the_newest_compared_run_stays_whatever_its_age(migrated_db, make_settin
     with factory() as s:
         assert list(s.scalars(select(CanaryRun.id))) == [newest]
         assert len(get_canary_results(s, newest)) == len(PROBES)
-        assert s.scalar(select(func.count()).select_from(CanaryResult).where(CanaryResult.run_id.in_((older, failed)))) == 0
+        assert (
+            s.scalar(
+                select(func.count())
+                .select_from(CanaryResult)
+                .where(CanaryResult.run_id.in_((older, failed)))
+            )
+            == 0
+        )
     assert _gauges(migrated_db, settings)["vigil_canary_token_match_ratio{chat}"] == 0.75
 
 
 def _kept_baselines(session) -> tuple[set[int], set[int], set[int]]:
     """(baseline ids, active ids, ids referenced by a canary run)."""
     ids = set(session.scalars(select(CanaryBaseline.id)))
-    active = set(session.scalars(select(CanaryBaseline.id).where(CanaryBaseline.status == "active")))
-    used = set(session.scalars(select(CanaryRun.baseline_id).where(CanaryRun.baseline_id.is_not(None))))
+    active = set(
+        session.scalars(select(CanaryBaseline.id).where(CanaryBaseline.status == "active"))
+    )
+    used = set(
+        session.scalars(select(CanaryRun.baseline_id).where(CanaryRun.baseline_id.is_not(None)))
+    )
     return ids, active, used
 
 
@@ -123,14 +144,18 @@ def test_retired_baselines_go_once_no_kept_run_references_them(migrated_db, make
         with factory() as s:
             ids, active, used = _kept_baselines(s)
         assert active == {base}
-        assert ids == {b for b, at in created.items() if b == base or b in used or at >= cutoff}, day
+        assert ids == {b for b, at in created.items() if b == base or b in used or at >= cutoff}, (
+            day
+        )
         results.append(result)
     deleted = sum(r.canary_baselines for r in results)
     assert deleted == len(created) - len(ids) and deleted >= 5  # the early ones went
     assert min(ids) > min(created)
 
 
-def test_idle_canaries_keep_the_active_baseline_and_the_one_the_gauges_read(migrated_db, make_settings):
+def test_idle_canaries_keep_the_active_baseline_and_the_one_the_gauges_read(
+    migrated_db, make_settings
+):
     settings = make_settings(migrated_db, canary_retention_days=30)
     factory = session_factory(migrated_db)
     with factory() as s:

@@ -30,16 +30,42 @@ from vigil.devtools.demo_traffic import drift_event, steady
 
 SECRET = "demo-incident-webhook-secret-0123"
 MONITOR_KINDS = {"monitoring", "operational"}
-EVENT_WORDS = {"helm", "upgrade", "kubectl", "terraform", "plan", "ci", "runner", "deployment", "fails",
-               "crashloopbackoff", "imagepullbackoff", "docker"}
+EVENT_WORDS = {
+    "helm",
+    "upgrade",
+    "kubectl",
+    "terraform",
+    "plan",
+    "ci",
+    "runner",
+    "deployment",
+    "fails",
+    "crashloopbackoff",
+    "imagepullbackoff",
+    "docker",
+}
 
 
 def _rules(tmp_path, base: str):
     path = tmp_path / "rules.yaml"
-    path.write_text(json.dumps({
-        "targets": {"pager": {"url": f"{base}/pd", "format": "pagerduty", "routing_key": "demo-key"},
-                    "chat": {"url": f"{base}/chat", "format": "slack"}},
-        "routes": {s: ["pager", "chat", "default"] for s in ("review", "moderate", "high", "critical")}}))
+    path.write_text(
+        json.dumps(
+            {
+                "targets": {
+                    "pager": {
+                        "url": f"{base}/pd",
+                        "format": "pagerduty",
+                        "routing_key": "demo-key",
+                    },
+                    "chat": {"url": f"{base}/chat", "format": "slack"},
+                },
+                "routes": {
+                    s: ["pager", "chat", "default"]
+                    for s in ("review", "moderate", "high", "critical")
+                },
+            }
+        )
+    )
     return path
 
 
@@ -49,17 +75,27 @@ def _insert(factory, records, now):
         s.commit()
 
 
-def test_demo_event_is_one_incident_that_says_what_changed(migrated_db, make_settings, embedder, tmp_path):
+def test_demo_event_is_one_incident_that_says_what_changed(
+    migrated_db, make_settings, embedder, tmp_path
+):
     with WebhookReceiver() as receiver:
         base = receiver.url.rsplit("/", 1)[0]
-        settings = make_settings(migrated_db, webhook_targets=[receiver.url], webhook_secret=SECRET,
-                                 alert_rules_path=_rules(tmp_path, base), segment_min_per_hour=0, eval_share=0.0)
+        settings = make_settings(
+            migrated_db,
+            webhook_targets=[receiver.url],
+            webhook_secret=SECRET,
+            alert_rules_path=_rules(tmp_path, base),
+            segment_min_per_hour=0,
+            eval_share=0.0,
+        )
         factory = session_factory(migrated_db)
         now = datetime.now(UTC)
         day_start, day_end = now - timedelta(hours=26), now - timedelta(hours=2)
         _insert(factory, steady(day_start, day_end, 960), now)
         run_drift_job(settings, factory, now)  # a fresh sidecar's first hourly run: no baseline yet
-        built = build_baseline_from_window(settings, factory, day_start, day_end, name="demo", now=now)
+        built = build_baseline_from_window(
+            settings, factory, day_start, day_end, name="demo", now=now
+        )
         assert validate_stored_baseline(settings, factory, built.baseline_id, now=now).valid
         activate_baseline(factory, built.baseline_id, now=now, settings=settings)
 
@@ -67,8 +103,15 @@ def test_demo_event_is_one_incident_that_says_what_changed(migrated_db, make_set
         event += steady(now - timedelta(minutes=50), now, 100, seed=3, tag="hour")
         _insert(factory, event, now)
         run_embed_job(settings, factory, now)
-        outcome = run_window(settings, factory, now - timedelta(hours=1), now, now=now,
-                             advance_cursor=False, resolve_absent=False)  # `vigil report --hours 1`
+        outcome = run_window(
+            settings,
+            factory,
+            now - timedelta(hours=1),
+            now,
+            now=now,
+            advance_cursor=False,
+            resolve_absent=False,
+        )  # `vigil report --hours 1`
         assert outcome.status == "done" and len(outcome.alerts) >= 3  # many rules fired ...
         with httpx.Client() as client:
             while deliver_due(factory, client, datetime.now(UTC), settings=settings).claimed:
@@ -87,7 +130,9 @@ def test_demo_event_is_one_incident_that_says_what_changed(migrated_db, make_set
     drift = [b for b in generic if b["alert"]["kind"] not in MONITOR_KINDS]
     monitor = [b for b in generic if b["alert"]["kind"] in MONITOR_KINDS]
     assert len(drift) == 1, [b["incident"]["headline"] for b in drift]  # ... one notification
-    assert [(b["alert"]["rule"], b["alert"]["severity"]) for b in monitor] == [("monitor_no_baseline", "review")]
+    assert [(b["alert"]["rule"], b["alert"]["severity"]) for b in monitor] == [
+        ("monitor_no_baseline", "review")
+    ]
     incident = drift[0]["incident"]
     headline = incident["headline"]
     print(f"demo incident: {len(outcome.alerts)} alerts -> 1 notification per target: {headline}")
@@ -106,4 +151,8 @@ def test_demo_event_is_one_incident_that_says_what_changed(migrated_db, make_set
     assert pd[0]["payload"]["summary"].endswith(headline)
     chat = [b for b in triggers["/chat"] if "newco" in b["text"]]
     assert len(chat) == 1 and len(triggers["/chat"]) == 2  # the event and the review reminder
-    assert all(b["payload"]["severity"] != "error" for b in triggers["/pd"] if b["payload"]["class"] in MONITOR_KINDS)
+    assert all(
+        b["payload"]["severity"] != "error"
+        for b in triggers["/pd"]
+        if b["payload"]["class"] in MONITOR_KINDS
+    )

@@ -16,10 +16,22 @@ END = datetime(2026, 11, 30, tzinfo=UTC)
 
 def _fill(url: str, n: int) -> None:
     step = timedelta(days=EVAL_TREND_DAYS) / n
-    samples = [{"id": f"s{i:05d}", "timestamp": END - (i + 1) * step, "segment": "web",
-                "tenant": "acme", "sample_weight": 1.0, "source": "engine"} for i in range(n)]
-    scores = [{"sample_id": f"s{i:05d}", "name": name, "score": float(i % 5), "created_at": END}
-              for i in range(n) for name in ("judge", "relevancy")]
+    samples = [
+        {
+            "id": f"s{i:05d}",
+            "timestamp": END - (i + 1) * step,
+            "segment": "web",
+            "tenant": "acme",
+            "sample_weight": 1.0,
+            "source": "engine",
+        }
+        for i in range(n)
+    ]
+    scores = [
+        {"sample_id": f"s{i:05d}", "name": name, "score": float(i % 5), "created_at": END}
+        for i in range(n)
+        for name in ("judge", "relevancy")
+    ]
     with session_factory(url)() as s:
         s.execute(insert(Sample.__table__), samples)
         s.execute(insert(EvalScore.__table__), scores)
@@ -37,4 +49,3 @@ def test_eval_frame_is_capped_and_keeps_samples_whole(migrated_db):
     assert set(capped["id"]) <= set(whole["id"])
     span = capped["timestamp"].max() - capped["timestamp"].min()
     assert span > 0.9 * (EVAL_TREND_DAYS - 1) * 86_400  # spread over the week, not its last hours
-

@@ -30,7 +30,9 @@ class Killed(BaseException):
 def world(migrated_db, make_settings, monkeypatch):
     monkeypatch.setattr(drift_job, "run_embed_job", lambda *a, **k: None)  # no model needed
     monkeypatch.setattr(baselines, "run_embed_job", lambda *a, **k: EmbedResult(0, 0))
-    settings = make_settings(migrated_db, drift_interval_s=3600, webhook_targets=["http://127.0.0.1:9/h"])
+    settings = make_settings(
+        migrated_db, drift_interval_s=3600, webhook_targets=["http://127.0.0.1:9/h"]
+    )
     return settings, session_factory(migrated_db)
 
 
@@ -65,7 +67,9 @@ def test_a_window_that_kills_the_job_is_given_up_with_an_alert(world, monkeypatc
         with factory() as s:
             run = s.scalars(select(DriftRun)).one()
             assert run.status == "running" and run.attempts == attempt  # counted at claim
-    assert len(fetched) == drift_job.MAX_ATTEMPTS and _alerts(factory, drift_job.WINDOW_FAILED) == []
+    assert (
+        len(fetched) == drift_job.MAX_ATTEMPTS and _alerts(factory, drift_job.WINDOW_FAILED) == []
+    )
 
     outcome = drift_job.run_drift_job(settings, factory, NOW).windows
     assert [o.status for o in outcome] == ["gave_up"]
@@ -91,7 +95,9 @@ def test_failures_and_a_missing_baseline_alert_until_a_window_runs_clean(world, 
     with pytest.raises(RuntimeError):
         drift_job.run_drift_job(settings, factory, NOW)
     [failed] = _alerts(factory, drift_job.WINDOW_FAILED)
-    assert failed.status == "open" and failed.kind == "monitoring" and not failed.evidence["given_up"]
+    assert (
+        failed.status == "open" and failed.kind == "monitoring" and not failed.evidence["given_up"]
+    )
     assert "disk on fire" in failed.summary and "1 of 3" in failed.summary
 
     monkeypatch.setattr(drift_job, "fetch_window", real_fetch)
@@ -100,7 +106,11 @@ def test_failures_and_a_missing_baseline_alert_until_a_window_runs_clean(world, 
         s.commit()
     assert [o.status for o in drift_job.run_drift_job(settings, factory, NOW).windows] == ["done"]
     [no_base] = _alerts(factory, drift_job.NO_BASELINE)
-    assert no_base.status == "open" and no_base.kind == "monitoring" and "no active baseline" in no_base.summary
+    assert (
+        no_base.status == "open"
+        and no_base.kind == "monitoring"
+        and "no active baseline" in no_base.summary
+    )
     assert _alerts(factory, drift_job.WINDOW_FAILED)[0].status == "resolved"  # the job ran clean
 
     _valid_baseline(settings, factory, NOW - HOUR)

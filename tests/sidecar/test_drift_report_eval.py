@@ -37,12 +37,25 @@ def test_the_report_draws_the_week_of_eval_scores(world):
     with factory() as s:
         insert_samples(s, scored(traffic(base_end - 3 * HOUR, base_end, 200, seed=3), 4.5))
         # one scored sample a day for the five days before, and the window's hour
-        insert_samples(s, [r for day in range(1, 6) for r in scored(
-            traffic(NOW - day * 24 * HOUR - HOUR, NOW - day * 24 * HOUR, 1, seed=10 + day), 4.0 - day / 10)])
+        insert_samples(
+            s,
+            [
+                r
+                for day in range(1, 6)
+                for r in scored(
+                    traffic(NOW - day * 24 * HOUR - HOUR, NOW - day * 24 * HOUR, 1, seed=10 + day),
+                    4.0 - day / 10,
+                )
+            ],
+        )
         insert_samples(s, scored(traffic(NOW - HOUR, NOW - timedelta(seconds=30), 40, seed=5), 3.9))
         s.commit()
-    built = baselines.build_baseline_from_window(settings, factory, base_end - 3 * HOUR, base_end, now=base_end)
-    assert baselines.validate_stored_baseline(settings, factory, built.baseline_id, now=base_end).valid
+    built = baselines.build_baseline_from_window(
+        settings, factory, base_end - 3 * HOUR, base_end, now=base_end
+    )
+    assert baselines.validate_stored_baseline(
+        settings, factory, built.baseline_id, now=base_end
+    ).valid
     baselines.activate_baseline(factory, built.baseline_id, now=base_end)
 
     [outcome] = drift_job.run_drift_job(settings, factory, NOW).windows
@@ -51,5 +64,12 @@ def test_the_report_draws_the_week_of_eval_scores(world):
     assert section.count("<svg") == 1
     days = re.findall(r"<title>day to [\d-]+ 12:00: ([\d.]+) \(n=(\d+)\)</title>", section)
     # the last day holds the window's 40 scores and the baseline's 200 from earlier today
-    assert days == [("3.5", "1"), ("3.6", "1"), ("3.7", "1"), ("3.8", "1"), ("3.9", "1"), ("4.4", "240")]
+    assert days == [
+        ("3.5", "1"),
+        ("3.6", "1"),
+        ("3.7", "1"),
+        ("3.8", "1"),
+        ("3.9", "1"),
+        ("4.4", "240"),
+    ]
     assert 'class="baseline"' in section and 'class="drift-level"' in section

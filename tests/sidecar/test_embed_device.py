@@ -61,8 +61,11 @@ def test_asking_for_cuda_on_a_cpu_host_fails_at_load(monkeypatch):
 
 
 @settings(max_examples=200, deadline=None, derandomize=True, database=None)
-@given(lengths=st.lists(st.integers(0, 300), max_size=300), max_tokens=st.integers(1, 5000),
-       max_rows=st.integers(1, 64))
+@given(
+    lengths=st.lists(st.integers(0, 300), max_size=300),
+    max_tokens=st.integers(1, 5000),
+    max_rows=st.integers(1, 64),
+)
 def test_token_batches_cover_every_text_once_within_the_budget(lengths, max_tokens, max_rows):
     batches = token_batches(lengths, max_tokens, max_rows)
     flat = [i for b in batches for i in b]
@@ -76,9 +79,17 @@ def test_token_batches_cover_every_text_once_within_the_budget(lengths, max_toke
 
 
 def test_batched_vectors_equal_the_models_own_in_the_callers_order(embedder):
-    texts = ["hi", "How do I rotate an API key without downtime?", "x " * 300,
-             "Why does my deployment fail with exit code 137 after the upgrade to 2.4?", "", "ok"] * 3
-    plain = embedder.model.encode(texts, batch_size=64, normalize_embeddings=True, show_progress_bar=False)
+    texts = [
+        "hi",
+        "How do I rotate an API key without downtime?",
+        "x " * 300,
+        "Why does my deployment fail with exit code 137 after the upgrade to 2.4?",
+        "",
+        "ok",
+    ] * 3
+    plain = embedder.model.encode(
+        texts, batch_size=64, normalize_embeddings=True, show_progress_bar=False
+    )
     small = Embedder(embedder.name, embedder.model, batch_tokens=256)  # many small batches
     for e in (embedder, small):
         got = e.encode(texts)

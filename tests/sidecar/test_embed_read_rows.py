@@ -46,7 +46,9 @@ def _records(start: datetime, tag: str, shift: int = 0) -> list[dict]:
 
 @pytest.fixture
 def world(migrated_db, make_settings, monkeypatch):
-    settings = make_settings(migrated_db, drift_max_window_rows=CAP, drift_min_rows_per_segment=FLOOR)
+    settings = make_settings(
+        migrated_db, drift_max_window_rows=CAP, drift_min_rows_per_segment=FLOOR
+    )
     factory = session_factory(migrated_db)
     with factory() as s:
         insert_samples(s, _records(BASE[0], "b"), now=BASE[1])
@@ -64,7 +66,10 @@ def _embedded(factory) -> set[str]:
 
 def _read_ids(settings, factory, window) -> set[str]:
     with factory() as s:
-        return {r["id"] for r in fetch_window(s, *window, max_rows=CAP, min_per_segment=FLOOR, with_extra=False)}
+        return {
+            r["id"]
+            for r in fetch_window(s, *window, max_rows=CAP, min_per_segment=FLOOR, with_extra=False)
+        }
 
 
 def test_a_busy_run_embeds_only_the_rows_the_window_reads(world, monkeypatch):
@@ -94,10 +99,16 @@ def test_the_drift_job_windows_are_served_not_the_one_filling(world, monkeypatch
 def _results(settings, factory) -> list[dict]:
     model = embed_job.model_name(settings)
     with factory() as s:
-        base = pd.DataFrame(fetch_window(s, *BASE, embedding_model=model, max_rows=CAP, min_per_segment=FLOOR))
-        cur = pd.DataFrame(fetch_window(s, *WINDOW, embedding_model=model, max_rows=CAP, min_per_segment=FLOOR))
+        base = pd.DataFrame(
+            fetch_window(s, *BASE, embedding_model=model, max_rows=CAP, min_per_segment=FLOOR)
+        )
+        cur = pd.DataFrame(
+            fetch_window(s, *WINDOW, embedding_model=model, max_rows=CAP, min_per_segment=FLOOR)
+        )
     assert cur["prompt_embedding"].notna().all()  # every read row has its vector
-    report = run_drift(build_baseline(base, seed=3), cur, segment_by=DEFAULT_SEGMENT_BY, rng_seed=11)
+    report = run_drift(
+        build_baseline(base, seed=3), cur, segment_by=DEFAULT_SEGMENT_BY, rng_seed=11
+    )
     return [r.to_dict() for r in report.results]
 
 
@@ -123,6 +134,8 @@ def test_capped_window_results_do_not_depend_on_unread_rows_having_vectors(world
     embed_job.run_embed_job(settings, factory, NOW, windows=[])
     assert len(_embedded(factory)) == 2 * sum(MIX.values())  # now every row has vectors
     everything = _results(settings, factory)
-    assert any(r["test"].startswith(("mmd", "embedding")) or "embedding" in (r["feature"] or "")
-               for r in only_read)  # the embedding tests ran
+    assert any(
+        r["test"].startswith(("mmd", "embedding")) or "embedding" in (r["feature"] or "")
+        for r in only_read
+    )  # the embedding tests ran
     assert _same(only_read, everything)

@@ -41,7 +41,9 @@ def open_in_chromium(url: str) -> list[str]:
         page = browser.new_page(extra_http_headers=AUTH)
         page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda e: errors.append(str(e)))
-        page.on("response", lambda r: errors.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+        page.on(
+            "response", lambda r: errors.append(f"{r.status} {r.url}") if r.status >= 400 else None
+        )
         page.goto(url, wait_until="load")
         page.wait_for_timeout(1500)  # let Evidently's bundle render its widgets
         assert "Vigil drift report" in page.content()
@@ -77,7 +79,9 @@ def test_pipeline_delivers_signed_alerts_and_a_report(migrated_db, make_settings
         with factory() as s:
             alerts = list(s.scalars(select(Alert)))
         rules = {(a.rule, a.segment): a for a in alerts}
-        assert ("prompt_embedding_mmd", "*") in rules and ("new_cluster", "*") in rules, sorted(rules)
+        assert ("prompt_embedding_mmd", "*") in rules and ("new_cluster", "*") in rules, sorted(
+            rules
+        )
         assert all(a.run_id == run.run_id for a in alerts)
         assert sorted(a.id for a in alerts) == sorted(run.alerts)
 
@@ -115,7 +119,11 @@ def test_pipeline_delivers_signed_alerts_and_a_report(migrated_db, make_settings
             size = len(report.content)
             assert 100_000 < size <= 5 * 1024 * 1024
             assert "Vigil drift report" in report.text and "DataDrift" in report.text
-            assert "penalties for late filing" in report.text or "taxed under" in report.text or "deduct" in report.text
+            assert (
+                "penalties for late filing" in report.text
+                or "taxed under" in report.text
+                or "deduct" in report.text
+            )
             # no raw dump: the report holds a handful of example prompts, not the window
             assert sum(report.text.count(r["prompt"]) > 0 for r in world.drift_records) <= 60
             alert_id = rules[("prompt_embedding_mmd", "*")].id

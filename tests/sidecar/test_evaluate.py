@@ -35,11 +35,18 @@ def test_geval_score_is_the_probability_weighted_digit_mean():
 def test_judge_against_a_real_http_engine_and_an_outage():
     with JudgeEngine() as engine:
         judge = Judge(engine.url, "m")
-        verdict = judge.judge("How do I bake salmon fillets?", "To bake salmon fillets, preheat the oven.")
-        dist = judge_distribution(judge_messages("How do I bake salmon fillets?",
-                                                 "To bake salmon fillets, preheat the oven.")[0]["content"])
+        verdict = judge.judge(
+            "How do I bake salmon fillets?", "To bake salmon fillets, preheat the oven."
+        )
+        dist = judge_distribution(
+            judge_messages(
+                "How do I bake salmon fillets?", "To bake salmon fillets, preheat the oven."
+            )[0]["content"]
+        )
         digits = {d: p for d, p in dist.items() if d.isdigit()}
-        assert verdict.score == pytest.approx(sum(int(d) * p for d, p in digits.items()) / sum(digits.values()))
+        assert verdict.score == pytest.approx(
+            sum(int(d) * p for d, p in digits.items()) / sum(digits.values())
+        )
         engine.down = True
         with pytest.raises(EngineUnavailable, match="503"):
             judge.judge("q", "a")
@@ -128,7 +135,12 @@ def test_judge_through_the_real_engine(migrated_db, make_settings, embedder, tmp
            "VIGIL_MAX_MODEL_LEN": "1024", "VIGIL_KV_CACHE_MEMORY_MB": "64",
            "VIGIL_DATABASE_URL": f"sqlite:///{tmp_path / 'engine.db'}"}  # fmt: skip
     with open(tmp_path / "serve.log", "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "vigil.cli", "serve"], env=env, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "vigil.cli", "serve"],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         try:
             url = f"http://127.0.0.1:{port}"
             deadline = time.monotonic() + 120

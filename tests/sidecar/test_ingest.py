@@ -41,7 +41,9 @@ def test_ingest_stores_samples_idempotently(server):
     r = httpx.post(f"{server.url}/v1/ingest", json=body, headers=AUTH)
     assert r.status_code == 200, r.text
     assert r.json() == {"received": 3, "inserted": 2, "duplicates": 1, "weights_clipped": 0}
-    again = httpx.post(f"{server.url}/v1/ingest", json={"samples": [sample(1), sample(3)]}, headers=AUTH)
+    again = httpx.post(
+        f"{server.url}/v1/ingest", json={"samples": [sample(1), sample(3)]}, headers=AUTH
+    )
     assert again.json() == {"received": 2, "inserted": 1, "duplicates": 1, "weights_clipped": 0}
     assert count(server.factory) == 3
     assert count(server.factory, EvalScore) == 3  # eval_judge became an eval score
@@ -63,9 +65,17 @@ def test_ingest_requires_an_api_key(server):
 @pytest.mark.parametrize(
     ("body", "path", "words"),
     [
-        ({"samples": [sample(1), sample(2, prompt_tokens=-3)]}, "samples[1].prompt_tokens", "greater than or equal"),
+        (
+            {"samples": [sample(1), sample(2, prompt_tokens=-3)]},
+            "samples[1].prompt_tokens",
+            "greater than or equal",
+        ),
         ({"samples": [sample(1, ttft_ms="fast")]}, "samples[0].ttft_ms", "number"),
-        ({"samples": [{"id": "x", "response": "no prompt"}]}, "samples[0]", "'prompt' or 'prompt_tokens'"),
+        (
+            {"samples": [{"id": "x", "response": "no prompt"}]},
+            "samples[0]",
+            "'prompt' or 'prompt_tokens'",
+        ),
         ({"samples": [sample(1, timestamp="yesterday")]}, "samples[0].timestamp", ""),
         ({"samples": [sample(1, eval_judge="good")]}, "samples[0]", "eval_judge"),
         ({"samples": []}, "samples", "at least 1"),
@@ -96,7 +106,11 @@ def test_text_no_database_can_store_is_422(server, raw, words):
 
 
 def test_invalid_json_is_422(server):
-    r = httpx.post(f"{server.url}/v1/ingest", content=b'{"samples": [', headers={**AUTH, "Content-Type": "application/json"})
+    r = httpx.post(
+        f"{server.url}/v1/ingest",
+        content=b'{"samples": [',
+        headers={**AUTH, "Content-Type": "application/json"},
+    )
     assert r.status_code == 422 and "JSON" in r.json()["detail"]
 
 
@@ -110,7 +124,11 @@ def test_oversized_bodies_get_413(server):
         for i in range(0, len(data), 4096):
             yield data[i : i + 4096]
 
-    streamed = httpx.post(f"{server.url}/v1/ingest", content=chunks(), headers={**AUTH, "Content-Type": "application/json"})
+    streamed = httpx.post(
+        f"{server.url}/v1/ingest",
+        content=chunks(),
+        headers={**AUTH, "Content-Type": "application/json"},
+    )
     assert streamed.status_code == 413 and "streamed more than 20000" in streamed.json()["detail"]
 
     many = {"samples": [{"id": f"m{i}", "prompt_tokens": i} for i in range(11)]}

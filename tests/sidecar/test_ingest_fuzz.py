@@ -17,7 +17,10 @@ from storage.db import session_factory
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
 def test_ingest_fuzz_finds_no_5xx(migrated_db, make_settings, mode):
     # the schema the cases come from: served only with VIGIL_API_DOCS=true
-    app = create_app(make_settings(migrated_db, ingest_max_bytes=200_000, api_docs=True), session_factory(migrated_db))
+    app = create_app(
+        make_settings(migrated_db, ingest_max_bytes=200_000, api_docs=True),
+        session_factory(migrated_db),
+    )
     operation = schemathesis.openapi.from_asgi("/openapi.json", app)["/v1/ingest"]["POST"]
     seen: dict[int, int] = {}
     with UvicornThread(app) as server:
@@ -26,7 +29,9 @@ def test_ingest_fuzz_finds_no_5xx(migrated_db, make_settings, mode):
                   suppress_health_check=list(HealthCheck))  # fmt: skip
         @given(case=operation.as_strategy(generation_mode=mode))
         def check(case) -> None:
-            response = case.call(base_url=server.url, headers={"Authorization": f"Bearer {OPERATOR_KEY}"})
+            response = case.call(
+                base_url=server.url, headers={"Authorization": f"Bearer {OPERATOR_KEY}"}
+            )
             seen[response.status_code] = seen.get(response.status_code, 0) + 1
             assert response.status_code < 500, (case.body, response.text[:500])
             if response.status_code >= 400:

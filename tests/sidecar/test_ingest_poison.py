@@ -46,7 +46,9 @@ def test_one_poisoned_sample_fails_its_request(migrated_db, make_settings, poiso
     factory = session_factory(migrated_db)
     now = datetime.now(UTC)
     if poison.get("timestamp") == "future":
-        poison = {"timestamp": (now + timedelta(seconds=settings.max_future_skew_s + 60)).timestamp()}
+        poison = {
+            "timestamp": (now + timedelta(seconds=settings.max_future_skew_s + 60)).timestamp()
+        }
     samples = [_good(i, now - timedelta(minutes=5)) for i in range(5)]
     samples[3].update(poison)
     with TestClient(create_app(settings, factory)) as client:
@@ -80,6 +82,9 @@ def test_drift_run_completes_after_a_poisoned_request(migrated_db, make_settings
     assert [o.status for o in outcome] == ["done"]
     assert outcome[0].num_samples == len(world.drift_records) + len(samples)
     with factory() as s:  # the drift job embedded the ingested samples itself, under its model
-        own = s.scalar(select(func.count()).select_from(Embedding).where(
-            Embedding.model == SIDECAR_MODEL_NAME, Embedding.sample_id.like("client-%")))
+        own = s.scalar(
+            select(func.count())
+            .select_from(Embedding)
+            .where(Embedding.model == SIDECAR_MODEL_NAME, Embedding.sample_id.like("client-%"))
+        )
     assert own == 2 * len(samples)

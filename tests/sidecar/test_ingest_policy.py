@@ -32,9 +32,15 @@ OPERATOR = "policy-operator-key-0123456789"
 
 @pytest.fixture
 def app(migrated_db, make_settings):
-    settings = make_settings(migrated_db, api_keys=[GLOBAL], tenant_keys={TENANT: "acme", OTHER: "globex"},
-                             operator_keys=[OPERATOR], sample_rate=0.1, ingest_rows_per_minute=50,
-                             eval_scales={"toxicity": (0.0, 1.0)})
+    settings = make_settings(
+        migrated_db,
+        api_keys=[GLOBAL],
+        tenant_keys={TENANT: "acme", OTHER: "globex"},
+        operator_keys=[OPERATOR],
+        sample_rate=0.1,
+        ingest_rows_per_minute=50,
+        eval_scales={"toxicity": (0.0, 1.0)},
+    )
     app = create_app(settings, session_factory(migrated_db))
     app.state.factory = session_factory(migrated_db)
     return app
@@ -42,8 +48,12 @@ def app(migrated_db, make_settings):
 
 def post(app, key: str, samples: list[dict]) -> httpx.Response:
     async def go():
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://s") as c:
-            return await c.post("/v1/ingest", json={"samples": samples}, headers={"authorization": f"Bearer {key}"})
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://s"
+        ) as c:
+            return await c.post(
+                "/v1/ingest", json={"samples": samples}, headers={"authorization": f"Bearer {key}"}
+            )
 
     return asyncio.run(go())
 
@@ -54,12 +64,28 @@ def ago(**delta) -> str:
 
 def test_weights_are_clipped_around_the_engines_rate_except_for_operators(app):
     """Was: a tenant key's sample_weight 1e6 was stored as sent (one row outweighing 5,000)."""
-    r = post(app, TENANT, [{"id": "w1", "prompt": "p", "sample_weight": 1e6},
-                           {"id": "w2", "prompt": "p", "sample_weight": 0.001},
-                           {"id": "w3", "prompt": "p", "sample_weight": 10.0}])
+    r = post(
+        app,
+        TENANT,
+        [
+            {"id": "w1", "prompt": "p", "sample_weight": 1e6},
+            {"id": "w2", "prompt": "p", "sample_weight": 0.001},
+            {"id": "w3", "prompt": "p", "sample_weight": 10.0},
+        ],
+    )
     assert r.status_code == 200 and r.json()["weights_clipped"] == 2
-    assert post(app, GLOBAL, [{"id": "w4", "prompt": "p", "sample_weight": 5000}]).json()["weights_clipped"] == 1
-    assert post(app, OPERATOR, [{"id": "w5", "prompt": "p", "sample_weight": 5000}]).json()["weights_clipped"] == 0
+    assert (
+        post(app, GLOBAL, [{"id": "w4", "prompt": "p", "sample_weight": 5000}]).json()[
+            "weights_clipped"
+        ]
+        == 1
+    )
+    assert (
+        post(app, OPERATOR, [{"id": "w5", "prompt": "p", "sample_weight": 5000}]).json()[
+            "weights_clipped"
+        ]
+        == 0
+    )
     with app.state.factory() as s:
         weights = dict(s.execute(select(Sample.id, Sample.sample_weight)).all())
     # 1/rate = 10, spread 10: [1, 100]
@@ -69,30 +95,65 @@ def test_weights_are_clipped_around_the_engines_rate_except_for_operators(app):
 def test_tenant_and_global_keys_cannot_backdate_operators_may(app):
     """Was: a tenant key could file samples in 1970, inside a future baseline's window."""
     for key in (TENANT, GLOBAL):
-        r = post(app, key, [{"id": "t1", "prompt": "p", "timestamp": ago(hours=1)},
-                            {"id": "t2", "prompt": "p", "timestamp": 0}])
+        r = post(
+            app,
+            key,
+            [
+                {"id": "t1", "prompt": "p", "timestamp": ago(hours=1)},
+                {"id": "t2", "prompt": "p", "timestamp": 0},
+            ],
+        )
         assert r.status_code == 422, r.text
-        assert r.json()["detail"].startswith("samples[1].timestamp:") and "VIGIL_MAX_PAST_SKEW_S" in r.json()["detail"]
-    assert post(app, TENANT, [{"id": "t3", "prompt": "p", "timestamp": ago(hours=1)}]).status_code == 200
-    assert post(app, OPERATOR, [{"id": "t4", "prompt": "p", "timestamp": ago(days=3)}]).status_code == 200
+        assert (
+            r.json()["detail"].startswith("samples[1].timestamp:")
+            and "VIGIL_MAX_PAST_SKEW_S" in r.json()["detail"]
+        )
+    assert (
+        post(app, TENANT, [{"id": "t3", "prompt": "p", "timestamp": ago(hours=1)}]).status_code
+        == 200
+    )
+    assert (
+        post(app, OPERATOR, [{"id": "t4", "prompt": "p", "timestamp": ago(days=3)}]).status_code
+        == 200
+    )
     future = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
-    assert post(app, OPERATOR, [{"id": "t5", "prompt": "p", "timestamp": future}]).status_code == 422
+    assert (
+        post(app, OPERATOR, [{"id": "t5", "prompt": "p", "timestamp": future}]).status_code == 422
+    )
     with app.state.factory() as s:
         assert set(s.scalars(select(Sample.id))) == {"t3", "t4"}
 
 
-@pytest.mark.parametrize(("field", "value", "scale"), [
-    ("eval_judge", 6.0, "[1, 5] of evaluator 'judge'"),
-    ("eval_toxicity", 1.5, "[0, 1] of evaluator 'toxicity'"),
-    ("eval_score", 1e12, "[-100, 100] of evaluator 'default'"),
-    ("eval_custom", -1e12, "[-100, 100] of evaluator 'custom'"),
-])
+@pytest.mark.parametrize(
+    ("field", "value", "scale"),
+    [
+        ("eval_judge", 6.0, "[1, 5] of evaluator 'judge'"),
+        ("eval_toxicity", 1.5, "[0, 1] of evaluator 'toxicity'"),
+        ("eval_score", 1e12, "[-100, 100] of evaluator 'default'"),
+        ("eval_custom", -1e12, "[-100, 100] of evaluator 'custom'"),
+    ],
+)
 def test_eval_scores_outside_their_evaluators_scale_are_refused(app, field, value, scale):
     """Was: any score within +-1e12 was stored, and one could swing the eval trend."""
     for key in (TENANT, OPERATOR):
-        r = post(app, key, [{"id": "e0", "prompt": "p", "eval_judge": 4.0}, {"id": "e1", "prompt": "p", field: value}])
-        assert r.status_code == 422 and r.json()["detail"].startswith(f"samples[1].{field}:") and scale in r.json()["detail"]
-    ok = post(app, TENANT, [{"id": "e2", "prompt": "p", "eval_judge": 5.0, "eval_toxicity": 0.0, "eval_x": 99.0}])
+        r = post(
+            app,
+            key,
+            [
+                {"id": "e0", "prompt": "p", "eval_judge": 4.0},
+                {"id": "e1", "prompt": "p", field: value},
+            ],
+        )
+        assert (
+            r.status_code == 422
+            and r.json()["detail"].startswith(f"samples[1].{field}:")
+            and scale in r.json()["detail"]
+        )
+    ok = post(
+        app,
+        TENANT,
+        [{"id": "e2", "prompt": "p", "eval_judge": 5.0, "eval_toxicity": 0.0, "eval_x": 99.0}],
+    )
     assert ok.status_code == 200
     with app.state.factory() as s:
         assert sorted(s.scalars(select(EvalScore.name))) == ["judge", "toxicity", "x"]
@@ -105,9 +166,13 @@ def test_the_quota_is_per_tenant_and_answers_429_with_retry_after(app):
     assert r.status_code == 429 and 1 <= int(r.headers["Retry-After"]) <= 60
     assert "VIGIL_INGEST_ROWS_PER_MINUTE" in r.json()["detail"] and "'acme'" in r.json()["detail"]
     assert post(app, OTHER, [{"id": f"o{i}", "prompt": "p"} for i in range(30)]).status_code == 200
-    assert post(app, OPERATOR, [{"id": f"p{i}", "prompt": "p"} for i in range(60)]).status_code == 200
+    assert (
+        post(app, OPERATOR, [{"id": f"p{i}", "prompt": "p"} for i in range(60)]).status_code == 200
+    )
     with app.state.factory() as s:
-        assert s.query(Sample).filter(Sample.id.like("r%")).count() == 0  # nothing of the refused batch
+        assert (
+            s.query(Sample).filter(Sample.id.like("r%")).count() == 0
+        )  # nothing of the refused batch
 
 
 @settings(max_examples=200, deadline=None)
@@ -137,15 +202,22 @@ def test_quota_retry_after_is_when_the_batch_fits():
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.floats(min_value=1e-9, max_value=1e6, exclude_min=False), st.sampled_from([0.0, 1e-6, 0.01, 0.1, 1.0]),
-       st.floats(1.0, 1000.0))
+@given(
+    st.floats(min_value=1e-9, max_value=1e6, exclude_min=False),
+    st.sampled_from([0.0, 1e-6, 0.01, 0.1, 1.0]),
+    st.floats(1.0, 1000.0),
+)
 def test_policy_weights_always_land_in_the_band(weight, rate, spread):
     cfg = load_settings(sample_rate=rate, ingest_weight_spread=spread)
     policy = IngestPolicy.from_settings(cfg)
     record = SampleRecord(prompt="p", sample_weight=weight, timestamp=time.time())
     policy.apply([record], Principal("k", tenant="acme"), datetime.now(UTC))
     reference = 1 / rate if rate else 1.0
-    assert reference / spread * (1 - 1e-12) <= record.sample_weight <= min(reference * spread, 1e6) * (1 + 1e-12)
+    assert (
+        reference / spread * (1 - 1e-12)
+        <= record.sample_weight
+        <= min(reference * spread, 1e6) * (1 + 1e-12)
+    )
 
 
 @given(st.text(min_size=1, max_size=64), st.floats(allow_nan=False, allow_infinity=False))

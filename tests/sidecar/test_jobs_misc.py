@@ -29,7 +29,9 @@ from vigil.config import get_settings
 NOW = datetime.now(UTC)
 
 
-def test_retention_deletes_old_samples_but_not_frozen_baselines(migrated_db, make_settings, embedder):
+def test_retention_deletes_old_samples_but_not_frozen_baselines(
+    migrated_db, make_settings, embedder
+):
     settings = make_settings(migrated_db, retention_days=30)
     factory = session_factory(migrated_db)
     old = traffic(NOW - timedelta(days=45), NOW - timedelta(days=40), 20, seed=1)
@@ -40,7 +42,9 @@ def test_retention_deletes_old_samples_but_not_frozen_baselines(migrated_db, mak
     run_embed_job(settings, factory, NOW)
     with factory() as s:
         b = create_baseline(s, "old", NOW - timedelta(days=45), NOW - timedelta(days=40), now=NOW)
-        add_baseline_samples(s, b.id, fetch_window(s, NOW - timedelta(days=46), NOW - timedelta(days=39)))
+        add_baseline_samples(
+            s, b.id, fetch_window(s, NOW - timedelta(days=46), NOW - timedelta(days=39))
+        )
         s.commit()
     result = run_retention_job(settings, factory, NOW)
     assert result.deleted == len(old)
@@ -62,7 +66,9 @@ def _active_baseline(factory, activated: datetime) -> int:
 
 
 def test_baseline_reminder_alerts_once_and_resolves(migrated_db, make_settings):
-    settings = make_settings(migrated_db, baseline_max_age_days=90, webhook_targets=["http://127.0.0.1:9/hook"])
+    settings = make_settings(
+        migrated_db, baseline_max_age_days=90, webhook_targets=["http://127.0.0.1:9/hook"]
+    )
     factory = session_factory(migrated_db)
     assert run_baseline_reminder_job(settings, factory, NOW).reminded is False  # no baseline yet
     _active_baseline(factory, NOW - timedelta(days=100))
@@ -101,13 +107,21 @@ def test_baseline_cli_life_cycle(cli_env, capsys):
     start = NOW - timedelta(hours=6)
     steady = traffic(start, start + timedelta(hours=2), 160, seed=4)
     # a window whose second half brings a new topic: validation must reject it
-    drifting = traffic(start + timedelta(hours=3), start + timedelta(hours=4), 80, seed=5) + traffic(
-        start + timedelta(hours=4), start + timedelta(hours=5), 80, seed=6, new_topic_share=0.6)
+    drifting = traffic(
+        start + timedelta(hours=3), start + timedelta(hours=4), 80, seed=5
+    ) + traffic(
+        start + timedelta(hours=4), start + timedelta(hours=5), 80, seed=6, new_topic_share=0.6
+    )
     with factory() as s:
         insert_samples(s, steady + drifting)
         s.commit()
     iso = lambda t: t.isoformat()  # noqa: E731
-    assert baseline_command(_args(action="build", start=iso(start), end=iso(start + timedelta(hours=2)))) == 0
+    assert (
+        baseline_command(
+            _args(action="build", start=iso(start), end=iso(start + timedelta(hours=2)))
+        )
+        == 0
+    )
     assert "baseline 1 built (candidate): 160 samples" in capsys.readouterr().out
     assert baseline_command(_args(action="activate", id=1)) == 2  # a candidate cannot be activated
     assert "only a validated baseline can be activated" in capsys.readouterr().err

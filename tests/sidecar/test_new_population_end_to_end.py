@@ -28,8 +28,12 @@ SECRET = "new-population-webhook-secret-0123"
 
 def test_new_tenant_on_a_new_model_version_alerts_by_kind(migrated_db, make_settings, embedder):
     with WebhookReceiver() as receiver:
-        settings = make_settings(migrated_db, webhook_targets=[receiver.url], webhook_secret=SECRET,
-                                 delivery_poll_interval_s=0.2)
+        settings = make_settings(
+            migrated_db,
+            webhook_targets=[receiver.url],
+            webhook_secret=SECRET,
+            delivery_poll_interval_s=0.2,
+        )
         factory = session_factory(migrated_db)
         world = prepare(settings, factory, None)
         start, end = world.window
@@ -37,8 +41,12 @@ def test_new_tenant_on_a_new_model_version_alerts_by_kind(migrated_db, make_sett
         for record in arrivals:
             record.update(tenant="newco", model_version="m2")
         with UvicornThread(create_app(settings, factory)) as app:
-            ack = httpx.post(f"{app.url}/v1/ingest", json={"samples": arrivals},
-                             headers={"Authorization": f"Bearer {OPERATOR_KEY}"}, timeout=30)
+            ack = httpx.post(
+                f"{app.url}/v1/ingest",
+                json={"samples": arrivals},
+                headers={"Authorization": f"Bearer {OPERATOR_KEY}"},
+                timeout=30,
+            )
         assert ack.status_code == 200 and ack.json()["inserted"] == len(arrivals), ack.text
         run_embed_job(settings, factory, datetime.now(UTC))
 

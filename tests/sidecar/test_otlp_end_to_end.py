@@ -37,14 +37,27 @@ HOUR = timedelta(hours=1)
 def as_span(record: dict) -> tuple[str, dict, int, int]:
     end = int(record["timestamp"] * 1e9)
     attributes = {
-        "gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai",
-        "gen_ai.request.model": record["model_version"], "gen_ai.response.finish_reasons": [record["finish_reason"]],
-        "gen_ai.usage.input_tokens": record["prompt_tokens"], "gen_ai.usage.output_tokens": record["completion_tokens"],
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "openai",
+        "gen_ai.request.model": record["model_version"],
+        "gen_ai.response.finish_reasons": [record["finish_reason"]],
+        "gen_ai.usage.input_tokens": record["prompt_tokens"],
+        "gen_ai.usage.output_tokens": record["completion_tokens"],
         "gen_ai.latency.time_to_first_token": record["ttft_ms"] / 1000.0,
-        "gen_ai.input.messages": json.dumps([{"role": "user", "parts": [{"type": "text", "content": record["prompt"]}]}]),
-        "gen_ai.output.messages": json.dumps([{"role": "assistant", "finish_reason": "stop",
-                                               "parts": [{"type": "text", "content": record["response"]}]}]),
-        "vigil.tenant": record["tenant"], "vigil.segment": record["segment"],
+        "gen_ai.input.messages": json.dumps(
+            [{"role": "user", "parts": [{"type": "text", "content": record["prompt"]}]}]
+        ),
+        "gen_ai.output.messages": json.dumps(
+            [
+                {
+                    "role": "assistant",
+                    "finish_reason": "stop",
+                    "parts": [{"type": "text", "content": record["response"]}],
+                }
+            ]
+        ),
+        "vigil.tenant": record["tenant"],
+        "vigil.segment": record["segment"],
     }
     return "chat smollm2", attributes, end - int(record["latency_ms"] * 1e6), end
 
@@ -65,13 +78,23 @@ def send(url: str, records: list[dict]) -> None:
     provider.shutdown()
     spans = list(memory.get_finished_spans())
     for i in range(0, len(spans), 100):  # the exporter's batches
-        assert export_protobuf(url, OPERATOR_KEY, spans[i:i + 100], gzip=True) is SpanExportResult.SUCCESS
+        assert (
+            export_protobuf(url, OPERATOR_KEY, spans[i : i + 100], gzip=True)
+            is SpanExportResult.SUCCESS
+        )
 
 
-def test_drift_seen_only_through_otlp_reaches_a_signed_webhook(migrated_db, make_settings, embedder):
+def test_drift_seen_only_through_otlp_reaches_a_signed_webhook(
+    migrated_db, make_settings, embedder
+):
     with WebhookReceiver() as receiver:
-        settings = make_settings(migrated_db, webhook_targets=[receiver.url], webhook_secret=SECRET,
-                                 delivery_poll_interval_s=0.2, eval_share=0.0)
+        settings = make_settings(
+            migrated_db,
+            webhook_targets=[receiver.url],
+            webhook_secret=SECRET,
+            delivery_poll_interval_s=0.2,
+            eval_share=0.0,
+        )
         factory = session_factory(migrated_db)
         clear_of_window_boundary(settings.drift_interval_s)
         start, end = last_window(settings.drift_interval_s)
@@ -82,11 +105,16 @@ def test_drift_seen_only_through_otlp_reaches_a_signed_webhook(migrated_db, make
             send(sidecar.url, baseline + drifted)
         with factory() as s:
             assert s.scalar(select(func.count()).select_from(Sample)) == 360
-            assert s.scalar(select(func.count()).select_from(Sample).where(Sample.id.like("otel-%"))) == 360
+            assert (
+                s.scalar(select(func.count()).select_from(Sample).where(Sample.id.like("otel-%")))
+                == 360
+            )
             assert {t for (t,) in s.execute(select(Sample.tenant).distinct())} == {"acme"}
         now = datetime.now(UTC)
         run_embed_job(settings, factory, now)
-        built = build_baseline_from_window(settings, factory, base_start, base_end, name="otlp", now=now)
+        built = build_baseline_from_window(
+            settings, factory, base_start, base_end, name="otlp", now=now
+        )
         checked = validate_stored_baseline(settings, factory, built.baseline_id, now=now)
         assert checked.valid, checked.reasons
         activate_baseline(factory, built.baseline_id, now=now)

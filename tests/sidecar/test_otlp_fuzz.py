@@ -21,23 +21,57 @@ from sidecar.app import create_app
 from sidecar.otlp import names
 from storage.db import session_factory
 
-KNOWN = sorted({*names.VLLM_ATTRIBUTES, *names.INPUT_TOKENS, *names.OUTPUT_TOKENS, *names.MODEL,
-                *names.TTFT_S, *names.PROVIDER, *names.USER, *names.CONVERSATION, *names.TENANT,
-                *names.SEGMENT, *names.SAMPLE_WEIGHT, names.INPUT_MESSAGES, names.OUTPUT_MESSAGES,
-                names.SYSTEM_INSTRUCTIONS, "gen_ai.operation.name", "gen_ai.prompt", "gen_ai.completion",
-                "gen_ai.prompt.0.content", "gen_ai.completion.0.finish_reason"})
+KNOWN = sorted(
+    {
+        *names.VLLM_ATTRIBUTES,
+        *names.INPUT_TOKENS,
+        *names.OUTPUT_TOKENS,
+        *names.MODEL,
+        *names.TTFT_S,
+        *names.PROVIDER,
+        *names.USER,
+        *names.CONVERSATION,
+        *names.TENANT,
+        *names.SEGMENT,
+        *names.SAMPLE_WEIGHT,
+        names.INPUT_MESSAGES,
+        names.OUTPUT_MESSAGES,
+        names.SYSTEM_INSTRUCTIONS,
+        "gen_ai.operation.name",
+        "gen_ai.prompt",
+        "gen_ai.completion",
+        "gen_ai.prompt.0.content",
+        "gen_ai.completion.0.finish_reason",
+    }
+)
 texts = st.text(max_size=40)
-messages = st.lists(st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant"]),
-                                           "parts": st.lists(st.fixed_dictionaries(
-                                               {"type": st.sampled_from(["text", "tool_call", "x"]),
-                                                "content": texts, "name": texts}), max_size=2)}), max_size=3)
+messages = st.lists(
+    st.fixed_dictionaries(
+        {
+            "role": st.sampled_from(["user", "assistant"]),
+            "parts": st.lists(
+                st.fixed_dictionaries(
+                    {
+                        "type": st.sampled_from(["text", "tool_call", "x"]),
+                        "content": texts,
+                        "name": texts,
+                    }
+                ),
+                max_size=2,
+            ),
+        }
+    ),
+    max_size=3,
+)
 
 
 def any_values(depth: int = 2):
     leaves = st.one_of(
         texts.map(lambda v: AnyValue(string_value=v)),
         messages.map(lambda m: AnyValue(string_value=json.dumps(m))),
-        st.sampled_from(["chat", "embeddings", "stop", "text_completion"]).map(lambda v: AnyValue(string_value=v)),
+        st.sampled_from(["chat", "embeddings", "stop", "text_completion"]).map(
+            lambda v: AnyValue(string_value=v)
+        ),
         st.integers(-(2**63), 2**63 - 1).map(lambda v: AnyValue(int_value=v)),
         st.floats(allow_nan=True, allow_infinity=True).map(lambda v: AnyValue(double_value=v)),
         st.booleans().map(lambda v: AnyValue(bool_value=v)),
@@ -46,17 +80,30 @@ def any_values(depth: int = 2):
     if depth == 0:
         return leaves
     inner = any_values(depth - 1)
-    return st.one_of(leaves, st.lists(inner, max_size=3).map(
-        lambda vs: AnyValue(array_value={"values": vs})), st.dictionaries(texts, inner, max_size=3).map(
-        lambda d: AnyValue(kvlist_value={"values": [KeyValue(key=k, value=v) for k, v in d.items()]})))
+    return st.one_of(
+        leaves,
+        st.lists(inner, max_size=3).map(lambda vs: AnyValue(array_value={"values": vs})),
+        st.dictionaries(texts, inner, max_size=3).map(
+            lambda d: AnyValue(
+                kvlist_value={"values": [KeyValue(key=k, value=v) for k, v in d.items()]}
+            )
+        ),
+    )
 
 
-attribute_lists = st.lists(st.tuples(st.one_of(st.sampled_from(KNOWN), texts), any_values()), max_size=12)
-spans = st.fixed_dictionaries({
-    "trace_id": st.binary(max_size=17), "span_id": st.binary(max_size=9), "name": texts,
-    "start_time_unix_nano": st.integers(0, 2**64 - 1), "end_time_unix_nano": st.integers(0, 2**64 - 1),
-    "attributes": attribute_lists,
-})
+attribute_lists = st.lists(
+    st.tuples(st.one_of(st.sampled_from(KNOWN), texts), any_values()), max_size=12
+)
+spans = st.fixed_dictionaries(
+    {
+        "trace_id": st.binary(max_size=17),
+        "span_id": st.binary(max_size=9),
+        "name": texts,
+        "start_time_unix_nano": st.integers(0, 2**64 - 1),
+        "end_time_unix_nano": st.integers(0, 2**64 - 1),
+        "attributes": attribute_lists,
+    }
+)
 
 
 def request_of(batch: list[dict], resource: list) -> ExportTraceServiceRequest:
@@ -65,18 +112,28 @@ def request_of(batch: list[dict], resource: list) -> ExportTraceServiceRequest:
     rs.resource.attributes.extend(KeyValue(key=k, value=v) for k, v in resource)
     scope = rs.scope_spans.add()
     for spec in batch:
-        span = scope.spans.add(trace_id=spec["trace_id"], span_id=spec["span_id"], name=spec["name"],
-                               start_time_unix_nano=spec["start_time_unix_nano"],
-                               end_time_unix_nano=spec["end_time_unix_nano"])
+        span = scope.spans.add(
+            trace_id=spec["trace_id"],
+            span_id=spec["span_id"],
+            name=spec["name"],
+            start_time_unix_nano=spec["start_time_unix_nano"],
+            end_time_unix_nano=spec["end_time_unix_nano"],
+        )
         span.attributes.extend(KeyValue(key=k, value=v) for k, v in spec["attributes"])
     return request
 
 
 def test_span_shapes_never_get_a_5xx(migrated_db, make_settings):
-    app = create_app(make_settings(migrated_db, ingest_max_bytes=200_000), session_factory(migrated_db))
+    app = create_app(
+        make_settings(migrated_db, ingest_max_bytes=200_000), session_factory(migrated_db)
+    )
     seen: dict[int, int] = {}
-    with UvicornThread(app) as server, httpx.Client(base_url=server.url, timeout=30,
-                                                     headers={"Authorization": f"Bearer {API_KEY}"}) as client:
+    with (
+        UvicornThread(app) as server,
+        httpx.Client(
+            base_url=server.url, timeout=30, headers={"Authorization": f"Bearer {API_KEY}"}
+        ) as client,
+    ):
 
         @settings(max_examples=60, deadline=None, derandomize=True, database=None,
                   suppress_health_check=list(HealthCheck))  # fmt: skip
@@ -84,11 +141,17 @@ def test_span_shapes_never_get_a_5xx(migrated_db, make_settings):
         def check(batch, resource, as_json) -> None:
             request = request_of(batch, resource)
             if as_json:  # protobuf's JSON mapping: base64 ids, which the receiver reads as hex
-                r = client.post("/v1/traces", content=json_format.MessageToJson(request),
-                                headers={"Content-Type": "application/json"})
+                r = client.post(
+                    "/v1/traces",
+                    content=json_format.MessageToJson(request),
+                    headers={"Content-Type": "application/json"},
+                )
             else:
-                r = client.post("/v1/traces", content=request.SerializeToString(),
-                                headers={"Content-Type": "application/x-protobuf"})
+                r = client.post(
+                    "/v1/traces",
+                    content=request.SerializeToString(),
+                    headers={"Content-Type": "application/x-protobuf"},
+                )
             seen[r.status_code] = seen.get(r.status_code, 0) + 1
             assert r.status_code < 500, r.text[:500]
             if r.status_code == 200 and not as_json:

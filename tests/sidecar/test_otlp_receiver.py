@@ -34,7 +34,9 @@ TENANT_KEY = "otlp-tenant-key-0123456789"
 
 @pytest.fixture
 def server(migrated_db, make_settings):
-    settings = make_settings(migrated_db, ingest_max_bytes=200_000, tenant_keys={TENANT_KEY: "acme"})
+    settings = make_settings(
+        migrated_db, ingest_max_bytes=200_000, tenant_keys={TENANT_KEY: "acme"}
+    )
     factory = session_factory(migrated_db)
     with UvicornThread(create_app(settings, factory)) as srv:
         srv.factory, srv.settings = factory, settings
@@ -47,8 +49,10 @@ def rows(server) -> list[Sample]:
 
 
 def test_semconv_content_attributes_map_through_the_protobuf_exporter(server):
-    spans = make_spans([("chat gpt-4o-mini", semconv_chat_attributes(1))], resource={"service.name": "shop",
-                                                                                      "vigil.segment": "web"})
+    spans = make_spans(
+        [("chat gpt-4o-mini", semconv_chat_attributes(1))],
+        resource={"service.name": "shop", "vigil.segment": "web"},
+    )
     assert export_protobuf(server.url, API_KEY, spans) is SpanExportResult.SUCCESS
     [row] = rows(server)
     span = spans[0]
@@ -82,11 +86,18 @@ def test_vllm_request_spans_map_through_otlp_json(server):
 
 
 def test_deprecated_names_map_through_the_gzip_exporter(server):
-    old = {"gen_ai.system": "openai", "gen_ai.request.model": "gpt-3.5-turbo",
-           "gen_ai.usage.prompt_tokens": 9, "gen_ai.usage.completion_tokens": 3,
-           "gen_ai.prompt.0.role": "system", "gen_ai.prompt.0.content": "You help.",
-           "gen_ai.prompt.1.role": "user", "gen_ai.prompt.1.content": "Hi there",
-           "gen_ai.completion.0.content": "Hello!", "gen_ai.completion.0.finish_reason": "length"}
+    old = {
+        "gen_ai.system": "openai",
+        "gen_ai.request.model": "gpt-3.5-turbo",
+        "gen_ai.usage.prompt_tokens": 9,
+        "gen_ai.usage.completion_tokens": 3,
+        "gen_ai.prompt.0.role": "system",
+        "gen_ai.prompt.0.content": "You help.",
+        "gen_ai.prompt.1.role": "user",
+        "gen_ai.prompt.1.content": "Hi there",
+        "gen_ai.completion.0.content": "Hello!",
+        "gen_ai.completion.0.finish_reason": "length",
+    }
     spans = make_spans([("openai.chat", old)])
     assert export_protobuf(server.url, API_KEY, spans, gzip=True) is SpanExportResult.SUCCESS
     [row] = rows(server)
@@ -97,59 +108,124 @@ def test_deprecated_names_map_through_the_gzip_exporter(server):
 
 def test_other_spans_are_skipped_bad_genai_spans_rejected_alone_and_retries_stored_once(server):
     good = semconv_chat_attributes(2)
-    spans = make_spans([
-        ("GET /", {"http.request.method": "GET"}),  # not GenAI
-        ("embeddings x", {"gen_ai.operation.name": "embeddings", "gen_ai.usage.input_tokens": 4}),
-        ("chat bad", {**good, "gen_ai.usage.input_tokens": -5}),  # out of range
-        ("chat empty", {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"}),  # nothing to keep
-        ("chat good", good),
-    ])
+    spans = make_spans(
+        [
+            ("GET /", {"http.request.method": "GET"}),  # not GenAI
+            (
+                "embeddings x",
+                {"gen_ai.operation.name": "embeddings", "gen_ai.usage.input_tokens": 4},
+            ),
+            ("chat bad", {**good, "gen_ai.usage.input_tokens": -5}),  # out of range
+            (
+                "chat empty",
+                {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"},
+            ),  # nothing to keep
+            ("chat good", good),
+        ]
+    )
     for _ in range(2):  # an exporter's retry: the same spans again
         r = export_json(server.url, API_KEY, spans)
         assert r.status_code == 200, r.text
         partial = r.json()["partialSuccess"]
         assert int(partial["rejectedSpans"]) == 2
-        assert "prompt_tokens" in partial["errorMessage"] and "'prompt' or 'prompt_tokens'" in partial["errorMessage"]
+        assert (
+            "prompt_tokens" in partial["errorMessage"]
+            and "'prompt' or 'prompt_tokens'" in partial["errorMessage"]
+        )
         assert "2 spans skipped" in partial["errorMessage"]
     assert [row.prompt_tokens for row in rows(server)] == [22]
 
 
 def test_protobuf_answer_carries_partial_success(server):
-    spans = make_spans([("chat", {"gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 1.5})])
+    spans = make_spans(
+        [("chat", {"gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 1.5})]
+    )
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
-    r = httpx.post(f"{server.url}/v1/traces", content=encode_spans(spans).SerializeToString(),
-                   headers={"Authorization": f"Bearer {API_KEY}", "Content-Type": "application/x-protobuf"})
+    r = httpx.post(
+        f"{server.url}/v1/traces",
+        content=encode_spans(spans).SerializeToString(),
+        headers={"Authorization": f"Bearer {API_KEY}", "Content-Type": "application/x-protobuf"},
+    )
     assert r.status_code == 200 and r.headers["content-type"] == "application/x-protobuf"
     answer = ExportTraceServiceResponse.FromString(r.content)
-    assert answer.partial_success.rejected_spans == 1 and "integer" in answer.partial_success.error_message
+    assert (
+        answer.partial_success.rejected_spans == 1
+        and "integer" in answer.partial_success.error_message
+    )
     assert rows(server) == []
 
 
 def test_tenant_comes_from_the_key_and_a_span_attribute_only_for_operator_keys(server):
     labelled = {**vllm_attributes(0), "vigil.tenant": "globex"}
-    assert export_json(server.url, TENANT_KEY, make_spans([(VLLM_SPAN_NAME, labelled)])).status_code == 200
-    assert export_json(server.url, API_KEY, make_spans([(VLLM_SPAN_NAME, vllm_attributes(1))],
-                                                       resource={"vigil.tenant": "globex"})).status_code == 200
-    assert export_json(server.url, OPERATOR_KEY, make_spans([(VLLM_SPAN_NAME, {**vllm_attributes(2),
-                                                                              "vigil.tenant": "initech"})])).status_code == 200
+    assert (
+        export_json(server.url, TENANT_KEY, make_spans([(VLLM_SPAN_NAME, labelled)])).status_code
+        == 200
+    )
+    assert (
+        export_json(
+            server.url,
+            API_KEY,
+            make_spans([(VLLM_SPAN_NAME, vllm_attributes(1))], resource={"vigil.tenant": "globex"}),
+        ).status_code
+        == 200
+    )
+    assert (
+        export_json(
+            server.url,
+            OPERATOR_KEY,
+            make_spans([(VLLM_SPAN_NAME, {**vllm_attributes(2), "vigil.tenant": "initech"})]),
+        ).status_code
+        == 200
+    )
     assert [row.tenant for row in rows(server)] == ["acme", None, "initech"]
 
 
-@pytest.mark.parametrize(("body", "headers", "status", "words"), [
-    (b"\x0a\xff\xff\xff\xff\x0f", {"Content-Type": "application/x-protobuf"}, 400, "not an OTLP"),
-    (b"{not json", {"Content-Type": "application/json"}, 400, "not JSON"),
-    (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz"}]}]}]}',
-     {"Content-Type": "application/json"}, 400, "not hex"),
-    (b'{"resourceSpans": 3}', {"Content-Type": "application/json"}, 400, "OTLP/JSON"),
-    (b"x", {"Content-Type": "text/plain"}, 415, "Content-Type"),
-    (b"x", {"Content-Type": "application/json", "Content-Encoding": "br"}, 415, "Content-Encoding"),
-    (b"\x1f\x8b\x08\x00garbage", {"Content-Type": "application/json", "Content-Encoding": "gzip"}, 400, "gzip"),
-    (gzip.compress(b" " * 300_000), {"Content-Type": "application/json", "Content-Encoding": "gzip"}, 413, "inflates"),
-    (b"0" * 250_000, {"Content-Type": "application/json"}, 413, ""),
-])
+@pytest.mark.parametrize(
+    ("body", "headers", "status", "words"),
+    [
+        (
+            b"\x0a\xff\xff\xff\xff\x0f",
+            {"Content-Type": "application/x-protobuf"},
+            400,
+            "not an OTLP",
+        ),
+        (b"{not json", {"Content-Type": "application/json"}, 400, "not JSON"),
+        (
+            b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz"}]}]}]}',
+            {"Content-Type": "application/json"},
+            400,
+            "not hex",
+        ),
+        (b'{"resourceSpans": 3}', {"Content-Type": "application/json"}, 400, "OTLP/JSON"),
+        (b"x", {"Content-Type": "text/plain"}, 415, "Content-Type"),
+        (
+            b"x",
+            {"Content-Type": "application/json", "Content-Encoding": "br"},
+            415,
+            "Content-Encoding",
+        ),
+        (
+            b"\x1f\x8b\x08\x00garbage",
+            {"Content-Type": "application/json", "Content-Encoding": "gzip"},
+            400,
+            "gzip",
+        ),
+        (
+            gzip.compress(b" " * 300_000),
+            {"Content-Type": "application/json", "Content-Encoding": "gzip"},
+            413,
+            "inflates",
+        ),
+        (b"0" * 250_000, {"Content-Type": "application/json"}, 413, ""),
+    ],
+)
 def test_bad_payloads_are_refused_with_a_reason(server, body, headers, status, words):
-    r = httpx.post(f"{server.url}/v1/traces", content=body, headers={"Authorization": f"Bearer {API_KEY}", **headers})
+    r = httpx.post(
+        f"{server.url}/v1/traces",
+        content=body,
+        headers={"Authorization": f"Bearer {API_KEY}", **headers},
+    )
     assert r.status_code == status, r.text
     assert words in r.text
     assert rows(server) == []

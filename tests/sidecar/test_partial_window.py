@@ -27,9 +27,14 @@ NOW = datetime(2026, 11, 30, 12, 0, 30, tzinfo=UTC)
 def test_the_sentence():
     assert Coverage(50_000, 31_000).sentence() == (
         "drift on embeddings computed on 62 % of the window's rows (31,000 of 50,000); the rest "
-        "had no vectors yet; the other tests used every row")
+        "had no vectors yet; the other tests used every row"
+    )
     assert Coverage(1000, 996).sentence().startswith("drift on embeddings computed on 99 % ")
-    assert Coverage(80, 0).sentence().startswith("drift on embeddings not computed: none of the window's 80")
+    assert (
+        Coverage(80, 0)
+        .sentence()
+        .startswith("drift on embeddings not computed: none of the window's 80")
+    )
     assert Coverage(80, 80).sentence() is None and Coverage(0, 0).sentence() is None
 
 
@@ -45,7 +50,9 @@ def test_coverage_counts_rows_with_text_and_any_vector():
 def test_a_partly_embedded_window_says_how_much_it_covered(migrated_db, make_settings, monkeypatch):
     settings = make_settings(migrated_db, drift_interval_s=3600)
     factory = session_factory(migrated_db)
-    monkeypatch.setattr(embed_job, "get_embedder", lambda _p: HashEmbedder(embed_job.model_name(settings)))
+    monkeypatch.setattr(
+        embed_job, "get_embedder", lambda _p: HashEmbedder(embed_job.model_name(settings))
+    )
     base_end = NOW - 2 * HOUR
     window = traffic(NOW - HOUR, NOW - timedelta(seconds=30), 80, seed=5)
     for record in window:
@@ -54,19 +61,32 @@ def test_a_partly_embedded_window_says_how_much_it_covered(migrated_db, make_set
         insert_samples(s, traffic(base_end - 3 * HOUR, base_end, 200, seed=3), now=base_end)
         insert_samples(s, window, now=NOW - timedelta(minutes=1))
         s.commit()
-    built = baselines.build_baseline_from_window(settings, factory, base_end - 3 * HOUR, base_end, now=base_end)
-    assert baselines.validate_stored_baseline(settings, factory, built.baseline_id, now=base_end).valid
+    built = baselines.build_baseline_from_window(
+        settings, factory, base_end - 3 * HOUR, base_end, now=base_end
+    )
+    assert baselines.validate_stored_baseline(
+        settings, factory, built.baseline_id, now=base_end
+    ).valid
     baselines.activate_baseline(factory, built.baseline_id, now=base_end)
 
     monkeypatch.setattr(embed_job, "BATCH", 16)
     monkeypatch.setattr(embed_job, "MAX_BATCHES_PER_RUN", 2)  # the embed job lags: 32 of 80
     [outcome] = drift_job.run_drift_job(settings, factory, NOW).windows
-    sentence = ("drift on embeddings computed on 40 % of the window's rows (32 of 80); the rest had "
-                "no vectors yet; the other tests used every row")
+    sentence = (
+        "drift on embeddings computed on 40 % of the window's rows (32 of 80); the rest had "
+        "no vectors yet; the other tests used every row"
+    )
     with factory() as s:
         run = s.get(DriftRun, outcome.run_id)
         alerts = {a.rule: a for a in s.scalars(select(Alert))}
-    assert run.summary["vectors"] == {"rows": 80, "embedded": 32, "share": 0.4, "sentence": sentence}
+    assert run.summary["vectors"] == {
+        "rows": 80,
+        "embedded": 32,
+        "share": 0.4,
+        "sentence": sentence,
+    }
     page = html.unescape(Path(outcome.report_path).read_text())
-    assert "<b>Drift on embeddings computed on 40 % of the window's rows (32 of 80); the rest" in page
+    assert (
+        "<b>Drift on embeddings computed on 40 % of the window's rows (32 of 80); the rest" in page
+    )
     assert alerts["new_model_version"].evidence["vectors"] == sentence

@@ -39,7 +39,9 @@ def _open(factory, rule: str) -> dict[str, Alert]:
         return {a.segment: a for a in rows}
 
 
-def _samples(factory, n: int, arrived: datetime, at: datetime | None = None, prefix: str = "s") -> None:
+def _samples(
+    factory, n: int, arrived: datetime, at: datetime | None = None, prefix: str = "s"
+) -> None:
     records = [{"id": f"{prefix}{i}", "timestamp": (at or arrived).isoformat(), "prompt": f"question {i}",
                 "response": "answer"} for i in range(n)]  # fmt: skip
     with factory() as s:
@@ -66,12 +68,15 @@ def test_embed_backlog_alerts_then_resolves(migrated_db, make_settings, monkeypa
     alert = _open(factory, BACKLOG)["job=embed"]
     assert alert.kind == "monitoring" and alert.summary.startswith(
         "the embed job is 50 min behind: the oldest sample a drift window reads without a vector "
-        "arrived 50 min ago (limit 10 min)")
+        "arrived 50 min ago (limit 10 min)"
+    )
     assert alert.evidence["age_s"] == 3000 and alert.evidence["limit_s"] == 600
     assert alert.evidence["waiting"] == 5  # the unread rows are not the drift job's backlog
 
     monkeypatch.setattr(embed_job, "MAX_BATCHES_PER_RUN", 40)
-    monkeypatch.setattr(embed_job, "get_embedder", lambda _p: FakeEmbedder(embed_job.model_name(settings)))
+    monkeypatch.setattr(
+        embed_job, "get_embedder", lambda _p: FakeEmbedder(embed_job.model_name(settings))
+    )
     assert embed_job.run_embed_job(settings, factory, NOW).samples == 5 + 3  # then the unread rows
     assert _open(factory, BACKLOG) == {}  # caught up: resolved
 
@@ -87,24 +92,47 @@ def test_eval_backlog_while_the_engine_is_down(migrated_db, make_settings):
         def close(self):
             pass
 
-    down = make_settings(migrated_db, eval_interval_s=60, eval_share=1.0, monitor_backlog_intervals=5)
+    down = make_settings(
+        migrated_db, eval_interval_s=60, eval_share=1.0, monitor_backlog_intervals=5
+    )
     assert run_evaluate_job(down, factory, NOW, judge=DownJudge()).engine_down
     assert "the evaluate job is 60 min behind" in _open(factory, BACKLOG)["job=evaluate"].summary
-    nothing_to_judge = make_settings(migrated_db, eval_interval_s=60, eval_share=0.0, monitor_backlog_intervals=5)
+    nothing_to_judge = make_settings(
+        migrated_db, eval_interval_s=60, eval_share=0.0, monitor_backlog_intervals=5
+    )
     assert run_evaluate_job(nothing_to_judge, factory, NOW, judge=DownJudge()).scanned == 3
     assert _open(factory, BACKLOG) == {}
 
 
 def test_dead_letters_alert_until_a_delivery_succeeds(migrated_db, make_settings):
-    settings = make_settings(migrated_db, webhook_targets=["http://hooks.test/a"], delivery_max_attempts=1)
+    settings = make_settings(
+        migrated_db, webhook_targets=["http://hooks.test/a"], delivery_max_attempts=1
+    )
     factory = session_factory(migrated_db)
     with factory() as s:
-        raise_alerts(s, [{"severity": "high", "rule": "latency_psi", "kind": "operational", "segment": "*",
-                          "summary": "slow", "evidence": {}}], run_id=None, now=NOW, settings=settings)
+        raise_alerts(
+            s,
+            [
+                {
+                    "severity": "high",
+                    "rule": "latency_psi",
+                    "kind": "operational",
+                    "segment": "*",
+                    "summary": "slow",
+                    "evidence": {},
+                }
+            ],
+            run_id=None,
+            now=NOW,
+            settings=settings,
+        )
         s.commit()
     status = {"code": 500}
-    client = httpx.Client(transport=httpx.MockTransport(
-        lambda request: httpx.Response(status["code"], stream=httpx.ByteStream(b"ok"))))
+    client = httpx.Client(
+        transport=httpx.MockTransport(
+            lambda request: httpx.Response(status["code"], stream=httpx.ByteStream(b"ok"))
+        )
+    )
     worker = DeliveryWorker(factory, settings=settings, client=client)
     assert worker.run_once().dead == 1
     [alert] = _open(factory, DEAD_LETTERS).values()
@@ -113,8 +141,22 @@ def test_dead_letters_alert_until_a_delivery_succeeds(migrated_db, make_settings
     assert len(_open(factory, DEAD_LETTERS)) == 1
     status["code"] = 200
     with factory() as s:  # a fresh notification, now deliverable
-        raise_alerts(s, [{"severity": "high", "rule": "monitor_backlog", "kind": "monitoring", "segment": "embed",
-                          "summary": "behind", "evidence": {}}], run_id=None, now=NOW, settings=settings)
+        raise_alerts(
+            s,
+            [
+                {
+                    "severity": "high",
+                    "rule": "monitor_backlog",
+                    "kind": "monitoring",
+                    "segment": "embed",
+                    "summary": "behind",
+                    "evidence": {},
+                }
+            ],
+            run_id=None,
+            now=NOW,
+            settings=settings,
+        )
         s.commit()
     assert worker.run_once().delivered >= 1
     assert _open(factory, DEAD_LETTERS) == {}
@@ -126,10 +168,15 @@ def test_stalled_jobs_alert_per_job_and_resolve_when_they_run(migrated_db, make_
     jobs = [ScheduledJob("drift", 3600.0), ScheduledJob("embed", 60.0)]
     record_job_run(factory, "embed", NOW - timedelta(seconds=30))
     with factory() as s:  # this replica has led for 4 hours; drift never ran in that time
-        assert check_jobs(s, settings, jobs, leader_since=NOW - timedelta(hours=4), now=NOW) == ["drift"]
+        assert check_jobs(s, settings, jobs, leader_since=NOW - timedelta(hours=4), now=NOW) == [
+            "drift"
+        ]
         s.commit()
     stalled = _open(factory, STALLED)
-    assert set(stalled) == {"job=drift"} and "drift job has not run for 240 min" in stalled["job=drift"].summary
+    assert (
+        set(stalled) == {"job=drift"}
+        and "drift job has not run for 240 min" in stalled["job=drift"].summary
+    )
     with factory() as s:  # a new leader is not blamed for its predecessor's silence
         assert check_jobs(s, settings, jobs, leader_since=NOW - timedelta(minutes=5), now=NOW) == []
         s.commit()
@@ -152,7 +199,9 @@ def test_no_stall_while_a_job_runs_within_its_own_timeout(migrated_db, make_sett
     later = NOW + timedelta(seconds=600)  # the embed run is now past its own timeout
     with factory() as s:
         assert check_jobs(s, settings, jobs, leader_since=NOW - timedelta(hours=1), now=later) == [
-            "embed", "evaluate"]
+            "embed",
+            "evaluate",
+        ]
         s.commit()
 
 
@@ -183,7 +232,8 @@ def test_backlog_sentence_says_minutes_behind_and_time_to_catch_up():
     assert backlog_summary("embed", 42 * 60, 600, 9.4 * 60) == (
         "the embed job is 42 min behind: the oldest sample a drift window reads without a vector "
         "arrived 42 min ago (limit 10 min); at its last run's pace it needs about 9 min more to "
-        "catch up; drift windows run on the rows embedded so far")
+        "catch up; drift windows run on the rows embedded so far"
+    )
     assert "catch up" not in backlog_summary("evaluate", 3600, 300, None)
 
 
@@ -199,7 +249,10 @@ def test_metrics_say_how_many_minutes_the_read_rows_wait(migrated_db, make_setti
     _samples(factory, 4, now - timedelta(minutes=30), at=now - timedelta(hours=1))
     monkeypatch.setattr(embed_job, "MAX_BATCHES_PER_RUN", 0)
     embed_job.run_embed_job(settings, factory, now)
-    text = TestClient(create_app(settings, factory)).get(
-        "/metrics", headers={"Authorization": f"Bearer {API_KEY}"}).text
+    text = (
+        TestClient(create_app(settings, factory))
+        .get("/metrics", headers={"Authorization": f"Bearer {API_KEY}"})
+        .text
+    )
     [line] = [ln for ln in text.splitlines() if ln.startswith('vigil_backlog_minutes{job="embed"}')]
     assert 29.5 < float(line.split()[-1]) < 35

@@ -26,10 +26,18 @@ T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
 
 def records(rng, n, start, prefix, logprob_shift=0.0):
-    return [{"id": f"{prefix}{i}", "timestamp": (start + timedelta(seconds=i)).isoformat(),
-             "prompt": "hi", "response": "hello", "mean_logprob": float(rng.normal(-0.6 + logprob_shift, 0.15)),
-             "mean_entropy": float(rng.gamma(4.0, 0.3)), "completion_tokens": int(rng.poisson(80) + 1)}
-            for i in range(n)]
+    return [
+        {
+            "id": f"{prefix}{i}",
+            "timestamp": (start + timedelta(seconds=i)).isoformat(),
+            "prompt": "hi",
+            "response": "hello",
+            "mean_logprob": float(rng.normal(-0.6 + logprob_shift, 0.15)),
+            "mean_entropy": float(rng.gamma(4.0, 0.3)),
+            "completion_tokens": int(rng.poisson(80) + 1),
+        }
+        for i in range(n)
+    ]
 
 
 def test_shift_raises_the_condition_once_and_samples_are_fed_once(migrated_db, make_settings):
@@ -41,10 +49,21 @@ def test_shift_raises_the_condition_once_and_samples_are_fed_once(migrated_db, m
         s.commit()
         frame = pd.DataFrame(fetch_window(s, T0 - timedelta(hours=3), T0))
         baseline = build_baseline(frame, seed=0, cluster=False)
-        row = create_baseline(s, "b", T0 - timedelta(hours=3), T0,
-                              spec=baseline.to_dict(include_features=False), now=T0)
-        add_baseline_samples(s, row.id, [frame.iloc[int(i)].to_dict() for i in baseline.rows],
-                             max_samples=5000, embedding_model=None)
+        row = create_baseline(
+            s,
+            "b",
+            T0 - timedelta(hours=3),
+            T0,
+            spec=baseline.to_dict(include_features=False),
+            now=T0,
+        )
+        add_baseline_samples(
+            s,
+            row.id,
+            [frame.iloc[int(i)].to_dict() for i in baseline.rows],
+            max_samples=5000,
+            embedding_model=None,
+        )
         set_baseline_status(s, row.id, "validated", now=T0)
         set_baseline_status(s, row.id, "active", now=T0)
         s.commit()

@@ -50,6 +50,7 @@ def test_sigkill_mid_drift_job_then_restart(migrated_db, make_settings, embedder
 
         first = SidecarProcess(env, tmp_path / "first.log")
         try:
+
             def running():
                 with factory() as s:
                     return s.scalars(select(DriftRun).where(DriftRun.status == "running")).first()
@@ -58,7 +59,9 @@ def test_sigkill_mid_drift_job_then_restart(migrated_db, make_settings, embedder
             first.freeze()  # SIGSTOP: pins the process mid-job, so the kill lands mid-job
             with factory() as s:
                 killed = s.get(DriftRun, run.id)
-                assert killed.status == "running", "the job finished before the freeze: test is moot"
+                assert killed.status == "running", (
+                    "the job finished before the freeze: test is moot"
+                )
         finally:
             first.kill()  # SIGKILL: no cleanup, the lease stays until it expires
         mid = counts(factory)
@@ -67,6 +70,7 @@ def test_sigkill_mid_drift_job_then_restart(migrated_db, make_settings, embedder
 
         second = SidecarProcess(env, tmp_path / "second.log")
         try:
+
             def done():
                 with factory() as s:
                     row = s.get(DriftRun, run.id)
@@ -75,7 +79,9 @@ def test_sigkill_mid_drift_job_then_restart(migrated_db, make_settings, embedder
 
             wait_for(done, 120, "the restarted sidecar to finish the window", poll=0.2)
             with factory() as s:
-                n_groups = len({a.incident_id for a in s.scalars(select(Alert))})  # one webhook per incident
+                n_groups = len(
+                    {a.incident_id for a in s.scalars(select(Alert))}
+                )  # one webhook per incident
             assert n_groups > 0
             wait_for(lambda: len(receiver.received) >= n_groups, 60, "the webhooks", poll=0.2)
             time.sleep(1.0)  # a duplicate would arrive now
@@ -104,8 +110,11 @@ def test_sigkill_mid_drift_job_then_restart(migrated_db, make_settings, embedder
         # each incident delivered exactly once, its members naming every alert
         assert len(keys) == len(set(keys)) == len({a.incident_id for a in alerts})
         bodies = [json.loads(raw) for _p, _h, raw in receiver.received]
-        named = {(m["rule"], m["segment"]) for b in bodies
-                 for m in (b.get("incident", {}).get("members") or [b["alert"]])}
+        named = {
+            (m["rule"], m["segment"])
+            for b in bodies
+            for m in (b.get("incident", {}).get("members") or [b["alert"]])
+        }
         assert named == {(a.rule, a.segment) for a in alerts}
         for _path, headers, raw in receiver.received:
             verify(raw, headers, SECRET)
@@ -125,7 +134,13 @@ def test_two_sidecars_run_the_periodic_job_once_per_interval(pg_url, tmp_path):
 
         def runs():
             with factory() as s:
-                return list(s.scalars(select(DriftRun).where(DriftRun.status == "done").order_by(DriftRun.window_start)))
+                return list(
+                    s.scalars(
+                        select(DriftRun)
+                        .where(DriftRun.status == "done")
+                        .order_by(DriftRun.window_start)
+                    )
+                )
 
         wait_for(lambda: len(runs()) >= 4, 60, "four drift windows", poll=0.2)
         leaders = [p for p in (a, b) if "job drift started" in p.log()]

@@ -76,7 +76,11 @@ class TcpProxy:
             s.close()
 
     def url_for(self, url: str) -> str:
-        return make_url(url).set(host="127.0.0.1", port=self.port).render_as_string(hide_password=False)
+        return (
+            make_url(url)
+            .set(host="127.0.0.1", port=self.port)
+            .render_as_string(hide_password=False)
+        )
 
 
 @pytest.fixture

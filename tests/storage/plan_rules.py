@@ -20,8 +20,9 @@ from typing import Any
 from sqlalchemy import Engine, event
 
 LARGE_TABLES = frozenset({"samples", "embeddings", "eval_scores"})
-SELECTIVE_COLUMNS = frozenset({"id", "rowid", "sample_id", "record_id", "timestamp", "ingested_at",
-                               "created_at"})
+SELECTIVE_COLUMNS = frozenset(
+    {"id", "rowid", "sample_id", "record_id", "timestamp", "ingested_at", "created_at"}
+)
 _SQLITE_STEP = re.compile(r"^(SCAN|SEARCH) (\w+)(?: AS \w+)?(.*)$")
 
 
@@ -56,7 +57,7 @@ def sqlite_violations(steps: list[str], walk: frozenset[str]) -> list[str]:
         kind, table, rest = match.groups()
         if kind == "SCAN" and table not in walk:
             out.append(f"full scan: {step}")
-        elif kind == "SEARCH" and not _selective(rest[rest.find("("):] if "(" in rest else ""):
+        elif kind == "SEARCH" and not _selective(rest[rest.find("(") :] if "(" in rest else ""):
             out.append(f"unselective lookup: {step}")
     return out
 
@@ -80,20 +81,32 @@ def pg_violations(plan: dict[str, Any], walk: frozenset[str]) -> list[str]:
                 out.append(f"full scan: {where}")
         elif kind in ("Index Scan", "Index Only Scan"):
             if not _selective(node.get("Index Cond", "")) and table not in walk:
-                out.append(f"whole-index walk or unselective lookup: {where} {node.get('Index Cond', '')}")
+                out.append(
+                    f"whole-index walk or unselective lookup: {where} {node.get('Index Cond', '')}"
+                )
         elif kind == "Bitmap Heap Scan" and not _selective(node.get("Recheck Cond", "")):
             out.append(f"unselective bitmap scan: {where} {node.get('Recheck Cond', '')}")
     return out
 
 
-def explain(engine: Engine, statement: str, parameters: Any) -> tuple[list[str], Callable[[frozenset[str]], list[str]]]:
+def explain(
+    engine: Engine, statement: str, parameters: Any
+) -> tuple[list[str], Callable[[frozenset[str]], list[str]]]:
     """(readable plan lines, violations(walk)) for one captured statement."""
     with engine.connect() as conn:
         if engine.dialect.name == "postgresql":
-            raw = conn.exec_driver_sql("EXPLAIN (FORMAT JSON) " + statement, parameters).scalar_one()
+            raw = conn.exec_driver_sql(
+                "EXPLAIN (FORMAT JSON) " + statement, parameters
+            ).scalar_one()
             plan = (json.loads(raw) if isinstance(raw, str) else raw)[0]
-            lines = [f"{n['Node Type']} {n.get('Relation Name', '')} {n.get('Index Name', '')} "
-                     f"{n.get('Index Cond', '')}".strip() for n in _pg_nodes(plan["Plan"])]
+            lines = [
+                f"{n['Node Type']} {n.get('Relation Name', '')} {n.get('Index Name', '')} "
+                f"{n.get('Index Cond', '')}".strip()
+                for n in _pg_nodes(plan["Plan"])
+            ]
             return lines, lambda walk: pg_violations(plan, walk)
-        steps = [str(row[-1]) for row in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, parameters)]
+        steps = [
+            str(row[-1])
+            for row in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, parameters)
+        ]
         return steps, lambda walk: sqlite_violations(steps, walk)

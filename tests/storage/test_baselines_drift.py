@@ -85,14 +85,18 @@ def test_status_transitions_and_single_active(migrated_db):
         assert active.spec == {"thresholds": {"psi": 0.2}} and active.cluster_model == b"\x00\x01"
         assert [x.name for x in list_baselines(s, status="retired")] == ["a"]
         retired = list_baselines(s, status="retired")[0]
-        assert retired.spec == {"edges": [0.0, 1.0, 2.0]} and retired.validation["psi"] == pytest.approx(0.01)
+        assert retired.spec == {"edges": [0.0, 1.0, 2.0]} and retired.validation[
+            "psi"
+        ] == pytest.approx(0.01)
 
 
 def test_drift_run_claim_results_and_rerun_after_kill(migrated_db):
     end = T0 + timedelta(hours=1)
     results = [
         DriftResultRow("psi", "latency_ms", "*", np.float64(0.31), None, 0.2, True),
-        DriftResultRow("ks", "prompt_tokens", "a", 0.05, float("nan"), 0.1, False, False, {"n": np.int64(3)}),
+        DriftResultRow(
+            "ks", "prompt_tokens", "a", 0.05, float("nan"), 0.1, False, False, {"n": np.int64(3)}
+        ),
         DriftResultRow("mmd", "prompt_embedding", "b", insufficient=True),
     ]
     with session_scope(migrated_db) as s:
@@ -105,17 +109,23 @@ def test_drift_run_claim_results_and_rerun_after_kill(migrated_db):
         rerun = start_drift_run(s, T0, end)
         assert rerun.id == first_id and get_drift_results(s, rerun.id) == []
         add_drift_results(s, rerun.id, results)
-        finish_drift_run(s, rerun.id, num_samples=120, summary={"drifted": 1}, report_path="/r/x.html")
+        finish_drift_run(
+            s, rerun.id, num_samples=120, summary={"drifted": 1}, report_path="/r/x.html"
+        )
     with session_scope(migrated_db) as s:
         assert start_drift_run(s, T0, end) is None  # done: never redone
         latest = latest_drift_run(s)
-        assert latest.id == first_id and latest.num_samples == 120 and latest.finished_at is not None
+        assert (
+            latest.id == first_id and latest.num_samples == 120 and latest.finished_at is not None
+        )
         rows = get_drift_results(s, first_id)
         assert len(rows) == 3
         ks = next(r for r in rows if r.test == "ks")
         assert ks.p_value is None and ks.detail == {"n": 3} and ks.segment == "a"
         assert [r.test for r in get_drift_results(s, first_id, drifted_only=True)] == ["psi"]
-        assert [r.feature for r in get_drift_results(s, first_id, segment="b")] == ["prompt_embedding"]
+        assert [r.feature for r in get_drift_results(s, first_id, segment="b")] == [
+            "prompt_embedding"
+        ]
         with pytest.raises(ValueError, match="status"):
             finish_drift_run(s, first_id, status="weird")
 
@@ -126,7 +136,9 @@ def test_longest_segment_label_is_stored(migrated_db):
     label = "prompt_version=" + "v" * 128
     with session_scope(migrated_db) as s:
         run = start_drift_run(s, T0, T0 + timedelta(hours=1), baseline_id=None)
-        add_drift_results(s, run.id, [DriftResultRow("psi", "latency_ms", label, 0.3, None, 0.2, True)])
+        add_drift_results(
+            s, run.id, [DriftResultRow("psi", "latency_ms", label, 0.3, None, 0.2, True)]
+        )
         run_id = run.id
     with session_scope(migrated_db) as s:
         assert [r.segment for r in get_drift_results(s, run_id, segment=label)] == [label]

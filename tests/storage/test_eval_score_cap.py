@@ -32,15 +32,25 @@ def _fill(url: str, n: int, *, seed: int = 0) -> list[tuple[datetime, str]]:
     samples, scores, scored = [], [], []
     for i, off in enumerate(offsets):
         sid, ts = f"s{i:07d}", T0 + timedelta(seconds=float(off))
-        samples.append({"id": sid, "timestamp": ts, "segment": ("web", "api")[i % 2],
-                        "tenant": "acme", "sample_weight": 1.0, "source": "engine"})
+        samples.append(
+            {
+                "id": sid,
+                "timestamp": ts,
+                "segment": ("web", "api")[i % 2],
+                "tenant": "acme",
+                "sample_weight": 1.0,
+                "source": "engine",
+            }
+        )
         if i % 7 == 6:
             continue
         scored.append((ts, sid))
         judge = 4.0 * (1 - 0.2 * off / WEEK.total_seconds()) + rng.normal(0, 0.5)
         scores.append({"sample_id": sid, "name": "judge", "score": judge, "created_at": ts})
         if i % 3:
-            scores.append({"sample_id": sid, "name": "refusal", "score": float(i % 2), "created_at": ts})
+            scores.append(
+                {"sample_id": sid, "name": "refusal", "score": float(i % 2), "created_at": ts}
+            )
     with session_factory(url)() as s:
         s.execute(insert(Sample.__table__), samples)  # executemany: seconds for tens of thousands
         s.execute(insert(EvalScore.__table__), scores)
@@ -66,7 +76,9 @@ def test_small_week_capped_read_equals_uncapped(migrated_db):
     full_judge = np.array([r.score for r in full if r.name == "judge"])
     capped_judge = np.array([r.score for r in judge])
     ref = np.random.default_rng(5).normal(4.0, 0.5, 200)
-    assert eval_trend_test(ref, capped_judge).to_dict() == eval_trend_test(ref, full_judge).to_dict()
+    assert (
+        eval_trend_test(ref, capped_judge).to_dict() == eval_trend_test(ref, full_judge).to_dict()
+    )
 
 
 def test_capped_read_is_the_systematic_sample_with_whole_samples(migrated_db):
@@ -101,8 +113,11 @@ def test_large_week_read_is_bounded_and_keeps_the_trend(migrated_db):
     full_ts = np.array([r.timestamp.timestamp() for r in full])
     cap_judge = [r for r in capped if r.name == "judge"]
     whole = eval_trend_test(ref, np.array([r.score for r in full]), timestamps=full_ts)
-    part = eval_trend_test(ref, np.array([r.score for r in cap_judge]),
-                           timestamps=np.array([r.timestamp.timestamp() for r in cap_judge]))
+    part = eval_trend_test(
+        ref,
+        np.array([r.score for r in cap_judge]),
+        timestamps=np.array([r.timestamp.timestamp() for r in cap_judge]),
+    )
     assert whole.drifted and part.drifted
     assert part.statistic == pytest.approx(whole.statistic, abs=0.01)
     for a, b in zip(part.detail["daily_means"], whole.detail["daily_means"], strict=True):

@@ -46,7 +46,11 @@ def test_datetimes_come_back_utc_aware(migrated_db):
         assert ts.tzinfo is not None and ts.utcoffset() == timedelta(0)
         assert ts == local and ts.hour == 12
         # filtering with an aware bound in another zone compares instants, not wall clocks
-        n = s.query(Sample).filter(Sample.timestamp >= datetime(2026, 6, 1, 12, 30, tzinfo=UTC)).count()
+        n = (
+            s.query(Sample)
+            .filter(Sample.timestamp >= datetime(2026, 6, 1, 12, 30, tzinfo=UTC))
+            .count()
+        )
         assert n == 1
 
 
@@ -121,13 +125,19 @@ def test_lookups_by_sample_use_the_unique_indexes(db_url):
         with engine.connect() as conn:
             insp = inspect(conn)
             for table in ("eval_scores", "embeddings"):
-                assert [i["name"] for i in insp.get_indexes(table) if i["column_names"] == ["sample_id"]] == []
+                assert [
+                    i["name"] for i in insp.get_indexes(table) if i["column_names"] == ["sample_id"]
+                ] == []
                 unique = [c["column_names"] for c in insp.get_unique_constraints(table)]
                 assert any(cols[0] == "sample_id" for cols in unique), unique
             if engine.dialect.name == "sqlite":
                 for table in ("eval_scores", "embeddings"):
-                    plan = " ".join(str(row[-1]) for row in conn.exec_driver_sql(
-                        f"EXPLAIN QUERY PLAN SELECT * FROM {table} WHERE sample_id = 'x'"))
+                    plan = " ".join(
+                        str(row[-1])
+                        for row in conn.exec_driver_sql(
+                            f"EXPLAIN QUERY PLAN SELECT * FROM {table} WHERE sample_id = 'x'"
+                        )
+                    )
                     assert "USING INDEX" in plan, plan
     finally:
         engine.dispose()

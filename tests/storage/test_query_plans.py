@@ -47,31 +47,57 @@ QUERIES = {
     "embed queue": (QUEUE, lambda s: samples_missing_embeddings(s, MODEL, 256)),
     "embed queue since": (QUEUE, lambda s: samples_missing_embeddings(s, MODEL, 256, since=START)),
     # counts the whole queue (up to a cap) for the metrics: may read both tables once
-    "embed backlog": (frozenset({"samples", "embeddings"}), lambda s: series.embed_backlog(s, MODEL)),
+    "embed backlog": (
+        frozenset({"samples", "embeddings"}),
+        lambda s: series.embed_backlog(s, MODEL),
+    ),
     "oldest unvisited": (frozenset(), lambda s: backlog.oldest_unvisited(s, (START, "x"))),
-    "embed window queue": (frozenset(), lambda s: queued_samples(
-        s, window_queue(s, START, END, max_rows=100), MODEL, 256)),
-    "embed window queue state": (frozenset(), lambda s: queue_state(
-        s, window_queue(s, START, END, max_rows=100), MODEL)),
+    "embed window queue": (
+        frozenset(),
+        lambda s: queued_samples(s, window_queue(s, START, END, max_rows=100), MODEL, 256),
+    ),
+    "embed window queue state": (
+        frozenset(),
+        lambda s: queue_state(s, window_queue(s, START, END, max_rows=100), MODEL),
+    ),
     "eval queue": (QUEUE, lambda s: samples_missing_eval_scores(s, "judge", 256)),
     "window read": (frozenset(), lambda s: fetch_window(s, START, END, embedding_model=MODEL)),
     "window read by segment": (frozenset(), lambda s: fetch_window(s, START, END, segment="s1")),
     "window read by tenant": (frozenset(), lambda s: fetch_window(s, START, END, tenant="t2")),
-    "window read capped": (frozenset(), lambda s: fetch_window(s, START, END, max_rows=50,
-                                                               embedding_model=MODEL)),
+    "window read capped": (
+        frozenset(),
+        lambda s: fetch_window(s, START, END, max_rows=50, embedding_model=MODEL),
+    ),
     "window embeddings": (frozenset(), lambda s: fetch_window_embeddings(s, START, END, MODEL)),
-    "embeddings by id": (frozenset(), lambda s: load_embeddings(s, [f"x{i:06d}" for i in range(0, 900, 7)], MODEL)),
+    "embeddings by id": (
+        frozenset(),
+        lambda s: load_embeddings(s, [f"x{i:06d}" for i in range(0, 900, 7)], MODEL),
+    ),
     "window count": (frozenset(), lambda s: count_samples(s, START, END)),
     "window count by segment": (frozenset(), lambda s: count_by_segment(s, START, END)),
     "eval window": (frozenset(), lambda s: load_eval_scores(s, START, END)),
-    "eval sample": (frozenset(), lambda s: load_eval_scores(s, START, END, name="judge", max_samples=20)),
+    "eval sample": (
+        frozenset(),
+        lambda s: load_eval_scores(s, START, END, name="judge", max_samples=20),
+    ),
     "eval means": (frozenset(), lambda s: series.eval_means(s, START)),
-    "series traffic buckets": (frozenset(), lambda s: traffic_buckets(s, START, END, START.timestamp(), 300, 12)),
-    "series traffic buckets by tenant": (frozenset(), lambda s: traffic_buckets(
-        s, START, END, START.timestamp(), 300, 12, tenant="t1")),
-    "series eval buckets": (frozenset(), lambda s: eval_bucket_means(s, START, END, START.timestamp(), 300)),
+    "series traffic buckets": (
+        frozenset(),
+        lambda s: traffic_buckets(s, START, END, START.timestamp(), 300, 12),
+    ),
+    "series traffic buckets by tenant": (
+        frozenset(),
+        lambda s: traffic_buckets(s, START, END, START.timestamp(), 300, 12, tenant="t1"),
+    ),
+    "series eval buckets": (
+        frozenset(),
+        lambda s: eval_bucket_means(s, START, END, START.timestamp(), 300),
+    ),
     "arrivals": (frozenset(), lambda s: series.arrived_after(s, START)),
-    "retention delete": (frozenset(), lambda s: delete_samples_older_than(s, T0 - timedelta(days=1))),
+    "retention delete": (
+        frozenset(),
+        lambda s: delete_samples_older_than(s, T0 - timedelta(days=1)),
+    ),
 }
 
 
@@ -80,21 +106,49 @@ def _seed(url: str) -> None:
     for i in range(N_SAMPLES):
         ts = T0 + timedelta(seconds=i * STEP_S)
         sid = f"x{i:06d}"
-        samples.append({"id": sid, "record_id": sid, "timestamp": ts, "ingested_at": ts,
-                        "tenant": f"t{i % 3}", "segment": f"s{i % 4}", "prompt": f"prompt {i}",
-                        "response": f"response {i}", "ttft_ms": 10.0 + i % 50, "tpot_ms": 5.0,
-                        "latency_ms": 100.0 + i % 300, "sample_weight": 1.0, "source": "ingest"})
+        samples.append(
+            {
+                "id": sid,
+                "record_id": sid,
+                "timestamp": ts,
+                "ingested_at": ts,
+                "tenant": f"t{i % 3}",
+                "segment": f"s{i % 4}",
+                "prompt": f"prompt {i}",
+                "response": f"response {i}",
+                "ttft_ms": 10.0 + i % 50,
+                "tpot_ms": 5.0,
+                "latency_ms": 100.0 + i % 300,
+                "sample_weight": 1.0,
+                "source": "ingest",
+            }
+        )
         if i < N_SAMPLES * EMBEDDED:  # the queue: the newest 30 % are not embedded yet
-            embeddings += [{"sample_id": sid, "field": f, "model": MODEL, "dim": 384, "vector": VECTOR}
-                           for f in ("prompt", "response")] if i % 5 == 0 else \
-                          [{"sample_id": sid, "field": "prompt", "model": MODEL, "dim": 384, "vector": VECTOR}]
+            embeddings += (
+                [
+                    {"sample_id": sid, "field": f, "model": MODEL, "dim": 384, "vector": VECTOR}
+                    for f in ("prompt", "response")
+                ]
+                if i % 5 == 0
+                else [
+                    {
+                        "sample_id": sid,
+                        "field": "prompt",
+                        "model": MODEL,
+                        "dim": 384,
+                        "vector": VECTOR,
+                    }
+                ]
+            )
         if i % 2 == 0:
-            scores += [{"sample_id": sid, "name": name, "score": 0.5, "created_at": ts}
-                       for name in ("judge", "refusal")]
+            scores += [
+                {"sample_id": sid, "name": name, "score": 0.5, "created_at": ts}
+                for name in ("judge", "refusal")
+            ]
     with session_scope(url) as session:
         for table, rows in ((Sample, samples), (Embedding, embeddings), (EvalScore, scores)):
             for k in range(0, len(rows), 5000):
-                session.execute(insert(table), rows[k:k + 5000])
+                session.execute(insert(table), rows[k : k + 5000])
     if url.startswith("postgresql"):
         with get_engine(url).connect() as conn:
             conn.execute(text("ANALYZE"))

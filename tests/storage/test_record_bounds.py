@@ -24,8 +24,10 @@ from storage.repositories.samples import fetch_window, insert_samples
 from vigil.sample_record.limits import SIDECAR_MODEL_NAME
 
 T0 = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
-INSERT = text("INSERT INTO samples (id, timestamp, sample_weight, source, prompt_tokens) "
-              "VALUES (:id, :ts, :w, 'engine', :n)")
+INSERT = text(
+    "INSERT INTO samples (id, timestamp, sample_weight, source, prompt_tokens) "
+    "VALUES (:id, :ts, :w, 'engine', :n)"
+)
 
 
 def _raw_insert(url: str, sample_id: str, weight: float, tokens: int | None = 1) -> None:
@@ -38,7 +40,10 @@ def test_the_database_refuses_what_the_schema_refuses(migrated_db, weight, token
     with pytest.raises(IntegrityError, match="ck_samples_"):
         _raw_insert(migrated_db, "bad", weight, tokens)
     _raw_insert(migrated_db, "edge", 1e6, 0)  # the bounds themselves are allowed
-    with pytest.raises(IntegrityError, match="ck_samples_sample_weight_range"), session_scope(migrated_db) as s:
+    with (
+        pytest.raises(IntegrityError, match="ck_samples_sample_weight_range"),
+        session_scope(migrated_db) as s,
+    ):
         s.execute(text("UPDATE samples SET sample_weight = 2e6 WHERE id = 'edge'"))
 
 
@@ -55,18 +60,32 @@ def test_migration_brings_older_rows_within_the_bounds(db_url):
 
 
 def _record(i: int, **fields) -> dict:
-    return {"id": f"c{i}", "timestamp": (T0 + timedelta(minutes=i)).timestamp(), "prompt": f"p{i}", **fields}
+    return {
+        "id": f"c{i}",
+        "timestamp": (T0 + timedelta(minutes=i)).timestamp(),
+        "prompt": f"p{i}",
+        **fields,
+    }
 
 
 def test_client_vectors_keep_one_dimension_per_model(migrated_db):
     with session_scope(migrated_db) as s:
         insert_samples(s, [_record(1, prompt_embedding=[1.0, 2.0, 3.0], embedding_model="mini")])
-    with pytest.raises(RecordError, match="'c2': prompt_embedding has 4 values; client:mini vectors have 3"), \
-            session_scope(migrated_db) as s:
+    with (
+        pytest.raises(
+            RecordError, match="'c2': prompt_embedding has 4 values; client:mini vectors have 3"
+        ),
+        session_scope(migrated_db) as s,
+    ):
         insert_samples(s, [_record(2, prompt_embedding=[1.0] * 4, embedding_model="mini")])
     # a model new to the database: the first vector of the batch fixes the dimension
-    with pytest.raises(RecordError, match="'c4': response_embedding has 2 values"), session_scope(migrated_db) as s:
-        insert_samples(s, [_record(3, response_embedding=[1.0] * 5), _record(4, response_embedding=[1.0, 2.0])])
+    with (
+        pytest.raises(RecordError, match="'c4': response_embedding has 2 values"),
+        session_scope(migrated_db) as s,
+    ):
+        insert_samples(
+            s, [_record(3, response_embedding=[1.0] * 5), _record(4, response_embedding=[1.0, 2.0])]
+        )
     with session_scope(migrated_db) as s:  # nothing of a refused call was stored
         ids = [r["id"] for r in fetch_window(s, T0, T0 + timedelta(hours=1))]
         insert_samples(s, [_record(5, prompt_embedding=[0.0] * 3, embedding_model="client:mini")])
@@ -74,8 +93,12 @@ def test_client_vectors_keep_one_dimension_per_model(migrated_db):
 
 
 def test_the_sidecar_model_never_reads_client_vectors(migrated_db):
-    poisoned = _record(1, prompt_embedding=[0.5] * 384, response_embedding=[0.5] * 384,
-                       embedding_model=SIDECAR_MODEL_NAME)  # claims the sidecar's own model
+    poisoned = _record(
+        1,
+        prompt_embedding=[0.5] * 384,
+        response_embedding=[0.5] * 384,
+        embedding_model=SIDECAR_MODEL_NAME,
+    )  # claims the sidecar's own model
     with session_scope(migrated_db) as s:
         insert_samples(s, [poisoned, _record(2)])
     end = T0 + timedelta(hours=1)

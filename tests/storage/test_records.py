@@ -60,7 +60,9 @@ def test_normalisation_extra_evals_embeddings():
     # back to a record: the same fields, extra merged back at the top level
     row = SimpleNamespace(**parsed.row)
     back = record_from_row(row, parsed.eval_scores)
-    assert back["customer_tier"] == "gold" and back["eval_score"] == 0.9 and back["eval_judge"] == 4.0
+    assert (
+        back["customer_tier"] == "gold" and back["eval_score"] == 0.9 and back["eval_judge"] == 4.0
+    )
     assert back["timestamp"] == "2025-11-29T11:00:00.000000Z"
     again = sample_from_record(back, source="ingest")
     assert again.row == parsed.row and again.eval_scores == parsed.eval_scores
@@ -90,7 +92,10 @@ def test_missing_id_gets_a_uuid_and_timestamp_defaults_to_now():
         ({"prompt": "p", "response_embedding": [1, float("inf")]}, "response_embedding"),
         ({"prompt": "p", "blob": object()}, "blob"),
         ({"prompt": "p", "sample_weight": 1e6 + 1}, "sample_weight"),
-        ({"prompt": "p", "prompt_embedding": [1.0], "response_embedding": [1.0, 2.0]}, "response_embedding"),
+        (
+            {"prompt": "p", "prompt_embedding": [1.0], "response_embedding": [1.0, 2.0]},
+            "response_embedding",
+        ),
     ],
 )
 def test_bad_fields_are_named(record, field):
@@ -112,17 +117,23 @@ def test_vector_bytes_roundtrip_exact():
 def test_client_vectors_are_stored_under_client_names():
     bare = sample_from_record({"prompt": "p", "prompt_embedding": [1.0, 2.0]})
     assert bare.embedding_model == "client:unknown"
-    named = sample_from_record({"prompt": "p", "prompt_embedding": [0.0] * 384,
-                                "embedding_model": "all-MiniLM-L6-v2"})
-    assert named.embedding_model == "client:all-MiniLM-L6-v2"  # the sidecar's name, but not its rows
+    named = sample_from_record(
+        {"prompt": "p", "prompt_embedding": [0.0] * 384, "embedding_model": "all-MiniLM-L6-v2"}
+    )
+    assert (
+        named.embedding_model == "client:all-MiniLM-L6-v2"
+    )  # the sidecar's name, but not its rows
     with pytest.raises(RecordError, match="prompt_embedding"):
-        sample_from_record({"prompt": "p", "prompt_embedding": [0.0] * 10,
-                            "embedding_model": "all-MiniLM-L6-v2"})
+        sample_from_record(
+            {"prompt": "p", "prompt_embedding": [0.0] * 10, "embedding_model": "all-MiniLM-L6-v2"}
+        )
 
 
 def test_future_timestamps_are_refused_past_the_skew():
     now = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
     soon = {"prompt": "p", "timestamp": "2026-11-30T12:04:59Z"}
-    assert sample_from_record(soon, now=now).row["timestamp"] == datetime(2026, 11, 30, 12, 4, 59, tzinfo=UTC)
+    assert sample_from_record(soon, now=now).row["timestamp"] == datetime(
+        2026, 11, 30, 12, 4, 59, tzinfo=UTC
+    )
     with pytest.raises(RecordError, match="timestamp: .* in the future"):
         sample_from_record({"prompt": "p", "timestamp": "2026-11-30T12:05:01Z"}, now=now)

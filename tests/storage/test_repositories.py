@@ -87,7 +87,11 @@ def test_embeddings_roundtrip_bytes_exactly(migrated_db):
         assert [m["id"] for m in missing] == [f"s{i:04d}" for i in range(6)]
         vectors = {f"s{i:04d}": rng.standard_normal(384).astype(np.float32) for i in range(4)}
         vectors["s0000"][:3] = [-0.0, np.finfo(np.float32).tiny / 4, np.finfo(np.float32).min]
-        rows = [EmbeddingRow(i, f, "mini", v) for i, v in vectors.items() for f in ("prompt", "response")]
+        rows = [
+            EmbeddingRow(i, f, "mini", v)
+            for i, v in vectors.items()
+            for f in ("prompt", "response")
+        ]
         assert store_embeddings(s, rows) == 8
         assert store_embeddings(s, rows[:2]) == 0  # idempotent
     with session_scope(migrated_db) as s:
@@ -144,7 +148,9 @@ def test_eval_scores_store_load_and_missing(migrated_db):
 def test_retention_cascades_but_baselines_keep_frozen_copies(migrated_db):
     with session_scope(migrated_db) as s:
         insert_samples(s, make_records(10, step_s=3600))  # hourly from T0
-        store_embeddings(s, [EmbeddingRow(f"s{i:04d}", "prompt", "m", [float(i)]) for i in range(10)])
+        store_embeddings(
+            s, [EmbeddingRow(f"s{i:04d}", "prompt", "m", [float(i)]) for i in range(10)]
+        )
         store_eval_scores(s, [EvalScoreRow(f"s{i:04d}", "judge", 3.0) for i in range(10)])
         baseline = create_baseline(s, "b", T0, T0 + timedelta(hours=4))
         assert freeze_baseline_samples(s, baseline.id, embedding_model="m") == 4

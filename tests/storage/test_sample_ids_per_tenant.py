@@ -22,13 +22,23 @@ T0 = datetime(2026, 11, 29, 10, tzinfo=UTC)
 
 
 def rec(rid: str, tenant: str | None, **extra) -> dict:
-    return {"id": rid, "prompt": f"{tenant}:{rid}", "tenant": tenant, "timestamp": T0.timestamp(), **extra}
+    return {
+        "id": rid,
+        "prompt": f"{tenant}:{rid}",
+        "tenant": tenant,
+        "timestamp": T0.timestamp(),
+        **extra,
+    }
 
 
 def rows(url: str) -> dict[tuple[str | None, str], tuple[str, str]]:
     with session_scope(url) as s:
-        return {(t, r): (i, p) for i, t, r, p in s.execute(select(Sample.id, Sample.tenant, Sample.record_id,
-                                                                      Sample.prompt))}
+        return {
+            (t, r): (i, p)
+            for i, t, r, p in s.execute(
+                select(Sample.id, Sample.tenant, Sample.record_id, Sample.prompt)
+            )
+        }
 
 
 def test_another_tenants_id_is_another_sample(migrated_db):
@@ -44,7 +54,13 @@ def test_another_tenants_id_is_another_sample(migrated_db):
     assert stored[("globex", "x1")] == (scoped_id("globex", "x1"), "globex:x1")
     assert stored[(None, "x1")] == (scoped_id(None, "x1"), "None:x1")
     with session_scope(migrated_db) as s:  # each sample keeps its own eval score
-        scores = dict(s.execute(select(Sample.tenant, EvalScore.score).join(EvalScore, EvalScore.sample_id == Sample.id)).all())
+        scores = dict(
+            s.execute(
+                select(Sample.tenant, EvalScore.score).join(
+                    EvalScore, EvalScore.sample_id == Sample.id
+                )
+            ).all()
+        )
     assert scores == {"acme": 4.0, "globex": 1.0}
     with session_scope(migrated_db) as s:
         window = fetch_window(s, T0, T0.replace(hour=11))
@@ -69,8 +85,12 @@ def test_a_lost_race_for_a_record_id_is_retried_under_the_scoped_id(migrated_db,
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), st.sampled_from(["acme", "globex", None])),
-                max_size=12))
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["a", "b", "c"]), st.sampled_from(["acme", "globex", None])),
+        max_size=12,
+    )
+)
 def test_every_key_is_stored_once_whatever_the_order(db_url_module, keys):
     upgrade(db_url_module)
     with session_scope(db_url_module) as s:
@@ -91,20 +111,36 @@ def test_upgrade_from_0007_keeps_rows_ids_and_child_rows(db_url):
     try:
         with engine.begin() as conn:
             for sid, tenant in (("old-1", "acme"), ("old-2", None), ("old-3", "globex")):
-                conn.execute(text("INSERT INTO samples (id, timestamp, tenant, prompt, sample_weight, source) "
-                                  "VALUES (:i, :ts, :t, 'p', 1.0, 'ingest')"), {"i": sid, "t": tenant, "ts": T0})
-            conn.execute(text("INSERT INTO eval_scores (sample_id, name, score, created_at) "
-                              "VALUES ('old-1', 'judge', 3.0, :ts)"), {"ts": T0})
+                conn.execute(
+                    text(
+                        "INSERT INTO samples (id, timestamp, tenant, prompt, sample_weight, source) "
+                        "VALUES (:i, :ts, :t, 'p', 1.0, 'ingest')"
+                    ),
+                    {"i": sid, "t": tenant, "ts": T0},
+                )
+            conn.execute(
+                text(
+                    "INSERT INTO eval_scores (sample_id, name, score, created_at) "
+                    "VALUES ('old-1', 'judge', 3.0, :ts)"
+                ),
+                {"ts": T0},
+            )
     finally:
         engine.dispose()
     assert upgrade(db_url) == head_revision()
     stored = rows(db_url)
-    assert {k: v[0] for k, v in stored.items()} == {("acme", "old-1"): "old-1", (None, "old-2"): "old-2",
-                                                    ("globex", "old-3"): "old-3"}
+    assert {k: v[0] for k, v in stored.items()} == {
+        ("acme", "old-1"): "old-1",
+        (None, "old-2"): "old-2",
+        ("globex", "old-3"): "old-3",
+    }
     with session_scope(db_url) as s:
         assert s.scalar(select(EvalScore.score).where(EvalScore.sample_id == "old-1")) == 3.0
         # an old id under its own tenant is a duplicate; under another tenant a new sample
-        assert insert_samples(s, [rec("old-1", "acme"), rec("old-1", "globex"), rec("old-2", None)]) == 1
+        assert (
+            insert_samples(s, [rec("old-1", "acme"), rec("old-1", "globex"), rec("old-2", None)])
+            == 1
+        )
     assert rows(db_url)[("globex", "old-1")][0] == scoped_id("globex", "old-1")
 
 

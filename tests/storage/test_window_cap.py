@@ -16,15 +16,26 @@ from storage.repositories.samples import fetch_window, insert_samples
 from storage.repositories.window_cap import stratum_quotas
 
 T0 = datetime(2026, 11, 30, 10, tzinfo=UTC)
-SEGMENTS = {"web": (450, (1.0, 1.5)), "api": (120, (2.5,)), "rare": (30, (10.0,)), None: (24, (4.0,))}
+SEGMENTS = {
+    "web": (450, (1.0, 1.5)),
+    "api": (120, (2.5,)),
+    "rare": (30, (10.0,)),
+    None: (24, (4.0,)),
+}
 
 
 def _records() -> list[dict]:
     out = []
     for seg, (n, weights) in SEGMENTS.items():
         for i in range(n):
-            rec = {"id": f"{seg}-{i}", "timestamp": (T0 + timedelta(seconds=3590 * i / n + len(str(seg)))).isoformat(),
-                   "prompt": f"q {i}", "response": "a", "prompt_tokens": 3, "sample_weight": weights[i % len(weights)]}
+            rec = {
+                "id": f"{seg}-{i}",
+                "timestamp": (T0 + timedelta(seconds=3590 * i / n + len(str(seg)))).isoformat(),
+                "prompt": f"q {i}",
+                "response": "a",
+                "prompt_tokens": 3,
+                "sample_weight": weights[i % len(weights)],
+            }
             if seg is not None:
                 rec["segment"] = seg
             out.append(rec)  # fmt: skip
@@ -52,8 +63,9 @@ def test_capped_window_keeps_shares_floors_and_weighted_totals(migrated_db):
         with factory() as s:
             full = fetch_window(s, T0, T0 + timedelta(hours=1))
             statements.clear()
-            capped = fetch_window(s, T0, T0 + timedelta(hours=1), max_rows=200, min_per_segment=40,
-                                  with_extra=False)
+            capped = fetch_window(
+                s, T0, T0 + timedelta(hours=1), max_rows=200, min_per_segment=40, with_extra=False
+            )
     finally:
         event.remove(engine, "before_cursor_execute", listener)
     full_rows, full_weight = _totals(full)
@@ -67,19 +79,29 @@ def test_capped_window_keeps_shares_floors_and_weighted_totals(migrated_db):
     stamps = [r["timestamp"] for r in capped]
     assert stamps == sorted(stamps) and len({r["id"] for r in capped}) == 200
     web = [r["timestamp"] for r in capped if r.get("segment") == "web"]
-    assert web[0] < (T0 + timedelta(minutes=5)).isoformat() and web[-1] > (T0 + timedelta(minutes=55)).isoformat()
+    assert (
+        web[0] < (T0 + timedelta(minutes=5)).isoformat()
+        and web[-1] > (T0 + timedelta(minutes=55)).isoformat()
+    )
     reads = " ".join(q for q in statements if "FROM samples" in q)
-    assert "samples.prompt" in reads and "ingested_at" not in reads and "samples.source" not in reads
+    assert (
+        "samples.prompt" in reads and "ingested_at" not in reads and "samples.source" not in reads
+    )
     assert "samples.extra" not in reads
 
     with factory() as s:  # under the cap: every row, weights untouched
         same = fetch_window(s, T0, T0 + timedelta(hours=1), max_rows=1000)
-    assert [(r["id"], r["sample_weight"]) for r in same] == [(r["id"], r["sample_weight"]) for r in full]
+    assert [(r["id"], r["sample_weight"]) for r in same] == [
+        (r["id"], r["sample_weight"]) for r in full
+    ]
 
 
 @settings(max_examples=60, deadline=None, derandomize=True, database=None)
-@given(counts=st.dictionaries(st.text(max_size=3), st.integers(0, 500), min_size=1, max_size=8),
-       max_rows=st.integers(1, 900), floor=st.integers(1, 100))
+@given(
+    counts=st.dictionaries(st.text(max_size=3), st.integers(0, 500), min_size=1, max_size=8),
+    max_rows=st.integers(1, 900),
+    floor=st.integers(1, 100),
+)
 def test_quotas_fit_the_cap_and_keep_floors(counts, max_rows, floor):
     quotas = stratum_quotas(counts, max_rows, floor)
     total = sum(counts.values())

@@ -24,16 +24,22 @@ T0 = datetime(2026, 11, 30, 10, tzinfo=UTC)
 HOUR = timedelta(hours=1)
 MODEL = "all-MiniLM-L6-v2"
 
-mixes = st.dictionaries(st.sampled_from(["web", "api", "rare", "x/y", None]), st.integers(0, 90),
-                        min_size=1, max_size=5)
+mixes = st.dictionaries(
+    st.sampled_from(["web", "api", "rare", "x/y", None]), st.integers(0, 90), min_size=1, max_size=5
+)
 
 
 def _records(mix: dict[str | None, int], tag: str) -> list[dict]:
     out = []
     for seg, n in mix.items():
         for i in range(n):
-            rec = {"id": _id(tag, seg, i), "timestamp": (T0 + HOUR * (i + 0.5) / (n + 1)).isoformat(),
-                   "prompt": f"q {i}", "response": "a", "sample_weight": 1.0 + i % 3}
+            rec = {
+                "id": _id(tag, seg, i),
+                "timestamp": (T0 + HOUR * (i + 0.5) / (n + 1)).isoformat(),
+                "prompt": f"q {i}",
+                "response": "a",
+                "sample_weight": 1.0 + i % 3,
+            }
             if seg is not None:
                 rec["segment"] = seg
             out.append(rec)  # fmt: skip
@@ -50,8 +56,13 @@ def _reset(factory) -> None:
         s.commit()
 
 
-@settings(max_examples=25, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 @given(mix=mixes, cap=st.integers(1, 200), floor=st.integers(1, 60), tag=st.integers(0, 10**6))
 def test_the_embed_queue_holds_exactly_the_rows_the_window_reads(migrated_db, mix, cap, floor, tag):
     factory = session_factory(migrated_db)
@@ -75,8 +86,13 @@ def test_the_embed_queue_holds_exactly_the_rows_the_window_reads(migrated_db, mi
         assert kept == every[: len(kept)]
 
 
-@settings(max_examples=25, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 @given(mix=mixes, cap=st.integers(1, 150), share=st.floats(0.1, 0.9))
 def test_rows_read_from_the_full_window_were_read_while_it_filled(migrated_db, mix, cap, share):
     """What the embed job embedded during the hour covers what the closed window reads, unless
@@ -97,7 +113,9 @@ def test_rows_read_from_the_full_window_were_read_while_it_filled(migrated_db, m
     for seg in mix:
         early_quota = early.selection.strata.get(seg)
         final_quota = stratum_quotas({k: v for k, v in mix.items() if v}, cap, 20).get(seg, 0)
-        before_cut = {r["id"] for r in final if r.get("segment") == seg and r["timestamp"] < cut.isoformat()}
+        before_cut = {
+            r["id"] for r in final if r.get("segment") == seg and r["timestamp"] < cut.isoformat()
+        }
         if early_quota is not None and early_quota.quota >= final_quota:
             assert before_cut <= early_ids
 
@@ -106,8 +124,11 @@ def test_draw_is_a_keyed_63_bit_hash_of_the_id():
     ids = [f"s{i}" for i in range(2000)]
     draws = [sample_draw(i) for i in ids]
     assert all(0 <= d < 2**63 for d in draws) and len(set(draws)) == len(ids)
-    assert sample_draw("s1") == int.from_bytes(
-        blake2b(b"s1", digest_size=8, key=b"vigil-window-draw").digest(), "big") >> 1
+    assert (
+        sample_draw("s1")
+        == int.from_bytes(blake2b(b"s1", digest_size=8, key=b"vigil-window-draw").digest(), "big")
+        >> 1
+    )
     assert abs(sum(d < 2**62 for d in draws) / len(draws) - 0.5) < 0.05  # half below the middle
 
 
@@ -118,7 +139,9 @@ def test_every_insert_path_sets_the_draw(migrated_db):
         s.add(Sample(id="orm", timestamp=T0, sample_weight=1.0, source="engine"))
         s.commit()
         assert dict(s.execute(select(Sample.id, Sample.draw)).all()) == {
-            "core": sample_draw("core"), "orm": sample_draw("orm")}
+            "core": sample_draw("core"),
+            "orm": sample_draw("orm"),
+        }
 
 
 def test_the_migration_gives_existing_rows_their_draw(tmp_path):
@@ -127,8 +150,13 @@ def test_the_migration_gives_existing_rows_their_draw(tmp_path):
     factory = session_factory(url)
     with factory() as s:
         for i in range(7):
-            s.execute(text("INSERT INTO samples (id, timestamp, sample_weight, source) "
-                           "VALUES (:i, '2026-11-30 10:00:00', 1.0, 'engine')"), {"i": f"old{i}"})
+            s.execute(
+                text(
+                    "INSERT INTO samples (id, timestamp, sample_weight, source) "
+                    "VALUES (:i, '2026-11-30 10:00:00', 1.0, 'engine')"
+                ),
+                {"i": f"old{i}"},
+            )
         s.commit()
     upgrade(url)
     with session_factory(url)() as s:

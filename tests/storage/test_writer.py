@@ -62,7 +62,9 @@ def _all_time():
 
 def test_full_queue_spills_to_journal_then_all_written(migrated_db, tmp_path):
     # not started: nothing drains the queue, so the 11th record onward must spill
-    writer = SampleWriter(migrated_db, tmp_path / "j", queue_size=10, flush_interval_s=0.05, start=False)
+    writer = SampleWriter(
+        migrated_db, tmp_path / "j", queue_size=10, flush_interval_s=0.05, start=False
+    )
     ids = [str(uuid.uuid4()) for _ in range(30)]
     for i, rid in enumerate(ids):
         assert writer.submit({"id": rid, "prompt": f"p{i}"})

@@ -43,7 +43,10 @@ def _wait(predicate, timeout: float = 30.0) -> None:
 
 def test_sigkill_mid_batch_loses_no_journaled_record(pg_url, pg_proxy, tmp_path):
     journal_dir = tmp_path / "journal"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path.cwd()), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(Path.cwd()), os.environ.get("PYTHONPATH", "")]),
+    }
     child = subprocess.Popen(
         [sys.executable, str(CHILD), pg_proxy.url_for(pg_url), str(journal_dir)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
@@ -65,8 +68,10 @@ def test_sigkill_mid_batch_loses_no_journaled_record(pg_url, pg_proxy, tmp_path)
 
     journaled = _journaled_ids(journal_dir)  # what the dead child left acknowledged on disk
     in_db_at_kill = _db_ids(pg_url)
-    print(f"at kill: {len(journaled)} journaled, {len(in_db_at_kill)} in db, "
-          f"{len(journaled & in_db_at_kill)} in both (replayed, segment not yet deleted)")
+    print(
+        f"at kill: {len(journaled)} journaled, {len(in_db_at_kill)} in db, "
+        f"{len(journaled & in_db_at_kill)} in both (replayed, segment not yet deleted)"
+    )
     assert journaled, "the kill came after the child finished replaying; nothing left to test"
 
     restarted = SampleWriter(pg_url, journal_dir, batch_size=500, flush_interval_s=0.05)

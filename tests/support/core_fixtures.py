@@ -20,8 +20,15 @@ def tiny_model_dir(root: Path) -> Path:
 
 
 def tiny_config(model_dir: Path, **overrides) -> EngineConfig:
-    cfg = dict(model_path=str(model_dir), device="cpu", block_size=4, num_kv_blocks=256,
-               max_num_batched_tokens=64, max_num_seqs=16, torch_threads=1)
+    cfg = dict(
+        model_path=str(model_dir),
+        device="cpu",
+        block_size=4,
+        num_kv_blocks=256,
+        max_num_batched_tokens=64,
+        max_num_seqs=16,
+        torch_threads=1,
+    )
     cfg.update(overrides)
     return EngineConfig(**cfg)
 

@@ -26,8 +26,9 @@ def _mixture(rng, n, weights, centres):
     return (centres[labels] + rng.normal(size=(n, DIM))).astype(np.float32)
 
 
-def make_samples(n: int, seed: int, *, drift: str | None = None, t0: float = 1.7e9,
-                 span_s: float = 3600.0) -> pd.DataFrame:
+def make_samples(
+    n: int, seed: int, *, drift: str | None = None, t0: float = 1.7e9, span_s: float = 3600.0
+) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     prompt_tokens = rng.poisson(60, n) + 5
     completion_tokens = rng.poisson(120, n) + 1
@@ -55,23 +56,31 @@ def make_samples(n: int, seed: int, *, drift: str | None = None, t0: float = 1.7
         raise ValueError(drift)
     latency = ttft + tpot * completion_tokens
     prompts = [" ".join(rng.choice(WORDS, max(1, t // 4))) for t in prompt_tokens]
-    return pd.DataFrame({
-        "id": [f"s{seed}-{i}" for i in range(n)],
-        "timestamp": t0 + np.sort(rng.uniform(0, span_s, n)),
-        "tenant": rng.choice(["acme", "globex"], n, p=[0.6, 0.4]),
-        "prompt_version": "v1",
-        "prompt": prompts,
-        "response": ["ok " * int(c // 10) for c in completion_tokens],
-        "prompt_tokens": prompt_tokens,
-        "completion_tokens": completion_tokens,
-        "finish_reason": rng.choice(["stop", "length"], n, p=[0.9, 0.1]),
-        "ttft_ms": ttft, "tpot_ms": tpot, "latency_ms": latency,
-        "mean_logprob": logprob, "mean_entropy": entropy,
-        "tools": [list(rng.choice(["search", "calc"], rng.integers(0, 3), replace=False)) for _ in range(n)],
-        "eval_score": evals,
-        "prompt_embedding": list(p_emb),
-        "response_embedding": list(r_emb),
-    })
+    return pd.DataFrame(
+        {
+            "id": [f"s{seed}-{i}" for i in range(n)],
+            "timestamp": t0 + np.sort(rng.uniform(0, span_s, n)),
+            "tenant": rng.choice(["acme", "globex"], n, p=[0.6, 0.4]),
+            "prompt_version": "v1",
+            "prompt": prompts,
+            "response": ["ok " * int(c // 10) for c in completion_tokens],
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "finish_reason": rng.choice(["stop", "length"], n, p=[0.9, 0.1]),
+            "ttft_ms": ttft,
+            "tpot_ms": tpot,
+            "latency_ms": latency,
+            "mean_logprob": logprob,
+            "mean_entropy": entropy,
+            "tools": [
+                list(rng.choice(["search", "calc"], rng.integers(0, 3), replace=False))
+                for _ in range(n)
+            ],
+            "eval_score": evals,
+            "prompt_embedding": list(p_emb),
+            "response_embedding": list(r_emb),
+        }
+    )
 
 
 def write_jsonl(frame: pd.DataFrame, path: Path) -> Path:

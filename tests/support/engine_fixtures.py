@@ -43,28 +43,45 @@ def save_tiny_model(arch: str, path: Path, seed: int = 0):
     """Random weights (std 0.2: peaked logits, so greedy argmax has no numerical near-ties)."""
     import transformers as tf
 
-    cls = {"llama": (tf.LlamaConfig, tf.LlamaForCausalLM), "qwen2": (tf.Qwen2Config, tf.Qwen2ForCausalLM),
-           "qwen3": (tf.Qwen3Config, tf.Qwen3ForCausalLM)}[arch]
+    cls = {
+        "llama": (tf.LlamaConfig, tf.LlamaForCausalLM),
+        "qwen2": (tf.Qwen2Config, tf.Qwen2ForCausalLM),
+        "qwen3": (tf.Qwen3Config, tf.Qwen3ForCausalLM),
+    }[arch]
     extra = {"head_dim": 16} if arch == "qwen3" else {}
     config = cls[0](
-        vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
-        initializer_range=0.2, tie_word_embeddings=arch == "llama", rope_theta=10000.0,
-        bos_token_id=None, eos_token_id=None, pad_token_id=None, **extra,
+        vocab_size=VOCAB,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        initializer_range=0.2,
+        tie_word_embeddings=arch == "llama",
+        rope_theta=10000.0,
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=None,
+        **extra,
     )
     torch.manual_seed(seed)
     model = cls[1](config).eval()
     with torch.no_grad():  # norms start at 1.0; randomize them so they are tested too
         for name, p in model.named_parameters():
             if "norm" in name or name.endswith("bias"):
-                p.copy_(1.0 + 0.3 * torch.randn_like(p) if "norm" in name else 0.3 * torch.randn_like(p))
+                p.copy_(
+                    1.0 + 0.3 * torch.randn_like(p) if "norm" in name else 0.3 * torch.randn_like(p)
+                )
     model.save_pretrained(str(path))
     byte_tokenizer_json(path)
     return model
 
 
 def make_engine(loaded, **overrides) -> LLMEngine:
-    cfg = dict(device="cpu", block_size=4, num_kv_blocks=256, max_num_batched_tokens=64, max_num_seqs=16)
+    cfg = dict(
+        device="cpu", block_size=4, num_kv_blocks=256, max_num_batched_tokens=64, max_num_seqs=16
+    )
     cfg.update(overrides)
     return LLMEngine(EngineConfig(**cfg), loaded=loaded)
 
@@ -73,7 +90,9 @@ def greedy(max_tokens: int = 16, **kw) -> SamplingParams:
     return SamplingParams(max_tokens=max_tokens, temperature=0.0, ignore_eos=True, **kw)
 
 
-def run_to_completion(engine: LLMEngine, arrivals: dict[int, list[tuple[str, list[int], SamplingParams]]]):
+def run_to_completion(
+    engine: LLMEngine, arrivals: dict[int, list[tuple[str, list[int], SamplingParams]]]
+):
     """`arrivals[step]`: requests added before that step. Returns {request_id: final output}."""
     finals = {}
     step = 0

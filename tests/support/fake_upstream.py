@@ -17,16 +17,48 @@ WORDS = ["The", " cat", " sat", " on", " the", " mat", "."]
 
 
 def chat_events(model: str, words: list[str], logprobs: bool, usage: bool) -> list[bytes]:
-    events = [{"id": "chatcmpl-up", "object": "chat.completion.chunk", "model": model,
-               "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}]
+    events = [
+        {
+            "id": "chatcmpl-up",
+            "object": "chat.completion.chunk",
+            "model": model,
+            "choices": [
+                {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}
+            ],
+        }
+    ]
     for i, word in enumerate(words):
-        choice = {"index": 0, "delta": {"content": word}, "finish_reason": "stop" if i == len(words) - 1 else None}
+        choice = {
+            "index": 0,
+            "delta": {"content": word},
+            "finish_reason": "stop" if i == len(words) - 1 else None,
+        }
         if logprobs:
-            choice["logprobs"] = {"content": [{"token": word, "logprob": -0.5, "bytes": None, "top_logprobs": []}]}
-        events.append({"id": "chatcmpl-up", "object": "chat.completion.chunk", "model": model, "choices": [choice]})
+            choice["logprobs"] = {
+                "content": [{"token": word, "logprob": -0.5, "bytes": None, "top_logprobs": []}]
+            }
+        events.append(
+            {
+                "id": "chatcmpl-up",
+                "object": "chat.completion.chunk",
+                "model": model,
+                "choices": [choice],
+            }
+        )
     if usage:
-        events.append({"id": "chatcmpl-up", "object": "chat.completion.chunk", "model": model, "choices": [],
-                       "usage": {"prompt_tokens": 12, "completion_tokens": len(words), "total_tokens": 12 + len(words)}})
+        events.append(
+            {
+                "id": "chatcmpl-up",
+                "object": "chat.completion.chunk",
+                "model": model,
+                "choices": [],
+                "usage": {
+                    "prompt_tokens": 12,
+                    "completion_tokens": len(words),
+                    "total_tokens": 12 + len(words),
+                },
+            }
+        )
     return [b"data: " + json.dumps(e).encode() + b"\n\n" for e in events] + [b"data: [DONE]\n\n"]
 
 
@@ -43,18 +75,37 @@ class FakeUpstream:
             body = await request.json()
             self.seen_auth.append(request.headers.get("authorization"))
             if self.mode == "429":
-                return JSONResponse({"error": {"message": "slow down", "type": "rate_limit"}}, 429,
-                                    headers={"retry-after": "7", "x-ratelimit-remaining-requests": "0"})
+                return JSONResponse(
+                    {"error": {"message": "slow down", "type": "rate_limit"}},
+                    429,
+                    headers={"retry-after": "7", "x-ratelimit-remaining-requests": "0"},
+                )
             if self.mode == "500":
-                return JSONResponse({"error": {"message": "upstream exploded", "type": "server_error"}}, 500)
+                return JSONResponse(
+                    {"error": {"message": "upstream exploded", "type": "server_error"}}, 500
+                )
             model = body.get("model", "m")
             usage = bool((body.get("stream_options") or {}).get("include_usage"))
             if not body.get("stream"):
-                return JSONResponse({
-                    "id": "chatcmpl-up", "object": "chat.completion", "model": model,
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": "".join(WORDS)}}],
-                    "usage": {"prompt_tokens": 12, "completion_tokens": len(WORDS), "total_tokens": 19}})
+                return JSONResponse(
+                    {
+                        "id": "chatcmpl-up",
+                        "object": "chat.completion",
+                        "model": model,
+                        "choices": [
+                            {
+                                "index": 0,
+                                "finish_reason": "stop",
+                                "message": {"role": "assistant", "content": "".join(WORDS)},
+                            }
+                        ],
+                        "usage": {
+                            "prompt_tokens": 12,
+                            "completion_tokens": len(WORDS),
+                            "total_tokens": 19,
+                        },
+                    }
+                )
             events = chat_events(model, WORDS, bool(body.get("logprobs")), usage)
             self.last_stream = b"".join(events)
 
@@ -75,12 +126,20 @@ class FakeUpstream:
 
         async def models(request: Request) -> Response:
             self.seen_auth.append(request.headers.get("authorization"))
-            return JSONResponse({"object": "list", "data": [{"id": "up-model", "object": "model",
-                                                             "owned_by": "upstream"}]})
+            return JSONResponse(
+                {
+                    "object": "list",
+                    "data": [{"id": "up-model", "object": "model", "owned_by": "upstream"}],
+                }
+            )
 
-        self.app = Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"]),
-                                     Route("/v1/completions", chat, methods=["POST"]),
-                                     Route("/v1/models", models)])
+        self.app = Starlette(
+            routes=[
+                Route("/v1/chat/completions", chat, methods=["POST"]),
+                Route("/v1/completions", chat, methods=["POST"]),
+                Route("/v1/models", models),
+            ]
+        )
 
 
 class ListSink:

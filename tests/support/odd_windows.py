@@ -35,7 +35,9 @@ QUIRKS = (
 )
 
 
-def _records(rng: np.random.Generator, n: int, shares: list[float], t0: float, tag: str) -> list[dict]:
+def _records(
+    rng: np.random.Generator, n: int, shares: list[float], t0: float, tag: str
+) -> list[dict]:
     labels = rng.choice(3, n, p=shares)
     vectors = _CENTRES[labels] + rng.normal(size=(n, DIM))
     out = []
@@ -56,8 +58,9 @@ def _records(rng: np.random.Generator, n: int, shares: list[float], t0: float, t
     return out
 
 
-def odd_pair(seed: int, quirks: frozenset[str] | set[str], n_ref: int = 120,
-             n_cur: int = 60) -> tuple[list[dict], list[dict]]:
+def odd_pair(
+    seed: int, quirks: frozenset[str] | set[str], n_ref: int = 120, n_cur: int = 60
+) -> tuple[list[dict], list[dict]]:
     unknown = set(quirks) - set(QUIRKS)
     if unknown:
         raise ValueError(f"unknown quirks {sorted(unknown)}")

@@ -49,7 +49,9 @@ def vllm_attributes(i: int = 0) -> dict[str, Any]:
     }
 
 
-def semconv_chat_attributes(i: int = 0, prompt: str | None = None, answer: str | None = None) -> dict[str, Any]:
+def semconv_chat_attributes(
+    i: int = 0, prompt: str | None = None, answer: str | None = None
+) -> dict[str, Any]:
     """A chat span with the 1.37+ content attributes (JSON strings, as SDKs record them)."""
     return {
         "gen_ai.operation.name": "chat",
@@ -61,19 +63,40 @@ def semconv_chat_attributes(i: int = 0, prompt: str | None = None, answer: str |
         "gen_ai.usage.input_tokens": 20 + i,
         "gen_ai.usage.output_tokens": 7,
         "gen_ai.system_instructions": json.dumps([{"type": "text", "content": "Be brief."}]),
-        "gen_ai.input.messages": json.dumps([
-            {"role": "user", "parts": [{"type": "text", "content": prompt or f"What is {i} + {i}?"}]}]),
-        "gen_ai.output.messages": json.dumps([
-            {"role": "assistant", "parts": [{"type": "text", "content": answer or f"{2 * i}."},
-                                            {"type": "tool_call", "id": "c1", "name": "calculator",
-                                             "arguments": {"a": i}}],
-             "finish_reason": "stop"}]),
+        "gen_ai.input.messages": json.dumps(
+            [
+                {
+                    "role": "user",
+                    "parts": [{"type": "text", "content": prompt or f"What is {i} + {i}?"}],
+                }
+            ]
+        ),
+        "gen_ai.output.messages": json.dumps(
+            [
+                {
+                    "role": "assistant",
+                    "parts": [
+                        {"type": "text", "content": answer or f"{2 * i}."},
+                        {
+                            "type": "tool_call",
+                            "id": "c1",
+                            "name": "calculator",
+                            "arguments": {"a": i},
+                        },
+                    ],
+                    "finish_reason": "stop",
+                }
+            ]
+        ),
         "user.id": f"person{i}@example.com",
     }
 
 
-def make_spans(specs: Sequence[tuple[str, Mapping[str, Any]]], resource: Mapping[str, Any] | None = None,
-               duration_s: float = 0.5) -> list[ReadableSpan]:
+def make_spans(
+    specs: Sequence[tuple[str, Mapping[str, Any]]],
+    resource: Mapping[str, Any] | None = None,
+    duration_s: float = 0.5,
+) -> list[ReadableSpan]:
     """Finished SDK spans, one per (name, attributes), ending now."""
     memory = InMemorySpanExporter()
     provider = TracerProvider(resource=Resource.create(dict(resource or {"service.name": "app"})))
@@ -81,15 +104,23 @@ def make_spans(specs: Sequence[tuple[str, Mapping[str, Any]]], resource: Mapping
     tracer = provider.get_tracer("vigil-tests")
     for name, attributes in specs:
         end = time.time_ns()
-        span = tracer.start_span(name, attributes=dict(attributes), start_time=end - int(duration_s * 1e9))
+        span = tracer.start_span(
+            name, attributes=dict(attributes), start_time=end - int(duration_s * 1e9)
+        )
         span.end(end_time=end)
     provider.shutdown()
     return list(memory.get_finished_spans())
 
 
-def export_protobuf(url: str, key: str, spans: Sequence[ReadableSpan], gzip: bool = False) -> SpanExportResult:
-    exporter = OTLPSpanExporter(endpoint=f"{url}/v1/traces", headers={"Authorization": f"Bearer {key}"},
-                                compression=Compression.Gzip if gzip else Compression.NoCompression, timeout=30)
+def export_protobuf(
+    url: str, key: str, spans: Sequence[ReadableSpan], gzip: bool = False
+) -> SpanExportResult:
+    exporter = OTLPSpanExporter(
+        endpoint=f"{url}/v1/traces",
+        headers={"Authorization": f"Bearer {key}"},
+        compression=Compression.Gzip if gzip else Compression.NoCompression,
+        timeout=30,
+    )
     try:
         return exporter.export(spans)
     finally:
@@ -109,5 +140,9 @@ def otlp_json(spans: Sequence[ReadableSpan]) -> dict[str, Any]:
 
 
 def export_json(url: str, key: str, spans: Sequence[ReadableSpan]) -> httpx.Response:
-    return httpx.post(f"{url}/v1/traces", json=otlp_json(spans),
-                      headers={"Authorization": f"Bearer {key}"}, timeout=30)
+    return httpx.post(
+        f"{url}/v1/traces",
+        json=otlp_json(spans),
+        headers={"Authorization": f"Bearer {key}"},
+        timeout=30,
+    )

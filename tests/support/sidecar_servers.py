@@ -29,7 +29,9 @@ class UvicornThread:
     def __init__(self, app) -> None:
         self.port = free_port()
         self.server = uvicorn.Server(
-            uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off")
+            uvicorn.Config(
+                app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off"
+            )
         )
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
@@ -188,7 +190,9 @@ class SidecarProcess:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"sidecar exited with {self.proc.returncode}:\n{self.log()[-3000:]}")
+                raise RuntimeError(
+                    f"sidecar exited with {self.proc.returncode}:\n{self.log()[-3000:]}"
+                )
             try:
                 r = httpx.get(f"{self.url}/health", timeout=2)
                 if r.status_code == 200:

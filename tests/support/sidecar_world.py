@@ -47,7 +47,9 @@ def clear_of_window_boundary(interval_s: int, margin_s: float = 240.0) -> None:
         time.sleep(left + 1.0)
 
 
-def prepare(settings, factory, judge_url: str | None, *, n_baseline=240, n_drift=120, seed=7) -> World:
+def prepare(
+    settings, factory, judge_url: str | None, *, n_baseline=240, n_drift=120, seed=7
+) -> World:
     """`judge_url=None` skips the evaluate job (no eval scores)."""
     clear_of_window_boundary(settings.drift_interval_s)
     start, end = last_window(settings.drift_interval_s)
@@ -71,7 +73,9 @@ def prepare(settings, factory, judge_url: str | None, *, n_baseline=240, n_drift
                     break
         finally:
             judge.close()
-    built = build_baseline_from_window(settings, factory, base_start, base_end, name="test", now=now)
+    built = build_baseline_from_window(
+        settings, factory, base_start, base_end, name="test", now=now
+    )
     checked = validate_stored_baseline(settings, factory, built.baseline_id, now=now)
     assert checked.valid, checked.reasons
     activate_baseline(factory, built.baseline_id, now=now, settings=settings)

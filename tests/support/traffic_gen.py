@@ -10,19 +10,37 @@ import numpy as np
 
 TOPICS = {
     "cooking": (
-        ["How do I {v} {o} for dinner?", "What is the best way to {v} {o}?", "Any tips to {v} {o} quickly?"],
+        [
+            "How do I {v} {o} for dinner?",
+            "What is the best way to {v} {o}?",
+            "Any tips to {v} {o} quickly?",
+        ],
         ["bake", "roast", "grill", "season", "marinate"],
         ["salmon fillets", "chicken thighs", "sourdough bread", "vegetable lasagna", "pork ribs"],
         "To {v} {o}, preheat the oven, {v} the {o} carefully and rest them before serving dinner.",
     ),
     "travel": (
-        ["What should I pack to {v} {o}?", "Is it expensive to {v} {o}?", "How can I {v} {o} cheaply?"],
+        [
+            "What should I pack to {v} {o}?",
+            "Is it expensive to {v} {o}?",
+            "How can I {v} {o} cheaply?",
+        ],
         ["visit", "explore", "backpack through", "hike around", "tour"],
-        ["northern Italy", "the Scottish highlands", "coastal Portugal", "rural Japan", "Patagonia"],
+        [
+            "northern Italy",
+            "the Scottish highlands",
+            "coastal Portugal",
+            "rural Japan",
+            "Patagonia",
+        ],
         "To {v} {o} cheaply, travel off season, book trains early and pack light layers to {v} {o}.",
     ),
     "programming": (
-        ["How do I {v} {o} in Python?", "What is the fastest way to {v} {o}?", "Why does my code fail to {v} {o}?"],
+        [
+            "How do I {v} {o} in Python?",
+            "What is the fastest way to {v} {o}?",
+            "Why does my code fail to {v} {o}?",
+        ],
         ["parse", "sort", "serialize", "validate", "stream"],
         ["JSON files", "large CSV tables", "nested dictionaries", "HTTP responses", "log records"],
         "To {v} {o} in Python, use the standard library: read the {o}, then {v} them in chunks.",
@@ -58,7 +76,9 @@ def _record(rng: np.random.Generator, topic, ts: datetime, segment: str) -> dict
     }  # fmt: skip
 
 
-def traffic(start: datetime, end: datetime, n: int, *, seed: int, new_topic_share: float = 0.0) -> list[dict]:
+def traffic(
+    start: datetime, end: datetime, n: int, *, seed: int, new_topic_share: float = 0.0
+) -> list[dict]:
     """n records spread uniformly over [start, end): baseline topics, plus the new topic."""
     rng = np.random.default_rng(seed)
     span = (end - start).total_seconds()

@@ -44,7 +44,9 @@ def test_bad_parameters_are_refused():
 @given(
     max_failures=st.integers(1, 4),
     max_clients=st.integers(1, 4),
-    events=st.lists(st.tuples(st.sampled_from("abcdef"), st.booleans(), st.integers(0, 40)), max_size=60),
+    events=st.lists(
+        st.tuples(st.sampled_from("abcdef"), st.booleans(), st.integers(0, 40)), max_size=60
+    ),
 )
 def test_matches_a_replay_of_the_failures(max_failures, max_clients, events):
     clock = Clock()
@@ -63,13 +65,18 @@ def test_matches_a_replay_of_the_failures(max_failures, max_clients, events):
             throttle.failed(client)
             history.setdefault(client, []).append(clock.now)
         assert len(throttle) <= max_clients
-    if len(history) <= max_clients:  # nothing was pushed out: refused exactly when the replay says so
+    if (
+        len(history) <= max_clients
+    ):  # nothing was pushed out: refused exactly when the replay says so
         for client, times in history.items():
             recent = [t for t in times if t > clock.now - 60]
             assert (throttle.retry_after(client) > 0) == (len(recent) >= max_failures)
 
 
-@given(peer=st.one_of(st.none(), st.text(max_size=20)), forwarded=st.one_of(st.none(), st.text(max_size=200)))
+@given(
+    peer=st.one_of(st.none(), st.text(max_size=20)),
+    forwarded=st.one_of(st.none(), st.text(max_size=200)),
+)
 def test_client_address_is_bounded_and_trusts_only_proxies(peer, forwarded):
     address = client_address(peer, forwarded, ["10.0.0.0/8"])
     assert isinstance(address, str) and 0 < len(address) <= max(64, len(peer or "unknown"))

@@ -24,8 +24,9 @@ ALSO_ALLOWED = {"persona": {"prompt"}}
 
 
 def run_check(ref: Path, cur: Path, *, seed: int = 0, segment_by=(), as_json=True):
-    args = argparse.Namespace(reference=str(ref), current=str(cur), json=as_json,
-                              segment_by=list(segment_by), seed=seed)
+    args = argparse.Namespace(
+        reference=str(ref), current=str(cur), json=as_json, segment_by=list(segment_by), seed=seed
+    )
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = check_command(args)
@@ -37,15 +38,18 @@ def test_null_pair_is_quiet_and_each_drift_kind_raises_its_kind(seed, tmp_path):
     """Per seed: two independent draws of one distribution raise nothing (exit 0); a drifted
     current file (kinds rotate, so each kind gets 4 seeds) raises its kind (exit 3)."""
     ref = write_jsonl(make_samples(500, seed=10_000 + seed), tmp_path / "ref.jsonl")
-    same = write_jsonl(make_samples(250, seed=20_000 + seed, t0=1.7e9 + 7200), tmp_path / "same.jsonl")
+    same = write_jsonl(
+        make_samples(250, seed=20_000 + seed, t0=1.7e9 + 7200), tmp_path / "same.jsonl"
+    )
     code, out, _ = run_check(ref, same, seed=seed)
     report = json.loads(out)
     assert code == 0 and not report["drifted"] and report["alerts"] == [], report["alerts"]
     assert report["baseline_valid"] and not report["insufficient_data"]
 
     kind = DRIFT_KINDS[seed % len(DRIFT_KINDS)]
-    cur = write_jsonl(make_samples(250, seed=30_000 + seed, t0=1.7e9 + 7200, drift=kind),
-                      tmp_path / "cur.jsonl")
+    cur = write_jsonl(
+        make_samples(250, seed=30_000 + seed, t0=1.7e9 + 7200, drift=kind), tmp_path / "cur.jsonl"
+    )
     code, out, _ = run_check(ref, cur, seed=seed)
     report = json.loads(out)
     kinds = {a["kind"] for a in report["alerts"]}
@@ -60,11 +64,20 @@ def test_json_shape_and_segments(tmp_path):
     report = json.loads(out)
     assert set(report) == {"drifted", "baseline_valid", "insufficient_data", "alerts", "results"}
     assert set(report["alerts"][0]) == {"severity", "rule", "kind", "segment", "summary"}
-    assert set(report["results"][0]) == {"test", "feature", "segment", "statistic", "p_value",
-                                         "threshold", "drifted"}
+    assert set(report["results"][0]) == {
+        "test",
+        "feature",
+        "segment",
+        "statistic",
+        "p_value",
+        "threshold",
+        "drifted",
+    }
     segments = {r["segment"] for r in report["results"]}
     assert {"*", "tenant=acme", "tenant=globex"} <= segments
-    assert any(a["segment"] == "tenant=acme" and a["kind"] == "operational" for a in report["alerts"])
+    assert any(
+        a["segment"] == "tenant=acme" and a["kind"] == "operational" for a in report["alerts"]
+    )
 
 
 def test_tiny_window_is_insufficient_not_drift(tmp_path):
@@ -77,16 +90,27 @@ def test_tiny_window_is_insufficient_not_drift(tmp_path):
     assert "could not judge" in err
 
 
-@pytest.mark.parametrize("content,needle", [
-    ('{"prompt": "hi"}\nnot json\n', ":2: not valid JSON"),
-    ('{"prompt": "hi"}\n{"prompt": "x", "latency_ms": "fast"}\n', ":2: latency_ms: Input should be a valid number"),
-    ('[1, 2]\n', ":1: record: a sample record is a JSON object"),
-    ('{"prompt": "a", "prompt_embedding": [1, 2]}\n{"prompt": "b", "prompt_embedding": [1]}\n',
-     ":2: prompt_embedding has 1 values, line 1 had 2"),
-    ('{"response": "no prompt"}\n', ":1: record: a sample needs 'prompt' or 'prompt_tokens'"),
-    ('{"prompt": "a", "timestamp": "yesterday"}\n', ":1: timestamp: 'yesterday' is not an RFC 3339"),
-    ("\n\n", ": no records"),
-])
+@pytest.mark.parametrize(
+    "content,needle",
+    [
+        ('{"prompt": "hi"}\nnot json\n', ":2: not valid JSON"),
+        (
+            '{"prompt": "hi"}\n{"prompt": "x", "latency_ms": "fast"}\n',
+            ":2: latency_ms: Input should be a valid number",
+        ),
+        ("[1, 2]\n", ":1: record: a sample record is a JSON object"),
+        (
+            '{"prompt": "a", "prompt_embedding": [1, 2]}\n{"prompt": "b", "prompt_embedding": [1]}\n',
+            ":2: prompt_embedding has 1 values, line 1 had 2",
+        ),
+        ('{"response": "no prompt"}\n', ":1: record: a sample needs 'prompt' or 'prompt_tokens'"),
+        (
+            '{"prompt": "a", "timestamp": "yesterday"}\n',
+            ":1: timestamp: 'yesterday' is not an RFC 3339",
+        ),
+        ("\n\n", ": no records"),
+    ],
+)
 def test_bad_input_exits_2_naming_file_and_line(tmp_path, content, needle):
     good = write_jsonl(make_samples(100, seed=5), tmp_path / "good.jsonl")
     bad = tmp_path / "bad.jsonl"
@@ -110,16 +134,30 @@ def test_console_script_text_output(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     vigil = ROOT / ".venv" / "bin" / "vigil"
     cmd = [str(vigil)] if vigil.exists() else [sys.executable, "-m", "vigil.cli"]
-    proc = subprocess.run([*cmd, "check", "--reference", str(ref), "--current", str(cur)],
-                          capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+    proc = subprocess.run(
+        [*cmd, "check", "--reference", str(ref), "--current", str(cur)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 3, proc.stderr
     assert "baseline valid" in proc.stdout and "[critical] eval:" in proc.stdout
 
 
-COOKING = ["How do I bake {} bread at home?", "What is a good recipe for {} soup?",
-           "How long should I roast {} in the oven?", "Can I use {} instead of butter in cookies?"]
-CARS = ["Why does my car's {} make a grinding noise?", "How often should I replace the {} on a sedan?",
-        "What does the {} warning light on the dashboard mean?", "How much does a new {} cost for a truck?"]
+COOKING = [
+    "How do I bake {} bread at home?",
+    "What is a good recipe for {} soup?",
+    "How long should I roast {} in the oven?",
+    "Can I use {} instead of butter in cookies?",
+]
+CARS = [
+    "Why does my car's {} make a grinding noise?",
+    "How often should I replace the {} on a sedan?",
+    "What does the {} warning light on the dashboard mean?",
+    "How much does a new {} cost for a truck?",
+]
 FOOD = ["garlic", "pumpkin", "sourdough", "tomato", "chicken", "lentil", "olive oil", "banana"]
 PARTS = ["brake pad", "timing belt", "alternator", "oil filter", "spark plug", "transmission"]
 
@@ -133,9 +171,15 @@ def test_real_minilm_embeddings_computed_when_absent(tmp_path):
     change; the vectors match a plain transformers mean-pooling of the same model."""
     rng = np.random.default_rng(9)
     ref, cur = tmp_path / "ref.jsonl", tmp_path / "cur.jsonl"
-    ref.write_text("".join(json.dumps({"prompt": t}) + "\n" for t in _texts(rng, COOKING, FOOD, 120)))
-    cur.write_text("".join(json.dumps({"prompt": t}) + "\n"
-                           for t in _texts(rng, COOKING, FOOD, 20) + _texts(rng, CARS, PARTS, 40)))
+    ref.write_text(
+        "".join(json.dumps({"prompt": t}) + "\n" for t in _texts(rng, COOKING, FOOD, 120))
+    )
+    cur.write_text(
+        "".join(
+            json.dumps({"prompt": t}) + "\n"
+            for t in _texts(rng, COOKING, FOOD, 20) + _texts(rng, CARS, PARTS, 40)
+        )
+    )
     code, out, _ = run_check(ref, cur)
     report = json.loads(out)
     mmd = [r for r in report["results"] if r["test"] == "mmd" and r["segment"] == "*"]
@@ -147,6 +191,7 @@ def test_real_minilm_embeddings_computed_when_absent(tmp_path):
     from transformers import AutoModel, AutoTokenizer
 
     from sidecar.embedder import DIM, default_model_path, embed_texts
+
     texts = ["How do I bake bread?", "Why does my brake pad squeal?", "hello"]
     ours = embed_texts(texts)
     tok = AutoTokenizer.from_pretrained(default_model_path())
@@ -163,9 +208,17 @@ def test_real_minilm_embeddings_computed_when_absent(tmp_path):
 def test_embedding_dimensions_must_agree_across_files(tmp_path):
     ref = tmp_path / "ref.jsonl"
     cur = tmp_path / "cur.jsonl"
-    ref.write_text("".join(json.dumps({"prompt_tokens": 5, "prompt_embedding": [0.1, 0.2, 0.3]}) + "\n"
-                           for _ in range(30)))
-    cur.write_text("".join(json.dumps({"prompt_tokens": 5, "prompt_embedding": [0.1, 0.2]}) + "\n"
-                           for _ in range(30)))
+    ref.write_text(
+        "".join(
+            json.dumps({"prompt_tokens": 5, "prompt_embedding": [0.1, 0.2, 0.3]}) + "\n"
+            for _ in range(30)
+        )
+    )
+    cur.write_text(
+        "".join(
+            json.dumps({"prompt_tokens": 5, "prompt_embedding": [0.1, 0.2]}) + "\n"
+            for _ in range(30)
+        )
+    )
     code, _, err = run_check(ref, cur)
     assert code == 2 and f"{cur}:1: prompt_embedding has 2 values, {ref}:1 has 3" in err, err

@@ -21,7 +21,9 @@ from vigil.sample_record.jsonl import RecordFileError, read_records
 
 
 def run(ref: Path, cur: Path) -> tuple[int, str, str]:
-    args = argparse.Namespace(reference=str(ref), current=str(cur), json=False, segment_by=[], seed=0)
+    args = argparse.Namespace(
+        reference=str(ref), current=str(cur), json=False, segment_by=[], seed=0
+    )
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = check_command(args)
@@ -71,16 +73,30 @@ def test_help_documents_every_exit_code():
 
 
 def _vectors_file(path: Path, field: str, dim: int, n: int) -> Path:
-    path.write_text("".join(json.dumps({"prompt": f"p{i}", "response": f"r{i}",
-                                        field: [0.01 * (i + j) for j in range(dim)]}) + "\n"
-                            for i in range(n)))
+    path.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "prompt": f"p{i}",
+                    "response": f"r{i}",
+                    field: [0.01 * (i + j) for j in range(dim)],
+                }
+            )
+            + "\n"
+            for i in range(n)
+        )
+    )
     return path
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(field=st.sampled_from(["prompt_embedding", "response_embedding"]),
-       dims=st.lists(st.integers(1, 48), min_size=2, max_size=2, unique=True),
-       sizes=st.tuples(st.integers(1, 6), st.integers(1, 6)))
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    field=st.sampled_from(["prompt_embedding", "response_embedding"]),
+    dims=st.lists(st.integers(1, 48), min_size=2, max_size=2, unique=True),
+    sizes=st.tuples(st.integers(1, 6), st.integers(1, 6)),
+)
 def test_vector_dimension_differing_between_files_is_refused(tmp_path, field, dims, sizes):
     ref = _vectors_file(tmp_path / "ref.jsonl", field, dims[0], sizes[0])
     cur = _vectors_file(tmp_path / "cur.jsonl", field, dims[1], sizes[1])
@@ -90,14 +106,26 @@ def test_vector_dimension_differing_between_files_is_refused(tmp_path, field, di
 
 
 BAD_BYTES = [b"\xff\xfe", b"\xc3", b"\xed\xa0\x80", b"\xf8\x88\x80\x80\x80", b"\x80", b"\xe2\x82"]
-TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00\n\r\x85\u2028\u2029"),
-               min_size=0, max_size=120)
+TEXT = st.text(
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00\n\r\x85\u2028\u2029"),
+    min_size=0,
+    max_size=120,
+)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(texts=st.lists(TEXT, min_size=1, max_size=400), data=st.data(),
-       bad=st.sampled_from(BAD_BYTES), in_string=st.booleans(), trailing_newline=st.booleans())
-def test_invalid_utf8_names_its_physical_line(tmp_path, texts, data, bad, in_string, trailing_newline):
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    texts=st.lists(TEXT, min_size=1, max_size=400),
+    data=st.data(),
+    bad=st.sampled_from(BAD_BYTES),
+    in_string=st.booleans(),
+    trailing_newline=st.booleans(),
+)
+def test_invalid_utf8_names_its_physical_line(
+    tmp_path, texts, data, bad, in_string, trailing_newline
+):
     """Lines of any valid text (multi-byte characters included) and one line with bytes that
     are not UTF-8: the error names that line, wherever it falls in the file's read buffers."""
     bad_line = data.draw(st.integers(1, len(texts)), label="bad_line")

@@ -12,7 +12,11 @@ from vigil.cli.main import COMMANDS
 def run_vigil(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     full_env = {**os.environ, **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "vigil.cli", *args], capture_output=True, text=True, env=full_env, timeout=120
+        [sys.executable, "-m", "vigil.cli", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=120,
     )
 
 

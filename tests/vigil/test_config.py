@@ -97,4 +97,7 @@ def test_production_with_real_secrets_starts(monkeypatch):
     monkeypatch.setenv("VIGIL_SECRET_KEY", STRONG + "-session")
     monkeypatch.setenv("VIGIL_DATABASE_URL", "postgresql+psycopg://vigil@db:5432/vigil")
     settings = load_settings()
-    assert settings.api_keys == ["k-123-long-enough-1", "k-456-long-enough-2"] and not settings.is_sqlite
+    assert (
+        settings.api_keys == ["k-123-long-enough-1", "k-456-long-enough-2"]
+        and not settings.is_sqlite
+    )

@@ -24,8 +24,17 @@ READY = Facts(
 class Machine:
     """A fake machine: probes read its state, fix commands change it."""
 
-    def __init__(self, *, chromium=None, pg_ready=False, clusters=("15",), privilege="root",
-                 apt=True, fail=(), pg_ready_after_polls=0):
+    def __init__(
+        self,
+        *,
+        chromium=None,
+        pg_ready=False,
+        clusters=("15",),
+        privilege="root",
+        apt=True,
+        fail=(),
+        pg_ready_after_polls=0,
+    ):
         self.chromium, self.pg_up, self.clusters = chromium, pg_ready, clusters
         self.privilege, self.apt, self.fail = privilege, apt, fail
         self.pg_ready_after_polls = pg_ready_after_polls
@@ -62,7 +71,9 @@ class Machine:
 
     def fix(self, env=None) -> tuple[int, str, str]:
         out, err = io.StringIO(), io.StringIO()
-        code = fix(self.probes(), env or {}, run=self.run, sleep=self.sleeps.append, out=out, err=err)
+        code = fix(
+            self.probes(), env or {}, run=self.run, sleep=self.sleeps.append, out=out, err=err
+        )
         return code, out.getvalue(), err.getvalue()
 
 
@@ -70,10 +81,23 @@ def test_report_names_every_fact_and_its_value():
     lines = report_lines(replace(READY, gpu="NVIDIA H200"))
     text = "\n".join(lines)
     assert [line.split()[0] for line in lines] == [
-        "python", "torch", "gpu", "model", "embeddings", "postgresql", "chromium"
+        "python",
+        "torch",
+        "gpu",
+        "model",
+        "embeddings",
+        "postgresql",
+        "chromium",
     ]
-    for value in ("3.11.7", "2.13.0+cpu, CPU build", "NVIDIA H200", "/m/SmolLM2.gguf",
-                  "/m/minilm", "accepting connections at 127.0.0.1:5432", "/usr/bin/chromium"):
+    for value in (
+        "3.11.7",
+        "2.13.0+cpu, CPU build",
+        "NVIDIA H200",
+        "/m/SmolLM2.gguf",
+        "/m/minilm",
+        "accepting connections at 127.0.0.1:5432",
+        "/usr/bin/chromium",
+    ):
         assert value in text
 
 
@@ -90,7 +114,10 @@ def test_report_says_what_is_missing_and_how_to_get_it():
 def test_fix_steps_install_chromium_as_root_or_with_sudo_only():
     missing = replace(READY, chromium=None)
     (step,) = fix_steps(missing)
-    assert step.commands == (("apt-get", "update", "-qq"), ("apt-get", "install", "-y", "-qq", "chromium"))
+    assert step.commands == (
+        ("apt-get", "update", "-qq"),
+        ("apt-get", "install", "-y", "-qq", "chromium"),
+    )
     (step,) = fix_steps(replace(missing, privilege="sudo"))
     assert all(cmd[:2] == ("sudo", "-n") for cmd in step.commands)
     assert fix_steps(replace(missing, privilege=None)) == []
@@ -129,7 +156,10 @@ facts_strategy = st.builds(
 
 
 @settings(max_examples=200, derandomize=True, deadline=None)
-@given(facts_strategy, st.dictionaries(st.sampled_from(["chromium", "postgresql"]), st.text(max_size=20)))
+@given(
+    facts_strategy,
+    st.dictionaries(st.sampled_from(["chromium", "postgresql"]), st.text(max_size=20)),
+)
 def test_blocking_line_exactly_when_a_test_prerequisite_is_missing(facts, failures):
     line = blocking_line(facts, failures)
     needs_something = not facts.chromium or not (facts.pg_skipped or facts.pg_ready)
@@ -176,7 +206,9 @@ def test_fix_cannot_install_chromium_without_root_one_line_and_nonzero():
     code, _, err = machine.fix()
     assert code == 1
     assert machine.commands == []
-    assert err.count("\n") == 1 and "Chromium is missing" in err and "apt-get install chromium" in err
+    assert (
+        err.count("\n") == 1 and "Chromium is missing" in err and "apt-get install chromium" in err
+    )
 
 
 def test_fix_reports_why_an_attempt_failed():

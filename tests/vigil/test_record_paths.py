@@ -98,8 +98,11 @@ def via_check(line: bytes, tmp_dir) -> bool:
 
 def via_ingest(client: TestClient, line: bytes) -> bool:
     body = b'{"samples": [' + line + b"]}"
-    r = client.post("/v1/ingest", content=body, headers={"Authorization": f"Bearer {OPERATOR_KEY}",
-                                                         "Content-Type": "application/json"})
+    r = client.post(
+        "/v1/ingest",
+        content=body,
+        headers={"Authorization": f"Bearer {OPERATOR_KEY}", "Content-Type": "application/json"},
+    )
     assert r.status_code in (200, 422), (r.status_code, r.text[:300])
     return r.status_code == 200
 
@@ -114,7 +117,9 @@ def outcomes(client: TestClient, record: object, tmp_dir) -> tuple[bool, bool, b
 
 @pytest.fixture
 def ingest_client(migrated_db, make_settings):
-    app = create_app(make_settings(migrated_db, ingest_max_bytes=32 * 1024 * 1024), session_factory(migrated_db))
+    app = create_app(
+        make_settings(migrated_db, ingest_max_bytes=32 * 1024 * 1024), session_factory(migrated_db)
+    )
     with TestClient(app) as client:
         yield client
 
@@ -132,12 +137,18 @@ def test_the_corpus_gets_one_verdict_on_every_path(ingest_client, tmp_path):
 # (384/10 under the sidecar's name) so the stored-dimension rule of `client:` models never
 # depends on the order examples arrive in
 texts = st.text(st.characters(codec=None), max_size=40)  # NUL and lone surrogates included
-clean_texts = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), min_size=1, max_size=40)
-numbers = st.one_of(st.integers(-10**20, 10**20), st.floats(), st.sampled_from([0, -0.0, 1e308, 2.5]))
+clean_texts = st.text(
+    st.characters(codec="utf-8", exclude_characters="\x00"), min_size=1, max_size=40
+)
+numbers = st.one_of(
+    st.integers(-(10**20), 10**20), st.floats(), st.sampled_from([0, -0.0, 1e308, 2.5])
+)
 json_values = st.recursive(st.one_of(st.none(), st.booleans(), numbers, texts),
                            lambda inner: st.lists(inner, max_size=4) | st.dictionaries(texts, inner, max_size=4),
                            max_leaves=12)  # fmt: skip
-hostile = st.one_of(json_values, st.just(list(range(10_001))), st.just("x" * (limits.MAX_TEXT_CHARS + 1)))
+hostile = st.one_of(
+    json_values, st.just(list(range(10_001))), st.just("x" * (limits.MAX_TEXT_CHARS + 1))
+)
 clean_json = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(-1000, 1000),
                                     st.floats(-1e6, 1e6), clean_texts),
                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(clean_texts, inner, max_size=3),
@@ -178,8 +189,13 @@ def records(draw):
 def test_generated_records_get_one_verdict_on_every_path(ingest_client, tmp_path):
     verdicts: list[bool] = []
 
-    @settings(max_examples=150, deadline=None, derandomize=True, database=None,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @settings(
+        max_examples=150,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
     @given(record=records())
     def agree(record):
         ingest, storage, check = outcomes(ingest_client, record, tmp_path)

@@ -98,22 +98,33 @@ def test_unknown_fields_are_kept_when_they_are_plain_json():
 
 def test_embedding_dimensions():
     assert ok(prompt_embedding=[0.1] * 384, embedding_model="all-MiniLM-L6-v2").prompt_embedding
-    msg = refused("prompt_embedding", prompt_embedding=[0.1] * 10, embedding_model="all-MiniLM-L6-v2")
+    msg = refused(
+        "prompt_embedding", prompt_embedding=[0.1] * 10, embedding_model="all-MiniLM-L6-v2"
+    )
     assert "384" in msg
-    refused("response_embedding", prompt_embedding=[0.1] * 384,
-            response_embedding=[0.1] * 10, embedding_model="client:all-MiniLM-L6-v2")
+    refused(
+        "response_embedding",
+        prompt_embedding=[0.1] * 384,
+        response_embedding=[0.1] * 10,
+        embedding_model="client:all-MiniLM-L6-v2",
+    )
     refused("response_embedding", prompt_embedding=[1.0, 2.0], response_embedding=[1.0])
     refused("prompt_embedding", prompt_embedding=[])
     refused("prompt_embedding", prompt_embedding=[1e39])  # beyond float32: would store inf
     refused("prompt_embedding", prompt_embedding=[0.0] * (limits.MAX_EMBEDDING_DIM + 1))
-    assert ok(prompt_embedding=[1.0, 2.0], response_embedding=[3, 4]).embeddings["response"] == [3.0, 4.0]
+    assert ok(prompt_embedding=[1.0, 2.0], response_embedding=[3, 4]).embeddings["response"] == [
+        3.0,
+        4.0,
+    ]
 
 
 def test_client_model_names_are_prefixed_once():
     assert client_model_name(None) == "client:unknown"
     assert client_model_name("all-MiniLM-L6-v2") == "client:all-MiniLM-L6-v2"
     assert client_model_name("client:mini") == "client:mini"
-    assert ok(prompt_embedding=[1.0], embedding_model="mini").stored_embedding_model == "client:mini"
+    assert (
+        ok(prompt_embedding=[1.0], embedding_model="mini").stored_embedding_model == "client:mini"
+    )
 
 
 def test_known_dimensions_match_the_sidecar_model():
@@ -123,8 +134,20 @@ def test_known_dimensions_match_the_sidecar_model():
     assert limits.KNOWN_EMBEDDING_DIMS[MODEL_NAME] == DIM
 
 
-@pytest.mark.parametrize("value", ["2026-11-29T11:00:00", "2026-11-29", "20261129T110000Z",
-                                   "2026-02-30T00:00:00Z", "yesterday", True, [1], 1e10, -1])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "2026-11-29T11:00:00",
+        "2026-11-29",
+        "20261129T110000Z",
+        "2026-02-30T00:00:00Z",
+        "yesterday",
+        True,
+        [1],
+        1e10,
+        -1,
+    ],
+)
 def test_bad_timestamps(value):
     refused("timestamp", timestamp=value)
 
@@ -142,8 +165,9 @@ def test_future_timestamps_beyond_the_skew_are_refused():
 
 @settings(max_examples=150, deadline=None, derandomize=True, database=None)
 @given(
-    moment=st.datetimes(min_value=datetime(1970, 1, 2), max_value=datetime(2199, 12, 30),
-                        timezones=st.just(UTC)),
+    moment=st.datetimes(
+        min_value=datetime(1970, 1, 2), max_value=datetime(2199, 12, 30), timezones=st.just(UTC)
+    ),
     offset_min=st.integers(-23 * 60, 23 * 60),
     digits=st.integers(0, 9),
     zulu=st.booleans(),
@@ -155,7 +179,9 @@ def test_rfc3339_strings_agree_with_pandas(moment, offset_min, digits, zulu):
     if digits:
         text += "." + f"{local.microsecond:06d}{'987'}"[:digits]
     text += "Z" if zulu else local.strftime("%z")[:3] + ":" + local.strftime("%z")[3:]
-    parsed = validate_record({"prompt": "p", "timestamp": text}, now=datetime(2200, 1, 1, tzinfo=UTC))
+    parsed = validate_record(
+        {"prompt": "p", "timestamp": text}, now=datetime(2200, 1, 1, tzinfo=UTC)
+    )
     oracle = pd.Timestamp(text).tz_convert("UTC").floor("us").to_pydatetime()
     assert parsed.timestamp == oracle
 
@@ -163,7 +189,9 @@ def test_rfc3339_strings_agree_with_pandas(moment, offset_min, digits, zulu):
 @settings(max_examples=100, deadline=None, derandomize=True, database=None)
 @given(st.floats(min_value=0, max_value=limits.MAX_EPOCH_S, exclude_max=True))
 def test_epoch_seconds_agree_with_pandas(seconds):
-    parsed = validate_record({"prompt": "p", "timestamp": seconds}, now=datetime(2200, 1, 1, tzinfo=UTC))
+    parsed = validate_record(
+        {"prompt": "p", "timestamp": seconds}, now=datetime(2200, 1, 1, tzinfo=UTC)
+    )
     oracle = pd.Timestamp(seconds, unit="s", tz="UTC")
     assert abs((parsed.timestamp - oracle.to_pydatetime(warn=False)).total_seconds()) < 1e-5
 
@@ -173,7 +201,9 @@ def test_json_schema_export_names_every_field():
     assert set(SampleRecord.model_fields) == set(schema["properties"])
     assert schema["additionalProperties"] is True
     assert schema["properties"]["sample_weight"]["maximum"] == MAX_SAMPLE_WEIGHT
-    assert {"type": "string", "format": "date-time"} in schema["properties"]["timestamp"]["anyOf"][0]["anyOf"]
+    assert {"type": "string", "format": "date-time"} in schema["properties"]["timestamp"]["anyOf"][
+        0
+    ]["anyOf"]
 
 
 def test_sampling_rates_below_the_weight_cap_are_a_config_error():
@@ -196,7 +226,10 @@ def test_vigil_schema_prints_the_json_schema(capsys):
     assert printed.pop("$schema").startswith("https://json-schema.org/")
     assert printed == json.loads(json.dumps(SampleRecord.model_json_schema()))
     assert printed["properties"]["prompt_tokens"]["anyOf"][0] == {
-        "type": "integer", "minimum": 0, "maximum": limits.MAX_TOKENS}
+        "type": "integer",
+        "minimum": 0,
+        "maximum": limits.MAX_TOKENS,
+    }
     assert "sample_weight" in printed["description"]  # the rules travel with the schema
 
 

@@ -51,8 +51,12 @@ def test_up_runs_engine_and_sidecar_and_stops_on_sigterm(tmp_path):
         reply = httpx.post(
             f"http://127.0.0.1:{engine_port}/v1/completions",
             headers={"Authorization": "Bearer vigil-dev-key"},
-            json={"model": "SmolLM2-135M-Instruct", "prompt": "The capital of France is", "max_tokens": 3,
-                  "temperature": 0},
+            json={
+                "model": "SmolLM2-135M-Instruct",
+                "prompt": "The capital of France is",
+                "max_tokens": 3,
+                "temperature": 0,
+            },
             timeout=60,
         )
         assert reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] >= 1

@@ -60,20 +60,35 @@ def _alive(url: str) -> bool:
 def test_stream_in_flight_finishes_when_up_is_stopped(tmp_path, target):
     engine_port, sidecar_port = free_port(), free_port()
     # its own session, so the group signal below reaches `vigil up` and not pytest
-    proc = subprocess.Popen([sys.executable, "-m", "vigil.cli", "up"], cwd=tmp_path,
-                            env=_env(tmp_path, engine_port, sidecar_port), start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vigil.cli", "up"],
+        cwd=tmp_path,
+        env=_env(tmp_path, engine_port, sidecar_port),
+        start_new_session=True,
+    )
     engine, sidecar = f"http://127.0.0.1:{engine_port}", f"http://127.0.0.1:{sidecar_port}"
     children: list[int] = []
     try:
         wait_healthy(f"{sidecar}/health", proc, 180)
         wait_healthy(f"{engine}/health", proc, 180)
         children = _children(proc.pid)
-        body = {"model": "SmolLM2-135M-Instruct", "max_tokens": MAX_TOKENS, "ignore_eos": True,
-                "temperature": 0, "stream": True, "stream_options": {"include_usage": True},
-                "messages": [{"role": "user", "content": "Tell me a long story about a lighthouse."}]}
+        body = {
+            "model": "SmolLM2-135M-Instruct",
+            "max_tokens": MAX_TOKENS,
+            "ignore_eos": True,
+            "temperature": 0,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "messages": [{"role": "user", "content": "Tell me a long story about a lighthouse."}],
+        }
         pieces, finish, usage, signalled_at, sidecar_gone_at = [], None, None, None, None
-        with httpx.stream("POST", f"{engine}/v1/chat/completions", json=body, timeout=GRACE_S + 60,
-                          headers={"Authorization": "Bearer vigil-dev-key"}) as response:
+        with httpx.stream(
+            "POST",
+            f"{engine}/v1/chat/completions",
+            json=body,
+            timeout=GRACE_S + 60,
+            headers={"Authorization": "Bearer vigil-dev-key"},
+        ) as response:
             assert response.status_code == 200
             for line in response.iter_lines():
                 if not line.startswith("data: ") or line == "data: [DONE]":
@@ -89,14 +104,19 @@ def test_stream_in_flight_finishes_when_up_is_stopped(tmp_path, target):
                         os.kill(proc.pid, signal.SIGTERM)
                     else:
                         os.killpg(proc.pid, signal.SIGTERM)
-                if signalled_at is not None and sidecar_gone_at is None and not _alive(f"{sidecar}/health"):
+                if (
+                    signalled_at is not None
+                    and sidecar_gone_at is None
+                    and not _alive(f"{sidecar}/health")
+                ):
                     sidecar_gone_at = time.monotonic()
         ended_at = time.monotonic()
         assert signalled_at is not None, "the stream ended before the signal was sent"
         assert finish == "length" and usage["completion_tokens"] == MAX_TOKENS, (finish, usage)
         # the case the test exists for: the stream was still running when the sidecar had gone
         assert sidecar_gone_at is not None and sidecar_gone_at < ended_at, (
-            "stream ended before the sidecar exited; the test would not see a repeated signal")
+            "stream ended before the sidecar exited; the test would not see a repeated signal"
+        )
         assert proc.wait(timeout=GRACE_S + 30) == 0
     finally:
         if proc.poll() is None:

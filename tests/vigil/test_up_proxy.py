@@ -20,20 +20,36 @@ def test_up_with_a_proxy_relays_samples_and_stops_on_sigterm(tmp_path):
     fake = FakeUpstream()
     proxy_port, sidecar_port = free_port(), free_port()
     database = f"sqlite:///{tmp_path}/vigil.db"
-    env = {**os.environ, "VIGIL_DATABASE_URL": database, "VIGIL_JOURNAL_DIR": str(tmp_path / "journal"),
-           "VIGIL_REPORT_DIR": str(tmp_path / "reports"), "VIGIL_PORT": str(proxy_port),
-           "VIGIL_SIDECAR_PORT": str(sidecar_port), "VIGIL_SAMPLE_RATE": "1.0", "VIGIL_TORCH_THREADS": "1",
-           "VIGIL_DRAIN_GRACE_S": "5", "VIGIL_CANARY_ENABLED": "false"}
+    env = {
+        **os.environ,
+        "VIGIL_DATABASE_URL": database,
+        "VIGIL_JOURNAL_DIR": str(tmp_path / "journal"),
+        "VIGIL_REPORT_DIR": str(tmp_path / "reports"),
+        "VIGIL_PORT": str(proxy_port),
+        "VIGIL_SIDECAR_PORT": str(sidecar_port),
+        "VIGIL_SAMPLE_RATE": "1.0",
+        "VIGIL_TORCH_THREADS": "1",
+        "VIGIL_DRAIN_GRACE_S": "5",
+        "VIGIL_CANARY_ENABLED": "false",
+    }
     with UvicornThread(fake.app) as upstream:
-        proc = subprocess.Popen([sys.executable, "-m", "vigil.cli", "up", "--proxy", upstream.url], env=env,
-                                cwd=tmp_path)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "vigil.cli", "up", "--proxy", upstream.url],
+            env=env,
+            cwd=tmp_path,
+        )
         try:
             wait_healthy(f"http://127.0.0.1:{sidecar_port}/health", proc, 120)
             wait_healthy(f"http://127.0.0.1:{proxy_port}/health", proc, 60)
-            reply = httpx.post(f"http://127.0.0.1:{proxy_port}/v1/chat/completions",
-                               headers={"Authorization": "Bearer vigil-dev-key"},
-                               json={"model": "m", "messages": [{"role": "user", "content": "hi"}]}, timeout=30)
-            assert reply.status_code == 200 and reply.json()["choices"][0]["message"]["content"] == "".join(WORDS)
+            reply = httpx.post(
+                f"http://127.0.0.1:{proxy_port}/v1/chat/completions",
+                headers={"Authorization": "Bearer vigil-dev-key"},
+                json={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+                timeout=30,
+            )
+            assert reply.status_code == 200 and reply.json()["choices"][0]["message"][
+                "content"
+            ] == "".join(WORDS)
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(timeout=60) == 0
         finally:

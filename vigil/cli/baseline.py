@@ -49,8 +49,10 @@ def baseline_command(args) -> int:
         if args.action == "validate":
             verdict = validate_stored_baseline(settings, factory, args.id, now=now)
             if verdict.valid:
-                print(f"baseline {args.id} validated (thresholds calibrated for windows of "
-                      f"~{verdict.window_size} samples). Next: vigil baseline activate --id {args.id}")
+                print(
+                    f"baseline {args.id} validated (thresholds calibrated for windows of "
+                    f"~{verdict.window_size} samples). Next: vigil baseline activate --id {args.id}"
+                )
                 return 0
             print(f"baseline {args.id} rejected:", file=sys.stderr)
             for reason in verdict.reasons:
@@ -65,8 +67,10 @@ def baseline_command(args) -> int:
         if not rows:
             print("no baselines yet: vigil baseline build --from ... --to ...")
         for b in rows:
-            print(f"{b.id:>4}  {b.status:<9}  {b.num_samples:>6} samples  "
-                  f"{b.window_start:%Y-%m-%d %H:%M} → {b.window_end:%Y-%m-%d %H:%M}  {b.name}")
+            print(
+                f"{b.id:>4}  {b.status:<9}  {b.num_samples:>6} samples  "
+                f"{b.window_start:%Y-%m-%d %H:%M} → {b.window_end:%Y-%m-%d %H:%M}  {b.name}"
+            )
         return 0
     except BaselineError as exc:
         print(f"vigil baseline: {exc}", file=sys.stderr)

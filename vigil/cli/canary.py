@@ -39,9 +39,18 @@ def canary_command(args) -> int:
                 if baseline is None:  # calibrate_now committed it: gone means deleted meanwhile
                     print(f"vigil canary: baseline {outcome.baseline_id} vanished", file=sys.stderr)
                     return EXIT_UNAVAILABLE
-                print(json.dumps({"baseline_id": baseline.id, "probe_set": baseline.probe_set_version,
-                                  "engine": baseline.engine, "tolerances": baseline.tolerances,
-                                  "noise": (baseline.calibration or {}).get("noise")}, indent=2))
+                print(
+                    json.dumps(
+                        {
+                            "baseline_id": baseline.id,
+                            "probe_set": baseline.probe_set_version,
+                            "engine": baseline.engine,
+                            "tolerances": baseline.tolerances,
+                            "noise": (baseline.calibration or {}).get("noise"),
+                        },
+                        indent=2,
+                    )
+                )
             return EXIT_OK
         outcome = run_canary_job(settings, factory, now, force_compare=True)
     except ProbeSetError as exc:
@@ -53,6 +62,14 @@ def canary_command(args) -> int:
     if outcome.status in ("skipped", "engine_unavailable"):
         print(f"vigil canary: {outcome.detail}", file=sys.stderr)
         return EXIT_UNAVAILABLE
-    print(json.dumps({"run_id": outcome.run_id, "status": outcome.status, "failed": outcome.failed,
-                      "critical": outcome.critical}))
+    print(
+        json.dumps(
+            {
+                "run_id": outcome.run_id,
+                "status": outcome.status,
+                "failed": outcome.failed,
+                "critical": outcome.critical,
+            }
+        )
+    )
     return EXIT_MISMATCH if outcome.status == "mismatch" else EXIT_OK

@@ -92,8 +92,10 @@ def _check_dimensions(named: dict[str, pd.DataFrame]) -> None:
                 if seen is None:
                     seen = (path, int(line), len(vec))
                 elif len(vec) != seen[2]:
-                    raise InputError(f"{path}:{line}: {field} has {len(vec)} values, "
-                                     f"{seen[0]}:{seen[1]} has {seen[2]}")
+                    raise InputError(
+                        f"{path}:{line}: {field} has {len(vec)} values, "
+                        f"{seen[0]}:{seen[1]} has {seen[2]}"
+                    )
                 break  # read_records already checked the rest of this file against its first
 
 
@@ -103,12 +105,15 @@ def _check_segment_fields(named: dict[str, pd.DataFrame], fields: list[str]) -> 
             raise InputError(f"--segment-by {field}: no record in either file has that field")
 
 
-def run_check(reference: str, current: str, *, segment_by: list[str], seed: int,
-              embed=None) -> tuple[DriftOutcome, dict[str, Any]]:
+def run_check(
+    reference: str, current: str, *, segment_by: list[str], seed: int, embed=None
+) -> tuple[DriftOutcome, dict[str, Any]]:
     ref, cur = read_samples(reference), read_samples(current)
     named = {reference: ref, current: cur}
     _check_segment_fields(named, segment_by)
-    _check_dimensions(named)  # before filling: filling would replace mismatched vectors with MiniLM's
+    _check_dimensions(
+        named
+    )  # before filling: filling would replace mismatched vectors with MiniLM's
     notes = fill_embeddings(named, embed)
     baseline = build_baseline(ref, seed=seed)
     from drift.validate import validate_baseline  # imported late: validate imports baseline
@@ -116,8 +121,12 @@ def run_check(reference: str, current: str, *, segment_by: list[str], seed: int,
     validation = validate_baseline(baseline)
     calibrate_baseline(baseline, window_size=len(cur))
     report = run_drift(baseline, cur, segment_by=segment_by, rng_seed=seed)
-    info = {"n_reference": len(ref), "n_current": len(cur), "notes": notes,
-            "baseline_reasons": validation.reasons}
+    info = {
+        "n_reference": len(ref),
+        "n_current": len(cur),
+        "notes": notes,
+        "baseline_reasons": validation.reasons,
+    }
     return report, info
 
 
@@ -133,21 +142,27 @@ def no_verdict_reason(report: DriftOutcome, info: dict[str, Any]) -> str | None:
     whole = [r for r in report.results if r.segment == ALL]
     short = sum(r.insufficient for r in whole)
     if not report.drifted and 2 * short > len(whole):
-        return (f"{short} of {len(whole)} whole-window tests had too few samples "
-                f"({info['n_current']} current, {info['n_reference']} reference)")
+        return (
+            f"{short} of {len(whole)} whole-window tests had too few samples "
+            f"({info['n_current']} current, {info['n_reference']} reference)"
+        )
     return None
 
 
 def render_text(report: DriftOutcome, info: dict[str, Any], reference: str, current: str) -> str:
-    lines = [f"reference {reference}: {info['n_reference']} samples, baseline "
-             + ("valid" if report.baseline_valid else "REJECTED")]
+    lines = [
+        f"reference {reference}: {info['n_reference']} samples, baseline "
+        + ("valid" if report.baseline_valid else "REJECTED")
+    ]
     lines += [f"  - {r}" for r in info["baseline_reasons"]]
     lines.append(f"current {current}: {info['n_current']} samples")
     if report.insufficient_data:
         lines.append("note: too few samples for some tests (insufficient data, never an alert)")
     drifted = [r for r in report.results if r.drifted]
-    lines.append(f"{len(report.results)} results, {len(drifted)} drifted, "
-                 f"{sum(r.insufficient for r in report.results)} insufficient")
+    lines.append(
+        f"{len(report.results)} results, {len(drifted)} drifted, "
+        f"{sum(r.insufficient for r in report.results)} insufficient"
+    )
     if report.alerts:
         lines.append(f"DRIFT: {len(report.alerts)} alert(s)")
         lines += [f"  [{a.severity}] {a.kind}: {a.summary}" for a in report.alerts]
@@ -160,8 +175,12 @@ def render_text(report: DriftOutcome, info: dict[str, Any], reference: str, curr
 
 def check_command(args: argparse.Namespace) -> int:
     try:
-        report, info = run_check(args.reference, args.current, segment_by=list(args.segment_by or []),
-                                 seed=int(args.seed))
+        report, info = run_check(
+            args.reference,
+            args.current,
+            segment_by=list(args.segment_by or []),
+            seed=int(args.seed),
+        )
     except (InputError, RecordFileError) as exc:
         print(f"vigil check: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

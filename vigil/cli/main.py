@@ -28,40 +28,63 @@ COMMANDS = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="vigil", description="LLM serving with drift monitoring built in.")
+    parser = argparse.ArgumentParser(
+        prog="vigil", description="LLM serving with drift monitoring built in."
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     serve = sub.add_parser("serve", help="run the inference engine and its OpenAI-compatible API")
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
-    serve.add_argument("--model", help="GGUF file or Hugging Face directory (default: SmolLM2-135M-Instruct)")
-    serve.add_argument("--tensor-parallel-size", type=int,
-                       help="split the model over N GPUs (or N CPU processes); VIGIL_TENSOR_PARALLEL_SIZE")
-    serve.add_argument("--api-server-count", type=int,
-                       help="N API server processes on one port, feeding one engine core; VIGIL_API_SERVER_COUNT")
+    serve.add_argument(
+        "--model", help="GGUF file or Hugging Face directory (default: SmolLM2-135M-Instruct)"
+    )
+    serve.add_argument(
+        "--tensor-parallel-size",
+        type=int,
+        help="split the model over N GPUs (or N CPU processes); VIGIL_TENSOR_PARALLEL_SIZE",
+    )
+    serve.add_argument(
+        "--api-server-count",
+        type=int,
+        help="N API server processes on one port, feeding one engine core; VIGIL_API_SERVER_COUNT",
+    )
 
-    sidecar = sub.add_parser("sidecar", help="run the monitoring sidecar: jobs, dashboard, ingest API, alerts")
+    sidecar = sub.add_parser(
+        "sidecar", help="run the monitoring sidecar: jobs, dashboard, ingest API, alerts"
+    )
     sidecar.add_argument("--host")
     sidecar.add_argument("--port", type=int)
 
-    proxy = sub.add_parser("proxy", help="watch another OpenAI-compatible server: a pass-through that samples its traffic")
-    proxy.add_argument("--upstream", help="the server's base URL, e.g. http://vllm:8000; VIGIL_PROXY_UPSTREAM_URL")
+    proxy = sub.add_parser(
+        "proxy",
+        help="watch another OpenAI-compatible server: a pass-through that samples its traffic",
+    )
+    proxy.add_argument(
+        "--upstream", help="the server's base URL, e.g. http://vllm:8000; VIGIL_PROXY_UPSTREAM_URL"
+    )
     proxy.add_argument("--host")
     proxy.add_argument("--port", type=int)
 
     up = sub.add_parser("up", help="run engine and sidecar together on the embedded defaults")
-    up.add_argument("--proxy", metavar="URL", help="run the proxy in front of URL instead of the engine")
+    up.add_argument(
+        "--proxy", metavar="URL", help="run the proxy in front of URL instead of the engine"
+    )
 
     check = sub.add_parser(
-        "check", help="run the drift tests offline on two JSONL files of samples",
+        "check",
+        help="run the drift tests offline on two JSONL files of samples",
         description="Run the drift tests offline on two JSONL files of samples.",
         epilog="exit status: 0 no drift; 3 drift; 2 bad input (file and line on stderr); "
-               "4 could not judge: the reference was rejected as a baseline, or most whole-window "
-               "tests had too few samples and none found drift (reason on stderr)")
+        "4 could not judge: the reference was rejected as a baseline, or most whole-window "
+        "tests had too few samples and none found drift (reason on stderr)",
+    )
     check.add_argument("--reference", required=True, help="JSONL of baseline samples")
     check.add_argument("--current", required=True, help="JSONL of current samples")
     check.add_argument("--json", action="store_true", help="print the result as JSON")
-    check.add_argument("--segment-by", action="append", default=[], help="field to segment by (repeatable)")
+    check.add_argument(
+        "--segment-by", action="append", default=[], help="field to segment by (repeatable)"
+    )
     check.add_argument("--seed", type=int, default=0)
 
     db = sub.add_parser("db", help="database schema management")
@@ -78,16 +101,30 @@ def build_parser() -> argparse.ArgumentParser:
     report = sub.add_parser("report", help="run the drift job once and write the HTML report")
     report.add_argument("--hours", type=float, default=1.0, help="window length ending now")
 
-    canary = sub.add_parser("canary", help="engine canaries: calibrate a baseline, or run one comparison")
+    canary = sub.add_parser(
+        "canary", help="engine canaries: calibrate a baseline, or run one comparison"
+    )
     canary.add_argument("action", choices=["baseline", "run"])
 
-    doctor = sub.add_parser("doctor", help="print what this machine has (Python, torch, models, PostgreSQL, Chromium, GPU)")
-    doctor.add_argument("--fix", action="store_true",
-                        help="install/start what the tests need, or say in one line what is missing")
+    doctor = sub.add_parser(
+        "doctor",
+        help="print what this machine has (Python, torch, models, PostgreSQL, Chromium, GPU)",
+    )
+    doctor.add_argument(
+        "--fix",
+        action="store_true",
+        help="install/start what the tests need, or say in one line what is missing",
+    )
 
-    sub.add_parser("schema", help="print the sample record's JSON Schema (what ingest and check accept)")
-    demo = sub.add_parser("demo", help="engine + sidecar on a fresh database: a steady day, a drift event, an alert")
-    demo.add_argument("--quick", action="store_true", help="less traffic; stop when the alert arrived (CI)")
+    sub.add_parser(
+        "schema", help="print the sample record's JSON Schema (what ingest and check accept)"
+    )
+    demo = sub.add_parser(
+        "demo", help="engine + sidecar on a fresh database: a steady day, a drift event, an alert"
+    )
+    demo.add_argument(
+        "--quick", action="store_true", help="less traffic; stop when the alert arrived (CI)"
+    )
     demo.add_argument("--dir", default="var/demo", help="where the demo database and reports go")
     return parser
 

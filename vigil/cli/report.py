@@ -30,7 +30,9 @@ def report_command(args) -> int:
         advance_cursor=False, resolve_absent=False,
     )  # fmt: skip
     if outcome.report_path is None:
-        print(f"vigil report: the window was already reported (run {outcome.run_id})", file=sys.stderr)
+        print(
+            f"vigil report: the window was already reported (run {outcome.run_id})", file=sys.stderr
+        )
         return 1
     print(f"{outcome.num_samples} samples, {len(outcome.alerts)} alerts", file=sys.stderr)
     print(outcome.report_path)

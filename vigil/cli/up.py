@@ -49,8 +49,9 @@ def up_command(args) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, forward)
     for command in (front, ["sidecar"]):
-        children.append(subprocess.Popen([sys.executable, "-m", "vigil.cli", *command],
-                                         start_new_session=True))
+        children.append(
+            subprocess.Popen([sys.executable, "-m", "vigil.cli", *command], start_new_session=True)
+        )
     if stopping:
         stop_children()
     print(

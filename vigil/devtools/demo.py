@@ -75,9 +75,13 @@ def drift_alerts(received: list[dict[str, Any]]) -> list[dict[str, Any]]:
     severe first."""
     from alerts.proposal import SEVERITY_RANK
 
-    found = [r["body"]["alert"] for r in received
-             if r["verified"] and r["body"].get("event") == "trigger"
-             and r["body"].get("alert", {}).get("kind") in DRIFT_KINDS]
+    found = [
+        r["body"]["alert"]
+        for r in received
+        if r["verified"]
+        and r["body"].get("event") == "trigger"
+        and r["body"].get("alert", {}).get("kind") in DRIFT_KINDS
+    ]
     return sorted(found, key=lambda a: -SEVERITY_RANK.get(a.get("severity"), -1))
 
 
@@ -114,15 +118,28 @@ def demo_command(args) -> int:
     receiver = Receiver(secret)
     engine_port, sidecar_port = _free_port(), _free_port()
     engine, sidecar = f"http://127.0.0.1:{engine_port}", f"http://127.0.0.1:{sidecar_port}"
-    env = {**os.environ, "VIGIL_ENV": "development", "VIGIL_DATABASE_URL": f"sqlite:///{db}",
-           "VIGIL_REPORT_DIR": str(workdir / "reports"), "VIGIL_JOURNAL_DIR": str(workdir / "journal"),
-           "VIGIL_API_KEYS": json.dumps([API_KEY]), "VIGIL_ADMIN_KEYS": json.dumps([ADMIN_KEY]),
-           "VIGIL_OPERATOR_KEYS": json.dumps([OPERATOR_KEY]),
-           "VIGIL_WEBHOOK_TARGETS": json.dumps([receiver.url]), "VIGIL_WEBHOOK_SECRET": secret,
-           "VIGIL_PORT": str(engine_port), "VIGIL_SIDECAR_PORT": str(sidecar_port),
-           "VIGIL_ENGINE_URL": engine, "VIGIL_PUBLIC_URL": sidecar, "VIGIL_SAMPLE_RATE": "1.0",
-           "VIGIL_SEGMENT_MIN_PER_HOUR": "0", "VIGIL_EVAL_SHARE": "0.0", "VIGIL_EMBED_INTERVAL_S": "15",
-           "VIGIL_DELIVERY_POLL_INTERVAL_S": "1", "VIGIL_KV_CACHE_MEMORY_MB": "128"}
+    env = {
+        **os.environ,
+        "VIGIL_ENV": "development",
+        "VIGIL_DATABASE_URL": f"sqlite:///{db}",
+        "VIGIL_REPORT_DIR": str(workdir / "reports"),
+        "VIGIL_JOURNAL_DIR": str(workdir / "journal"),
+        "VIGIL_API_KEYS": json.dumps([API_KEY]),
+        "VIGIL_ADMIN_KEYS": json.dumps([ADMIN_KEY]),
+        "VIGIL_OPERATOR_KEYS": json.dumps([OPERATOR_KEY]),
+        "VIGIL_WEBHOOK_TARGETS": json.dumps([receiver.url]),
+        "VIGIL_WEBHOOK_SECRET": secret,
+        "VIGIL_PORT": str(engine_port),
+        "VIGIL_SIDECAR_PORT": str(sidecar_port),
+        "VIGIL_ENGINE_URL": engine,
+        "VIGIL_PUBLIC_URL": sidecar,
+        "VIGIL_SAMPLE_RATE": "1.0",
+        "VIGIL_SEGMENT_MIN_PER_HOUR": "0",
+        "VIGIL_EVAL_SHARE": "0.0",
+        "VIGIL_EMBED_INTERVAL_S": "15",
+        "VIGIL_DELIVERY_POLL_INTERVAL_S": "1",
+        "VIGIL_KV_CACHE_MEMORY_MB": "128",
+    }
     started = time.monotonic()
     _say(f"webhook receiver on {receiver.url}; starting engine ({engine}) and sidecar ({sidecar})")
     up = subprocess.Popen([sys.executable, "-m", "vigil.cli", "up"], env=env)
@@ -137,49 +154,109 @@ def demo_command(args) -> int:
             day_start, day_end = now - timedelta(hours=26), now - timedelta(hours=2)
             day = steady(day_start, day_end, 240 if quick else 960)
             for i in range(0, len(day), 200):
-                http.post(f"{sidecar}/v1/ingest", json={"samples": day[i:i + 200]}, headers=importer).raise_for_status()
-            _say(f"backdated a steady day: {len(day)} samples, {day_start:%m-%d %H:%M} → {day_end:%m-%d %H:%M} UTC")
-            for prompt in ["Where is my parcel 311?", "How do I return item 42?"][: 1 if quick else 2] * (1 if quick else 4):
-                http.post(f"{engine}/v1/chat/completions", headers=key, json={
-                    "model": "SmolLM2-135M-Instruct", "max_tokens": 8, "temperature": 0,
-                    "messages": [{"role": "user", "content": prompt}]}).raise_for_status()
+                http.post(
+                    f"{sidecar}/v1/ingest", json={"samples": day[i : i + 200]}, headers=importer
+                ).raise_for_status()
+            _say(
+                f"backdated a steady day: {len(day)} samples, {day_start:%m-%d %H:%M} → {day_end:%m-%d %H:%M} UTC"
+            )
+            for prompt in ["Where is my parcel 311?", "How do I return item 42?"][
+                : 1 if quick else 2
+            ] * (1 if quick else 4):
+                http.post(
+                    f"{engine}/v1/chat/completions",
+                    headers=key,
+                    json={
+                        "model": "SmolLM2-135M-Instruct",
+                        "max_tokens": 8,
+                        "temperature": 0,
+                        "messages": [{"role": "user", "content": prompt}],
+                    },
+                ).raise_for_status()
             _say("live requests answered by the engine (logged by its traffic sampler)")
             baseline_id = ""
             for step in ("build", "validate", "activate"):
-                data = {"start": day_start.isoformat(), "end": day_end.isoformat()} if step == "build" else {
-                    "id": baseline_id}
-                r = http.post(f"{sidecar}/baselines/{step}", data=data, headers=admin, follow_redirects=False)
-                message = httpx.URL(r.headers.get("location", "")).params.get("message", r.text[:200])
+                data = (
+                    {"start": day_start.isoformat(), "end": day_end.isoformat()}
+                    if step == "build"
+                    else {"id": baseline_id}
+                )
+                r = http.post(
+                    f"{sidecar}/baselines/{step}", data=data, headers=admin, follow_redirects=False
+                )
+                message = httpx.URL(r.headers.get("location", "")).params.get(
+                    "message", r.text[:200]
+                )
                 _say(f"baseline {step} (from the /baselines page): {message}")
                 if "refused" in message or "rejected" in message or r.status_code >= 400:
                     raise RuntimeError(f"baseline {step} failed: {message}")
                 baseline_id = baseline_id or message.split("built baseline ")[-1].split()[0]
             event_end = datetime.now(UTC)
             event = drift_event(event_end - timedelta(minutes=50), event_end, 80 if quick else 200)
-            event += steady(event_end - timedelta(minutes=50), event_end, 40 if quick else 100, seed=3, tag="hour")
-            http.post(f"{sidecar}/v1/ingest", json={"samples": event}, headers=importer).raise_for_status()
-            _say(f"drift event: {len(event)} samples in the last hour (tenant newco on mobile, prompt v2)")
-            _wait("embeddings of the new samples", lambda: _embed_backlog(http, sidecar, key) == 0, 600)
-            report = subprocess.run([sys.executable, "-m", "vigil.cli", "report", "--hours", "1"], env=env,
-                                    capture_output=True, text=True, timeout=900)
-            _say(f"drift window: {report.stderr.strip().splitlines()[-1] if report.stderr.strip() else ''}")
+            event += steady(
+                event_end - timedelta(minutes=50),
+                event_end,
+                40 if quick else 100,
+                seed=3,
+                tag="hour",
+            )
+            http.post(
+                f"{sidecar}/v1/ingest", json={"samples": event}, headers=importer
+            ).raise_for_status()
+            _say(
+                f"drift event: {len(event)} samples in the last hour (tenant newco on mobile, prompt v2)"
+            )
+            _wait(
+                "embeddings of the new samples",
+                lambda: _embed_backlog(http, sidecar, key) == 0,
+                600,
+            )
+            report = subprocess.run(
+                [sys.executable, "-m", "vigil.cli", "report", "--hours", "1"],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=900,
+            )
+            _say(
+                f"drift window: {report.stderr.strip().splitlines()[-1] if report.stderr.strip() else ''}"
+            )
             if report.returncode != 0:
                 raise RuntimeError(f"vigil report failed: {report.stderr[-2000:]}")
-            _wait("a signed drift alert at the receiver", lambda: drift_alerts(receiver.received), 120)
+            _wait(
+                "a signed drift alert at the receiver", lambda: drift_alerts(receiver.received), 120
+            )
             overview = http.get(f"{sidecar}/", headers=key).text
             found = re.search(r'<p class="lead"[^>]*>(.*?)</p>', overview, re.S)  # the headline
             lead = found.group(1) if found else ""
         alerts = drift_alerts(receiver.received)
         alert = alerts[0]
-        incident = next((r["body"]["incident"] for r in receiver.received
-                         if r["body"].get("alert") is alert and r["body"].get("incident")), {})
-        summary = {"dashboard": f"{sidecar}/", "dashboard_says": " ".join(re.sub(r"<[^>]+>", "", lead).split()),
-                   "headline": incident.get("headline"), "incident": incident.get("url"),
-                   "drift_notifications": len(alerts), "alert": alert.get("url"), "summary": alert.get("summary"),
-                   "drift_rules": sorted({m["rule"] for m in incident.get("members", [])} or {a["rule"] for a in alerts}),
-                   "report": report.stdout.strip(),
-                   "deliveries": len(receiver.received), "verified": sum(r["verified"] for r in receiver.received),
-                   "seconds": round(time.monotonic() - started, 1), "api_key": API_KEY, "admin_key": ADMIN_KEY}
+        incident = next(
+            (
+                r["body"]["incident"]
+                for r in receiver.received
+                if r["body"].get("alert") is alert and r["body"].get("incident")
+            ),
+            {},
+        )
+        summary = {
+            "dashboard": f"{sidecar}/",
+            "dashboard_says": " ".join(re.sub(r"<[^>]+>", "", lead).split()),
+            "headline": incident.get("headline"),
+            "incident": incident.get("url"),
+            "drift_notifications": len(alerts),
+            "alert": alert.get("url"),
+            "summary": alert.get("summary"),
+            "drift_rules": sorted(
+                {m["rule"] for m in incident.get("members", [])} or {a["rule"] for a in alerts}
+            ),
+            "report": report.stdout.strip(),
+            "deliveries": len(receiver.received),
+            "verified": sum(r["verified"] for r in receiver.received),
+            "seconds": round(time.monotonic() - started, 1),
+            "api_key": API_KEY,
+            "admin_key": ADMIN_KEY,
+        }
         _say("one incident reached the webhook, signed:")
         print(json.dumps(summary, indent=2), flush=True)
         if not quick:

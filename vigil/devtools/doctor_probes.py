@@ -122,7 +122,7 @@ def probe_chromium() -> str | None:
 
 
 def probe_privilege() -> str | None:
-    """"root", "sudo" (passwordless), or None: whether system packages can be installed."""
+    """ "root", "sudo" (passwordless), or None: whether system packages can be installed."""
     if os.geteuid() == 0:
         return "root"
     if shutil.which("sudo"):

@@ -23,7 +23,7 @@ def check_field_name(name: Any) -> str:
 
 def check_eval_score(name: str, value: Any) -> float:
     """`eval_<name>`: a finite number within the eval bound, the name 1-64 characters."""
-    score_name = name[len("eval_"):]
+    score_name = name[len("eval_") :]
     if not 1 <= len(score_name) <= limits.MAX_EVAL_NAME_CHARS:
         raise ValueError(f"{name}: the evaluator name after 'eval_' must be 1-64 characters")
     if score_name == "default":  # the name `eval_score` is stored under

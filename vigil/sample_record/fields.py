@@ -23,7 +23,9 @@ def parse_timestamp(value: Any) -> datetime:
     if isinstance(value, datetime):
         parsed = value if value.tzinfo else value.replace(tzinfo=UTC)
     elif isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise ValueError(f"expected epoch seconds or an RFC 3339 string, got {type(value).__name__}")
+        raise ValueError(
+            f"expected epoch seconds or an RFC 3339 string, got {type(value).__name__}"
+        )
     elif isinstance(value, str):
         parsed = _parse_rfc3339(value)
     else:
@@ -43,7 +45,9 @@ def _parse_rfc3339(text: str) -> datetime:
     fraction = (match.group(7) or "")[:7]  # datetime keeps microseconds: drop finer digits
     zone = match.group(8).upper().replace("Z", "+00:00")
     try:
-        return datetime.fromisoformat(text[:19].replace(" ", "T").replace("t", "T") + fraction + zone)
+        return datetime.fromisoformat(
+            text[:19].replace(" ", "T").replace("t", "T") + fraction + zone
+        )
     except ValueError as exc:  # a day or hour out of range, e.g. 2026-02-30
         raise ValueError(f"{text[:40]!r} is not a valid date and time ({exc})") from None
 
@@ -55,7 +59,9 @@ def storable_text(value: str) -> str:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        raise ValueError("contains a lone surrogate (e.g. \\ud800), which is not valid Unicode") from None
+        raise ValueError(
+            "contains a lone surrogate (e.g. \\ud800), which is not valid Unicode"
+        ) from None
     return value
 
 

@@ -41,7 +41,9 @@ def read_records(path: str | Path) -> list[tuple[int, SampleRecord]]:
                     if vector is not None:
                         dim, first = dims.setdefault(field, (len(vector), lineno))
                         if len(vector) != dim:
-                            raise RecordError(f"{field} has {len(vector)} values, line {first} had {dim}")
+                            raise RecordError(
+                                f"{field} has {len(vector)} values, line {first} had {dim}"
+                            )
                 records.append((lineno, record))
         except UnicodeDecodeError as exc:
             raise RecordFileError(f"{path}:{lineno}: not UTF-8 ({exc.reason})") from None

@@ -60,7 +60,9 @@ EMBEDDING_FIELDS = ("prompt_embedding", "response_embedding")
 def client_model_name(name: str | None) -> str:
     """The model name client-supplied vectors are stored under: always `client:`-prefixed."""
     name = name or limits.UNNAMED_CLIENT_MODEL
-    return name if name.startswith(limits.CLIENT_MODEL_PREFIX) else limits.CLIENT_MODEL_PREFIX + name
+    return (
+        name if name.startswith(limits.CLIENT_MODEL_PREFIX) else limits.CLIENT_MODEL_PREFIX + name
+    )
 
 
 def _describe_rules(schema: dict[str, Any]) -> None:
@@ -124,7 +126,11 @@ class SampleRecord(BaseModel):
         if known is not None and len(vector) != known:
             raise ValueError(f"has {len(vector)} values; {bare} vectors have {known}")
         other = info.data.get("prompt_embedding")
-        if info.field_name == "response_embedding" and other is not None and len(other) != len(vector):
+        if (
+            info.field_name == "response_embedding"
+            and other is not None
+            and len(other) != len(vector)
+        ):
             raise ValueError(
                 f"has {len(vector)} values but prompt_embedding has {len(other)}: "
                 "both vectors of a record come from one model"
@@ -151,7 +157,7 @@ class SampleRecord(BaseModel):
         scores = {} if self.eval_score is None else {"default": self.eval_score}
         for name, value in (self.model_extra or {}).items():
             if name.startswith("eval_"):
-                scores[name[len("eval_"):]] = value
+                scores[name[len("eval_") :]] = value
         return scores
 
     @property
@@ -161,7 +167,7 @@ class SampleRecord(BaseModel):
 
     @property
     def embeddings(self) -> dict[str, list[float]]:
-        """"prompt"/"response" -> vector, for the vectors the record carries."""
+        """ "prompt"/"response" -> vector, for the vectors the record carries."""
         pairs = (("prompt", self.prompt_embedding), ("response", self.response_embedding))
         return {field: vec for field, vec in pairs if vec is not None}
 

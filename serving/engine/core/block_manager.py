@@ -37,7 +37,9 @@ def hash_block(parent_hash: int | None, token_ids: tuple[int, ...]) -> int:
 class BlockManager:
     def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool = True):
         if num_blocks < 1 or block_size < 1:
-            raise ValueError(f"need at least one block of at least one token, got {num_blocks} x {block_size}")
+            raise ValueError(
+                f"need at least one block of at least one token, got {num_blocks} x {block_size}"
+            )
         self.num_blocks = num_blocks
         self.block_size = block_size
         self.enable_prefix_caching = enable_prefix_caching
@@ -90,13 +92,17 @@ class BlockManager:
         return len(self.lookup(seq)[0]) * self.block_size
 
     # ---- admission: can_allocate / allocate ------------------------------------------------
-    def can_allocate(self, seq: Sequence, num_new_tokens: int, hits: list[int] | None = None) -> bool:
+    def can_allocate(
+        self, seq: Sequence, num_new_tokens: int, hits: list[int] | None = None
+    ) -> bool:
         """Room for the prefix-cache hits plus `num_new_tokens` tokens after them? `hits`: the
         block ids of a `lookup(seq)` still valid (same `cache_version`), to skip doing it again."""
         if hits is None:
             hits, _ = self.lookup(seq)
         needed = self.blocks_for(len(hits) * self.block_size + num_new_tokens) - len(hits)
-        reclaimed = sum(1 for bid in hits if self.blocks[bid].ref_count == 0)  # leave the free queue
+        reclaimed = sum(
+            1 for bid in hits if self.blocks[bid].ref_count == 0
+        )  # leave the free queue
         return needed + reclaimed <= len(self.free_queue)
 
     def allocate(

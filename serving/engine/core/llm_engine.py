@@ -34,13 +34,22 @@ from serving.sampling_params import SamplingParams
 
 class LLMEngine(Generic[Out]):
     @overload
-    def __init__(self: LLMEngine[RequestOutput], engine_config: EngineConfig, loaded: Any = None) -> None: ...
+    def __init__(
+        self: LLMEngine[RequestOutput], engine_config: EngineConfig, loaded: Any = None
+    ) -> None: ...
 
     @overload
-    def __init__(self, engine_config: EngineConfig, loaded: Any = None, *, output: OutputFactory[Out]) -> None: ...
+    def __init__(
+        self, engine_config: EngineConfig, loaded: Any = None, *, output: OutputFactory[Out]
+    ) -> None: ...
 
-    def __init__(self, engine_config: EngineConfig, loaded: Any = None, *,
-                 output: OutputFactory[Any] = OutputProcessor) -> None:
+    def __init__(
+        self,
+        engine_config: EngineConfig,
+        loaded: Any = None,
+        *,
+        output: OutputFactory[Any] = OutputProcessor,
+    ) -> None:
         """`loaded`: a LoadedModel (config, HF-named state_dict, tokenizer) to use instead of
         loading `engine_config.model_path` (tests pass tiny random models this way). `output`:
         builds the output sink from (tokenizer, eos token ids, max_model_len)."""
@@ -48,16 +57,26 @@ class LLMEngine(Generic[Out]):
         self.config = cfg
         self.device = cfg.resolve_device()
         worker = set_up_worker(cfg, loaded, self.device)
-        loaded, self.runner, self.tensor_parallel = worker.loaded, worker.runner, worker.tensor_parallel
+        loaded, self.runner, self.tensor_parallel = (
+            worker.loaded,
+            worker.runner,
+            worker.tensor_parallel,
+        )
         self.model_config = loaded.config
         self.tokenizer = loaded.tokenizer
         self.max_model_len = worker.max_model_len
-        self.block_manager = BlockManager(worker.num_blocks, cfg.block_size, cfg.enable_prefix_caching)
+        self.block_manager = BlockManager(
+            worker.num_blocks, cfg.block_size, cfg.enable_prefix_caching
+        )
         self.scheduler = Scheduler(
-            SchedulerConfig(cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.enable_chunked_prefill),
+            SchedulerConfig(
+                cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.enable_chunked_prefill
+            ),
             self.block_manager,
         )
-        eos = list(getattr(self.tokenizer, "eos_token_ids", None) or loaded.config.eos_token_ids or [])
+        eos = list(
+            getattr(self.tokenizer, "eos_token_ids", None) or loaded.config.eos_token_ids or []
+        )
         self.eos_token_ids = eos
         self.output: OutputSink[Out] = output(self.tokenizer, eos, self.max_model_len)
         self.requests: dict[str, Request] = {}
@@ -80,10 +99,18 @@ class LLMEngine(Generic[Out]):
         return LLMEngine(EngineConfig.from_settings(settings))
 
     # ---- requests --------------------------------------------------------------------------
-    def validate_request(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams) -> None:
+    def validate_request(
+        self, request_id: str, prompt_token_ids: list[int], params: SamplingParams
+    ) -> None:
         """Raise ValueError naming the problem; pure, so other threads may call it."""
-        check_new_request(request_id, prompt_token_ids, params, in_use=self.requests,
-                          vocab_size=self.model_config.vocab_size, max_model_len=self.max_model_len)
+        check_new_request(
+            request_id,
+            prompt_token_ids,
+            params,
+            in_use=self.requests,
+            vocab_size=self.model_config.vocab_size,
+            max_model_len=self.max_model_len,
+        )
 
     def add_request(
         self,
@@ -94,8 +121,12 @@ class LLMEngine(Generic[Out]):
         arrival_time: float | None = None,
     ) -> None:
         self.validate_request(request_id, prompt_token_ids, params)
-        metrics = RequestMetrics(arrival_time=arrival_time if arrival_time is not None else time.monotonic())
-        req = Request(request_id, prompt, list(prompt_token_ids), params, metrics, forked=params.n == 1)
+        metrics = RequestMetrics(
+            arrival_time=arrival_time if arrival_time is not None else time.monotonic()
+        )
+        req = Request(
+            request_id, prompt, list(prompt_token_ids), params, metrics, forked=params.n == 1
+        )
         req.seqs.append(self._new_seq(req, 0))
         self.requests[request_id] = req
         if params.prompt_logprobs is not None:
@@ -173,7 +204,9 @@ class LLMEngine(Generic[Out]):
             outputs += self._read_back(previous)
         # a sequence that just finished ran one token too many: its blocks are freed already
         done = [item for item in out.scheduled if not item.seq.is_finished]
-        self.scheduler.update_after_step(SchedulerOutput(scheduled=done) if len(done) < len(out.scheduled) else out)
+        self.scheduler.update_after_step(
+            SchedulerOutput(scheduled=done) if len(done) < len(out.scheduled) else out
+        )
         self._fork(forks)
         self._inflight = launched
         for i, seq in enumerate(launched.seqs):
@@ -257,7 +290,9 @@ class LLMEngine(Generic[Out]):
         cfg, old = self.config, self.block_manager
         self.block_manager = BlockManager(old.num_blocks, old.block_size, old.enable_prefix_caching)
         self.scheduler = Scheduler(
-            SchedulerConfig(cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.enable_chunked_prefill),
+            SchedulerConfig(
+                cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.enable_chunked_prefill
+            ),
             self.block_manager,
         )
         self._prompt_tokens_total = 0

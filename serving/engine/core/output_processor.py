@@ -72,7 +72,9 @@ class TokenRecorder:
     def init_seq(self, seq: Sequence) -> None:
         p = seq.request.params
         if self.tokenizer is not None:
-            seq.output_state = SeqTextState(self.tokenizer, list(p.stop), p.include_stop_str_in_output)
+            seq.output_state = SeqTextState(
+                self.tokenizer, list(p.stop), p.include_stop_str_in_output
+            )
 
     def append(self, r: SampleResult) -> bool:
         """Record a sampled token; returns True when it finished the sequence."""
@@ -84,7 +86,9 @@ class TokenRecorder:
         seq.entropy_sum += r.entropy
         if p.logprobs is not None:
             alts = [(int(t), self._token_text(int(t)), float(v)) for t, v in (r.top_logprobs or [])]
-            seq.token_logprobs.append(TokenLogprob(tok, self._token_text(tok), r.logprob, alts[: p.logprobs]))
+            seq.token_logprobs.append(
+                TokenLogprob(tok, self._token_text(tok), r.logprob, alts[: p.logprobs])
+            )
         if p.stop_token_ids and tok in p.stop_token_ids:
             return self._finish(seq, "stop", tok)
         if tok in self.eos and not p.ignore_eos:
@@ -167,7 +171,11 @@ class OutputProcessor(TokenRecorder):
             return None
         first: list[TokenLogprob | None] = [None]
         return first + [
-            TokenLogprob(tok, self._token_text(tok), lp,
-                         [(int(t), self._token_text(int(t)), float(v)) for t, v in top[:k]])
+            TokenLogprob(
+                tok,
+                self._token_text(tok),
+                lp,
+                [(int(t), self._token_text(int(t)), float(v)) for t, v in top[:k]],
+            )
             for tok, lp, top in req.prompt_logprob_rows
         ]

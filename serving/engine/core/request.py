@@ -90,7 +90,9 @@ class Request:
     emitted_final: bool = False
     # with params.prompt_logprobs: entry i scores prompt token i + 1 given tokens 0..i, as
     # (token id, logprob, [(alternative id, logprob), ...]); filled by the runner during prefill
-    prompt_logprob_rows: list[tuple[int, float, list[tuple[int, float]]]] = field(default_factory=list)
+    prompt_logprob_rows: list[tuple[int, float, list[tuple[int, float]]]] = field(
+        default_factory=list
+    )
 
     @property
     def is_finished(self) -> bool:
@@ -101,7 +103,9 @@ class Request:
             return seqs[0].status is SeqStatus.FINISHED
         return all(s.status is SeqStatus.FINISHED for s in seqs)
 
-    def make_generator(self, index: int, device: torch.device | str = "cpu") -> torch.Generator | None:
+    def make_generator(
+        self, index: int, device: torch.device | str = "cpu"
+    ) -> torch.Generator | None:
         """Sample `index`'s generator, on the device the sampler's logits live on."""
         if self.params.seed is None:
             return None

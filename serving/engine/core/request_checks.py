@@ -14,8 +14,15 @@ def check_request_id(request_id: str, in_use: Container[str]) -> None:
         raise ValueError(f"request id {request_id!r} is already in use")
 
 
-def check_new_request(request_id: str, prompt_token_ids: list[int], params: SamplingParams, *,
-                      in_use: Container[str], vocab_size: int, max_model_len: int) -> None:
+def check_new_request(
+    request_id: str,
+    prompt_token_ids: list[int],
+    params: SamplingParams,
+    *,
+    in_use: Container[str],
+    vocab_size: int,
+    max_model_len: int,
+) -> None:
     """Raise ValueError (SamplingParamsError for a parameter) naming the problem."""
     check_request_id(request_id, in_use)
     if not prompt_token_ids:
@@ -26,5 +33,6 @@ def check_new_request(request_id: str, prompt_token_ids: list[int], params: Samp
     if len(prompt_token_ids) >= max_model_len:
         raise ValueError(
             f"the prompt has {len(prompt_token_ids)} tokens but the context length is "
-            f"{max_model_len}: at most {max_model_len - 1} prompt tokens fit")
+            f"{max_model_len}: at most {max_model_len - 1} prompt tokens fit"
+        )
     params.validate()

@@ -133,8 +133,12 @@ class Scheduler:
     def _lookup(self, seq: Sequence) -> HeadLookup:
         """`seq`'s prefix-cache hits: the kept lookup when still valid, else a fresh one."""
         head, version = self._head, self.bm.cache_version
-        if (head is None or head.seq is not seq or head.num_tokens != seq.num_tokens
-                or head.cache_version != version):
+        if (
+            head is None
+            or head.seq is not seq
+            or head.num_tokens != seq.num_tokens
+            or head.cache_version != version
+        ):
             hits, hashes = self.bm.lookup(seq)
             head = self._head = HeadLookup(seq, seq.num_tokens, version, hits, hashes)
         return head

@@ -132,17 +132,23 @@ class AsyncLLMEngine:
         """Stream the request's outputs until the finished one. Raises ValueError for a bad
         request (before anything is queued) and EngineNotRunningError when not accepting."""
         if not self._accepting or not self.is_running:
-            raise EngineNotRunningError("the engine is not accepting requests (not started or shutting down)")
+            raise EngineNotRunningError(
+                "the engine is not accepting requests (not started or shutting down)"
+            )
         with self._lock:
             check_request_id(request_id, self._streams)  # queued, not yet in the engine
             self.engine.validate_request(request_id, prompt_token_ids, params)
             stream = _Stream(asyncio.get_running_loop(), OutputSlot())
             self._streams[request_id] = stream
-            self._inbox.append(("add", request_id, list(prompt_token_ids), params, prompt, time.monotonic()))
+            self._inbox.append(
+                ("add", request_id, list(prompt_token_ids), params, prompt, time.monotonic())
+            )
             self._mirror.adds_sent += 1
         self._wake.set()
         # closed with this generator, so a reader that goes away aborts at once
-        async with contextlib.aclosing(read_slot(stream.slot, lambda: self.abort(request_id))) as outputs:
+        async with contextlib.aclosing(
+            read_slot(stream.slot, lambda: self.abort(request_id))
+        ) as outputs:
             async for out in outputs:
                 yield out
 
@@ -152,7 +158,9 @@ class AsyncLLMEngine:
             self._inbox.append(("abort", request_id))
         self._wake.set()
 
-    def validate_request(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams) -> None:
+    def validate_request(
+        self, request_id: str, prompt_token_ids: list[int], params: SamplingParams
+    ) -> None:
         self.engine.validate_request(request_id, prompt_token_ids, params)
 
     def stats(self) -> EngineStats:
@@ -184,9 +192,13 @@ class AsyncLLMEngine:
                 self._busy = True
                 try:
                     outputs = self.engine.step()
-                except Exception as exc:  # keep serving: fail the requests in flight, not the process
+                except (
+                    Exception
+                ) as exc:  # keep serving: fail the requests in flight, not the process
                     log.exception("engine step failed; aborting the requests in flight")
-                    self._fail_all(EngineStepError(f"the engine step failed: {type(exc).__name__}: {exc}"))
+                    self._fail_all(
+                        EngineStepError(f"the engine step failed: {type(exc).__name__}: {exc}")
+                    )
                     outputs = []
                 self._deliver_step(outputs)
                 self._mirror.snapshot = self.engine.stats()
@@ -226,7 +238,9 @@ class AsyncLLMEngine:
                 self.engine.abort(rid)
         if drop_queued:
             with self._lock:
-                self._mirror.adds_seen += sum(1 for cmd in self._inbox if cmd[0] == "add")  # dropped
+                self._mirror.adds_seen += sum(
+                    1 for cmd in self._inbox if cmd[0] == "add"
+                )  # dropped
                 self._inbox = [cmd for cmd in self._inbox if cmd[0] != "add"]
                 targets |= set(self._streams)
         for rid in targets:

@@ -88,7 +88,9 @@ class CoreLink:
 
 
 class AttachedCoreClient(EngineCoreClient):
-    def __init__(self, config: EngineConfig, attachment: CoreAttachment, *, ready_timeout_s: float = 900.0):
+    def __init__(
+        self, config: EngineConfig, attachment: CoreAttachment, *, ready_timeout_s: float = 900.0
+    ):
         super().__init__(config, auto_restart=False, ready_timeout_s=ready_timeout_s)
         self.attachment = attachment
         self.client_index = attachment.index
@@ -102,15 +104,18 @@ class AttachedCoreClient(EngineCoreClient):
         if self._link is not None:
             return
         self._link = CoreLink(self.attachment)
-        self._output_thread = threading.Thread(target=self._receive_all, daemon=True,
-                                               name=f"vigil-core-output-{self.client_index}")
+        self._output_thread = threading.Thread(
+            target=self._receive_all, daemon=True, name=f"vigil-core-output-{self.client_index}"
+        )
         self._output_thread.start()
         deadline = time.monotonic() + self.ready_timeout_s
         while not self._ready.wait(0.2):
             if self._failed is not None:
                 raise CoreStartError(self._failed)
             if time.monotonic() > deadline:
-                raise CoreStartError(f"the engine core was not ready within {self.ready_timeout_s:.0f}s")
+                raise CoreStartError(
+                    f"the engine core was not ready within {self.ready_timeout_s:.0f}s"
+                )
         self._accepting = True
 
     @property
@@ -142,7 +147,9 @@ class AttachedCoreClient(EngineCoreClient):
                 if link.events in ready:
                     self._on_event(link.codec.from_parent.decode(link.events.recv()))
                 if link.output in ready:
-                    self._on_message(link, link.codec.from_core.decode(link.output.recv(copy=False).buffer))
+                    self._on_message(
+                        link, link.codec.from_core.decode(link.output.recv(copy=False).buffer)
+                    )
             except zmq.ZMQError:  # the sockets were closed under us: shutting down
                 return
             except Exception:  # a bug here must not silently stop every stream
@@ -163,7 +170,11 @@ class AttachedCoreClient(EngineCoreClient):
             return
         if self.tokenizer is None:  # the same model on every restart
             self.tokenizer = pickle.loads(ready.tokenizer_pickle)
-        self.max_model_len, self.vocab_size, self.device = ready.max_model_len, ready.vocab_size, ready.device
+        self.max_model_len, self.vocab_size, self.device = (
+            ready.max_model_len,
+            ready.vocab_size,
+            ready.device,
+        )
         self._identity = EngineIdentity(ready.device, ready.dtype, ready.attention)
         restarted = link.generation >= 0
         with self._lock:
@@ -181,10 +192,16 @@ class AttachedCoreClient(EngineCoreClient):
         assert link is not None
         if event.generation < link.generation or not self._alive:
             return  # about an older core than the one serving now
-        log.error("engine core (pid %s) exited with code %s; failing this process's requests",
-                  link.pid, event.exitcode)
+        log.error(
+            "engine core (pid %s) exited with code %s; failing this process's requests",
+            link.pid,
+            event.exitcode,
+        )
         with self._lock:
             self._alive = False
         self.supervisor.notify(False)
-        self._fail_all(EngineDeadError(
-            "the engine core process died; the request was lost (the server is restarting it)"))
+        self._fail_all(
+            EngineDeadError(
+                "the engine core process died; the request was lost (the server is restarting it)"
+            )
+        )

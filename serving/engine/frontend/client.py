@@ -35,12 +35,18 @@ class EngineClient(Protocol):
 
     def identity(self) -> EngineIdentity: ...
 
-    def validate_request(self, request_id: str, prompt_token_ids: list[int],
-                         params: SamplingParams) -> None:
+    def validate_request(
+        self, request_id: str, prompt_token_ids: list[int], params: SamplingParams
+    ) -> None:
         """Raise ValueError naming the problem; pure, so any thread may call it."""
 
-    def generate(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams,
-                 prompt: str | None = None) -> AsyncIterator[RequestOutput]:
+    def generate(
+        self,
+        request_id: str,
+        prompt_token_ids: list[int],
+        params: SamplingParams,
+        prompt: str | None = None,
+    ) -> AsyncIterator[RequestOutput]:
         """Stream the request's outputs until the finished one."""
         ...
 
@@ -75,6 +81,7 @@ if TYPE_CHECKING:  # mypy (make lint) holds each front-end to the Protocol
     from serving.engine.frontend.attached_client import AttachedCoreClient
     from serving.engine.frontend.core_client import EngineCoreClient
 
-    def _front_ends(a: AsyncLLMEngine, c: EngineCoreClient,
-                    t: AttachedCoreClient) -> list[EngineClient]:
+    def _front_ends(
+        a: AsyncLLMEngine, c: EngineCoreClient, t: AttachedCoreClient
+    ) -> list[EngineClient]:
         return [a, c, t]

@@ -46,8 +46,14 @@ class EngineCoreClient:
     coalesces_outputs = True  # a slow reader gets the newest output, never a queue
     client_index = 0  # this API process among several feeding one core (AttachedCoreClient)
 
-    def __init__(self, config: EngineConfig, loaded: Any = None, *, auto_restart: bool = True,
-                 ready_timeout_s: float = 900.0):
+    def __init__(
+        self,
+        config: EngineConfig,
+        loaded: Any = None,
+        *,
+        auto_restart: bool = True,
+        ready_timeout_s: float = 900.0,
+    ):
         self.config, self._loaded = config, loaded
         self.auto_restart, self.ready_timeout_s = auto_restart, ready_timeout_s
         self._lock = threading.Lock()  # guards _requests and the liveness flags
@@ -88,15 +94,23 @@ class EngineCoreClient:
             raise
         if self.tokenizer is None:  # the same model on every restart
             self.tokenizer = pickle.loads(ready.tokenizer_pickle)
-        self.max_model_len, self.vocab_size, self.device = ready.max_model_len, ready.vocab_size, ready.device
+        self.max_model_len, self.vocab_size, self.device = (
+            ready.max_model_len,
+            ready.vocab_size,
+            ready.device,
+        )
         self.core_frozen_objects = ready.frozen_objects
         self._identity = EngineIdentity(ready.device, ready.dtype, ready.attention)
         with self._lock:
             self._core = self._channel = core
             self._mirror.restart()
             self._alive = True
-        self._output_thread = threading.Thread(target=self._receive, args=(core,), daemon=True,
-                                               name=f"vigil-core-output-{core.generation}")
+        self._output_thread = threading.Thread(
+            target=self._receive,
+            args=(core,),
+            daemon=True,
+            name=f"vigil-core-output-{core.generation}",
+        )
         self._output_thread.start()
 
     def identity(self) -> EngineIdentity:
@@ -160,23 +174,41 @@ class EngineCoreClient:
             return False
 
     # ---- requests --------------------------------------------------------------------------
-    def validate_request(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams) -> None:
+    def validate_request(
+        self, request_id: str, prompt_token_ids: list[int], params: SamplingParams
+    ) -> None:
         """The engine's own checks, answered here (the core repeats them)."""
-        check_new_request(request_id, prompt_token_ids, params, in_use=self._requests,
-                          vocab_size=self.vocab_size, max_model_len=self.max_model_len)
+        check_new_request(
+            request_id,
+            prompt_token_ids,
+            params,
+            in_use=self._requests,
+            vocab_size=self.vocab_size,
+            max_model_len=self.max_model_len,
+        )
 
-    async def generate(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams,
-                       prompt: str | None = None) -> AsyncIterator[RequestOutput]:
+    async def generate(
+        self,
+        request_id: str,
+        prompt_token_ids: list[int],
+        params: SamplingParams,
+        prompt: str | None = None,
+    ) -> AsyncIterator[RequestOutput]:
         if not self._accepting:
-            raise EngineNotRunningError("the engine is not accepting requests (not started or shutting down)")
+            raise EngineNotRunningError(
+                "the engine is not accepting requests (not started or shutting down)"
+            )
         ids = list(prompt_token_ids)
         arrival = time.monotonic()
         with self._lock:
             if not self._alive or self._channel is None:
                 raise EngineNotRunningError("the engine core is restarting; retry shortly")
             self.validate_request(request_id, ids, params)
-            live = LiveRequest(FrontRequest(request_id, prompt, ids, params, self.tokenizer, arrival),
-                         OutputSlot(), asyncio.get_running_loop())
+            live = LiveRequest(
+                FrontRequest(request_id, prompt, ids, params, self.tokenizer, arrival),
+                OutputSlot(),
+                asyncio.get_running_loop(),
+            )
             self._requests[request_id] = live
             channel = self._channel
             self._mirror.adds_sent += 1
@@ -187,7 +219,9 @@ class EngineCoreClient:
                 self._requests.pop(request_id, None)
             raise EngineNotRunningError(str(exc)) from None
         # closed with this generator, so a reader that goes away aborts at once
-        async with contextlib.aclosing(read_slot(live.slot, lambda: self.abort(request_id))) as outputs:
+        async with contextlib.aclosing(
+            read_slot(live.slot, lambda: self.abort(request_id))
+        ) as outputs:
             async for out in outputs:
                 yield out
 
@@ -250,8 +284,11 @@ class EngineCoreClient:
         if self._output_thread is not None:
             self._output_thread.join(5)
         core.close()
-        self._fail_all(EngineDeadError(
-            "the engine core process died; the request was lost (the server is restarting it)"))
+        self._fail_all(
+            EngineDeadError(
+                "the engine core process died; the request was lost (the server is restarting it)"
+            )
+        )
 
     def _fail_all(self, exc: BaseException) -> None:
         with self._lock:

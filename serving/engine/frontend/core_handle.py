@@ -66,8 +66,12 @@ class CoreHandle:
         self.closed = False
         launch = CoreLaunch(config, [in_addr], [out_addr], os.getpid(), loaded)
         ctx = multiprocessing.get_context("spawn")  # never fork a process that has threads
-        self.process = ctx.Process(target=run_engine_core, args=(launch,), daemon=True,
-                                   name=f"vigil-engine-core-{generation}")
+        self.process = ctx.Process(
+            target=run_engine_core,
+            args=(launch,),
+            daemon=True,
+            name=f"vigil-engine-core-{generation}",
+        )
         self.process.start()
 
     @property
@@ -88,8 +92,10 @@ class CoreHandle:
                 if isinstance(msg, CoreFailed):
                     raise CoreStartError(msg.message)
             elif not self.process.is_alive():
-                raise CoreStartError(f"the engine core exited with code {self.process.exitcode} "
-                                     "before it was ready (see the log)")
+                raise CoreStartError(
+                    f"the engine core exited with code {self.process.exitcode} "
+                    "before it was ready (see the log)"
+                )
         raise CoreStartError(f"the engine core was not ready within {timeout_s:.0f}s")
 
     def send(self, msg: ToCore) -> None:

@@ -42,8 +42,14 @@ class HostedCore:
 
 
 class CoreHost:
-    def __init__(self, config: EngineConfig, input_addresses: list[str], output_addresses: list[str],
-                 directory: str, ready_timeout_s: float = 900.0):
+    def __init__(
+        self,
+        config: EngineConfig,
+        input_addresses: list[str],
+        output_addresses: list[str],
+        directory: str,
+        ready_timeout_s: float = 900.0,
+    ):
         self.config = config
         self.input_addresses, self.output_addresses = list(input_addresses), list(output_addresses)
         self.ready_timeout_s = ready_timeout_s
@@ -75,10 +81,20 @@ class CoreHost:
     def spawn(self) -> HostedCore:
         """Start a core process (it connects to every API process); do not wait for it."""
         ready = self._mp.Event()
-        launch = CoreLaunch(self.config, self.input_addresses + [self.control_address], self.output_addresses,
-                            os.getpid(), generation=self._generation, ready=ready)
-        process = self._mp.Process(target=run_engine_core, args=(launch,), daemon=True,
-                                   name=f"vigil-engine-core-{self._generation}")
+        launch = CoreLaunch(
+            self.config,
+            self.input_addresses + [self.control_address],
+            self.output_addresses,
+            os.getpid(),
+            generation=self._generation,
+            ready=ready,
+        )
+        process = self._mp.Process(
+            target=run_engine_core,
+            args=(launch,),
+            daemon=True,
+            name=f"vigil-engine-core-{self._generation}",
+        )
         process.start()
         self._core = HostedCore(process, self._generation, ready)
         self._generation += 1
@@ -92,8 +108,10 @@ class CoreHost:
             if core.ready.wait(0.2):
                 return
             if not core.process.is_alive():
-                raise CoreStartError(f"the engine core exited with code {core.process.exitcode} "
-                                     "before it was ready (see the log)")
+                raise CoreStartError(
+                    f"the engine core exited with code {core.process.exitcode} "
+                    "before it was ready (see the log)"
+                )
         raise CoreStartError(f"the engine core was not ready within {timeout_s:.0f}s")
 
     def start_watching(self) -> None:

@@ -61,8 +61,11 @@ def run_engine_core(launch: CoreLaunch) -> None:
     # drains first and then sends Shutdown, so the core must not die under in-flight requests
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     ctx = zmq.Context(io_threads=1)
     inbox = ctx.socket(zmq.PULL)
     for address in launch.input_addresses:
@@ -110,14 +113,22 @@ def _load(launch: CoreLaunch):
 def _ready(engine, generation: int, frozen_objects: int) -> CoreReady:
     ident = identify(engine)
     return CoreReady(
-        tokenizer_pickle=pickle.dumps(engine.tokenizer), vocab_size=int(engine.model_config.vocab_size),
-        max_model_len=int(engine.max_model_len), device=ident.device, dtype=ident.dtype,
-        attention=ident.attention, generation=generation, pid=os.getpid(), frozen_objects=frozen_objects,
+        tokenizer_pickle=pickle.dumps(engine.tokenizer),
+        vocab_size=int(engine.model_config.vocab_size),
+        max_model_len=int(engine.max_model_len),
+        device=ident.device,
+        dtype=ident.dtype,
+        attention=ident.attention,
+        generation=generation,
+        pid=os.getpid(),
+        frozen_objects=frozen_objects,
     )
 
 
 class CoreLoop:
-    def __init__(self, engine, inbox: zmq.Socket, outboxes: list[zmq.Socket], codec: Codec, parent_pid: int):
+    def __init__(
+        self, engine, inbox: zmq.Socket, outboxes: list[zmq.Socket], codec: Codec, parent_pid: int
+    ):
         self.engine, self.inbox, self.outboxes, self.codec = engine, inbox, outboxes, codec
         self.parent_pid = parent_pid
         self.adds_seen = [0] * len(outboxes)  # per API process: the AddRequests handled
@@ -157,8 +168,12 @@ class CoreLoop:
                 if len(self.outboxes) > 1:
                     self.owner[msg.request_id] = msg.client_index
                 try:
-                    self.engine.add_request(msg.request_id, msg.prompt_token_ids, msg.params,
-                                            arrival_time=msg.arrival_time)
+                    self.engine.add_request(
+                        msg.request_id,
+                        msg.prompt_token_ids,
+                        msg.params,
+                        arrival_time=msg.arrival_time,
+                    )
                 except ValueError as exc:  # checked by the API already; a race or a bug
                     failed.append(RequestFailed(msg.request_id, str(exc), True))
             elif isinstance(msg, AbortRequests):
@@ -186,7 +201,9 @@ class CoreLoop:
         stats = self.engine.stats()
         rows = self.engine.output.take_rows()
         if len(self.outboxes) == 1:
-            msg = StepOutputs(deltas=deltas, stats=stats, adds_seen=self.adds_seen[0], failed=failed, rows=rows)
+            msg = StepOutputs(
+                deltas=deltas, stats=stats, adds_seen=self.adds_seen[0], failed=failed, rows=rows
+            )
             self.outboxes[0].send(self.codec.encoder.encode(msg), copy=False)
             return
         routed = route(self.owner, deltas, failed, len(self.outboxes))
@@ -194,8 +211,13 @@ class CoreLoop:
         for index, outbox in enumerate(self.outboxes):
             own_deltas, own_failed = routed[index]
             own_rows = routed_rows[index]
-            msg = StepOutputs(deltas=own_deltas, stats=stats, adds_seen=self.adds_seen[index], failed=own_failed,
-                              rows=own_rows)
+            msg = StepOutputs(
+                deltas=own_deltas,
+                stats=stats,
+                adds_seen=self.adds_seen[index],
+                failed=own_failed,
+                rows=own_rows,
+            )
             data = self.codec.encoder.encode(msg)
             if own_deltas or own_failed or own_rows is not None:
                 outbox.send(data, copy=False)  # its streams wait on it: backpressure, as with one
@@ -206,8 +228,9 @@ class CoreLoop:
                     outbox.send(data, zmq.NOBLOCK, copy=False)
 
 
-def route(owner: dict[str, int], deltas: list[RequestDelta], failed: list[RequestFailed],
-          n: int) -> list[tuple[list[RequestDelta], list[RequestFailed]]]:
+def route(
+    owner: dict[str, int], deltas: list[RequestDelta], failed: list[RequestFailed], n: int
+) -> list[tuple[list[RequestDelta], list[RequestFailed]]]:
     """Split a step's outputs by the API process that added each request; forget finished ones."""
     routed: list[tuple[list[RequestDelta], list[RequestFailed]]] = [([], []) for _ in range(n)]
     for delta in deltas:

@@ -83,7 +83,9 @@ class TokenRows(msgspec.Struct, array_like=True):
     entropies: list[float] = []
     token_times: list[float] = []
 
-    def add(self, request_id: str, token_id: int, logprob: float, entropy: float, token_time: float) -> None:
+    def add(
+        self, request_id: str, token_id: int, logprob: float, entropy: float, token_time: float
+    ) -> None:
         self.request_ids.append(request_id)
         self.token_ids.append(token_id)
         self.logprobs.append(logprob)
@@ -92,7 +94,14 @@ class TokenRows(msgspec.Struct, array_like=True):
 
     def entries(self):
         """(request id, token id, logprob, entropy, token time) per row."""
-        return zip(self.request_ids, self.token_ids, self.logprobs, self.entropies, self.token_times, strict=True)
+        return zip(
+            self.request_ids,
+            self.token_ids,
+            self.logprobs,
+            self.entropies,
+            self.token_times,
+            strict=True,
+        )
 
 
 class StepOutputs(msgspec.Struct, tag="step", array_like=True):
@@ -100,7 +109,9 @@ class StepOutputs(msgspec.Struct, tag="step", array_like=True):
     stats: EngineStats
     adds_seen: int  # AddRequests handled so far by this core: the rest are still in flight
     failed: list[RequestFailed] = []
-    rows: TokenRows | None = None  # requests that advanced by one plain token (never in `deltas` too)
+    rows: TokenRows | None = (
+        None  # requests that advanced by one plain token (never in `deltas` too)
+    )
 
 
 class CoreReady(msgspec.Struct, tag="ready", array_like=True):

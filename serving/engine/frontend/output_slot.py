@@ -25,7 +25,9 @@ def merge_outputs(older: RequestOutput, newer: RequestOutput) -> RequestOutput:
     pending = {c.index: c.delta for c in older.outputs if c.delta}
     if not pending:
         return newer
-    choices = [dataclasses.replace(c, delta=pending.get(c.index, "") + c.delta) for c in newer.outputs]
+    choices = [
+        dataclasses.replace(c, delta=pending.get(c.index, "") + c.delta) for c in newer.outputs
+    ]
     return dataclasses.replace(newer, outputs=choices)
 
 
@@ -67,7 +69,9 @@ class OutputSlot:
         return self.take()
 
 
-async def read_slot(slot: OutputSlot, abort: Callable[[], None]) -> AsyncGenerator[RequestOutput, None]:
+async def read_slot(
+    slot: OutputSlot, abort: Callable[[], None]
+) -> AsyncGenerator[RequestOutput, None]:
     """The request's outputs up to the finished one; an error put in the slot is raised. A reader
     that stops early (closed, cancelled) calls `abort()` here. A caller that wraps this generator
     must close it itself (`contextlib.aclosing`): an abandoned one is finalised late, and the

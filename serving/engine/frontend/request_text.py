@@ -50,8 +50,15 @@ class FrontSeq:
 class FrontRequest:
     """One request's output state in the API process."""
 
-    def __init__(self, request_id: str, prompt: str | None, prompt_token_ids: list[int],
-                 params: SamplingParams, tokenizer, arrival_time: float):
+    def __init__(
+        self,
+        request_id: str,
+        prompt: str | None,
+        prompt_token_ids: list[int],
+        params: SamplingParams,
+        tokenizer,
+        arrival_time: float,
+    ):
         self.request_id, self.prompt, self.params = request_id, prompt, params
         self.prompt_token_ids = prompt_token_ids
         self.tokenizer = tokenizer
@@ -64,8 +71,11 @@ class FrontRequest:
         seq = self.seqs.get(index)
         if seq is None:
             p = self.params
-            state = SeqTextState(self.tokenizer, list(p.stop), p.include_stop_str_in_output) \
-                if self.tokenizer is not None else None
+            state = (
+                SeqTextState(self.tokenizer, list(p.stop), p.include_stop_str_in_output)
+                if self.tokenizer is not None
+                else None
+            )
             seq = self.seqs[index] = FrontSeq(index, state)
         return seq
 
@@ -87,7 +97,10 @@ class FrontRequest:
         m.first_scheduled_time = delta.first_scheduled_time
         m.first_token_time = delta.first_token_time
         m.last_token_time = delta.last_token_time
-        m.num_preemptions, m.num_cached_prompt_tokens = delta.num_preemptions, delta.num_cached_prompt_tokens
+        m.num_preemptions, m.num_cached_prompt_tokens = (
+            delta.num_preemptions,
+            delta.num_cached_prompt_tokens,
+        )
         # before an n > 1 request forks, the core reports its one prompt sequence
         forked = delta.finished or len(self.seqs) >= self.params.n
         done = forked and all(s.finish_reason is not None for s in self.seqs.values())
@@ -133,8 +146,14 @@ class FrontRequest:
             seq.num_scored += 1
             if sd.top is not None and self.params.logprobs is not None:
                 alts = [(t, token_text(tokenizer, t), lp) for t, lp in sd.top[i]]
-                seq.logprobs.append(TokenLogprob(tok, token_text(tokenizer, tok), sd.logprobs[i],
-                                                 alts[: self.params.logprobs]))
+                seq.logprobs.append(
+                    TokenLogprob(
+                        tok,
+                        token_text(tokenizer, tok),
+                        sd.logprobs[i],
+                        alts[: self.params.logprobs],
+                    )
+                )
             # the core ended on an EOS or stop token: its text is never shown
             if i == last and sd.finish_reason == "stop":
                 break
@@ -159,8 +178,12 @@ class FrontRequest:
     def output(self) -> RequestOutput:
         seqs = [self.seqs[i] for i in sorted(self.seqs)]
         return RequestOutput(
-            request_id=self.request_id, prompt=self.prompt, prompt_token_ids=self.prompt_token_ids,
-            outputs=[self._completion(s) for s in seqs], finished=self.finished, metrics=self.metrics,
+            request_id=self.request_id,
+            prompt=self.prompt,
+            prompt_token_ids=self.prompt_token_ids,
+            outputs=[self._completion(s) for s in seqs],
+            finished=self.finished,
+            metrics=self.metrics,
             prompt_logprobs=self.prompt_logprobs if self.finished else None,
         )
 
@@ -173,9 +196,13 @@ class FrontRequest:
         if self.params.logprobs is not None:
             lps = list(seq.logprobs) if done else ListPrefix(seq.logprobs)
         return CompletionOutput(
-            index=seq.index, text=seq.text, delta=delta,
-            token_ids=list(seq.token_ids) if done else ListPrefix(seq.token_ids), logprobs=lps,
-            finish_reason=seq.finish_reason, stop_reason=seq.stop_reason,
+            index=seq.index,
+            text=seq.text,
+            delta=delta,
+            token_ids=list(seq.token_ids) if done else ListPrefix(seq.token_ids),
+            logprobs=lps,
+            finish_reason=seq.finish_reason,
+            stop_reason=seq.stop_reason,
             mean_logprob=seq.logprob_sum / n if n else None,
             mean_entropy=seq.entropy_sum / n if n else None,
         )
@@ -184,7 +211,9 @@ class FrontRequest:
         k, tok = self.params.prompt_logprobs or 0, self.tokenizer
         first: list[TokenLogprob | None] = [None]
         return first + [
-            TokenLogprob(t, token_text(tok, t), lp, [(a, token_text(tok, a), b) for a, b in top[:k]])
+            TokenLogprob(
+                t, token_text(tok, t), lp, [(a, token_text(tok, a), b) for a, b in top[:k]]
+            )
             for t, lp, top in rows
         ]
 

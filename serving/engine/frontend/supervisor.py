@@ -89,8 +89,11 @@ class CoreSupervisor(Generic[Core]):
             core.process.join(POLL_S)
             if owner.closing or self._exiting or core.process.is_alive():
                 continue
-            log.error("engine core (pid %s) exited with code %s; failing its requests",
-                      core.pid, core.process.exitcode)
+            log.error(
+                "engine core (pid %s) exited with code %s; failing its requests",
+                core.pid,
+                core.process.exitcode,
+            )
             owner.on_core_death(core)
             if not owner.auto_restart:
                 return

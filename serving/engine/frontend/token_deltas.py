@@ -44,16 +44,23 @@ class TokenDeltaProcessor(TokenRecorder):
             m.finished_time = time.monotonic()
         seqs = req.seqs if len(req.seqs) == 1 else sorted(req.seqs, key=lambda s: s.index)
         delta = RequestDelta(
-            request_id=req.request_id, seqs=[self._seq_delta(s) for s in seqs], finished=finished,
-            first_scheduled_time=m.first_scheduled_time, first_token_time=m.first_token_time,
-            last_token_time=m.last_token_time, finished_time=m.finished_time,
-            num_preemptions=m.num_preemptions, num_cached_prompt_tokens=m.num_cached_prompt_tokens,
+            request_id=req.request_id,
+            seqs=[self._seq_delta(s) for s in seqs],
+            finished=finished,
+            first_scheduled_time=m.first_scheduled_time,
+            first_token_time=m.first_token_time,
+            last_token_time=m.last_token_time,
+            finished_time=m.finished_time,
+            num_preemptions=m.num_preemptions,
+            num_cached_prompt_tokens=m.num_cached_prompt_tokens,
         )
         if finished:
             k = req.params.prompt_logprobs
             if k is not None and len(req.prompt_logprob_rows) >= len(req.prompt_token_ids) - 1:
-                delta.prompt_logprobs = [(int(t), float(lp), [(int(a), float(b)) for a, b in top[:k]])
-                                         for t, lp, top in req.prompt_logprob_rows]
+                delta.prompt_logprobs = [
+                    (int(t), float(lp), [(int(a), float(b)) for a, b in top[:k]])
+                    for t, lp, top in req.prompt_logprob_rows
+                ]
             for s in req.seqs:
                 self._sent.pop(s.seq_id, None)
         return delta
@@ -64,12 +71,22 @@ class TokenDeltaProcessor(TokenRecorder):
         start = self._sent.get(seq.seq_id)
         end = len(seq.logprobs)
         params = req.params
-        if (start is None or end - start != 1 or params.n != 1 or params.logprobs is not None
-                or req.metrics.num_preemptions):
+        if (
+            start is None
+            or end - start != 1
+            or params.n != 1
+            or params.logprobs is not None
+            or req.metrics.num_preemptions
+        ):
             return False
         self._sent[seq.seq_id] = end
-        self._rows.add(req.request_id, seq.token_ids[seq.num_prompt_tokens + start], seq.logprobs[start],
-                       seq.entropies[start], req.metrics.last_token_time)
+        self._rows.add(
+            req.request_id,
+            seq.token_ids[seq.num_prompt_tokens + start],
+            seq.logprobs[start],
+            seq.entropies[start],
+            req.metrics.last_token_time,
+        )
         return True
 
     def _seq_delta(self, seq: Sequence) -> SeqDelta:
@@ -82,9 +99,13 @@ class TokenDeltaProcessor(TokenRecorder):
             top = [[(t, lp) for t, _, lp in entry.top] for entry in seq.token_logprobs[start:end]]
         stop = seq.stop_reason if isinstance(seq.stop_reason, int) else None
         return SeqDelta(
-            index=seq.index, token_ids=seq.token_ids[base + start : base + end],
-            logprobs=seq.logprobs[start:end], entropies=seq.entropies[start:end], top=top,
-            finish_reason=seq.finish_reason, stop_reason=stop,
+            index=seq.index,
+            token_ids=seq.token_ids[base + start : base + end],
+            logprobs=seq.logprobs[start:end],
+            entropies=seq.entropies[start:end],
+            top=top,
+            finish_reason=seq.finish_reason,
+            stop_reason=stop,
         )
 
 

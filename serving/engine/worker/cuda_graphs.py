@@ -43,8 +43,12 @@ PREFILL_WIDTH = 64  # sequences of a prefill graph, until capture_up_to sizes it
 GRAPHED_DECODE_CONTEXT = 4096  # longest decode row a prefill graph takes (its split count is fixed)
 
 
-def graph_decode_layout(query_start_loc: torch.Tensor, seq_lens: torch.Tensor, decode_seq_lens: torch.Tensor,
-                        decode_rows: torch.Tensor) -> None:
+def graph_decode_layout(
+    query_start_loc: torch.Tensor,
+    seq_lens: torch.Tensor,
+    decode_seq_lens: torch.Tensor,
+    decode_rows: torch.Tensor,
+) -> None:
     """Fill a prefill graph's decode inputs from its step (device ops only: captured, replayed).
     A one-token query keeps its length and row; any other sequence, padding included, gets
     length 0 (its decode program reads nothing) and the first row of the step's first prompt,
@@ -53,10 +57,14 @@ def graph_decode_layout(query_start_loc: torch.Tensor, seq_lens: torch.Tensor, d
     one = q_lens == 1
     first_prompt = torch.argmax((q_lens > 1).to(torch.int32)).view(1)
     decode_seq_lens.copy_(torch.where(one, seq_lens, 0))
-    decode_rows.copy_(torch.where(one, query_start_loc[:-1], query_start_loc.index_select(0, first_prompt)))
+    decode_rows.copy_(
+        torch.where(one, query_start_loc[:-1], query_start_loc.index_select(0, first_prompt))
+    )
 
 
-def prefill_bucket(meta: AttentionMetadata, num_tokens: int, buckets: tuple[int, ...], width: int) -> int | None:
+def prefill_bucket(
+    meta: AttentionMetadata, num_tokens: int, buckets: tuple[int, ...], width: int
+) -> int | None:
     """The token bucket of the prefill graph a step replays: a step with a prompt row (not
     decode-only) of at most the largest bucket's tokens and `width` sequences, whose decode rows
     reach no further than GRAPHED_DECODE_CONTEXT; None for any other step."""
@@ -65,8 +73,10 @@ def prefill_bucket(meta: AttentionMetadata, num_tokens: int, buckets: tuple[int,
     if meta.num_seqs > 1:
         if meta.query_lens_cpu is None or meta.seq_lens_cpu is None:
             return None
-        longest_decode = max((s for q, s in zip(meta.query_lens_cpu, meta.seq_lens_cpu, strict=True) if q == 1),
-                             default=0)
+        longest_decode = max(
+            (s for q, s in zip(meta.query_lens_cpu, meta.seq_lens_cpu, strict=True) if q == 1),
+            default=0,
+        )
         if longest_decode > GRAPHED_DECODE_CONTEXT:
             return None
     return next((b for b in buckets if b >= num_tokens), None)
@@ -103,7 +113,9 @@ class GpuForward:
         self.prefill_graphs: dict[tuple[int, int], tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
         self._pool = None
         # decode graphs that end with the lm_head and the sampler's statistics (graph_logits.py)
-        self.logits = GraphedLogits(model.lm_head_weight, max(self.buckets)) if graphed_logits else None
+        self.logits = (
+            GraphedLogits(model.lm_head_weight, max(self.buckets)) if graphed_logits else None
+        )
         self._replayed: tuple[int, int] | None = None  # (decode bucket, rows) of the last forward
         if use_graphs:
             device = kv_caches[0][0].device
@@ -140,7 +152,9 @@ class GpuForward:
 
     def _eager(self, input_ids, positions, meta: AttentionMetadata) -> torch.Tensor:
         if self.use_fused:
-            return fused_forward(self.model, input_ids, positions, self.kv_caches, meta, self.backend)
+            return fused_forward(
+                self.model, input_ids, positions, self.kv_caches, meta, self.backend
+            )
         return self.model(input_ids, positions, self.kv_caches, meta, self.backend)
 
     def _bucket(self, n: int) -> int | None:
@@ -176,7 +190,9 @@ class GpuForward:
 
     def _graphed_step(self, ids, pos, meta: AttentionMetadata) -> torch.Tensor:
         if meta.decode_seq_lens is not None:
-            graph_decode_layout(meta.query_start_loc, meta.seq_lens, meta.decode_seq_lens, meta.decode_rows)
+            graph_decode_layout(
+                meta.query_start_loc, meta.seq_lens, meta.decode_seq_lens, meta.decode_rows
+            )
         return self._eager(ids, pos, meta)
 
     def _capture(self, b: int, width: int = 0) -> tuple[torch.cuda.CUDAGraph, torch.Tensor]:

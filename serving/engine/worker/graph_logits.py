@@ -20,7 +20,9 @@ import torch
 
 from serving.kernels import logit_stats
 
-SampleStats = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # lse, greedy ids, packed (logit_stats)
+SampleStats = tuple[
+    torch.Tensor, torch.Tensor, torch.Tensor
+]  # lse, greedy ids, packed (logit_stats)
 
 
 class GraphedLogits:
@@ -33,8 +35,11 @@ class GraphedLogits:
     @staticmethod
     def applies(model: torch.nn.Module) -> bool:
         """Single-device models only: a tensor-parallel lm_head gathers across ranks."""
-        return getattr(model, "tp", None) is None and hasattr(model, "lm_head_weight") \
+        return (
+            getattr(model, "tp", None) is None
+            and hasattr(model, "lm_head_weight")
             and logit_stats.HAS_TRITON
+        )
 
     def run(self, hidden: torch.Tensor, bucket: int) -> SampleStats:
         """The graph's tail (during warm-up and capture): logits and statistics of `bucket` rows."""
@@ -42,8 +47,9 @@ class GraphedLogits:
             # a normal tensor even when the first capture runs in inference mode: start-up
             # captures (outside it) write into it too
             with torch.inference_mode(False):
-                self.logits = torch.empty(self.max_rows, self.weight.shape[0], dtype=hidden.dtype,
-                                          device=hidden.device)
+                self.logits = torch.empty(
+                    self.max_rows, self.weight.shape[0], dtype=hidden.dtype, device=hidden.device
+                )
         rows = self.logits[:bucket]
         with torch.no_grad():  # start-up captures run in grad mode, and out= is not differentiable
             torch.mm(hidden, self.weight.t(), out=rows)

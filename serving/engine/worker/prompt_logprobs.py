@@ -54,8 +54,10 @@ def record_prompt_logprobs(model, hidden: torch.Tensor, scheduled: list[Schedule
         chosen = logprobs.gather(1, targets[:, None]).squeeze(1).tolist()
         if k > 0:
             top_values, top_ids = logprobs.topk(k, dim=-1)
-            tops = [list(zip(ids, vals, strict=True))
-                    for ids, vals in zip(top_ids.tolist(), top_values.tolist(), strict=True)]
+            tops = [
+                list(zip(ids, vals, strict=True))
+                for ids, vals in zip(top_ids.tolist(), top_values.tolist(), strict=True)
+            ]
         else:
             tops = [[] for _ in chosen]
         for target, lp, top in zip(targets.tolist(), chosen, tops, strict=True):

@@ -39,7 +39,14 @@ class SampleResult:
 def kv_bytes_per_block(config, block_size: int, dtype: torch.dtype) -> int:
     """K and V, every layer, one block of tokens."""
     elem = torch.empty((), dtype=dtype).element_size()
-    return 2 * config.num_hidden_layers * block_size * config.num_key_value_heads * config.head_dim * elem
+    return (
+        2
+        * config.num_hidden_layers
+        * block_size
+        * config.num_key_value_heads
+        * config.head_dim
+        * elem
+    )
 
 
 _NO_TOKENS: list[int] = []  # shared, never mutated
@@ -86,11 +93,15 @@ class InflightStep:
             self._event.synchronize()  # only this step's copy, not the steps queued after it
         token_ids, logprobs, entropies = host_lists(self._host)
         values, indices = self._host_tops if self._host_tops else (None, None)
-        tops = host_top_logprobs(sampled.wanted, values, indices, len(self.seqs)) or [None] * len(self.seqs)
+        tops = host_top_logprobs(sampled.wanted, values, indices, len(self.seqs)) or [None] * len(
+            self.seqs
+        )
         # the lists hold Python ints/floats already
         return [
             SampleResult(seq, t, lp, h, top)
-            for seq, t, lp, h, top in zip(self.seqs, token_ids, logprobs, entropies, tops, strict=True)
+            for seq, t, lp, h, top in zip(
+                self.seqs, token_ids, logprobs, entropies, tops, strict=True
+            )
         ]
 
 
@@ -119,7 +130,14 @@ class ModelRunner:
         # ids of live requests asking for prompt logprobs (kept by the engine): an empty set
         # skips the per-step scan, which would otherwise cost ~0.3 us per scheduled sequence
         self.prompt_logprob_requests: set[str] = set()
-        shape = (config.num_hidden_layers, 2, num_blocks, block_size, config.num_key_value_heads, config.head_dim)
+        shape = (
+            config.num_hidden_layers,
+            2,
+            num_blocks,
+            block_size,
+            config.num_key_value_heads,
+            config.head_dim,
+        )
         # zeros, not empty: padded rows a kernel may touch must not hold NaN garbage
         self.kv_cache = torch.zeros(shape, dtype=kv_dtype, device=device)
         self.kv_caches = [(self.kv_cache[i, 0], self.kv_cache[i, 1]) for i in range(shape[0])]
@@ -131,7 +149,9 @@ class ModelRunner:
             self.gpu = GpuForward.for_runner(self)
             self.gpu.use_graphs = self.gpu.use_graphs and enable_cuda_graphs
 
-    def execute(self, out: SchedulerOutput, sample_targets: list[list[Sequence]]) -> list[SampleResult]:
+    def execute(
+        self, out: SchedulerOutput, sample_targets: list[list[Sequence]]
+    ) -> list[SampleResult]:
         """Run one step; `sample_targets[i]` lists the sequences that get a token sampled from
         scheduled[i]'s last row (several when a request forks into its n samples)."""
         return self.launch(out, sample_targets).results()
@@ -149,16 +169,22 @@ class ModelRunner:
         for src, dst in out.blocks_to_copy:  # copy-on-write of shared partial blocks
             self.kv_cache[:, :, dst] = self.kv_cache[:, :, src]
         if pending:
-            inputs = build_step_inputs(out.scheduled, sample_targets, self.block_size, self.device, pending)
+            inputs = build_step_inputs(
+                out.scheduled, sample_targets, self.block_size, self.device, pending
+            )
         else:  # (positional: tests wrap build_step_inputs with this signature)
             inputs = build_step_inputs(out.scheduled, sample_targets, self.block_size, self.device)
         input_ids = inputs.input_ids
         if inputs.pending_rows:
-            input_ids = self._take_pending(input_ids, inputs.pending_rows, inputs.pending_src, previous)
+            input_ids = self._take_pending(
+                input_ids, inputs.pending_rows, inputs.pending_src, previous
+            )
         if self.gpu is not None:
             hidden = self.gpu.forward(input_ids, inputs.positions, inputs.meta)
         else:
-            hidden = self.model(input_ids, inputs.positions, self.kv_caches, inputs.meta, self.backend)
+            hidden = self.model(
+                input_ids, inputs.positions, self.kv_caches, inputs.meta, self.backend
+            )
         if self.prompt_logprob_requests and wants_prompt_logprobs(out.scheduled):
             record_prompt_logprobs(self.model, hidden, out.scheduled)
         if not inputs.sample_seqs:
@@ -170,12 +196,20 @@ class ModelRunner:
             logits, stats = graphed
         else:
             logits, stats = self.model.compute_logits(hidden[inputs.logits_rows]), None
-        return InflightStep(inputs.sample_seqs, sample_rows(logits, inputs.sample_seqs, stats), self.device)
+        return InflightStep(
+            inputs.sample_seqs, sample_rows(logits, inputs.sample_seqs, stats), self.device
+        )
 
     def _take_pending(
-        self, input_ids: torch.Tensor, rows: list[int], src: list[int], previous: InflightStep | None
+        self,
+        input_ids: torch.Tensor,
+        rows: list[int],
+        src: list[int],
+        previous: InflightStep | None,
     ) -> torch.Tensor:
-        return take_pending(input_ids, rows, src, previous.token_ids if previous is not None else None)
+        return take_pending(
+            input_ids, rows, src, previous.token_ids if previous is not None else None
+        )
 
 
 def take_pending(

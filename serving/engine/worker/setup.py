@@ -47,7 +47,9 @@ def set_up_worker(cfg: EngineConfig, loaded: Any, device: torch.device) -> Worke
     else:
         model = build_model(loaded.config, loaded.state_dict, device, dtype)
         num_blocks = cfg.num_kv_blocks or (
-            cfg.kv_cache_memory_mb * 2**20 // kv_bytes_per_block(loaded.config, cfg.block_size, kv_dtype)
+            cfg.kv_cache_memory_mb
+            * 2**20
+            // kv_bytes_per_block(loaded.config, cfg.block_size, kv_dtype)
         )
     if num_blocks < 2:
         raise ValueError(
@@ -64,8 +66,15 @@ def set_up_worker(cfg: EngineConfig, loaded: Any, device: torch.device) -> Worke
     if tensor_parallel is not None:
         runner = tensor_parallel.runner
     else:
-        runner = ModelRunner(model, loaded.config, num_blocks, cfg.block_size, device, kv_dtype,
-                             cfg.enable_cuda_graphs)
+        runner = ModelRunner(
+            model,
+            loaded.config,
+            num_blocks,
+            cfg.block_size,
+            device,
+            kv_dtype,
+            cfg.enable_cuda_graphs,
+        )
         if runner.gpu is not None and cfg.capture_graphs_at_start:
             runner.gpu.capture_up_to(cfg.max_num_seqs)
     return Worker(loaded, runner, num_blocks, max_model_len, tensor_parallel)

@@ -82,8 +82,10 @@ def build_step_inputs(
     Sequences running one token (decodes) are laid out first, as the metadata contract asks."""
     decodes = [i for i, item in enumerate(scheduled) if item.num_new_tokens == 1]
     num_decode = len(decodes)
-    order = decodes if num_decode == len(scheduled) else (
-        decodes + [i for i, item in enumerate(scheduled) if item.num_new_tokens != 1]
+    order = (
+        decodes
+        if num_decode == len(scheduled)
+        else (decodes + [i for i, item in enumerate(scheduled) if item.num_new_tokens != 1])
     )
     width = max(len(item.seq.block_table) for item in scheduled)
     cap = table_capacity(width)
@@ -122,14 +124,28 @@ def build_step_inputs(
     if cap != width:
         block_tables = block_tables[:, :width].contiguous()
     if num_decode == len(order):
-        return _decode_only(scheduled, order, input_ids, starts, slens, rows, block_tables, block_size, device,
-                            targets, pending_rows, pending_src)
+        return _decode_only(
+            scheduled,
+            order,
+            input_ids,
+            starts,
+            slens,
+            rows,
+            block_tables,
+            block_size,
+            device,
+            targets,
+            pending_rows,
+            pending_src,
+        )
     # in numpy: on small arrays each torch CPU op costs ~10 us more (a step of 256 decode rows and a
     # prompt: ~95 us -> ~27 us for these lines on the 2-core box)
     q = np.asarray(qlens, dtype=np.int64)
     ends = np.cumsum(q)
     owner = np.repeat(np.arange(len(order)), q)
-    positions_np = np.asarray(starts, dtype=np.int64)[owner] + np.arange(num_tokens) - (ends - q)[owner]
+    positions_np = (
+        np.asarray(starts, dtype=np.int64)[owner] + np.arange(num_tokens) - (ends - q)[owner]
+    )
     qsl = torch.from_numpy(np.concatenate([[0], ends]).astype(np.int32))
     block = block_tables.numpy()[owner, positions_np // block_size]
     slots = torch.from_numpy(block.astype(np.int64) * block_size + positions_np % block_size)
@@ -158,8 +174,20 @@ def build_step_inputs(
     )
 
 
-def _decode_only(scheduled, order, input_ids, starts, slens, rows, block_tables, block_size, device,
-                 targets, pending_rows, pending_src) -> StepInputs:
+def _decode_only(
+    scheduled,
+    order,
+    input_ids,
+    starts,
+    slens,
+    rows,
+    block_tables,
+    block_size,
+    device,
+    targets,
+    pending_rows,
+    pending_src,
+) -> StepInputs:
     """One token per sequence at its start position (the steady state; batch 1 lives here): slots
     come from the block-table lists in Python, and every int64 vector travels in one host array and
     one copy (ids, positions, slots, sample rows), the int32 ones in another (query starts, lengths):
@@ -167,7 +195,9 @@ def _decode_only(scheduled, order, input_ids, starts, slens, rows, block_tables,
     n = len(order)
     slots = []
     for i, start in zip(order, starts, strict=True):
-        slots.append(scheduled[i].seq.block_table[start // block_size] * block_size + start % block_size)
+        slots.append(
+            scheduled[i].seq.block_table[start // block_size] * block_size + start % block_size
+        )
     wide = _host_tensor(input_ids + starts + slots + rows, np.int64).to(device, non_blocking=True)
     narrow = _host_tensor(list(range(n + 1)) + slens, np.int32).to(device, non_blocking=True)
     qlens = [1] * n

@@ -139,7 +139,9 @@ class DeviceSample:
         (float64 holds token ids exactly and float32 values unchanged)."""
         if self.ready_packed is not None:
             return self.ready_packed
-        return torch.stack([self.token_ids.double(), self.logprobs.double(), self.entropies.double()])
+        return torch.stack(
+            [self.token_ids.double(), self.logprobs.double(), self.entropies.double()]
+        )
 
 
 def host_lists(packed: torch.Tensor) -> tuple[list[int], list[float], list[float]]:
@@ -180,7 +182,9 @@ def sample_on_device(
     if stats is not None:
         return _sample_with_logit_stats(logits, params, generators, output_token_ids, stats)
     logits = logits.float()
-    if logit_stats.applies(logits):  # GPU: two kernels instead of a dozen (serving/kernels/logit_stats.py)
+    if logit_stats.applies(
+        logits
+    ):  # GPU: two kernels instead of a dozen (serving/kernels/logit_stats.py)
         return _sample_with_logit_stats(logits, params, generators, output_token_ids)
     raw_logprobs = torch.log_softmax(logits, dim=-1)
     entropies = _entropy(raw_logprobs)
@@ -191,7 +195,9 @@ def sample_on_device(
     return DeviceSample(token_ids, chosen, entropies, values, indices, wanted)
 
 
-def _sample_with_logit_stats(logits, params, generators, output_token_ids, stats=None) -> DeviceSample:
+def _sample_with_logit_stats(
+    logits, params, generators, output_token_ids, stats=None
+) -> DeviceSample:
     """`sample_on_device` over the fused row statistics: the same values, computed from the
     log-normaliser instead of a materialised log_softmax (logprob = logit - lse)."""
     lse, greedy_ids, packed = stats if stats is not None else logit_stats.logit_stats(logits)
@@ -212,7 +218,9 @@ def _sample_with_logit_stats(logits, params, generators, output_token_ids, stats
 
 
 def _plain_greedy(params: list[SamplingParams]) -> bool:
-    return not any(p.frequency_penalty or p.presence_penalty or p.temperature >= GREEDY_EPS for p in params)
+    return not any(
+        p.frequency_penalty or p.presence_penalty or p.temperature >= GREEDY_EPS for p in params
+    )
 
 
 def _column(values: list[float], dev: torch.device, dtype=np.float32) -> torch.Tensor:

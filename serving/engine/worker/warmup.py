@@ -58,12 +58,16 @@ def warm_up(engine: LLMEngine) -> int:
     return steps
 
 
-def _warm_up_requests(engine: LLMEngine, lengths: list[int], longest: int, vocab: int,
-                      params: SamplingParams) -> int:
+def _warm_up_requests(
+    engine: LLMEngine, lengths: list[int], longest: int, vocab: int, params: SamplingParams
+) -> int:
     steps = 0
     for i, (n, first) in enumerate(ALONE):
-        engine.add_request(f"{REQUEST_PREFIX}alone-{i}", [(first + j) % vocab for j in range(min(n, longest))],
-                           params)
+        engine.add_request(
+            f"{REQUEST_PREFIX}alone-{i}",
+            [(first + j) % vocab for j in range(min(n, longest))],
+            params,
+        )
         steps += _run_to_end(engine)
     for i in range(min(engine.config.max_num_seqs, MAX_SEQS)):
         n = lengths[i % len(lengths)]
@@ -101,8 +105,19 @@ def compile_attention_variants(runner) -> None:
         if rows == 1:
             splits = 1
             while splits <= MAX_SPLITS:
-                paged_decode(query, k_cache, v_cache, tables, seq_lens, starts, out, 1.0, 1,
-                             num_splits=splits, **scales)
+                paged_decode(
+                    query,
+                    k_cache,
+                    v_cache,
+                    tables,
+                    seq_lens,
+                    starts,
+                    out,
+                    1.0,
+                    1,
+                    num_splits=splits,
+                    **scales,
+                )
                 splits *= 2
     torch.cuda.synchronize(dev)
 
@@ -116,15 +131,26 @@ def load_gemm_kernels(model: torch.nn.Module, max_tokens: int, max_rows: int) ->
     layers: dict[tuple, torch.nn.Module] = {}  # one module per weight shape, dtype and bias
     for module in model.modules():
         weight, bias = getattr(module, "weight", None), getattr(module, "bias", None)
-        if isinstance(weight, torch.Tensor) and weight.dim() == 2 and not isinstance(module, torch.nn.Embedding):
+        if (
+            isinstance(weight, torch.Tensor)
+            and weight.dim() == 2
+            and not isinstance(module, torch.nn.Embedding)
+        ):
             layers.setdefault((tuple(weight.shape), weight.dtype, bias is not None), module)
     for module in layers.values():
-        x = torch.randn((max_tokens, module.weight.shape[1]), dtype=module.weight.dtype, device=module.weight.device)
+        x = torch.randn(
+            (max_tokens, module.weight.shape[1]),
+            dtype=module.weight.dtype,
+            device=module.weight.device,
+        )
         for rows in range(1, max_tokens + 1):
             torch.nn.functional.linear(x[:rows], module.weight, module.bias)
         del x
-    hidden = torch.zeros((max_rows, model.config.hidden_size), dtype=next(model.parameters()).dtype,
-                         device=next(model.parameters()).device)
+    hidden = torch.zeros(
+        (max_rows, model.config.hidden_size),
+        dtype=next(model.parameters()).dtype,
+        device=next(model.parameters()).device,
+    )
     for rows in range(1, max_rows + 1):
         model.compute_logits(hidden[:rows])
     torch.cuda.synchronize()

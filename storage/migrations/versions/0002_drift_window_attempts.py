@@ -23,7 +23,9 @@ depends_on = None
 
 def upgrade() -> None:
     # a plain ADD COLUMN on both backends (no SQLite table rebuild: alerts and results point here)
-    op.add_column("drift_runs", sa.Column("attempts", sa.Integer(), nullable=False, server_default="0"))
+    op.add_column(
+        "drift_runs", sa.Column("attempts", sa.Integer(), nullable=False, server_default="0")
+    )
 
 
 def downgrade() -> None:

@@ -28,13 +28,23 @@ def upgrade() -> None:
     if op.get_bind().dialect.name != "postgresql":
         return
     for table in TABLES:
-        op.alter_column(table, "segment", type_=sa.String(256), existing_type=sa.String(128),
-                        existing_nullable=False)
+        op.alter_column(
+            table,
+            "segment",
+            type_=sa.String(256),
+            existing_type=sa.String(128),
+            existing_nullable=False,
+        )
 
 
 def downgrade() -> None:
     if op.get_bind().dialect.name != "postgresql":
         return
     for table in TABLES:
-        op.alter_column(table, "segment", type_=sa.String(128), existing_type=sa.String(256),
-                        existing_nullable=False)
+        op.alter_column(
+            table,
+            "segment",
+            type_=sa.String(128),
+            existing_type=sa.String(256),
+            existing_nullable=False,
+        )

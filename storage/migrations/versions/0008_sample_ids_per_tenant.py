@@ -26,7 +26,9 @@ depends_on = None
 def upgrade() -> None:
     # NOT NULL with a default: SQLite adds the column without rebuilding the table (a rebuild
     # would drop the CHECK triggers of 0003 and cascade into the child rows)
-    op.add_column("samples", sa.Column("record_id", sa.String(64), nullable=False, server_default=""))
+    op.add_column(
+        "samples", sa.Column("record_id", sa.String(64), nullable=False, server_default="")
+    )
     op.execute("UPDATE samples SET record_id = id")
     op.create_index("uq_samples_record_tenant", "samples", ["record_id", "tenant"], unique=True)
 

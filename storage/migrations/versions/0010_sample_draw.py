@@ -28,9 +28,15 @@ def upgrade() -> None:
     op.add_column("samples", sa.Column("draw", sa.BigInteger(), nullable=True))
     bind = op.get_bind()
     samples = sa.table("samples", sa.column("id", sa.String), sa.column("draw", sa.BigInteger))
-    update = samples.update().where(samples.c.id == sa.bindparam("sid")).values(draw=sa.bindparam("d"))
+    update = (
+        samples.update().where(samples.c.id == sa.bindparam("sid")).values(draw=sa.bindparam("d"))
+    )
     while True:
-        ids = bind.execute(sa.select(samples.c.id).where(samples.c.draw.is_(None)).limit(BATCH)).scalars().all()
+        ids = (
+            bind.execute(sa.select(samples.c.id).where(samples.c.draw.is_(None)).limit(BATCH))
+            .scalars()
+            .all()
+        )
         if not ids:
             break
         bind.execute(update, [{"sid": i, "d": sample_draw(i)} for i in ids])

@@ -48,10 +48,14 @@ def upgrade() -> None:
     # with a foreign key would need there
     for table in ("alerts", "deliveries"):
         if op.get_bind().dialect.name == "sqlite":
-            op.execute(f"ALTER TABLE {table} ADD COLUMN incident_id INTEGER REFERENCES incidents (id)")
+            op.execute(
+                f"ALTER TABLE {table} ADD COLUMN incident_id INTEGER REFERENCES incidents (id)"
+            )
         else:
             op.add_column(table, sa.Column("incident_id", sa.Integer(), nullable=True))
-            op.create_foreign_key(f"fk_{table}_incident_id", table, "incidents", ["incident_id"], ["id"])
+            op.create_foreign_key(
+                f"fk_{table}_incident_id", table, "incidents", ["incident_id"], ["id"]
+            )
         op.create_index(op.f(f"ix_{table}_incident_id"), table, ["incident_id"])
 
 

@@ -61,10 +61,12 @@ def _seed_sqlite_stats(conn) -> None:
                 selective = selective or column in SELECTIVE
                 per_prefix.append(2 if selective else ROWS // 2)
             stat = " ".join(str(n) for n in [ROWS, *per_prefix])
-            conn.exec_driver_sql("INSERT INTO sqlite_stat1 (tbl, idx, stat) VALUES (?, ?, ?)",
-                                 (table, name, stat))
-        conn.exec_driver_sql("INSERT INTO sqlite_stat1 (tbl, idx, stat) VALUES (?, NULL, ?)",
-                             (table, str(ROWS)))
+            conn.exec_driver_sql(
+                "INSERT INTO sqlite_stat1 (tbl, idx, stat) VALUES (?, ?, ?)", (table, name, stat)
+            )
+        conn.exec_driver_sql(
+            "INSERT INTO sqlite_stat1 (tbl, idx, stat) VALUES (?, NULL, ?)", (table, str(ROWS))
+        )
 
 
 def downgrade() -> None:

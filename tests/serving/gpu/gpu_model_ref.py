@@ -13,12 +13,22 @@ from serving.model.rope import RotaryEmbedding
 def small_config(arch: str) -> ModelConfig:
     qwen = arch == "qwen3"
     return ModelConfig(
-        arch=arch, vocab_size=1000, hidden_size=512 if qwen else 576,
-        intermediate_size=1536, num_hidden_layers=3,
-        num_attention_heads=8 if qwen else 9, num_key_value_heads=4 if qwen else 3,
-        head_dim=128 if qwen else 64, rms_norm_eps=1e-6, rope_theta=1e6 if qwen else 1e5,
-        rope_scaling=None, max_position_embeddings=4096, tie_word_embeddings=True,
-        attention_bias=False, qk_norm=qwen, bos_token_id=None,
+        arch=arch,
+        vocab_size=1000,
+        hidden_size=512 if qwen else 576,
+        intermediate_size=1536,
+        num_hidden_layers=3,
+        num_attention_heads=8 if qwen else 9,
+        num_key_value_heads=4 if qwen else 3,
+        head_dim=128 if qwen else 64,
+        rms_norm_eps=1e-6,
+        rope_theta=1e6 if qwen else 1e5,
+        rope_scaling=None,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        attention_bias=False,
+        qk_norm=qwen,
+        bos_token_id=None,
     )
 
 
@@ -53,13 +63,21 @@ def step_meta(ctx: list[int], qlens: list[int], tables: torch.Tensor, bs: int):
         seq_lens=torch.tensor(seq_lens, dtype=torch.int32, device="cuda"),
         slot_mapping=torch.tensor(slots, dtype=torch.int64, device="cuda"),
         block_tables=tables.cuda(),
-        max_query_len=max(qlens), max_seq_len=max(seq_lens), num_decode_tokens=nd,
-        query_lens_cpu=list(qlens), seq_lens_cpu=seq_lens,
+        max_query_len=max(qlens),
+        max_seq_len=max(seq_lens),
+        num_decode_tokens=nd,
+        query_lens_cpu=list(qlens),
+        seq_lens_cpu=seq_lens,
     )
     return torch.tensor(pos, device="cuda"), meta
 
 
 def new_caches(cfg, num_blocks, bs, dtype=torch.bfloat16):
     shape = (num_blocks, bs, cfg.num_key_value_heads, cfg.head_dim)
-    return [(torch.zeros(shape, dtype=dtype, device="cuda"), torch.zeros(shape, dtype=dtype, device="cuda"))
-            for _ in range(cfg.num_hidden_layers)]
+    return [
+        (
+            torch.zeros(shape, dtype=dtype, device="cuda"),
+            torch.zeros(shape, dtype=dtype, device="cuda"),
+        )
+        for _ in range(cfg.num_hidden_layers)
+    ]

@@ -15,16 +15,36 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 SHAPES = {
     "smollm2-135m": {
-        "model_type": "llama", "vocab_size": 49152, "hidden_size": 576, "intermediate_size": 1536,
-        "num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3, "head_dim": 64,
-        "rms_norm_eps": 1e-5, "rope_theta": 100000.0, "max_position_embeddings": 8192,
-        "tie_word_embeddings": True, "bos_token_id": 1, "eos_token_id": 2,
+        "model_type": "llama",
+        "vocab_size": 49152,
+        "hidden_size": 576,
+        "intermediate_size": 1536,
+        "num_hidden_layers": 30,
+        "num_attention_heads": 9,
+        "num_key_value_heads": 3,
+        "head_dim": 64,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 100000.0,
+        "max_position_embeddings": 8192,
+        "tie_word_embeddings": True,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
     },
     "qwen3-0.6b": {
-        "model_type": "qwen3", "vocab_size": 151936, "hidden_size": 1024, "intermediate_size": 3072,
-        "num_hidden_layers": 28, "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128,
-        "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "max_position_embeddings": 40960,
-        "tie_word_embeddings": True, "bos_token_id": 151643, "eos_token_id": 151645,
+        "model_type": "qwen3",
+        "vocab_size": 151936,
+        "hidden_size": 1024,
+        "intermediate_size": 3072,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "rms_norm_eps": 1e-6,
+        "rope_theta": 1000000.0,
+        "max_position_embeddings": 40960,
+        "tie_word_embeddings": True,
+        "bos_token_id": 151643,
+        "eos_token_id": 151645,
     },
 }
 NEW = 32
@@ -54,8 +74,13 @@ def _engine(hf, shape: dict, name: str):
     config = config_from_hf(dict(shape), {}, name)
     state = {k: v for k, v in hf.state_dict().items() if k != "lm_head.weight"}
     loaded = LoadedModel(config=config, state_dict=state, tokenizer=None, source=name)
-    cfg = EngineConfig(device="cuda", dtype="bfloat16", num_kv_blocks=256, max_num_seqs=16,
-                       enable_prefix_caching=False)
+    cfg = EngineConfig(
+        device="cuda",
+        dtype="bfloat16",
+        num_kv_blocks=256,
+        max_num_seqs=16,
+        enable_prefix_caching=False,
+    )
     return LLMEngine(cfg, loaded=loaded)
 
 
@@ -80,8 +105,13 @@ def test_greedy_tokens_match_hf_or_differ_only_at_bf16_ties(name):
     ours = torch.tensor([done[f"p{i}"].token_ids for i in range(len(prompts))], device="cuda")
     ids = torch.tensor(prompts, device="cuda")
     with torch.inference_mode():
-        free = hf.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=NEW,
-                           min_new_tokens=NEW, do_sample=False)[:, ids.shape[1]:]
+        free = hf.generate(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=NEW,
+            min_new_tokens=NEW,
+            do_sample=False,
+        )[:, ids.shape[1] :]
         # HF teacher-forced on our tokens: its distribution at every step we sampled
         forced = hf(torch.cat([ids, ours], dim=1)).logits[:, ids.shape[1] - 1 : -1].float()
     hf_lp = forced.log_softmax(-1)
@@ -92,7 +122,9 @@ def test_greedy_tokens_match_hf_or_differ_only_at_bf16_ties(name):
     chosen = hf_lp.gather(-1, ours[..., None])[..., 0]
     gap = best - chosen
     flips = int((gap > 0).sum())
-    print(f"{name}: {flips} of {gap.numel()} steps not HF's argmax; largest gap {float(gap.max()):.4f} nats")
+    print(
+        f"{name}: {flips} of {gap.numel()} steps not HF's argmax; largest gap {float(gap.max()):.4f} nats"
+    )
     assert float(gap.max()) <= TIE_NATS
     # 2) our top-5 logprobs agree with HF's for the same tokens, every step
     worst = 0.0

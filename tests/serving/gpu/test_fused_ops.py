@@ -76,7 +76,9 @@ def test_rotary_inplace_matches_model_rope(heads, d):
     assert (wide[:, heads * d :] == 0).all()
 
 
-@pytest.mark.parametrize("hq,hk,d,qk_norm", [(9, 3, 64, False), (32, 8, 128, True), (16, 8, 128, True)])
+@pytest.mark.parametrize(
+    "hq,hk,d,qk_norm", [(9, 3, 64, False), (32, 8, 128, True), (16, 8, 128, True)]
+)
 @pytest.mark.parametrize("cache_dtype", [torch.bfloat16, torch.float8_e4m3fn])
 def test_qkv_rope_cache_matches_separate_ops(hq, hk, d, qk_norm, cache_dtype):
     """One kernel == q/k norm + rope (the model's torch ops) + the KV write, on a fused qkv."""
@@ -105,9 +107,22 @@ def test_qkv_rope_cache_matches_separate_ops(hq, hk, d, qk_norm, cache_dtype):
     ref_vc = torch.zeros_like(ref_kc)
     write_kv(ref_k, v.contiguous(), ref_kc, ref_vc, slots, 0.5, 0.25)
     kc, vc = torch.zeros_like(ref_kc), torch.zeros_like(ref_kc)
-    out_q = qkv_rope_cache(qkv, cos, sin, hq, hk, d, kc, vc, slots,
-                           qn.weight if qk_norm else None, kn.weight if qk_norm else None, 1e-6,
-                           0.5, 0.25)
+    out_q = qkv_rope_cache(
+        qkv,
+        cos,
+        sin,
+        hq,
+        hk,
+        d,
+        kc,
+        vc,
+        slots,
+        qn.weight if qk_norm else None,
+        kn.weight if qk_norm else None,
+        1e-6,
+        0.5,
+        0.25,
+    )
     _close_bf16(out_q, ref_q)
     if cache_dtype == torch.bfloat16:
         _close_bf16(kc, ref_kc)

@@ -11,8 +11,17 @@ import torch.nn.functional as F
 from serving.kernels.fused_ops import rms_norm, silu_and_mul
 from serving.kernels.gemv import gemv, gemv_applies, gemv_rms_norm, gemv_silu
 
-SHAPES = [(960, 576), (3072, 576), (576, 1536), (6144, 2560), (2560, 4096), (19456, 2560), (2560, 9728),
-          (1037, 1999), (4097, 513)]
+SHAPES = [
+    (960, 576),
+    (3072, 576),
+    (576, 1536),
+    (6144, 2560),
+    (2560, 4096),
+    (19456, 2560),
+    (2560, 9728),
+    (1037, 1999),
+    (4097, 513),
+]
 
 
 def _ulp_bound(ref: torch.Tensor) -> torch.Tensor:
@@ -54,7 +63,9 @@ def test_gemv_rms_norm_matches_rms_norm_then_linear(n, k, with_residual):
     w = torch.randn(n, k, device="cuda", generator=g).to(torch.bfloat16) * 0.05
     norm_w = (1 + 0.1 * torch.randn(k, device="cuda", generator=g)).to(torch.bfloat16)
     hidden = torch.randn(1, k, device="cuda", generator=g).to(torch.bfloat16) * 4
-    residual = torch.randn(1, k, device="cuda", generator=g).to(torch.bfloat16) if with_residual else None
+    residual = (
+        torch.randn(1, k, device="cuda", generator=g).to(torch.bfloat16) if with_residual else None
+    )
     kept = None if residual is None else residual.clone()
     y, new_residual = gemv_rms_norm(hidden, residual, norm_w, 1e-6, w)
     ref_res = None if residual is None else kept.clone()
@@ -73,8 +84,10 @@ def test_applies_only_to_one_token_and_large_16bit_weights():
     assert gemv_applies(torch.zeros(1, 1024, device="cuda", dtype=torch.bfloat16), w)
     assert not gemv_applies(torch.zeros(2, 1024, device="cuda", dtype=torch.bfloat16), w)
     assert not gemv_applies(torch.zeros(1, 1024, device="cuda", dtype=torch.float32), w.float())
-    assert not gemv_applies(torch.zeros(1, 64, device="cuda", dtype=torch.bfloat16),
-                            torch.zeros(64, 64, device="cuda", dtype=torch.bfloat16))
+    assert not gemv_applies(
+        torch.zeros(1, 64, device="cuda", dtype=torch.bfloat16),
+        torch.zeros(64, 64, device="cuda", dtype=torch.bfloat16),
+    )
     with pytest.raises(ValueError, match="features"):
         gemv(torch.zeros(1, 1000, device="cuda", dtype=torch.bfloat16), w)
 
@@ -99,17 +112,33 @@ def test_engine_batch1_gemv_decode_scores_like_cublas_prefill():
 
     for name in ("smollm2-135m", "qwen3-0.6b"):
         shape = MODEL_SHAPES[name]
-        cfg = EngineConfig(device="cuda", dtype="bfloat16", block_size=16, num_kv_blocks=64, max_num_seqs=1,
-                           enable_prefix_caching=False)
+        cfg = EngineConfig(
+            device="cuda",
+            dtype="bfloat16",
+            block_size=16,
+            num_kv_blocks=64,
+            max_num_seqs=1,
+            enable_prefix_caching=False,
+        )
         engine = LLMEngine(cfg, loaded=random_loaded(shape, seed=3, device="cuda"))
-        prompt = torch.randint(0, shape["vocab_size"], (32,), generator=torch.Generator().manual_seed(0)).tolist()
-        decoded = run(engine, "d", prompt, SamplingParams(max_tokens=24, temperature=0.0, ignore_eos=True,
-                                                          logprobs=0)).outputs[0]
+        prompt = torch.randint(
+            0, shape["vocab_size"], (32,), generator=torch.Generator().manual_seed(0)
+        ).tolist()
+        decoded = run(
+            engine,
+            "d",
+            prompt,
+            SamplingParams(max_tokens=24, temperature=0.0, ignore_eos=True, logprobs=0),
+        ).outputs[0]
         full = prompt + list(decoded.token_ids)
-        scored = run(engine, "s", full, SamplingParams(max_tokens=1, temperature=0.0, ignore_eos=True,
-                                                       prompt_logprobs=0))
+        scored = run(
+            engine,
+            "s",
+            full,
+            SamplingParams(max_tokens=1, temperature=0.0, ignore_eos=True, prompt_logprobs=0),
+        )
         gemv_lp = torch.tensor([t.logprob for t in decoded.logprobs])
-        prefill_lp = torch.tensor([t.logprob for t in scored.prompt_logprobs[len(prompt):]])
+        prefill_lp = torch.tensor([t.logprob for t in scored.prompt_logprobs[len(prompt) :]])
         diffs = (gemv_lp - prefill_lp).abs()
         assert diffs.max() < 0.25 and diffs.mean() < 0.05, (name, diffs)
 
@@ -137,7 +166,9 @@ def test_a_shape_is_tuned_once_and_keeps_its_configuration(monkeypatch):
     w = torch.randn(n, k, device="cuda").to(torch.bfloat16) * 0.05
     calls = []
     real = gemv_tuning.fastest
-    monkeypatch.setattr(gemv_tuning, "fastest", lambda configs, chain: calls.append(1) or real(configs, chain))
+    monkeypatch.setattr(
+        gemv_tuning, "fastest", lambda configs, chain: calls.append(1) or real(configs, chain)
+    )
     first = gemv(x, w)
     second = gemv(x, w)
     assert len(calls) == 1

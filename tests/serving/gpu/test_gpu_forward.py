@@ -47,8 +47,15 @@ def test_cuda_graph_decode_matches_eager_and_pads_buckets():
     tables = torch.randperm(nb).view(8, 16).int()
     caches = new_caches(cfg, nb, bs)
     backend = TritonAttentionBackend()
-    gpu = GpuForward(model, caches, backend, max_batch=8, max_blocks_per_seq=16,
-                     max_seq_len_hint=256, buckets=(1, 2, 4, 8))
+    gpu = GpuForward(
+        model,
+        caches,
+        backend,
+        max_batch=8,
+        max_blocks_per_seq=16,
+        max_seq_len_hint=256,
+        buckets=(1, 2, 4, 8),
+    )
     g = torch.Generator().manual_seed(3)
     n = 3  # pads to bucket 4
     prompt = [20, 45, 3]
@@ -73,7 +80,9 @@ def test_cuda_graph_decode_matches_eager_and_pads_buckets():
     for (k1, v1), (k2, _) in zip(caches, eager_caches, strict=True):
         # GEMMs at M=4 vs M=3 may round differently: close, not bit-equal
         assert float((k1.float() - k2.float()).norm() / k2.float().norm()) < 1e-2
-        assert (k1[unused.cuda()] == 0).all() and (v1[unused.cuda()] == 0).all()  # padding wrote nothing
+        assert (k1[unused.cuda()] == 0).all() and (
+            v1[unused.cuda()] == 0
+        ).all()  # padding wrote nothing
 
 
 @pytest.mark.parametrize("ctx,qlen", [(0, 37), (0, 128), (45, 70), (0, 2)])
@@ -86,7 +95,9 @@ def test_cuda_graph_prefill_matches_eager_and_pads_write_nothing(ctx, qlen):
     tables = torch.randperm(nb)[:16].view(1, 16).int()
     backend = TritonAttentionBackend()
     caches = new_caches(cfg, nb, bs)
-    gpu = GpuForward(model, caches, backend, max_batch=4, max_blocks_per_seq=16, max_seq_len_hint=256)
+    gpu = GpuForward(
+        model, caches, backend, max_batch=4, max_blocks_per_seq=16, max_seq_len_hint=256
+    )
     g = torch.Generator().manual_seed(5)
     if ctx:  # the earlier chunk, eager on both sides' caches
         ids0 = torch.randint(0, cfg.vocab_size, (ctx,), generator=g).cuda()
@@ -109,7 +120,9 @@ def test_cuda_graph_prefill_matches_eager_and_pads_write_nothing(ctx, qlen):
     for (k1, v1), (k2, v2) in zip(caches, eager_caches, strict=True):
         assert float((k1.float() - k2.float()).norm() / k2.float().norm()) < 1e-2
         assert float((v1.float() - v2.float()).norm() / v2.float().norm()) < 1e-2
-        assert (k1[unused.cuda()] == 0).all() and (v1[unused.cuda()] == 0).all()  # padding wrote nothing
+        assert (k1[unused.cuda()] == 0).all() and (
+            v1[unused.cuda()] == 0
+        ).all()  # padding wrote nothing
     # the same step again (it rewrites the same K/V): the same bits
     assert torch.equal(gpu.forward(ids, pos, meta), graphed)
 
@@ -125,7 +138,9 @@ def test_mixed_step_replays_the_wide_prefill_graph_like_eager(arch):
     tables = torch.randperm(nb)[:48].view(6, 8).int()
     backend = TritonAttentionBackend()
     caches = new_caches(cfg, nb, bs)
-    gpu = GpuForward(model, caches, backend, max_batch=8, max_blocks_per_seq=8, max_seq_len_hint=128)
+    gpu = GpuForward(
+        model, caches, backend, max_batch=8, max_blocks_per_seq=8, max_seq_len_hint=128
+    )
     g = torch.Generator().manual_seed(9)
     ctx = [30, 77, 0, 0, 40, 0]  # the first two decode, the fifth continues its prompt
     qlens = [1, 1, 25, 3, 50, 9]
@@ -149,7 +164,9 @@ def test_mixed_step_replays_the_wide_prefill_graph_like_eager(arch):
     # wrong context would be off by ~100 %
     for r in range(len(qlens)):
         rows = slice(sum(qlens[:r]), sum(qlens[: r + 1]))
-        rel = float((graphed[rows].float() - eager[rows].float()).norm() / eager[rows].float().norm())
+        rel = float(
+            (graphed[rows].float() - eager[rows].float()).norm() / eager[rows].float().norm()
+        )
         assert rel < 3e-2, (r, rel)
     unused = torch.ones(nb, dtype=torch.bool)
     unused[tables.flatten().long()] = False
@@ -168,8 +185,14 @@ def test_steps_wider_than_the_graph_or_with_long_decode_rows_run_eagerly(monkeyp
     bs, nb = 16, 64
     tables = torch.randperm(nb)[:15].view(3, 5).int()
     backend = TritonAttentionBackend()
-    gpu = GpuForward(model, new_caches(cfg, nb, bs), backend, max_batch=2, max_blocks_per_seq=5,
-                     max_seq_len_hint=80)
+    gpu = GpuForward(
+        model,
+        new_caches(cfg, nb, bs),
+        backend,
+        max_batch=2,
+        max_blocks_per_seq=5,
+        max_seq_len_hint=80,
+    )
     ids = torch.randint(0, cfg.vocab_size, (60,), generator=torch.Generator().manual_seed(7)).cuda()
     pos, meta = step_meta([0, 0, 0], [20, 30, 10], tables, bs)
     gpu.forward(ids, pos, meta)  # three sequences, the graph holds two
@@ -187,22 +210,41 @@ def test_engine_captures_every_bucket_at_start_and_none_while_serving():
     from serving.loader.random_weights import random_loaded
     from serving.sampling_params import SamplingParams
 
-    cfg = EngineConfig(device="cuda", dtype="bfloat16", block_size=16, num_kv_blocks=128, max_num_seqs=6,
-                       enable_prefix_caching=False)
+    cfg = EngineConfig(
+        device="cuda",
+        dtype="bfloat16",
+        block_size=16,
+        num_kv_blocks=128,
+        max_num_seqs=6,
+        enable_prefix_caching=False,
+    )
     engine = LLMEngine(cfg, loaded=random_loaded(SHAPES["smollm2-135m"], seed=0, device="cuda"))
     graphs = engine.runner.gpu.graphs
     assert sorted(graphs) == [1, 2, 4, 8]  # 6 sequences use bucket 8
-    assert sorted(engine.runner.gpu.prefill_graphs) == [(b, w) for b in PREFILL_BUCKETS for w in (1, 6)]
+    assert sorted(engine.runner.gpu.prefill_graphs) == [
+        (b, w) for b in PREFILL_BUCKETS for w in (1, 6)
+    ]
     captured = {b: id(g) for b, (g, _) in graphs.items()}
     captured_prefill = {b: id(g) for b, (g, _) in engine.runner.gpu.prefill_graphs.items()}
     for i in range(5):
-        engine.add_request(str(i), list(range(10 + i, 30 + i)), SamplingParams(max_tokens=6 + i, ignore_eos=True))
+        engine.add_request(
+            str(i), list(range(10 + i, 30 + i)), SamplingParams(max_tokens=6 + i, ignore_eos=True)
+        )
     while engine.has_unfinished_requests():
         engine.step()
     assert {b: id(g) for b, (g, _) in engine.runner.gpu.graphs.items()} == captured
     assert {b: id(g) for b, (g, _) in engine.runner.gpu.prefill_graphs.items()} == captured_prefill
 
-    off = LLMEngine(EngineConfig(device="cuda", dtype="bfloat16", block_size=16, num_kv_blocks=64, max_num_seqs=4,
-                                 capture_graphs_at_start=False, warm_up_at_start=False),
-                    loaded=random_loaded(SHAPES["smollm2-135m"], seed=0, device="cuda"))
+    off = LLMEngine(
+        EngineConfig(
+            device="cuda",
+            dtype="bfloat16",
+            block_size=16,
+            num_kv_blocks=64,
+            max_num_seqs=4,
+            capture_graphs_at_start=False,
+            warm_up_at_start=False,
+        ),
+        loaded=random_loaded(SHAPES["smollm2-135m"], seed=0, device="cuda"),
+    )
     assert off.runner.gpu.graphs == {} and off.runner.gpu.prefill_graphs == {}

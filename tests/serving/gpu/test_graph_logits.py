@@ -1,4 +1,4 @@
-"""Decode graphs that end with the lm_head and the sampler's statistics 
+"""Decode graphs that end with the lm_head and the sampler's statistics
 (serving/engine/worker/graph_logits.py):
 the logits match the eager lm_head, the statistics are logit_stats of those logits, the sampler
 given them samples what it samples from the logits alone, and the engine's tokens and logprobs
@@ -26,8 +26,17 @@ def _decode_setup(n: int, ctx: int = 20):
     bs, nb = 16, 128
     tables = torch.randperm(nb).view(8, 16).int()
     caches = new_caches(cfg, nb, bs)
-    gpu = GpuForward(model, caches, TritonAttentionBackend(), max_batch=8, max_blocks_per_seq=16,
-                     max_seq_len_hint=256, buckets=(1, 2, 4, 8), prefill_buckets=(), graphed_logits=True)
+    gpu = GpuForward(
+        model,
+        caches,
+        TritonAttentionBackend(),
+        max_batch=8,
+        max_blocks_per_seq=16,
+        max_seq_len_hint=256,
+        buckets=(1, 2, 4, 8),
+        prefill_buckets=(),
+        graphed_logits=True,
+    )
     g = torch.Generator().manual_seed(6)
     for i in range(n):  # each sequence's context, written eagerly
         ids = torch.randint(0, cfg.vocab_size, (ctx,), generator=g).cuda()
@@ -54,7 +63,9 @@ def test_graph_logits_and_stats_match_the_eager_lm_head():
     assert logits.shape == (n, model.config.vocab_size) and logits.dtype == torch.bfloat16
     rel = float((logits.float() - eager_logits).norm() / eager_logits.norm())
     assert rel < 2e-2, rel
-    ref_lse, ref_ids, ref_packed = logit_stats(logits.float())  # the statistics of the graph's logits
+    ref_lse, ref_ids, ref_packed = logit_stats(
+        logits.float()
+    )  # the statistics of the graph's logits
     assert torch.equal(greedy, ref_ids)
     torch.testing.assert_close(lse, ref_lse, rtol=1e-6, atol=1e-5)
     torch.testing.assert_close(packed, ref_packed, rtol=1e-6, atol=1e-5)
@@ -77,10 +88,14 @@ def test_sampling_with_graph_stats_equals_sampling_the_logits(kind):
         params = [SamplingParams(temperature=0.0, logprobs=3)] * n
 
     def gens():
-        return [torch.Generator(device="cuda").manual_seed(10 + i) if kind == "temperature" else None
-                for i in range(n)]
+        return [
+            torch.Generator(device="cuda").manual_seed(10 + i) if kind == "temperature" else None
+            for i in range(n)
+        ]
 
-    with torch.inference_mode():  # as the runner samples (the graph's outputs are inference tensors)
+    with (
+        torch.inference_mode()
+    ):  # as the runner samples (the graph's outputs are inference tensors)
         with_stats = sample_on_device(logits, params, gens(), [[] for _ in range(n)], stats)
         plain = sample_on_device(logits.float(), params, gens(), [[] for _ in range(n)])
     assert torch.equal(with_stats.token_ids, plain.token_ids)
@@ -98,8 +113,14 @@ def test_engine_tokens_and_logprobs_are_the_same_with_the_tail_in_the_graph():
     from serving.loader.random_weights import random_loaded
 
     def run(graphed: bool) -> dict[str, tuple[list[int], list[float]]]:
-        cfg = EngineConfig(device="cuda", dtype="bfloat16", block_size=16, num_kv_blocks=128, max_num_seqs=6,
-                           enable_prefix_caching=False)
+        cfg = EngineConfig(
+            device="cuda",
+            dtype="bfloat16",
+            block_size=16,
+            num_kv_blocks=128,
+            max_num_seqs=6,
+            enable_prefix_caching=False,
+        )
         engine = LLMEngine(cfg, loaded=random_loaded(SHAPES["smollm2-135m"], seed=1, device="cuda"))
         if not graphed:
             engine.runner.gpu.logits = None  # decode graphs recaptured without the tail
@@ -107,14 +128,19 @@ def test_engine_tokens_and_logprobs_are_the_same_with_the_tail_in_the_graph():
         else:
             assert engine.runner.gpu.logits is not None and engine.runner.gpu.logits.stats
         for i in range(5):  # three ask for logprobs (the sampler casts the logits), two do not
-            params = SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True, logprobs=1 if i < 3 else None)
+            params = SamplingParams(
+                max_tokens=12, temperature=0.0, ignore_eos=True, logprobs=1 if i < 3 else None
+            )
             engine.add_request(str(i), list(range(10 + 3 * i, 40 + 3 * i)), params)
         done = {}
         while engine.has_unfinished_requests():
             for out in engine.step():
                 if out.finished:
                     c = out.outputs[0]
-                    done[out.request_id] = (list(c.token_ids), [e.logprob for e in c.logprobs or []])
+                    done[out.request_id] = (
+                        list(c.token_ids),
+                        [e.logprob for e in c.logprobs or []],
+                    )
         return done
 
     with_tail, without = run(True), run(False)
@@ -124,8 +150,12 @@ def test_engine_tokens_and_logprobs_are_the_same_with_the_tail_in_the_graph():
         ref_tokens, ref_logprobs = without[rid]
         # the GEMM at the padded bucket height may round the last bf16 bit differently: near-ties
         # may flip, so compare the agreeing prefix
-        agree = next((i for i, (a, b) in enumerate(zip(tokens, ref_tokens, strict=True)) if a != b), len(tokens))
+        agree = next(
+            (i for i, (a, b) in enumerate(zip(tokens, ref_tokens, strict=True)) if a != b),
+            len(tokens),
+        )
         assert agree >= 4, (rid, tokens, ref_tokens)
         assert len(logprobs) == len(ref_logprobs) == (12 if int(rid) < 3 else 0)
-        torch.testing.assert_close(torch.tensor(logprobs[:agree]), torch.tensor(ref_logprobs[:agree]),
-                                   rtol=0, atol=2e-2)
+        torch.testing.assert_close(
+            torch.tensor(logprobs[:agree]), torch.tensor(ref_logprobs[:agree]), rtol=0, atol=2e-2
+        )

@@ -65,11 +65,33 @@ def test_fp8_cache_attention_matches_dequantised_reference(kind):
     out = torch.full_like(case.query, float("nan"))
     m = case.meta
     if kind == "decode":
-        paged_decode(case.query, k8, v8, m.block_tables, m.seq_lens, m.query_start_loc, out,
-                     0.088, m.max_seq_len, k_scale, v_scale)
+        paged_decode(
+            case.query,
+            k8,
+            v8,
+            m.block_tables,
+            m.seq_lens,
+            m.query_start_loc,
+            out,
+            0.088,
+            m.max_seq_len,
+            k_scale,
+            v_scale,
+        )
     else:
-        paged_prefill(case.query, k8, v8, m.block_tables, m.seq_lens, m.query_start_loc, out,
-                      0.088, m.max_query_len, k_scale, v_scale)
+        paged_prefill(
+            case.query,
+            k8,
+            v8,
+            m.block_tables,
+            m.seq_lens,
+            m.query_start_loc,
+            out,
+            0.088,
+            m.max_query_len,
+            k_scale,
+            v_scale,
+        )
     ref_deq = reference_attention(case.query, k8, v8, m, 0.088, k_scale, v_scale)
     assert max(per_seq_rel_errors(out, ref_deq, case.query_lens)) < 1e-2
     # and the quantisation itself costs a few percent against the bf16 cache, no more

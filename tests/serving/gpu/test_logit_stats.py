@@ -14,10 +14,17 @@ from serving.sampling_params import SamplingParams
 def reference(logits: torch.Tensor):
     lp = torch.log_softmax(logits.double(), dim=-1)
     ids = logits.argmax(dim=-1)
-    return torch.logsumexp(logits.double(), dim=-1), ids, lp.gather(1, ids[:, None]).squeeze(1), _entropy(lp)
+    return (
+        torch.logsumexp(logits.double(), dim=-1),
+        ids,
+        lp.gather(1, ids[:, None]).squeeze(1),
+        _entropy(lp),
+    )
 
 
-@pytest.mark.parametrize("rows,vocab", [(1, 151936), (3, 49152), (7, 1000), (2, CHUNK + 1), (300, 4096), (1, 1)])
+@pytest.mark.parametrize(
+    "rows,vocab", [(1, 151936), (3, 49152), (7, 1000), (2, CHUNK + 1), (300, 4096), (1, 1)]
+)
 @pytest.mark.parametrize("scale", [1.0, 30.0])
 def test_matches_log_softmax_entropy_and_argmax(rows, vocab, scale):
     g = torch.Generator(device="cuda").manual_seed(rows * 31 + vocab)
@@ -42,7 +49,9 @@ def test_ties_take_the_first_index_and_masked_logits_count_for_nothing():
     assert ids.tolist() == ref_ids.tolist() and ids[0] == CHUNK + 2 and ids[1] == 7
     assert torch.isfinite(packed).all()
     assert torch.allclose(lse.double(), ref_lse, atol=1e-4)
-    assert torch.allclose(packed[1], ref_lp, atol=1e-4) and torch.allclose(packed[2], ref_h, atol=1e-4)
+    assert torch.allclose(packed[1], ref_lp, atol=1e-4) and torch.allclose(
+        packed[2], ref_h, atol=1e-4
+    )
 
 
 def test_a_nan_poisons_only_its_own_row():
@@ -51,7 +60,9 @@ def test_a_nan_poisons_only_its_own_row():
     logits[1, 2 * CHUNK + 1] = float("nan")
     lse, ids, packed = logit_stats(logits)
     assert torch.isnan(lse[1]) and torch.isnan(packed[1, 1]) and torch.isnan(packed[2, 1])
-    assert ids[1] == CHUNK + 9 == logits.argmax(dim=-1)[1]  # torch's argmax also takes the first NaN
+    assert (
+        ids[1] == CHUNK + 9 == logits.argmax(dim=-1)[1]
+    )  # torch's argmax also takes the first NaN
     assert torch.isfinite(lse[[0, 2]]).all() and torch.isfinite(packed[:, [0, 2]]).all()
 
 
@@ -60,11 +71,17 @@ def test_sampler_on_the_gpu_matches_its_torch_path():
     log_softmax (the same logits on the CPU): the same tokens, logprobs and alternatives."""
     g = torch.Generator(device="cuda").manual_seed(0)
     logits = torch.randn(4, 49152, device="cuda", generator=g) * 3
-    params = [SamplingParams(temperature=0.0), SamplingParams(temperature=0.0, logprobs=5),
-              SamplingParams(temperature=0.0, frequency_penalty=1.5, presence_penalty=0.5),
-              SamplingParams(temperature=0.0, logprobs=2)]
+    params = [
+        SamplingParams(temperature=0.0),
+        SamplingParams(temperature=0.0, logprobs=5),
+        SamplingParams(temperature=0.0, frequency_penalty=1.5, presence_penalty=0.5),
+        SamplingParams(temperature=0.0, logprobs=2),
+    ]
     history = [[], [], [int(logits[2].argmax())] * 3, []]  # row 2's favourite is penalised away
-    for chosen_params in (params[:1], params):  # all plain greedy (packed by the kernel), then mixed
+    for chosen_params in (
+        params[:1],
+        params,
+    ):  # all plain greedy (packed by the kernel), then mixed
         n = len(chosen_params)
         gpu = sample_on_device(logits[:n], chosen_params, [None] * n, history[:n])
         cpu = sample_on_device(logits[:n].cpu(), chosen_params, [None] * n, history[:n])
@@ -79,8 +96,12 @@ def test_sampler_on_the_gpu_matches_its_torch_path():
 def test_sampled_rows_report_the_logprob_of_their_draw():
     logits = torch.randn(2, 3000, device="cuda")
     gens = [torch.Generator(device="cuda").manual_seed(s) for s in (1, 2)]
-    out = sample_on_device(logits, [SamplingParams(temperature=1.0, seed=1), SamplingParams(temperature=0.0)],
-                           gens, [[], []])
+    out = sample_on_device(
+        logits,
+        [SamplingParams(temperature=1.0, seed=1), SamplingParams(temperature=0.0)],
+        gens,
+        [[], []],
+    )
     lp = torch.log_softmax(logits, dim=-1)
     assert torch.allclose(out.logprobs, lp.gather(1, out.token_ids[:, None]).squeeze(1), atol=1e-5)
     assert out.token_ids[1] == logits[1].argmax()

@@ -29,8 +29,16 @@ def test_decode_matches_reference(heads, head_dim, num_splits):
     scale = head_dim**-0.5
     out = torch.full_like(case.query, float("nan"))  # every row must be written
     paged_decode(
-        case.query, case.k_cache, case.v_cache, case.meta.block_tables, case.meta.seq_lens,
-        case.meta.query_start_loc, out, scale, case.meta.max_seq_len, num_splits=num_splits,
+        case.query,
+        case.k_cache,
+        case.v_cache,
+        case.meta.block_tables,
+        case.meta.seq_lens,
+        case.meta.query_start_loc,
+        out,
+        scale,
+        case.meta.max_seq_len,
+        num_splits=num_splits,
     )
     ref = reference_attention(case.query, case.k_cache, case.v_cache, case.meta, scale)
     assert not out.isnan().any()
@@ -49,8 +57,15 @@ def test_prefill_and_chunked_prefill_match_reference(heads, head_dim):
     scale = head_dim**-0.5
     out = torch.full_like(case.query, float("nan"))
     paged_prefill(
-        case.query, case.k_cache, case.v_cache, case.meta.block_tables, case.meta.seq_lens,
-        case.meta.query_start_loc, out, scale, case.meta.max_query_len,
+        case.query,
+        case.k_cache,
+        case.v_cache,
+        case.meta.block_tables,
+        case.meta.seq_lens,
+        case.meta.query_start_loc,
+        out,
+        scale,
+        case.meta.max_query_len,
     )
     ref = reference_attention(case.query, case.k_cache, case.v_cache, case.meta, scale)
     assert not out.isnan().any()
@@ -69,19 +84,37 @@ def test_prefill_kernel_over_a_padded_step_as_a_graph_replays_it(heads):
     real, pad_tokens, pad_seqs = case.query.shape[0], 90, 9
     query = torch.cat([case.query, torch.randn(pad_tokens, hq, 64, device="cuda").bfloat16()])
     m = case.meta
-    qsl = torch.cat([m.query_start_loc, torch.full((pad_seqs,), real, dtype=torch.int32, device="cuda")])
+    qsl = torch.cat(
+        [m.query_start_loc, torch.full((pad_seqs,), real, dtype=torch.int32, device="cuda")]
+    )
     seq_lens = torch.cat([m.seq_lens, torch.zeros(pad_seqs, dtype=torch.int32, device="cuda")])
-    tables = torch.cat([m.block_tables, torch.zeros(pad_seqs, m.block_tables.shape[1], dtype=torch.int32,
-                                                    device="cuda")])
+    tables = torch.cat(
+        [
+            m.block_tables,
+            torch.zeros(pad_seqs, m.block_tables.shape[1], dtype=torch.int32, device="cuda"),
+        ]
+    )
     out = torch.full_like(query, float("nan"))
-    paged_prefill(query, case.k_cache, case.v_cache, tables, seq_lens, qsl, out, 0.125, query.shape[0])
+    paged_prefill(
+        query, case.k_cache, case.v_cache, tables, seq_lens, qsl, out, 0.125, query.shape[0]
+    )
     ref = reference_attention(case.query, case.k_cache, case.v_cache, m, 0.125)
     assert not out[:real].isnan().any() and out[real:].isnan().all()
     assert max(per_seq_rel_errors(out[:real], ref, case.query_lens)) < TOL
     # skip_single leaves the one-token queries (the decode kernel's, in a graph) unwritten
     out = torch.full_like(query, float("nan"))
-    paged_prefill(query, case.k_cache, case.v_cache, tables, seq_lens, qsl, out, 0.125, query.shape[0],
-                  skip_single=True)
+    paged_prefill(
+        query,
+        case.k_cache,
+        case.v_cache,
+        tables,
+        seq_lens,
+        qsl,
+        out,
+        0.125,
+        query.shape[0],
+        skip_single=True,
+    )
     starts = m.query_start_loc.tolist()
     for i, q in enumerate(case.query_lens):
         rows = out[starts[i] : starts[i] + q]
@@ -112,9 +145,16 @@ def test_backend_over_a_prefill_graphs_layout_matches_reference(heads):
     width = seq_lens.shape[0]
     decode_lens, decode_rows = torch.zeros(width, **dev), torch.zeros(width, **dev)
     graph_decode_layout(qsl, seq_lens, decode_lens, decode_rows)
-    meta = AttentionMetadata(query_start_loc=qsl, seq_lens=seq_lens, slot_mapping=m.slot_mapping,
-                             block_tables=tables, max_query_len=real, max_seq_len=4096,
-                             decode_seq_lens=decode_lens, decode_rows=decode_rows)
+    meta = AttentionMetadata(
+        query_start_loc=qsl,
+        seq_lens=seq_lens,
+        slot_mapping=m.slot_mapping,
+        block_tables=tables,
+        max_query_len=real,
+        max_seq_len=4096,
+        decode_seq_lens=decode_lens,
+        decode_rows=decode_rows,
+    )
     out = TritonAttentionBackend().forward(case.query, case.k_cache, case.v_cache, meta, 0.125)
     ref = reference_attention(case.query, case.k_cache, case.v_cache, m, 0.125)
     assert max(per_seq_rel_errors(out, ref, case.query_lens)) < TOL
@@ -125,7 +165,14 @@ def test_mixed_step_through_backend_matches_both_references(block_size):
     from serving.attention.torch_ref import TorchRefBackend
     from serving.attention.triton_backend import TritonAttentionBackend
 
-    specs = [(40, 1), (0, 1), (2047, 1), (0, 77), (500, 128), (16, 1)]  # decodes first, then prefills
+    specs = [
+        (40, 1),
+        (0, 1),
+        (2047, 1),
+        (0, 77),
+        (500, 128),
+        (16, 1),
+    ]  # decodes first, then prefills
     # the last (16, 1) is a 1-token chunk after prefills: served by the prefill kernel
     case = make_case(specs, 16, 4, 128, block_size=block_size, seed=3)
     assert case.meta.num_decode_tokens == 3
@@ -158,8 +205,15 @@ def test_decode_query_from_strided_qkv_view():
     q_view = wide[:, : 16 * 128].view(2, 16, 128)
     out = torch.empty_like(case.query)
     paged_decode(
-        q_view, case.k_cache, case.v_cache, case.meta.block_tables, case.meta.seq_lens,
-        case.meta.query_start_loc, out, 0.088, case.meta.max_seq_len,
+        q_view,
+        case.k_cache,
+        case.v_cache,
+        case.meta.block_tables,
+        case.meta.seq_lens,
+        case.meta.query_start_loc,
+        out,
+        0.088,
+        case.meta.max_seq_len,
     )
     ref = reference_attention(case.query, case.k_cache, case.v_cache, case.meta, 0.088)
     assert rel_error(out, ref) < TOL

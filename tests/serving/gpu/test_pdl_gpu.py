@@ -38,8 +38,13 @@ def _layers(hidden: int, inter: int, count: int, seed: int = 0):
         return (torch.randn(*shape, device="cuda", generator=g) * scale).to(torch.bfloat16)
 
     return [
-        {"norm1": 1 + w(hidden, scale=0.1), "wo": w(hidden, hidden), "norm2": 1 + w(hidden, scale=0.1),
-         "gate_up": w(2 * inter, hidden), "down": w(hidden, inter)}
+        {
+            "norm1": 1 + w(hidden, scale=0.1),
+            "wo": w(hidden, hidden),
+            "norm2": 1 + w(hidden, scale=0.1),
+            "gate_up": w(2 * inter, hidden),
+            "down": w(hidden, inter),
+        }
         for _ in range(count)
     ]
 
@@ -98,8 +103,15 @@ def test_engine_decode_is_identical_with_and_without_pdl(pdl_mode):
         loaded = random_loaded(shape, seed=5, device="cuda")
         runs = []
         for mode in ("off", "auto"):
-            cfg = EngineConfig(device="cuda", dtype="bfloat16", block_size=16, num_kv_blocks=128, max_num_seqs=4,
-                               enable_prefix_caching=False, programmatic_launch=mode)
+            cfg = EngineConfig(
+                device="cuda",
+                dtype="bfloat16",
+                block_size=16,
+                num_kv_blocks=128,
+                max_num_seqs=4,
+                enable_prefix_caching=False,
+                programmatic_launch=mode,
+            )
             engine = LLMEngine(cfg, loaded=loaded)
             assert pdl.enabled(torch.device("cuda")) == (mode == "auto" and HOPPER)
             g = torch.Generator().manual_seed(1)
@@ -113,12 +125,20 @@ def test_engine_decode_is_identical_with_and_without_pdl(pdl_mode):
                             outs[out.request_id] = out.outputs[0]
 
             for i, n in enumerate((48, 7, 130)):  # batch 1 first, then two at once
-                engine.add_request(f"r{i}", torch.randint(0, shape["vocab_size"], (n,), generator=g).tolist(), params)
+                engine.add_request(
+                    f"r{i}",
+                    torch.randint(0, shape["vocab_size"], (n,), generator=g).tolist(),
+                    params,
+                )
                 if i == 0:
                     drain()
             drain()
             assert len(outs) == 3
-            runs.append({rid: (list(o.token_ids), [(t.logprob, t.top) for t in o.logprobs])
-                         for rid, o in outs.items()})
+            runs.append(
+                {
+                    rid: (list(o.token_ids), [(t.logprob, t.top) for t in o.logprobs])
+                    for rid, o in outs.items()
+                }
+            )
             del engine
         assert runs[0] == runs[1]

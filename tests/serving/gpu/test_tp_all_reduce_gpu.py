@@ -38,7 +38,9 @@ def _ranks(rank: int, port: int) -> None:
 
     device = torch.device("cuda", rank)
     torch.cuda.set_device(device)
-    tp = with_all_reduce(init_group(rank, 2, port, device), "symm_mem", device, torch.bfloat16, 8192, HIDDEN)
+    tp = with_all_reduce(
+        init_group(rank, 2, port, device), "symm_mem", device, torch.bfloat16, 8192, HIDDEN
+    )
     assert tp.all_reduce_name == "symm_mem", tp.all_reduce_name
     g = torch.Generator(device=device).manual_seed(rank)
     for rows in (*ROWS, 400):  # 400 rows: over the buffer, NCCL
@@ -74,11 +76,24 @@ def test_one_shot_equals_nccl_eager_and_in_graphs():
 
 
 def _engine(tp: int, async_scheduling: str, tp_allreduce: str = "auto") -> LLMEngine:
-    cfg = EngineConfig(device="cuda", dtype="bfloat16", block_size=16, num_kv_blocks=256, max_num_seqs=8,
-                       max_num_batched_tokens=4096, enable_prefix_caching=False, tensor_parallel_size=tp,
-                       async_scheduling=async_scheduling, tp_allreduce=tp_allreduce)
+    cfg = EngineConfig(
+        device="cuda",
+        dtype="bfloat16",
+        block_size=16,
+        num_kv_blocks=256,
+        max_num_seqs=8,
+        max_num_batched_tokens=4096,
+        enable_prefix_caching=False,
+        tensor_parallel_size=tp,
+        async_scheduling=async_scheduling,
+        tp_allreduce=tp_allreduce,
+    )
     shape = SMOLLM2_135M
-    loaded = random_loaded(shape, seed=1, device="cuda") if tp == 1 else ModelSource(random_config=dict(shape), seed=1)
+    loaded = (
+        random_loaded(shape, seed=1, device="cuda")
+        if tp == 1
+        else ModelSource(random_config=dict(shape), seed=1)
+    )
     return LLMEngine(cfg, loaded=loaded)
 
 
@@ -110,7 +125,13 @@ def test_tp2_symm_mem_async_tokens():
     prompts = torch.randint(0, SMOLLM2_135M["vocab_size"], (5, PROMPT), generator=g).tolist()
     gen = SamplingParams(max_tokens=NEW, temperature=0.0, ignore_eos=True, logprobs=0)
     first = [(str(i), p, gen) for i, p in enumerate(prompts[:4])]
-    late = [("late", prompts[4][:17], SamplingParams(max_tokens=NEW // 2, temperature=0.0, ignore_eos=True))]
+    late = [
+        (
+            "late",
+            prompts[4][:17],
+            SamplingParams(max_tokens=NEW // 2, temperature=0.0, ignore_eos=True),
+        )
+    ]
     engine = _engine(2, "on")
     assert engine.async_scheduling and engine.tensor_parallel.all_reduce_name == "symm_mem"
     on = _run(engine, first, late)
@@ -121,9 +142,13 @@ def test_tp2_symm_mem_async_tokens():
     score = SamplingParams(max_tokens=1, temperature=0.0, ignore_eos=True, prompt_logprobs=0)
     full = {rid: p + list(on[rid].outputs[0].token_ids) for rid, p, _ in first}
     refs = _run(_engine(1, "on"), [(rid, ids, score) for rid, ids in full.items()])
-    diffs = torch.cat([
-        (torch.tensor([t.logprob for t in on[rid].outputs[0].logprobs])
-         - torch.tensor([t.logprob for t in refs[rid].prompt_logprobs[PROMPT:]])).abs()
-        for rid in full
-    ])
+    diffs = torch.cat(
+        [
+            (
+                torch.tensor([t.logprob for t in on[rid].outputs[0].logprobs])
+                - torch.tensor([t.logprob for t in refs[rid].prompt_logprobs[PROMPT:]])
+            ).abs()
+            for rid in full
+        ]
+    )
     assert diffs.max() < 0.25 and diffs.mean() < 0.05, (diffs.max(), diffs.mean())

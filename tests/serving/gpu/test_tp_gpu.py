@@ -26,9 +26,21 @@ PROMPT, NEW = 48, 24
 
 
 def _engine(shape: dict, tp: int) -> LLMEngine:
-    cfg = EngineConfig(device="cuda", dtype="bfloat16", block_size=16, num_kv_blocks=256, max_num_seqs=8,
-                       max_num_batched_tokens=4096, enable_prefix_caching=False, tensor_parallel_size=tp)
-    loaded = random_loaded(shape, seed=1, device="cuda") if tp == 1 else ModelSource(random_config=dict(shape), seed=1)
+    cfg = EngineConfig(
+        device="cuda",
+        dtype="bfloat16",
+        block_size=16,
+        num_kv_blocks=256,
+        max_num_seqs=8,
+        max_num_batched_tokens=4096,
+        enable_prefix_caching=False,
+        tensor_parallel_size=tp,
+    )
+    loaded = (
+        random_loaded(shape, seed=1, device="cuda")
+        if tp == 1
+        else ModelSource(random_config=dict(shape), seed=1)
+    )
     return LLMEngine(cfg, loaded=loaded)
 
 
@@ -76,7 +88,10 @@ def test_tp2_close_is_prompt_and_a_new_group_can_start():
 
     for _ in range(2):
         engine = _engine(SMOLLM2_135M, 2)
-        _run(engine, [("a", [1, 2, 3, 4], SamplingParams(max_tokens=4, temperature=0.0, ignore_eos=True))])
+        _run(
+            engine,
+            [("a", [1, 2, 3, 4], SamplingParams(max_tokens=4, temperature=0.0, ignore_eos=True))],
+        )
         workers = engine.tensor_parallel.workers.procs
         t0 = time.monotonic()
         engine.close()

@@ -60,7 +60,9 @@ def test_serving_after_warm_up_compiles_nothing():
         for _ in range(3):
             engine.step()
     _run(engine)
-    engine.add_request("long", [1, 2, 3], SamplingParams(max_tokens=400, temperature=0.0, ignore_eos=True))
+    engine.add_request(
+        "long", [1, 2, 3], SamplingParams(max_tokens=400, temperature=0.0, ignore_eos=True)
+    )
     _run(engine)
     after = compiled_variants()
     grown = {k: (before.get(k, 0), v) for k, v in after.items() if v != before.get(k, 0)}

@@ -47,7 +47,11 @@ def test_prefix_hit_shares_full_blocks_and_counts_tokens():
     a = seq(list(range(10)))
     bm.allocate(a, 10)
     computed(bm, a)  # blocks 0 and 1 are full -> cached; block 2 (2 tokens) is not
-    assert bm.blocks[0].hash is not None and bm.blocks[1].hash is not None and bm.blocks[2].hash is None
+    assert (
+        bm.blocks[0].hash is not None
+        and bm.blocks[1].hash is not None
+        and bm.blocks[2].hash is None
+    )
     b = seq(list(range(8)) + [99, 98, 97], seq_id=1)
     assert bm.num_cached_tokens(b) == 8
     assert bm.allocate(b, 3) == 8

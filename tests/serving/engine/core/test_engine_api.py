@@ -77,9 +77,19 @@ def test_streamed_deltas_add_up_to_the_text_and_metrics_are_ordered(engine):
             deltas.append(out.outputs[0].delta)
     final = outputs[-1]
     assert final.finished and sum(o.finished for o in outputs) == 1
-    assert "".join(deltas) == final.outputs[0].text == engine.tokenizer.decode(final.outputs[0].token_ids)
+    assert (
+        "".join(deltas)
+        == final.outputs[0].text
+        == engine.tokenizer.decode(final.outputs[0].token_ids)
+    )
     m = final.metrics
-    assert m.arrival_time <= m.first_scheduled_time <= m.first_token_time <= m.last_token_time <= m.finished_time
+    assert (
+        m.arrival_time
+        <= m.first_scheduled_time
+        <= m.first_token_time
+        <= m.last_token_time
+        <= m.finished_time
+    )
     stats = engine.stats()
     assert (stats.prompt_tokens_total, stats.generation_tokens_total) == (10, 20)
 
@@ -91,7 +101,9 @@ def test_context_length_ends_a_request(tiny):
 
 
 def test_n_greedy_samples_equal_the_single_greedy_sample(engine):
-    single = run_to_completion(engine, {0: [("one", PROMPT, greedy(16))]})["one"].outputs[0].token_ids
+    single = (
+        run_to_completion(engine, {0: [("one", PROMPT, greedy(16))]})["one"].outputs[0].token_ids
+    )
     out = run_to_completion(engine, {0: [("n", PROMPT, greedy(16, n=3))]})["n"]
     assert [c.index for c in out.outputs] == [0, 1, 2]
     assert all(c.token_ids == single for c in out.outputs)
@@ -130,7 +142,10 @@ def test_n_children_share_prompt_blocks_copy_on_write(tiny):
 def test_n_samples_are_reproducible_whatever_the_batch(engine):
     params = SamplingParams(n=2, max_tokens=12, temperature=1.0, seed=2024)
     alone = run_to_completion(engine, {0: [("x", PROMPT, params)]})["x"]
-    noise = [(f"o{i}", [i + 1] * (3 + 5 * i), SamplingParams(max_tokens=6, temperature=1.0)) for i in range(4)]
+    noise = [
+        (f"o{i}", [i + 1] * (3 + 5 * i), SamplingParams(max_tokens=6, temperature=1.0))
+        for i in range(4)
+    ]
     mixed = run_to_completion(engine, {0: noise[:2], 1: [("x", PROMPT, params)], 4: noise[2:]})["x"]
     assert [c.token_ids for c in mixed.outputs] == [c.token_ids for c in alone.outputs]
     one = SamplingParams(n=1, max_tokens=12, temperature=1.0, seed=2024)
@@ -144,7 +159,9 @@ def test_from_settings_sizes_the_pool_from_the_memory_budget(tiny, tmp_path_fact
 
     path = tmp_path_factory.mktemp("tiny_settings")
     save_tiny_model("llama", path, seed=5)
-    settings = load_settings(model_path=str(path), kv_cache_memory_mb=1, device="cpu", torch_threads=1)
+    settings = load_settings(
+        model_path=str(path), kv_cache_memory_mb=1, device="cpu", torch_threads=1
+    )
     engine = LLMEngine.from_settings(settings)
     # 2 layers x (K, V) x 16 tokens x 2 kv heads x 16 dims x 4 bytes = 8 KiB per block
     assert engine.block_manager.num_blocks == 2**20 // 8192 == 128

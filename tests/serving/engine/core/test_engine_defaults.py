@@ -125,7 +125,9 @@ def test_the_engine_sets_the_kernel_launch_mode(tiny):
     from serving.kernels import pdl
 
     try:
-        LLMEngine(EngineConfig(device="cpu", num_kv_blocks=16, programmatic_launch="off"), loaded=tiny)
+        LLMEngine(
+            EngineConfig(device="cpu", num_kv_blocks=16, programmatic_launch="off"), loaded=tiny
+        )
         assert pdl.MODE == "off"
         LLMEngine(EngineConfig(device="cpu", num_kv_blocks=16), loaded=tiny)
         assert pdl.MODE == "auto"

@@ -30,8 +30,14 @@ def prompts() -> dict[str, list[int]]:
         return torch.randint(0, 256, (n,), generator=g).tolist()
 
     base = rand(24)  # a shared prefix: prefix-cache hits between requests
-    return {"p0": base + rand(5), "p1": base + rand(13), "p2": rand(3), "p3": rand(40),
-            "p4": base[:10] + rand(7), "p5": rand(17)}
+    return {
+        "p0": base + rand(5),
+        "p1": base + rand(13),
+        "p2": rand(3),
+        "p3": rand(40),
+        "p4": base[:10] + rand(7),
+        "p5": rand(17),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +46,11 @@ def alone(loaded, prompts) -> dict[str, list[int]]:
     out = {}
     for rid, p in prompts.items():
         engine = make_engine(loaded, enable_prefix_caching=False, max_num_batched_tokens=256)
-        out[rid] = run_to_completion(engine, {0: [(rid, p, greedy(MAX_TOKENS[rid]))]})[rid].outputs[0].token_ids
+        out[rid] = (
+            run_to_completion(engine, {0: [(rid, p, greedy(MAX_TOKENS[rid]))]})[rid]
+            .outputs[0]
+            .token_ids
+        )
     return out
 
 
@@ -51,8 +61,10 @@ def _requests(prompts, ids):
 SCENARIOS = {
     "together": ({}, {0: ["p0", "p1", "p2", "p3", "p4", "p5"]}),
     "mid_stream": ({}, {0: ["p3"], 2: ["p0", "p2"], 5: ["p1"], 9: ["p4"], 14: ["p5"]}),
-    "chunked_off": (dict(enable_chunked_prefill=False, max_num_batched_tokens=128, max_model_len=128),
-                    {0: ["p0", "p1", "p2", "p3", "p4", "p5"]}),
+    "chunked_off": (
+        dict(enable_chunked_prefill=False, max_num_batched_tokens=128, max_model_len=128),
+        {0: ["p0", "p1", "p2", "p3", "p4", "p5"]},
+    ),
     "tiny_budget": (dict(max_num_batched_tokens=5), {0: ["p0", "p1", "p2"], 3: ["p3", "p4", "p5"]}),
     "max_num_seqs_2": (dict(max_num_seqs=2), {0: ["p0", "p1", "p2", "p3", "p4", "p5"]}),
     "preemption": (dict(num_kv_blocks=18), {0: ["p0", "p1", "p2", "p3", "p4", "p5"]}),
@@ -63,7 +75,9 @@ SCENARIOS = {
 def test_batching_does_not_change_greedy_tokens(name, loaded, prompts, alone):
     overrides, plan = SCENARIOS[name]
     engine = make_engine(loaded, **overrides)
-    finals = run_to_completion(engine, {step: _requests(prompts, ids) for step, ids in plan.items()})
+    finals = run_to_completion(
+        engine, {step: _requests(prompts, ids) for step, ids in plan.items()}
+    )
     assert set(finals) == set(prompts)  # every request finishes
     for rid, out in finals.items():
         assert out.outputs[0].token_ids == alone[rid], f"{name}: {rid} differs"
@@ -101,7 +115,11 @@ def test_seeded_n_samples_survive_preemption_and_batching(loaded, prompts):
     roomy = make_engine(loaded)
     alone = run_to_completion(roomy, {0: [("n", prompts["p1"], params)]})["n"]
     tight = make_engine(loaded, num_kv_blocks=24)
-    plan = {0: _requests(prompts, ["p3", "p5"]), 1: [("n", prompts["p1"], params)], 4: _requests(prompts, ["p0"])}
+    plan = {
+        0: _requests(prompts, ["p3", "p5"]),
+        1: [("n", prompts["p1"], params)],
+        4: _requests(prompts, ["p0"]),
+    }
     mixed = run_to_completion(tight, plan)
     assert mixed["n"].metrics.num_preemptions > 0  # some of its samples were recomputed
     assert [c.token_ids for c in mixed["n"].outputs] == [c.token_ids for c in alone.outputs]

@@ -33,13 +33,21 @@ def test_reset_forgets_every_count_block_and_cached_prefix(tiny, async_schedulin
     assert before.prompt_tokens_total and before.generation_tokens_total
     engine.reset()
     stats = engine.stats()
-    assert (stats.prompt_tokens_total, stats.generation_tokens_total, stats.prefix_cache_queries_total,
-            stats.prefix_cache_hits_total, stats.num_preemptions_total) == (0, 0, 0, 0, 0)
+    assert (
+        stats.prompt_tokens_total,
+        stats.generation_tokens_total,
+        stats.prefix_cache_queries_total,
+        stats.prefix_cache_hits_total,
+        stats.num_preemptions_total,
+    ) == (0, 0, 0, 0, 0)
     assert engine.block_manager.num_free_blocks == 64 and stats.kv_cache_usage == 0.0
     assert _run(engine) == first
     again = engine.stats()
     # a prefix cache that survived would answer the same prompts from its blocks
-    assert again.prefix_cache_hits_total == 0 and again.prompt_tokens_total == before.prompt_tokens_total
+    assert (
+        again.prefix_cache_hits_total == 0
+        and again.prompt_tokens_total == before.prompt_tokens_total
+    )
 
 
 def test_reset_refuses_an_engine_with_live_requests(tiny):

@@ -41,7 +41,9 @@ def test_admission_looks_up_the_prefix_once():
 
 
 def test_a_blocked_head_is_not_looked_up_again_while_the_cache_is_unchanged():
-    sched = Scheduler(SchedulerConfig(8, 64, True), BlockManager(4, BS, enable_prefix_caching=False))
+    sched = Scheduler(
+        SchedulerConfig(8, 64, True), BlockManager(4, BS, enable_prefix_caching=False)
+    )
     calls = count_lookups(sched)
     sched.add(seq(13, 0))  # 4 blocks: the whole pool
     run_step(sched)
@@ -109,13 +111,17 @@ def _simulate(cls: type[Scheduler], work, num_blocks: int, budget: int, chunked:
     while step < 400 and (sched.has_work() or any(w[0] >= step for w in work)):
         for i, (arrival, prompt, _) in enumerate(work):
             if arrival == step:
-                req = Request(f"r{i}", None, prompt, SamplingParams(), RequestMetrics(0.0), forked=True)
+                req = Request(
+                    f"r{i}", None, prompt, SamplingParams(), RequestMetrics(0.0), forked=True
+                )
                 s = Sequence(i, req, 0, list(prompt), len(prompt))
                 req.seqs.append(s)
                 seqs.append(s)
                 sched.add(s)
         out = sched.schedule()
-        trace.append([(it.seq.seq_id, it.num_new_tokens, tuple(it.seq.block_table)) for it in out.scheduled])
+        trace.append(
+            [(it.seq.seq_id, it.num_new_tokens, tuple(it.seq.block_table)) for it in out.scheduled]
+        )
         completing = [it.seq for it in out.scheduled if it.completes]
         sched.update_after_step(out)
         for s in completing:

@@ -54,7 +54,9 @@ def test_concurrent_streams_match_the_sync_engine_and_run_off_the_event_loop(loa
     async def main():
         aengine = AsyncLLMEngine(engine)
         aengine.start()
-        results = await asyncio.gather(*(collect(aengine, rid, p, greedy(12)) for rid, p in PROMPTS.items()))
+        results = await asyncio.gather(
+            *(collect(aengine, rid, p, greedy(12)) for rid, p in PROMPTS.items())
+        )
         await aengine.shutdown()
         return results
 

@@ -47,7 +47,9 @@ def _front_end(cls: type):
         return AsyncLLMEngine(_Engine())  # type: ignore[arg-type]
     config = EngineConfig(device="cpu")
     if cls is AttachedCoreClient:
-        return AttachedCoreClient(config, CoreAttachment(0, "ipc://in", "ipc://out", "ipc://events"))
+        return AttachedCoreClient(
+            config, CoreAttachment(0, "ipc://in", "ipc://out", "ipc://events")
+        )
     return EngineCoreClient(config)
 
 
@@ -79,7 +81,9 @@ def test_both_core_owners_offer_what_the_supervisor_calls(tmp_path):
 def test_queued_adds_count_as_waiting_until_a_snapshot_counts_them():
     mirror = StatsMirror(EngineStats(num_waiting=2, num_running=3))
     mirror.adds_sent += 4
-    assert mirror.num_waiting() == 6 and mirror.stats().num_waiting == 6 and mirror.num_running() == 3
+    assert (
+        mirror.num_waiting() == 6 and mirror.stats().num_waiting == 6 and mirror.num_running() == 3
+    )
     mirror.snapshot, mirror.adds_seen = EngineStats(num_waiting=5, num_running=3), 3
     assert mirror.num_waiting() == 6
     mirror.stats().num_waiting = 100  # a copy: the reader cannot change the mirror

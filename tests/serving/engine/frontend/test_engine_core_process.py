@@ -41,7 +41,9 @@ def client(model_dir):
 
 def _final(engine, requests: dict[str, tuple[list[int], SamplingParams]]):
     async def run():
-        outs = await asyncio.gather(*[collect(engine, rid, ids, p) for rid, (ids, p) in requests.items()])
+        outs = await asyncio.gather(
+            *[collect(engine, rid, ids, p) for rid, (ids, p) in requests.items()]
+        )
         return {rid: o[-1] for rid, o in zip(requests, outs, strict=True)}
 
     return asyncio.run(run())
@@ -66,7 +68,10 @@ def test_outputs_match_the_in_process_engine(model_dir, client):
         "stop-token": (PROMPT, greedy(24, stop_token_ids=[stop_tok])),
         "logprobs": (PROMPT[:4], greedy(10, logprobs=3)),
         "prompt-logprobs": (PROMPT, greedy(4, prompt_logprobs=2)),
-        "sampled-n2": (PROMPT[:3], SamplingParams(n=2, max_tokens=12, temperature=0.9, seed=7, ignore_eos=True)),
+        "sampled-n2": (
+            PROMPT[:3],
+            SamplingParams(n=2, max_tokens=12, temperature=0.9, seed=7, ignore_eos=True),
+        ),
     }
     want = _reference(model_dir, requests)
     got = _final(client, requests)
@@ -77,18 +82,27 @@ def test_outputs_match_the_in_process_engine(model_dir, client):
         w, g = want[rid], got[rid]
         assert g.finished and len(g.outputs) == len(w.outputs), rid
         for wc, gc in zip(w.outputs, g.outputs, strict=True):
-            assert (gc.index, gc.text, list(gc.token_ids), gc.finish_reason, gc.stop_reason) == \
-                (wc.index, wc.text, list(wc.token_ids), wc.finish_reason, wc.stop_reason), rid
+            assert (gc.index, gc.text, list(gc.token_ids), gc.finish_reason, gc.stop_reason) == (
+                wc.index,
+                wc.text,
+                list(wc.token_ids),
+                wc.finish_reason,
+                wc.stop_reason,
+            ), rid
             assert gc.mean_logprob == pytest.approx(wc.mean_logprob, abs=1e-4), rid
             assert gc.mean_entropy == pytest.approx(wc.mean_entropy, abs=1e-4), rid
             if wc.logprobs is not None:
-                assert [(t.token_id, t.token, [a[:2] for a in t.top]) for t in gc.logprobs] == \
-                    [(t.token_id, t.token, [a[:2] for a in t.top]) for t in wc.logprobs]
-                assert [t.logprob for t in gc.logprobs] == pytest.approx([t.logprob for t in wc.logprobs], abs=1e-4)
+                assert [(t.token_id, t.token, [a[:2] for a in t.top]) for t in gc.logprobs] == [
+                    (t.token_id, t.token, [a[:2] for a in t.top]) for t in wc.logprobs
+                ]
+                assert [t.logprob for t in gc.logprobs] == pytest.approx(
+                    [t.logprob for t in wc.logprobs], abs=1e-4
+                )
         if w.prompt_logprobs is not None:
             assert g.prompt_logprobs[0] is None and len(g.prompt_logprobs) == len(w.prompt_logprobs)
-            assert [(t.token_id, [a[0] for a in t.top]) for t in g.prompt_logprobs[1:]] == \
-                [(t.token_id, [a[0] for a in t.top]) for t in w.prompt_logprobs[1:]]
+            assert [(t.token_id, [a[0] for a in t.top]) for t in g.prompt_logprobs[1:]] == [
+                (t.token_id, [a[0] for a in t.top]) for t in w.prompt_logprobs[1:]
+            ]
     assert client.stats().num_running == 0
 
 
@@ -135,16 +149,23 @@ _prompts = st.one_of(
     st.builds(lambda n, t: [t] * n, st.integers(1020, 1026), _token),  # around the 1024 context
 )
 _params = st.builds(
-    SamplingParams, n=st.integers(-1, 130), max_tokens=st.integers(-1, 4),
-    temperature=st.floats(-0.5, 2.5), top_p=st.floats(-0.1, 1.1), top_k=st.integers(-2, 3),
-    logprobs=st.none() | st.integers(-1, 22), prompt_logprobs=st.none() | st.integers(-1, 22),
+    SamplingParams,
+    n=st.integers(-1, 130),
+    max_tokens=st.integers(-1, 4),
+    temperature=st.floats(-0.5, 2.5),
+    top_p=st.floats(-0.1, 1.1),
+    top_k=st.integers(-2, 3),
+    logprobs=st.none() | st.integers(-1, 22),
+    prompt_logprobs=st.none() | st.integers(-1, 22),
     stop=st.lists(st.sampled_from(["", "a", "xyz"]), max_size=17),
 )
 
 
 @settings(max_examples=300, deadline=None)
 @given(prompt=_prompts, params=_params)
-def test_both_engine_paths_refuse_the_same_requests_with_the_same_message(in_process, client, prompt, params):
+def test_both_engine_paths_refuse_the_same_requests_with_the_same_message(
+    in_process, client, prompt, params
+):
     """The separate path's API-side check and the in-process engine's are one function: the same
     verdict and message for any request (the core's own limits sent in its ready message)."""
     assert (client.vocab_size, client.max_model_len) == (256, in_process.max_model_len)
@@ -164,7 +185,11 @@ def test_a_bad_request_fails_generate_alike_in_both_modes(model_dir, client):
         want = asyncio.run(first_error(inproc))
     finally:
         asyncio.run(inproc.shutdown())
-    assert asyncio.run(first_error(client)) == want == "prompt token id 1000000 is outside the vocabulary [0, 256)"
+    assert (
+        asyncio.run(first_error(client))
+        == want
+        == "prompt token id 1000000 is outside the vocabulary [0, 256)"
+    )
 
 
 def test_messages_round_trip_through_msgpack():
@@ -172,9 +197,17 @@ def test_messages_round_trip_through_msgpack():
     add = AddRequest("r", [1, 2], SamplingParams(n=2, stop=["x"], seed=3, logprobs=2), 12.5)
     assert codec.to_core.decode(codec.encoder.encode(add)) == add
     step = StepOutputs(
-        deltas=[RequestDelta("r", [SeqDelta(0, [4], [-0.5], [1.0], top=[[(4, -0.5)]], finish_reason="length")],
-                             True, first_token_time=1.0)],
-        stats=EngineStats(num_running=1, kv_cache_usage=0.25), adds_seen=3)
+        deltas=[
+            RequestDelta(
+                "r",
+                [SeqDelta(0, [4], [-0.5], [1.0], top=[[(4, -0.5)]], finish_reason="length")],
+                True,
+                first_token_time=1.0,
+            )
+        ],
+        stats=EngineStats(num_running=1, kv_cache_usage=0.25),
+        adds_seen=3,
+    )
     back = codec.from_core.decode(codec.encoder.encode(step))
     assert back == step and back.stats.kv_cache_usage == 0.25
     with pytest.raises(msgspec.ValidationError):  # a wrong shape is refused, never half-read
@@ -188,6 +221,7 @@ def test_killing_the_core_fails_in_flight_requests_and_a_new_core_takes_over(mod
     engine.add_health_listener(events.append)
     old_pid = engine.core_pid
     try:
+
         async def doomed():
             got = []
             async for out in engine.generate("long", PROMPT, greedy(900)):
@@ -206,7 +240,11 @@ def test_killing_the_core_fails_in_flight_requests_and_a_new_core_takes_over(mod
         deadline = time.monotonic() + 120
         while events != [False, True] and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert events == [False, True] and engine.supervisor.restarts == 1 and engine.core_pid != old_pid
+        assert (
+            events == [False, True]
+            and engine.supervisor.restarts == 1
+            and engine.core_pid != old_pid
+        )
         assert engine.is_running
         out = asyncio.run(collect(engine, "after", PROMPT, greedy(8)))[-1]
         assert out.finished and len(out.outputs[0].token_ids) == 8

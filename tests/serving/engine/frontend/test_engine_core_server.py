@@ -33,14 +33,25 @@ def client(tmp_path_factory):
 
 def test_killed_core_fails_requests_with_5xx_health_503_then_recovers(client):
     settings = make_settings()
-    body = {"model": settings.model_name, "prompt": "abc", "max_tokens": 450, "ignore_eos": True,
-            "temperature": 0}
+    body = {
+        "model": settings.model_name,
+        "prompt": "abc",
+        "max_tokens": 450,
+        "ignore_eos": True,
+        "temperature": 0,
+    }
     results: dict[str, object] = {}
 
     with ServerThread(create_app(settings, engine=client, log_traffic=False)) as srv:
+
         def stream() -> None:
-            with httpx.stream("POST", srv.url + "/v1/completions", json={**body, "stream": True},
-                              headers=AUTH, timeout=60) as r:
+            with httpx.stream(
+                "POST",
+                srv.url + "/v1/completions",
+                json={**body, "stream": True},
+                headers=AUTH,
+                timeout=60,
+            ) as r:
                 results["stream_status"] = r.status_code
                 results["lines"] = [line for line in r.iter_lines() if line]
 
@@ -49,10 +60,14 @@ def test_killed_core_fails_requests_with_5xx_health_503_then_recovers(client):
             results["plain"] = (r.status_code, r.json())
 
         def sdk() -> None:
-            sdk_client = openai.OpenAI(base_url=srv.url + "/v1", api_key=API_KEY, max_retries=0, timeout=60)
+            sdk_client = openai.OpenAI(
+                base_url=srv.url + "/v1", api_key=API_KEY, max_retries=0, timeout=60
+            )
             try:
                 kw = {k: v for k, v in body.items() if k != "ignore_eos"}
-                for _ in sdk_client.completions.create(stream=True, extra_body={"ignore_eos": True}, **kw):
+                for _ in sdk_client.completions.create(
+                    stream=True, extra_body={"ignore_eos": True}, **kw
+                ):
                     pass
             except openai.APIError as exc:
                 results["sdk"] = exc
@@ -73,15 +88,19 @@ def test_killed_core_fails_requests_with_5xx_health_503_then_recovers(client):
         assert results["stream_status"] == 200
         lines = results["lines"]
         assert lines[-1] == "data: [DONE]"
-        error = json.loads(lines[-2][len("data: "):])["error"]  # in-band: the headers were sent
+        error = json.loads(lines[-2][len("data: ") :])["error"]  # in-band: the headers were sent
         assert "engine core process died" in error["message"]
-        assert error == payload["error"] and error["type"] == "internal_error"  # as the non-streaming 500
+        assert (
+            error == payload["error"] and error["type"] == "internal_error"
+        )  # as the non-streaming 500
         sdk_error = results["sdk"]
         assert (sdk_error.code, sdk_error.type) == ("engine_dead", "internal_error")
 
         assert wait_for(lambda: httpx.get(srv.url + "/health").status_code == 200, timeout=120)
         assert client.core_pid != old_pid
-        r = httpx.post(srv.url + "/v1/completions", json={**body, "max_tokens": 5}, headers=AUTH, timeout=60)
+        r = httpx.post(
+            srv.url + "/v1/completions", json={**body, "max_tokens": 5}, headers=AUTH, timeout=60
+        )
         assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 5
 
 
@@ -104,7 +123,9 @@ def test_models_report_the_same_engine_identity_in_both_modes(client, tmp_path_f
     from serving.engine import AsyncLLMEngine, LLMEngine
 
     separate = _engine_card(client)
-    inprocess = AsyncLLMEngine(LLMEngine(tiny_config(tiny_model_dir(tmp_path_factory.mktemp("core-srv-in")))))
+    inprocess = AsyncLLMEngine(
+        LLMEngine(tiny_config(tiny_model_dir(tmp_path_factory.mktemp("core-srv-in"))))
+    )
     inprocess.start()
     try:
         in_card = _engine_card(inprocess)

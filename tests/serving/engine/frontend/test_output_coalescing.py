@@ -21,14 +21,21 @@ from serving.sampling_params import SamplingParams
 
 
 def _output(text: str, delta: str, finished: bool = False) -> RequestOutput:
-    choice = CompletionOutput(index=0, text=text, delta=delta, token_ids=[0] * len(text),
-                              finish_reason="length" if finished else None)
+    choice = CompletionOutput(
+        index=0,
+        text=text,
+        delta=delta,
+        token_ids=[0] * len(text),
+        finish_reason="length" if finished else None,
+    )
     return RequestOutput("r", None, [1], [choice], finished, RequestMetrics(arrival_time=0.0))
 
 
 @settings(max_examples=150, derandomize=True, deadline=None)
-@given(pieces=st.lists(st.text(max_size=4), min_size=1, max_size=40),
-       reads=st.lists(st.booleans(), min_size=40, max_size=40))
+@given(
+    pieces=st.lists(st.text(max_size=4), min_size=1, max_size=40),
+    reads=st.lists(st.booleans(), min_size=40, max_size=40),
+)
 def test_slot_hands_over_every_piece_once_whatever_the_reader_pace(pieces, reads):
     """`reads[i]`: whether the reader takes what is waiting after put i."""
 
@@ -110,9 +117,11 @@ def _oracle(tokens: list[int], stops: list[str]) -> tuple[str, str | None]:
 
 
 @settings(max_examples=200, derandomize=True, deadline=None)
-@given(tokens=st.lists(st.integers(97, 100), min_size=1, max_size=30),
-       stops=st.lists(st.text(alphabet="abcd", min_size=1, max_size=3), max_size=3),
-       cuts=st.lists(st.integers(1, 5), min_size=30, max_size=30))
+@given(
+    tokens=st.lists(st.integers(97, 100), min_size=1, max_size=30),
+    stops=st.lists(st.text(alphabet="abcd", min_size=1, max_size=3), max_size=3),
+    cuts=st.lists(st.integers(1, 5), min_size=30, max_size=30),
+)
 def test_front_request_text_matches_the_oracle_for_any_chunking(tokens, stops, cuts):
     params = SamplingParams(max_tokens=len(tokens), stop=stops)
     req = FrontRequest("r", None, [1], params, _AsciiTokenizer(), arrival_time=0.0)
@@ -125,7 +134,13 @@ def test_front_request_text_matches_the_oracle_for_any_chunking(tokens, stops, c
     streamed, out = "", None
     for k, chunk in enumerate(chunks):
         last = k == len(chunks) - 1
-        seq = SeqDelta(0, chunk, [-1.0] * len(chunk), [0.5] * len(chunk), finish_reason="length" if last else None)
+        seq = SeqDelta(
+            0,
+            chunk,
+            [-1.0] * len(chunk),
+            [0.5] * len(chunk),
+            finish_reason="length" if last else None,
+        )
         out = req.apply(RequestDelta("r", [seq], last))
         streamed += out.outputs[0].delta
         if out.finished:
@@ -133,13 +148,17 @@ def test_front_request_text_matches_the_oracle_for_any_chunking(tokens, stops, c
     want_text, want_stop = _oracle(tokens, stops)
     choice = out.outputs[0]
     assert out.finished and choice.text == want_text and streamed == want_text
-    assert (choice.finish_reason, choice.stop_reason) == (("stop", want_stop) if want_stop else ("length", None))
+    assert (choice.finish_reason, choice.stop_reason) == (
+        ("stop", want_stop) if want_stop else ("length", None)
+    )
 
 
 @settings(max_examples=150, derandomize=True, deadline=None)
-@given(tokens=st.lists(st.integers(97, 100), min_size=1, max_size=40),
-       reads=st.lists(st.booleans(), min_size=40, max_size=40),
-       stops=st.lists(st.text(alphabet="abcd", min_size=2, max_size=3), max_size=2))
+@given(
+    tokens=st.lists(st.integers(97, 100), min_size=1, max_size=40),
+    reads=st.lists(st.booleans(), min_size=40, max_size=40),
+    stops=st.lists(st.text(alphabet="abcd", min_size=2, max_size=3), max_size=2),
+)
 def test_next_output_skips_while_the_reader_is_behind_and_loses_no_text(tokens, reads, stops):
     """One token per step; the reader takes what waits after step i when reads[i]. The text it
     receives is the whole text, once, as when every step's output is built and merged; while it
@@ -152,7 +171,9 @@ def test_next_output_skips_while_the_reader_is_behind_and_loses_no_text(tokens, 
     slot, received, built, final = OutputSlot(), "", 0, None
     for i, tok in enumerate(tokens):
         last = i == len(tokens) - 1
-        delta = RequestDelta("r", [SeqDelta(0, [tok], [-1.0], [0.5], finish_reason="length" if last else None)], last)
+        delta = RequestDelta(
+            "r", [SeqDelta(0, [tok], [-1.0], [0.5], finish_reason="length" if last else None)], last
+        )
         behind = slot.behind
         out = next_output(front, slot, delta)
         final = oracle.apply(delta)

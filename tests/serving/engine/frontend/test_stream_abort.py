@@ -21,7 +21,11 @@ PROMPT = [5, 17, 99, 3, 42, 7]
 @pytest.fixture(scope="module", params=["inprocess", "separate"])
 def engine(request, tmp_path_factory):
     config = tiny_config(tiny_model_dir(tmp_path_factory.mktemp("abort")))
-    eng = AsyncLLMEngine(LLMEngine(config)) if request.param == "inprocess" else EngineCoreClient(config)
+    eng = (
+        AsyncLLMEngine(LLMEngine(config))
+        if request.param == "inprocess"
+        else EngineCoreClient(config)
+    )
     eng.start()
     yield eng
     asyncio.run(eng.shutdown())

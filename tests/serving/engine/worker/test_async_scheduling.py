@@ -42,7 +42,10 @@ def _engine(loaded, mode: str, **overrides):
 
 def _summary(finals) -> dict:
     return {
-        rid: [(c.token_ids, c.text, c.finish_reason, c.stop_reason, len(c.logprobs or [])) for c in out.outputs]
+        rid: [
+            (c.token_ids, c.text, c.finish_reason, c.stop_reason, len(c.logprobs or []))
+            for c in out.outputs
+        ]
         for rid, out in finals.items()
     }
 
@@ -74,9 +77,16 @@ params_strategy = st.builds(
 
 def _params(d: dict) -> SamplingParams:
     return SamplingParams(
-        n=d["n"], max_tokens=d["max_tokens"], temperature=0.0 if d["greedy"] else 0.9,
-        seed=None if d["greedy"] else d["seed"], top_k=d["top_k"], top_p=d["top_p"], stop=d["stop"],
-        stop_token_ids=d["stop_token_ids"], ignore_eos=d["ignore_eos"], logprobs=d["logprobs"],
+        n=d["n"],
+        max_tokens=d["max_tokens"],
+        temperature=0.0 if d["greedy"] else 0.9,
+        seed=None if d["greedy"] else d["seed"],
+        top_k=d["top_k"],
+        top_p=d["top_p"],
+        stop=d["stop"],
+        stop_token_ids=d["stop_token_ids"],
+        ignore_eos=d["ignore_eos"],
+        logprobs=d["logprobs"],
     )
 
 
@@ -96,8 +106,13 @@ ENGINES = {
 }
 
 
-@settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-@given(requests=st.lists(request_strategy, min_size=1, max_size=6), config=st.sampled_from(list(ENGINES)))
+@settings(
+    max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
+@given(
+    requests=st.lists(request_strategy, min_size=1, max_size=6),
+    config=st.sampled_from(list(ENGINES)),
+)
 def test_async_engine_emits_what_the_sync_engine_emits(loaded, requests, config):
     prefixes = [[], list(range(40, 52)), list(range(90, 98)), list(range(120, 136))]
     plan: dict[int, list] = {}
@@ -119,10 +134,23 @@ def test_async_engine_emits_what_the_sync_engine_emits(loaded, requests, config)
 def test_penalties_and_prompt_logprobs_match_too(loaded):
     """Penalty rows need their real tokens on the host: the async engine reads back first."""
     prompt = list(range(60, 85))
-    plan = {0: [("pen", prompt, SamplingParams(max_tokens=12, temperature=0.8, seed=3, frequency_penalty=1.5,
-                                               presence_penalty=0.5)),
-                ("plp", prompt[:9], SamplingParams(max_tokens=5, temperature=0.0, prompt_logprobs=2)),
-                ("g", prompt[3:], SamplingParams(max_tokens=10, temperature=0.0))]}
+    plan = {
+        0: [
+            (
+                "pen",
+                prompt,
+                SamplingParams(
+                    max_tokens=12,
+                    temperature=0.8,
+                    seed=3,
+                    frequency_penalty=1.5,
+                    presence_penalty=0.5,
+                ),
+            ),
+            ("plp", prompt[:9], SamplingParams(max_tokens=5, temperature=0.0, prompt_logprobs=2)),
+            ("g", prompt[3:], SamplingParams(max_tokens=10, temperature=0.0)),
+        ]
+    }
     runs = {mode: run_to_completion(_engine(loaded, mode), plan) for mode in ("off", "on")}
     assert _summary(runs["on"]) == _summary(runs["off"])
     assert runs["on"]["plp"].prompt_logprobs == runs["off"]["plp"].prompt_logprobs
@@ -131,7 +159,9 @@ def test_penalties_and_prompt_logprobs_match_too(loaded):
 def test_the_next_step_launches_before_the_previous_samples_are_read(loaded, monkeypatch):
     events = record_launches_and_reads(monkeypatch, runner_mod.ModelRunner)
     engine = _engine(loaded, "on")
-    engine.add_request("a", [1, 2, 3, 4, 5], SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True))
+    engine.add_request(
+        "a", [1, 2, 3, 4, 5], SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True)
+    )
     first = engine.step()  # the prefill is launched; nothing has been read back yet
     assert first == [] and events == ["launch"]
     outputs = [first]
@@ -148,8 +178,12 @@ def test_the_next_step_launches_before_the_previous_samples_are_read(loaded, mon
 
 def test_abort_drops_a_token_still_on_the_device(loaded):
     engine = _engine(loaded, "on")
-    engine.add_request("a", [9, 8, 7, 6], SamplingParams(max_tokens=20, temperature=0.0, ignore_eos=True))
-    engine.add_request("b", [5, 4, 3], SamplingParams(max_tokens=4, temperature=0.0, ignore_eos=True))
+    engine.add_request(
+        "a", [9, 8, 7, 6], SamplingParams(max_tokens=20, temperature=0.0, ignore_eos=True)
+    )
+    engine.add_request(
+        "b", [5, 4, 3], SamplingParams(max_tokens=4, temperature=0.0, ignore_eos=True)
+    )
     for _ in range(3):
         engine.step()
     seq = engine.requests["a"].seqs[0]

@@ -65,7 +65,10 @@ def test_step_tensors_match_a_rebuild_from_the_lists(tiny, monkeypatch):
         assert got.input_ids.tolist() == ids and got.positions.tolist() == pos
         assert got.meta.slot_mapping.tolist() == slots and got.logits_rows.tolist() == rows
         assert got.meta.block_tables.tolist() == tables
-        assert got.meta.block_tables.dtype == torch.int32 and got.meta.slot_mapping.dtype == torch.int64
+        assert (
+            got.meta.block_tables.dtype == torch.int32
+            and got.meta.slot_mapping.dtype == torch.int64
+        )
         qsl = got.meta.query_start_loc.tolist()
         assert qsl[-1] == len(ids) and got.meta.seq_lens.tolist() == got.seq_lens
         checked["steps"] += 1
@@ -86,8 +89,9 @@ def test_step_tensors_match_a_rebuild_from_the_lists(tiny, monkeypatch):
     g = torch.Generator().manual_seed(3)
     for r in range(6):
         prompt = torch.randint(0, 256, (9 + 5 * r,), generator=g).tolist()
-        params = SamplingParams(max_tokens=20 + 3 * r, temperature=0.8, seed=r, n=2 if r % 2 else 1,
-                                ignore_eos=True)
+        params = SamplingParams(
+            max_tokens=20 + 3 * r, temperature=0.8, seed=r, n=2 if r % 2 else 1, ignore_eos=True
+        )
         engine.add_request(f"r{r}", prompt, params)
     while engine.has_unfinished_requests():
         engine.step()
@@ -124,8 +128,11 @@ def test_zero_penalty_rows_ignore_their_history():
     g = torch.Generator().manual_seed(0)
     logits = torch.randn(3, 50, generator=g)
     logits[0, 1] = logits[0].max() + 0.1  # wins unless its penalty (2 x 0.7 + 0.3) applies
-    params = [SamplingParams(temperature=0.0, frequency_penalty=0.7, presence_penalty=0.3),
-              SamplingParams(temperature=0.0), SamplingParams(temperature=0.9, seed=1)]
+    params = [
+        SamplingParams(temperature=0.0, frequency_penalty=0.7, presence_penalty=0.3),
+        SamplingParams(temperature=0.0),
+        SamplingParams(temperature=0.9, seed=1),
+    ]
     hist = [[1, 1, 2], [int(logits[1].argmax())] * 4, [int(logits[2].argmax())] * 3]
 
     def run(history):

@@ -25,8 +25,10 @@ TEXT = (
 def engine(smollm2_loaded):
     torch.set_num_threads(1)
     # budget 12 < the prompt: its prefill runs in chunks beside the other request's decodes
-    return LLMEngine(EngineConfig(device="cpu", kv_cache_memory_mb=16, max_num_batched_tokens=12),
-                     loaded=smollm2_loaded)
+    return LLMEngine(
+        EngineConfig(device="cpu", kv_cache_memory_mb=16, max_num_batched_tokens=12),
+        loaded=smollm2_loaded,
+    )
 
 
 def hf_prompt_logprobs(hf_model, ids: list[int]) -> torch.Tensor:
@@ -80,9 +82,19 @@ def test_echo_with_logprobs_over_http(hf_smollm2):
     settings = make_settings()
     app = create_app(settings, engine=shared_engine(), log_traffic=False)
     with ServerThread(app) as srv:
-        r = httpx.post(f"{srv.url}/v1/completions", headers={"Authorization": f"Bearer {API_KEY}"},
-                       json={"model": settings.model_name, "prompt": TEXT, "echo": True, "logprobs": 1,
-                             "max_tokens": 2, "temperature": 0.0}, timeout=120)
+        r = httpx.post(
+            f"{srv.url}/v1/completions",
+            headers={"Authorization": f"Bearer {API_KEY}"},
+            json={
+                "model": settings.model_name,
+                "prompt": TEXT,
+                "echo": True,
+                "logprobs": 1,
+                "max_tokens": 2,
+                "temperature": 0.0,
+            },
+            timeout=120,
+        )
     assert r.status_code == 200, r.text
     choice = r.json()["choices"][0]
     ids = shared_engine().tokenizer.encode(TEXT)
@@ -91,7 +103,10 @@ def test_echo_with_logprobs_over_http(hf_smollm2):
     assert len(lp["tokens"]) == len(ids) + 2
     assert lp["token_logprobs"][0] is None and lp["top_logprobs"][0] is None
     assert "".join(lp["tokens"][: len(ids)]) == TEXT
-    assert lp["text_offset"][: len(ids) + 1] == [0, *[len("".join(lp["tokens"][:t])) for t in range(1, len(ids) + 1)]]
+    assert lp["text_offset"][: len(ids) + 1] == [
+        0,
+        *[len("".join(lp["tokens"][:t])) for t in range(1, len(ids) + 1)],
+    ]
     ref = hf_prompt_logprobs(hf_smollm2, ids)
     for t in range(1, len(ids)):
         assert lp["token_logprobs"][t] == pytest.approx(ref[t - 1, ids[t]].item(), abs=2e-3)

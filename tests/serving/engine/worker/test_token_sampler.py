@@ -25,7 +25,9 @@ torch.set_num_threads(1)
 
 
 def rand_logits(rows: int, vocab: int, seed: int, scale: float = 3.0) -> torch.Tensor:
-    return torch.from_numpy(np.random.default_rng(seed).standard_normal((rows, vocab)) * scale).float()
+    return torch.from_numpy(
+        np.random.default_rng(seed).standard_normal((rows, vocab)) * scale
+    ).float()
 
 
 def gens(seeds):
@@ -38,8 +40,13 @@ def gens(seeds):
 def test_logprobs_entropy_top_logprobs_match_scipy():
     logits = rand_logits(5, 1000, seed=1)
     logits[3, :500] = float("-inf")  # a row with a masked half still has finite statistics
-    params = [SP(temperature=0), SP(temperature=0.7, logprobs=5), SP(top_p=0.5, logprobs=0),
-              SP(top_k=3, frequency_penalty=2.0, presence_penalty=1.0, logprobs=20), SP(min_p=0.1, temperature=1.5)]
+    params = [
+        SP(temperature=0),
+        SP(temperature=0.7, logprobs=5),
+        SP(top_p=0.5, logprobs=0),
+        SP(top_k=3, frequency_penalty=2.0, presence_penalty=1.0, logprobs=20),
+        SP(min_p=0.1, temperature=1.5),
+    ]
     outs = [[1, 2, 3], [], [7], [4, 4, 9], []]
     out = sample(logits, params, gens([None, 1, 2, 3, None]), outs)
     ref = log_softmax(logits.double().numpy(), axis=-1)
@@ -50,13 +57,17 @@ def test_logprobs_entropy_top_logprobs_match_scipy():
         # RAW distribution: penalties/temperature/truncation do not change the reported logprob
         assert out.logprobs[i] == pytest.approx(ref[i, tok], abs=1e-5)
         assert out.entropies[i] == pytest.approx(ent[i], abs=1e-4)
-    assert out.entropies[3] == pytest.approx(stats.entropy(softmax(logits[3, 500:].double().numpy())), abs=1e-4)
+    assert out.entropies[3] == pytest.approx(
+        stats.entropy(softmax(logits[3, 500:].double().numpy())), abs=1e-4
+    )
     assert out.top_logprobs is not None
     assert out.top_logprobs[0] == [] and out.top_logprobs[2] == [] and out.top_logprobs[4] == []
     for i, k in [(1, 5), (3, 20)]:
         order = np.argsort(-ref[i])[:k]
         assert [t for t, _ in out.top_logprobs[i]] == order.tolist()
-        assert [lp for _, lp in out.top_logprobs[i]] == pytest.approx(ref[i, order].tolist(), abs=1e-5)
+        assert [lp for _, lp in out.top_logprobs[i]] == pytest.approx(
+            ref[i, order].tolist(), abs=1e-5
+        )
 
 
 def test_top_logprobs_none_when_nobody_asks():
@@ -67,12 +78,20 @@ def test_top_logprobs_none_when_nobody_asks():
 def test_greedy_is_argmax_of_penalized_logits():
     logits = rand_logits(4, 300, seed=3, scale=1.0)
     outputs = [[], [int(logits[1].argmax())] * 3, [5, 6], [int(logits[3].argmax())]]
-    params = [SP(temperature=0), SP(temperature=0, frequency_penalty=2.0),
-              SP(temperature=0, presence_penalty=-2.0), SP(temperature=0, presence_penalty=2.0)]
+    params = [
+        SP(temperature=0),
+        SP(temperature=0, frequency_penalty=2.0),
+        SP(temperature=0, presence_penalty=-2.0),
+        SP(temperature=0, presence_penalty=2.0),
+    ]
     out = sample(logits, params, gens([None] * 4), outputs)
     for i, p in enumerate(params):
         counts = np.bincount(outputs[i], minlength=300) if outputs[i] else np.zeros(300)
-        pen = logits[i].double().numpy() - counts * p.frequency_penalty - (counts > 0) * p.presence_penalty
+        pen = (
+            logits[i].double().numpy()
+            - counts * p.frequency_penalty
+            - (counts > 0) * p.presence_penalty
+        )
         assert out.token_ids[i] == int(np.argmax(pen))
     assert out.token_ids[0] == int(logits[0].argmax())
     assert out.token_ids[1] != int(logits[1].argmax())  # penalty 6 > logit spread: moved off
@@ -95,7 +114,9 @@ def test_penalties_follow_openai_formula():
         counts = Counter(outputs[i])
         for j in range(40):
             c = counts.get(j, 0)
-            want = float(logits[i, j]) - c * float(freq[i]) - (1.0 if c > 0 else 0.0) * float(pres[i])
+            want = (
+                float(logits[i, j]) - c * float(freq[i]) - (1.0 if c > 0 else 0.0) * float(pres[i])
+            )
             assert float(got[i, j]) == pytest.approx(want, abs=1e-6)
 
 
@@ -133,9 +154,15 @@ def test_masks_match_brute_force(seed):
     ks = torch.tensor([-1, 1, 5, 17, 63, 64])
     ps = torch.tensor([1.0, 0.05, 0.3, 0.5, 0.9, 0.99])
     ms = torch.tensor([0.0, 0.01, 0.1, 0.3, 0.7, 1.0])
-    assert kept(apply_top_k(logits, ks)) == [brute_top_k(r, int(k)) for r, k in zip(rows, ks, strict=True)]
-    assert kept(apply_top_p(logits, ps)) == [brute_top_p(r, float(p)) for r, p in zip(rows, ps, strict=True)]
-    assert kept(apply_min_p(logits, ms)) == [brute_min_p(r, float(m)) for r, m in zip(rows, ms, strict=True)]
+    assert kept(apply_top_k(logits, ks)) == [
+        brute_top_k(r, int(k)) for r, k in zip(rows, ks, strict=True)
+    ]
+    assert kept(apply_top_p(logits, ps)) == [
+        brute_top_p(r, float(p)) for r, p in zip(rows, ps, strict=True)
+    ]
+    assert kept(apply_min_p(logits, ms)) == [
+        brute_min_p(r, float(m)) for r, m in zip(rows, ms, strict=True)
+    ]
     assert [len(s) for s in kept(apply_top_k(logits, ks))] == [64, 1, 5, 17, 63, 64]
 
 
@@ -153,7 +180,9 @@ def test_top_p_on_a_large_vocabulary(scale):
 # ---- seeds ----------------------------------------------------------------------------------
 
 
-def run_steps(batch_rows: list[tuple[SP, int | None]], logits_seq: list[torch.Tensor], row_logits: list[int]):
+def run_steps(
+    batch_rows: list[tuple[SP, int | None]], logits_seq: list[torch.Tensor], row_logits: list[int]
+):
     """Sample len(logits_seq) steps; row r uses logits_seq[t][row_logits[r]]."""
     generators = gens([s for _, s in batch_rows])
     outputs: list[list[int]] = [[] for _ in batch_rows]
@@ -169,12 +198,16 @@ def test_same_seed_same_tokens_regardless_of_batch():
     target = (SP(temperature=0.9, top_p=0.95, frequency_penalty=0.3), 1234)
     alone = run_steps([target], steps, [0])[0]
     torch.manual_seed(99)  # unseeded neighbours draw from the global RNG; must not matter
-    mixed = run_steps([(SP(), None), target, (SP(temperature=0), None), (SP(top_k=5), 7)], steps, [1, 0, 2, 3])
+    mixed = run_steps(
+        [(SP(), None), target, (SP(temperature=0), None), (SP(top_k=5), 7)], steps, [1, 0, 2, 3]
+    )
     assert mixed[1] == alone
     first = run_steps([target, (SP(), 5)], steps, [0, 3])
     assert first[0] == alone
     other_seed = run_steps([(target[0], 4321)], steps, [0])[0]
-    assert other_seed != alone  # 12 draws from ~flat 500-way distributions: a collision is ~impossible
+    assert (
+        other_seed != alone
+    )  # 12 draws from ~flat 500-way distributions: a collision is ~impossible
 
 
 # ---- empirical distribution (chi-square) ------------------------------------------------------
@@ -200,7 +233,12 @@ def expected_probs(row: np.ndarray, p: SP) -> np.ndarray:
 
 @pytest.mark.parametrize(
     "params",
-    [SP(temperature=0.7), SP(temperature=1.3, top_k=6), SP(temperature=1.0, top_p=0.8), SP(temperature=1.0, min_p=0.15)],
+    [
+        SP(temperature=0.7),
+        SP(temperature=1.3, top_k=6),
+        SP(temperature=1.0, top_p=0.8),
+        SP(temperature=1.0, min_p=0.15),
+    ],
 )
 def test_draws_follow_the_processed_distribution(params):
     row = torch.tensor([2.0, 1.5, 1.0, 0.7, 0.5, 0.0, -0.3, -0.8, -1.2, -2.0])

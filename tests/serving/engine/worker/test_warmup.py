@@ -31,10 +31,14 @@ def test_warm_up_leaves_no_trace_and_changes_no_output(tiny, async_scheduling):
     assert not warmed.requests and not any(r.startswith(REQUEST_PREFIX) for r in warmed.requests)
 
     cold = make_engine(tiny, num_kv_blocks=128, async_scheduling=async_scheduling)
-    arrivals = {0: [("a", [5, 6, 7, 8, 9], greedy(12)), ("b", list(range(40, 61)), greedy(7))],
-                2: [("c", [5, 6, 7, 8, 9, 10], greedy(9))]}
+    arrivals = {
+        0: [("a", [5, 6, 7, 8, 9], greedy(12)), ("b", list(range(40, 61)), greedy(7))],
+        2: [("c", [5, 6, 7, 8, 9, 10], greedy(9))],
+    }
     got, want = run_to_completion(warmed, arrivals), run_to_completion(cold, arrivals)
-    assert {k: v.outputs[0].token_ids for k, v in got.items()} == {k: v.outputs[0].token_ids for k, v in want.items()}
+    assert {k: v.outputs[0].token_ids for k, v in got.items()} == {
+        k: v.outputs[0].token_ids for k, v in want.items()
+    }
     assert warmed.stats().prompt_tokens_total == cold.stats().prompt_tokens_total
 
 
