@@ -108,7 +108,7 @@ def run_scheduled(name: str) -> None:
         log.warning("job %s fired with no sidecar runtime in this process; skipped", name)
         return
     spec = JOBS_BY_NAME[name]
-    # one job at a time per process: the 2-core budget, and embed/evaluate share the model
+    # one job at a time per process: a small CPU budget, and embed/evaluate share the model
     with _run_lock:
         if not runtime.is_leader():  # demoted since the trigger fired: the new leader runs it
             log.info("job %s skipped: %s is not the leader", name, runtime.holder)

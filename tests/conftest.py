@@ -263,7 +263,7 @@ def make_settings(tmp_path):
 
 @pytest.fixture(scope="session")
 def embedder():
-    """The MiniLM embedder, loaded once per test session, on one thread (shared 2-core box)."""
+    """The MiniLM embedder, loaded once per test session, on one thread (test workers share few cores)."""
     import torch
 
     torch.set_num_threads(1)

@@ -1,6 +1,6 @@
 """Drift tests share 2 cores with the rest of the suite: one torch / BLAS / OpenMP thread.
 
-(On a busy 2-core box multi-threaded pools oversubscribe and run ~10x slower.) Module-scoped
+(On a small busy machine multi-threaded pools oversubscribe and run ~10x slower.) Module-scoped
 and restored afterwards, so the rest of the suite keeps its own thread settings.
 """
 

@@ -57,7 +57,7 @@ def traffic(seed: int, n_a: int, w_a: float, n_b: int, w_b: float) -> pd.DataFra
 
 
 def unweighted(frame: pd.DataFrame) -> pd.DataFrame:
-    """The same rows as today's code sees them: no sample_weight column."""
+    """The same rows as code without weights sees them: no sample_weight column."""
     return frame.drop(columns=["sample_weight"])
 
 

@@ -139,7 +139,7 @@ def build_step_inputs(
             pending_src,
         )
     # in numpy: on small arrays each torch CPU op costs ~10 us more (a step of 256 decode rows and a
-    # prompt: ~95 us -> ~27 us for these lines on the 2-core box)
+    # prompt: ~95 us -> ~27 us for these lines on a 2-core host)
     q = np.asarray(qlens, dtype=np.int64)
     ends = np.cumsum(q)
     owner = np.repeat(np.arange(len(order)), q)
