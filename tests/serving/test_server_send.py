@@ -15,6 +15,7 @@ from serving.server.server_send import SCOPE_KEY, ServerSend
 from serving.server.sse import DONE, SSEResponse
 from vigil.asgi_guard import RequestGuard
 from vigil.config import load_settings
+from vigil.security_headers import SecurityHeaders
 
 KEY = "k" * 24
 
@@ -87,7 +88,8 @@ def test_only_start_only_layers_sit_inside_server_send():
     app = create_app(
         load_settings(env="development", api_keys=[KEY]), engine=object(), log_traffic=False
     )
-    assert [m.cls for m in app.user_middleware] == [ServerSend, RequestGuard]
+    # SecurityHeaders and RequestGuard act on the response start only, so bodies may bypass them
+    assert [m.cls for m in app.user_middleware] == [ServerSend, SecurityHeaders, RequestGuard]
 
 
 class ScriptedEngine:
