@@ -101,11 +101,14 @@ def build_incident_payload(
             },
         }
         blocks = list(body.get("blocks") or [])
-        return {**body, "text": f"[{state}] {_esc(incident.headline)} <{i_url}|Open incident>"[:SLACK_TEXT_MAX],
+        text = f"[{state}] {_esc(incident.headline)} <{i_url}|Open incident>"
+        return {**body, "text": text[:SLACK_TEXT_MAX],
                 "blocks": [header, lead_block, listed, *blocks[2:]],
-                # a Slack app posting through chat.postMessage threads on this (one thread per incident)
+                # a Slack app posting through chat.postMessage threads on this
+                # (one thread per incident)
                 "metadata": {"event_type": "vigil_incident",
-                             "event_payload": {"incident_id": incident.id, "event": event}}}  # fmt: skip
+                             "event_payload": {"incident_id": incident.id,
+                                               "event": event}}}  # fmt: skip
     return {
         **body,
         "incident": doc,

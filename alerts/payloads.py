@@ -132,7 +132,8 @@ def slack_payload(
     return {
         # `text` is the notification/fallback line; `blocks` are what Slack renders
         # (the summary is clipped, never the link)
-        "text": f"{_slack_escape(title)}: {_clip(_slack_escape(alert.summary), room)} <{a_url}|Open alert>",
+        "text": f"{_slack_escape(title)}: {_clip(_slack_escape(alert.summary), room)} "
+        f"<{a_url}|Open alert>",
         "blocks": [
             {
                 "type": "header",

@@ -239,5 +239,6 @@ def _strongest_per_key(
         rank = SEVERITY_RANK[decision.severity]
         if key not in best or rank > SEVERITY_RANK[best[key][1].severity]:
             best[key] = (proposal, decision)
-    # sorted by key: concurrent callers take the PostgreSQL advisory locks in one order (no deadlock)
+    # sorted by key: concurrent callers take the PostgreSQL advisory locks in one order
+    # (no deadlock)
     return [best[key] for key in sorted(best)]

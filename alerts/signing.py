@@ -62,7 +62,8 @@ def signed_headers(
     return {
         "Content-Type": "application/json",
         TIMESTAMP_HEADER: str(int(timestamp)),
-        SIGNATURE_HEADER: f"{sign(body, secret, timestamp)},{sign_keyed(body, secret, timestamp, idempotency_key)}",
+        SIGNATURE_HEADER: f"{sign(body, secret, timestamp)},"
+        f"{sign_keyed(body, secret, timestamp, idempotency_key)}",
         IDEMPOTENCY_HEADER: idempotency_key,
         "User-Agent": "vigil-alerts/1",
     }

@@ -181,10 +181,12 @@ class DeliveryWorker:
             try:
                 with self.session_factory() as session:
                     raise_condition(
-                        session, DEAD_LETTERS, healthy=healthy, now=self.clock(), settings=self.settings,
+                        session, DEAD_LETTERS, healthy=healthy, now=self.clock(),
+                        settings=self.settings,
                         summary=None if healthy else (
-                            f"{stats.dead} alert notification(s) to one webhook target dead-lettered after "
-                            f"{self.settings.delivery_max_attempts} attempts: on-call did not receive them"),
+                            f"{stats.dead} alert notification(s) to one webhook target "
+                            f"dead-lettered after {self.settings.delivery_max_attempts} "
+                            "attempts: on-call did not receive them"),
                         evidence={"dead": stats.dead, "dead_total": self.totals.dead,
                                   "last_error": self.last_error},
                     )  # fmt: skip

@@ -71,7 +71,8 @@ def as_row(r: Any, own: bool = False) -> Row:
 
 
 def ratio(r: Row) -> float:
-    """How far past its threshold, on the chart's scale (-log10 p for p-value tests); 0 if unknown."""
+    """How far past its threshold, on the chart's scale (-log10 p for p-value tests);
+    0 if unknown."""
     direction = direction_of(r.test)
     point = ResultPoint(
         0,
@@ -164,7 +165,8 @@ def result_phrase(r: Row) -> str:
 def lead_sentence(
     summary: str, own: Sequence[Row], window: str | None, window_samples: int | None
 ) -> str:
-    """One sentence: the alert's own worst result, the samples behind it and the other own results."""
+    """One sentence: the alert's own worst result, the samples behind it and the other own
+    results."""
     lead = lead_row(own)
     if lead is None:
         return summary

@@ -54,7 +54,8 @@ def baseline_rows(session: Session, now: datetime) -> list[dict[str, Any]]:
                 "name": b.name,
                 "status": b.status,
                 "num_samples": b.num_samples,
-                "window": f"{to_utc(b.window_start):%Y-%m-%d %H:%M} → {to_utc(b.window_end):%Y-%m-%d %H:%M}",
+                "window": f"{to_utc(b.window_start):%Y-%m-%d %H:%M} → "
+                f"{to_utc(b.window_end):%Y-%m-%d %H:%M}",
                 "age_s": (now - to_utc(b.created_at)).total_seconds(),
                 "verdict": ("valid" if validation.get("valid") else "rejected")
                 if validation

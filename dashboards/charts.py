@@ -94,8 +94,10 @@ def drift_charts(
 ) -> list[dict]:
     """One chart per (test, feature): a line per segment and the calibrated threshold, ordered
     worst first (drifted, then highest score / threshold anywhere in the range). One x per time
-    bucket that has runs; each value is the worst run of its bucket (see worst_results_per_bucket)."""
-    # (test, feature) -> segment -> bucket -> (score, score-scale threshold, run id); each scored once
+    bucket that has runs; each value is the worst run of its bucket
+    (see worst_results_per_bucket)."""
+    # (test, feature) -> segment -> bucket -> (score, score-scale threshold, run id);
+    # each scored once
     groups: dict[tuple[str, str], dict[str, dict[int, tuple]]] = defaultdict(
         lambda: defaultdict(dict)
     )

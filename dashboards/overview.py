@@ -72,7 +72,8 @@ def overview_context(session: Session, range_: str, now: datetime) -> dict:
             "id": active.id,
             "name": active.name,
             "num_samples": active.num_samples,
-            "window": f"{to_utc(active.window_start):%Y-%m-%d %H:%M} → {to_utc(active.window_end):%Y-%m-%d %H:%M}",
+            "window": f"{to_utc(active.window_start):%Y-%m-%d %H:%M} → "
+            f"{to_utc(active.window_end):%Y-%m-%d %H:%M}",
             "age_s": (now - to_utc(active.activated_at or active.created_at)).total_seconds(),
         }
     run = None

@@ -60,14 +60,16 @@ def _window(run: DriftRun) -> str:
 def _run_view(run: DriftRun, drifted: int = 0) -> dict:
     has_report = bool(run.report_path) and FilePath(run.report_path).is_file()
     return {"id": run.id, "window": _window(run), "status": run.status,
-            "num_samples": run.num_samples, "drifted": drifted, "has_report": has_report}  # fmt: skip
+            "num_samples": run.num_samples, "drifted": drifted,
+            "has_report": has_report}  # fmt: skip
 
 
 def _page(template: str, status: int = 200, **context) -> HTMLResponse:
     headers = {
         "Cache-Control": "no-store",
         "X-Frame-Options": "DENY",
-        "Content-Security-Policy": "default-src 'self'; style-src 'unsafe-inline'; frame-ancestors 'none'",
+        "Content-Security-Policy": "default-src 'self'; style-src 'unsafe-inline'; "
+        "frame-ancestors 'none'",
     }
     return HTMLResponse(
         _env.get_template(template).render(fmt=fmt, **context), status_code=status, headers=headers
@@ -124,7 +126,8 @@ def build_router(settings: Settings, session_factory: sessionmaker[Session]) -> 
         with session_factory() as session:
             rows = list(session.scalars(select(Alert).order_by(Alert.last_seen.desc()).limit(500)))
             dead = list(session.scalars(
-                select(Delivery).where(Delivery.status == "dead").order_by(Delivery.id.desc()).limit(500)
+                select(Delivery).where(Delivery.status == "dead")
+                .order_by(Delivery.id.desc()).limit(500)
             ))  # fmt: skip
         return _page("alerts.html", title="Alerts", alerts=rows, dead=dead)
 

@@ -51,8 +51,10 @@ def svg_scatter(
         )
 
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{size}" height="{size}" viewBox="0 0 {size} {size}" '
-        'role="img" aria-label="PCA projection of baseline and window embeddings" class="projection">',
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{size}" height="{size}" '
+        f'viewBox="0 0 {size} {size}" '
+        'role="img" aria-label="PCA projection of baseline and window embeddings" '
+        'class="projection">',
         f'<rect width="{size}" height="{size}" fill="#fff" stroke="#ddd"/>',
     ]
     for x, y in place(baseline_xy):
@@ -63,7 +65,8 @@ def svg_scatter(
     for i, (x, y) in enumerate(placed):
         if i not in highlight:
             parts.append(
-                f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2.2" fill="#1f77b4" fill-opacity="0.6" class="w"/>'
+                f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2.2" fill="#1f77b4" '
+                'fill-opacity="0.6" class="w"/>'
             )
     for i in sorted(highlight):
         if 0 <= i < len(placed):

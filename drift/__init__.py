@@ -5,9 +5,11 @@ Entry points:
     drift.baseline   build_baseline(frame) -> Baseline; Baseline.to_dict() / Baseline.from_dict()
     drift.validate   validate_baseline(baseline) -> ValidationResult (first half vs second half)
     drift.calibrate  calibrate_baseline(baseline, window_size=...) (thresholds from its own noise)
-    drift.run        run_drift(baseline, current_frame, segment_by=..., rng_seed=...) -> DriftOutcome
+    drift.run        run_drift(baseline, current_frame, segment_by=..., rng_seed=...)
+                     -> DriftOutcome
     drift.custom_rules      DEFAULT_RULES, rules_from_dicts(), merge_rules()
-    drift.registry   TestSpec, register(), get_test(name), tests_for(kind), decide() (tests: drift.stattests)
+    drift.registry   TestSpec, register(), get_test(name), tests_for(kind), decide()
+                     (tests: drift.stattests)
     drift.clusters   fit_clusters(), detect_clusters()
     drift.errors     InputError: the one exception for input the drift code cannot use
     drift.formatting fmt_num(), clean_text(): text for any number (None/NaN/inf) or string

@@ -3,8 +3,9 @@
 The baseline (time-ordered) is cut into up to `max_chunks` contiguous chunks of the window size;
 each chunk is tested against the rest with every test. Then, per test and feature:
 
-- statistic tests (PSI, Wasserstein, JS: every registered test read by its statistic): threshold = max(canonical default, the `quantile` of
-  the chunk statistics, their mean + k·sd) — never below the canonical value (PSI 0.25, ...);
+- statistic tests (PSI, Wasserstein, JS: every registered test read by its statistic):
+  threshold = max(canonical default, the `quantile` of the chunk statistics, their mean + k·sd)
+  — never below the canonical value (PSI 0.25, ...);
 - p-value tests (KS, chi-square, MMD): if chunks come out significant more often than α plus a
   3-sd binomial margin (the baseline's windows differ more than i.i.d. samples would), an
   effect floor = the `quantile` of the chunk statistics is added: a window must then be both

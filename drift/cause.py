@@ -196,7 +196,10 @@ def explain(
         cause.since = datetime.fromtimestamp(float(ts[moved].min()), UTC).isoformat()
         parts = _phrases(found, keys)
         verb = "is" if len(parts) == 1 else "are"
-        head = f"New {_join(parts)} {verb} {cause.share:.0%} of traffic since {_clock(float(ts[moved].min()))}"
+        head = (
+            f"New {_join(parts)} {verb} {cause.share:.0%} of traffic since "
+            f"{_clock(float(ts[moved].min()))}"
+        )
         head = head.replace("%", " %", 1)
         moved_prompts = (
             [p for p, m in zip(prompts, moved, strict=False) if m]

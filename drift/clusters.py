@@ -86,8 +86,8 @@ class ClusterModel:
         return cls(z["centroids"], z["radii"], z["shares"], z["counts"], link, sil, q)
 
 
-# one BLAS/OpenMP thread: on a machine with few shared cores sklearn's thread pools oversubscribe and
-# run ~10x slower than single-threaded (measured: 2.6 s vs 0.2 s for 9 small fits)
+# one BLAS/OpenMP thread: on a machine with few shared cores sklearn's thread pools
+# oversubscribe and run ~10x slower than single-threaded (measured: 2.6 s vs 0.2 s for 9 small fits)
 @threadpool_limits.wrap(limits=1)
 def fit_clusters(
     x: np.ndarray,

@@ -32,7 +32,8 @@ def new_values_test(
     statistic = the window's share (by `weights`, one per current row, when given) of rows with
     a new value; drifted when one new value holds >= `min_share` in >= `min_count` rows. The
     detail lists the new values (largest first; `big` marks those that drift) and the
-    reference's common values the window lacks (`vanished`: chi2/js judge that shift, this only names it)."""
+    reference's common values the window lacks (`vanished`: chi2/js judge that shift, this
+    only names it)."""
     cur_all = clean_values(current)
     n_cur = int(cur_all.size)
     if n_cur == 0:

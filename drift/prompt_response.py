@@ -1,11 +1,11 @@
 """The battery's prompt-mix and prompt-conditioned response tests for one pair of feature sets.
 
 Prompt side: `cluster_mix` on the prompt embeddings (drift.stattests.cluster_mix). Response
-side, with prompts held to the same clusters: `conditional_mmd` (drift.stattests.conditional_mmd) on the
-response embeddings and on "response_stats", the token statistics one row per sample
-(mean logprob, mean entropy, log completion tokens, log response length; each standardised
-by the reference's mean and sd). Strata are the frozen baseline prompt clusters; rows without
-a prompt embedding take no part in the conditional tests.
+side, with prompts held to the same clusters: `conditional_mmd`
+(drift.stattests.conditional_mmd) on the response embeddings and on "response_stats", the
+token statistics one row per sample (mean logprob, mean entropy, log completion tokens, log
+response length; each standardised by the reference's mean and sd). Strata are the frozen
+baseline prompt clusters; rows without a prompt embedding take no part in the conditional tests.
 """
 
 from __future__ import annotations

@@ -97,7 +97,8 @@ def create_app(
             return JSONResponse(
                 status_code=413,
                 content={
-                    "detail": f"too many samples in one request; the limit is {settings.ingest_max_samples} "
+                    "detail": "too many samples in one request; the limit is "
+                    f"{settings.ingest_max_samples} "
                     "(VIGIL_INGEST_MAX_SAMPLES): split the batch"
                 },
             )

@@ -43,8 +43,10 @@ def report_backlog(
         )
     raise_condition(
         session, RULE, f"job={job}", healthy=healthy, now=now, settings=settings,
-        summary=None if healthy else backlog_summary(job, age.total_seconds(), limit.total_seconds(), catch_up_s),
-        evidence={"job": job, "oldest_waiting": None if oldest is None else to_utc(oldest).isoformat(),
+        summary=None if healthy else backlog_summary(
+            job, age.total_seconds(), limit.total_seconds(), catch_up_s),
+        evidence={"job": job,
+                  "oldest_waiting": None if oldest is None else to_utc(oldest).isoformat(),
                   "age_s": None if age is None else age.total_seconds(),
                   "limit_s": limit.total_seconds(), "waiting": waiting, "rate_per_s": rate,
                   "catch_up_s": catch_up_s},

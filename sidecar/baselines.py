@@ -82,7 +82,8 @@ def build_baseline_from_window(
         )
         if len(records) < MIN_SAMPLES:
             raise BaselineError(
-                f"only {len(records)} samples between {start:%Y-%m-%d %H:%M} and {end:%Y-%m-%d %H:%M} "
+                f"only {len(records)} samples between {start:%Y-%m-%d %H:%M} and "
+                f"{end:%Y-%m-%d %H:%M} "
                 f"UTC; a baseline needs at least {MIN_SAMPLES}"
             )
         baseline = build_baseline(pd.DataFrame(records), max_samples=MAX_FROZEN, seed=seed)

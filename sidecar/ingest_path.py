@@ -57,7 +57,8 @@ class IngestPath:
                     (
                         f"ingest quota of {settings.ingest_rows_per_minute} rows per minute "
                         f"(VIGIL_INGEST_ROWS_PER_MINUTE) reached for "
-                        f"{'tenant ' + repr(principal.tenant) if principal.tenant else 'this key'}; "
+                        f"{'tenant ' + repr(principal.tenant) if principal.tenant else 'this key'}"
+                        "; "
                         f"nothing was stored, retry in {retry_after_seconds(wait)} s"
                     ),
                     headers={"Retry-After": retry_after_seconds(wait)},

@@ -68,8 +68,8 @@ class IngestPolicy:
                     422,
                     (
                         f"samples[{index}].timestamp: {sample.timestamp.isoformat()} is more than "
-                        f"{self.max_past_skew_s:g} s in the past (VIGIL_MAX_PAST_SKEW_S); only operator "
-                        "and admin keys may backfill older samples"
+                        f"{self.max_past_skew_s:g} s in the past (VIGIL_MAX_PAST_SKEW_S); "
+                        "only operator and admin keys may backfill older samples"
                     ),
                 )
             bounded = min(max(sample.sample_weight, self.weight_low), self.weight_high)

@@ -35,7 +35,8 @@ class IngestQuota:
         self._lock = threading.Lock()  # ingest runs in FastAPI's thread pool
 
     def take(self, sender: str, rows: int) -> float:
-        """Count `rows` for `sender` and return 0, or return the seconds to wait (nothing counted)."""
+        """Count `rows` for `sender` and return 0, or return the seconds to wait
+        (nothing counted)."""
         if self.limit <= 0:
             return 0.0
         now = self.clock()

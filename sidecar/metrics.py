@@ -123,7 +123,8 @@ class SidecarCollector(Collector):
         )
         threshold = GaugeMetricFamily(
             "vigil_drift_threshold",
-            "Calibrated threshold; direction=statistic: drift above it, direction=p_value: drift at or below it.",
+            "Calibrated threshold; direction=statistic: drift above it, "
+            "direction=p_value: drift at or below it.",
             labels=labels + ["direction"],
         )
         detected = GaugeMetricFamily(

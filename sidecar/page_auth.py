@@ -3,9 +3,10 @@ replies and prompt/response excerpts, so every one of them needs a caller.
 
 Accepted, in order: `Authorization: Bearer <key>` (API use); the `vigil_session` cookie a browser
 gets from `POST /login` (signed, HttpOnly, SameSite=Strict, Secure behind https, expiring, and
-backed by a `page_sessions` row that `POST /logout` revokes); a user name in `forward_auth_header` when the request comes from a trusted proxy. Tenant-bound keys
-are refused (403): the pages show every tenant's alerts. A browser without credentials is sent
-to the login page, an API client gets a 401.
+backed by a `page_sessions` row that `POST /logout` revokes); a user name in
+`forward_auth_header` when the request comes from a trusted proxy. Tenant-bound keys are
+refused (403): the pages show every tenant's alerts. A browser without credentials is sent to
+the login page, an API client gets a 401.
 """
 
 from __future__ import annotations

@@ -6,9 +6,9 @@ keeps the cookie off cross-site requests in current browsers; this check does no
 A POST/PUT/PATCH/DELETE is refused (403) when the browser says it came from another site
 (`Sec-Fetch-Site` other than `same-origin` or `none`), or when, without `Sec-Fetch-Site:
 same-origin`, its `Origin` is neither this host nor `VIGIL_PUBLIC_URL`'s (a browser sends
-`Origin: null` on a same-origin form post under the pages' `Referrer-Policy: no-referrer`). A request with neither header (curl, an API client with a bearer
-key, which no other site can send from a browser) passes. `/v1/` (ingest, bearer keys only) is
-left to the request guard.
+`Origin: null` on a same-origin form post under the pages' `Referrer-Policy: no-referrer`).
+A request with neither header (curl, an API client with a bearer key, which no other site can
+send from a browser) passes. `/v1/` (ingest, bearer keys only) is left to the request guard.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Vigil storage: SQLAlchemy 2.0 on SQLite (WAL, default) or PostgreSQL (psycopg 3).
 
 Modules (import what you need; this file imports nothing so `import storage` stays cheap):
-    storage.db            make_engine / get_engine / session_factory / session_scope / dispose_engines
+    storage.db            make_engine / get_engine / session_factory / session_scope /
+                          dispose_engines
     storage.migrate       upgrade(url) — Alembic migrations (storage/migrations); `vigil db ...`
     storage.models        the tables; storage.types UTCDateTime, utcnow, to_utc
     storage.records       the sample record <-> row mapping (validated by vigil.sample_record):

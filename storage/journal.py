@@ -10,8 +10,9 @@ leaves at most a torn last line without its newline, which replay skips (it was 
 acknowledged). A write that fails (disk full, I/O error) is cut back off the file and the
 segment closed, so the next batch starts clean in a new segment and never shares a line with
 the failed one. A segment is created under a hidden temporary name and renamed only once it is
-locked: another process's replay can never see, take and delete it before its first write. A complete line that does not parse (disk damage) is copied to
-`corrupt-<time>.txt` for a person to look at, never silently dropped.
+locked: another process's replay can never see, take and delete it before its first write.
+A complete line that does not parse (disk damage) is copied to `corrupt-<time>.txt` for a
+person to look at, never silently dropped.
 """
 
 from __future__ import annotations

@@ -39,7 +39,8 @@ def upgrade(url: str | URL, revision: str = "head") -> str | None:
             if connection.dialect.name == "postgresql":
                 connection.execute(
                     text(
-                        "SELECT pg_advisory_xact_lock(hashtext('vigil-migrate:' || current_schema()))"
+                        "SELECT pg_advisory_xact_lock("
+                        "hashtext('vigil-migrate:' || current_schema()))"
                     )
                 )
             config = alembic_config()

@@ -1,5 +1,6 @@
-"""SQLAlchemy 2.0 tables. One sample record shape everywhere (docs/architecture.md); the schema itself is
-built by the Alembic migrations in `storage/migrations`, never by `create_all` outside them."""
+"""SQLAlchemy 2.0 tables. One sample record shape everywhere (docs/architecture.md); the schema
+itself is built by the Alembic migrations in `storage/migrations`, never by `create_all`
+outside them."""
 
 from __future__ import annotations
 

@@ -249,7 +249,8 @@ class Settings(TenancySettings, BaseSettings):
     def _several_api_servers_need_a_separate_core(self) -> Settings:
         if self.api_server_count > 1 and self.engine_process != "separate":
             raise ValueError(
-                f"VIGIL_API_SERVER_COUNT={self.api_server_count} needs VIGIL_ENGINE_PROCESS=separate "
+                f"VIGIL_API_SERVER_COUNT={self.api_server_count} "
+                "needs VIGIL_ENGINE_PROCESS=separate "
                 f"(the API processes share one engine-core process; got {self.engine_process!r})"
             )
         return self

@@ -11,7 +11,9 @@ stops when the request's headers are complete; when it runs out, the client gets
 connection is closed. The connection cap is checked as each connection opens, before a byte is
 read.
 
-    config = uvicorn.Config(app, ..., http=deadline_protocol(header_timeout_s=10, max_connections=2048))
+    config = uvicorn.Config(
+        app, ..., http=deadline_protocol(header_timeout_s=10, max_connections=2048)
+    )
 """
 
 from __future__ import annotations

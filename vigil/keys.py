@@ -53,7 +53,8 @@ class Principal:
 
     @property
     def actor(self) -> str:
-        """Who took an action, as recorded: `key:<name or key id>`, `session:...`, `proxy:<user>`."""
+        """Who took an action, as recorded: `key:<name or key id>`, `session:...`,
+        `proxy:<user>`."""
         return f"{self.via}:{self.name or self.key_id}"
 
 

@@ -78,7 +78,8 @@ def cluster_views(results: list[dict[str, Any]], frame: pd.DataFrame) -> list[Cl
             for rep in (c.get("representatives") or [])[:MAX_EXAMPLES]:
                 if isinstance(rep, int) and 0 <= rep < len(embedded):
                     examples.append(_example(frame.iloc[embedded[rep]], field, preambles))
-            views.append(ClusterView(f"{field} group {k + 1}", r["segment"], int(c.get("size") or 0),
+            views.append(ClusterView(f"{field} group {k + 1}", r["segment"],
+                                     int(c.get("size") or 0),
                                      c.get("share"), examples))  # fmt: skip
     return views
 
@@ -120,15 +121,16 @@ def eval_trend_rows(baseline_frame: pd.DataFrame, frame: pd.DataFrame) -> list[E
 def evidently_part(
     frame: pd.DataFrame, baseline_frame: pd.DataFrame | None, *, max_rows: int, seed: int
 ) -> EvidentlyPart:
-    """Evidently's page and what its verdict counted, or why not. Slow (seconds): the drift job calls it
-    before its final transaction, so no lock is held while it renders."""
+    """Evidently's page and what its verdict counted, or why not. Slow (seconds): the drift job
+    calls it before its final transaction, so no lock is held while it renders."""
     base_frame = baseline_frame if baseline_frame is not None else pd.DataFrame()
     if not len(base_frame):
         return EvidentlyPart(None, "no baseline to compare with")
     if not len(frame):
         return EvidentlyPart(None, "the window holds no samples")
-    evals = tuple(sorted({c for c in frame.columns if str(c).startswith("eval_")}
-                         & {c for c in base_frame.columns if str(c).startswith("eval_")}))  # fmt: skip
+    evals = tuple(sorted(
+        {c for c in frame.columns if str(c).startswith("eval_")}
+        & {c for c in base_frame.columns if str(c).startswith("eval_")}))  # fmt: skip
     try:
         return evidently_html(
             numeric_frame(base_frame.to_dict("records"), evals),
@@ -170,7 +172,8 @@ def write_run_report(
         run_id=run_id, window_start=to_utc(window[0]), window_end=to_utc(window[1]),
         generated_at=to_utc(now), num_samples=len(frame),
         baseline=None if baseline_row is None else {
-            "id": baseline_row.id, "name": baseline_row.name, "num_samples": baseline_row.num_samples,
+            "id": baseline_row.id, "name": baseline_row.name,
+            "num_samples": baseline_row.num_samples,
             "window_start": f"{baseline_row.window_start:%Y-%m-%d %H:%M}",
             "window_end": f"{baseline_row.window_end:%Y-%m-%d %H:%M}"},
         results=results, segments=segment_rows(results, counts),
@@ -189,7 +192,8 @@ def write_run_report(
         # many features make Evidently's page grow: keep the bound, keep Vigil's sections
         size_mb = len(page.encode("utf-8")) / 2**20
         page = render_report(ctx, None, f"Evidently's page left out: with it the report would be "
-                                        f"{size_mb:.1f} MB, over the {MAX_REPORT_BYTES / 2**20:.1f} MB bound")  # fmt: skip
+                                        f"{size_mb:.1f} MB, over the "
+                                        f"{MAX_REPORT_BYTES / 2**20:.1f} MB bound")  # fmt: skip
     return write_report(report_dir, run_id, page)
 
 

@@ -34,9 +34,8 @@ def _numbers(frame: pd.DataFrame, column: str) -> np.ndarray:
 def svg_frame(body: list[str], label: str) -> str:
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" '
-        f'role="img" aria-label="{label}"><rect width="{W}" height="{H}" fill="#fff" stroke="#ddd"/>'
-        + "".join(body)
-        + "</svg>"
+        f'role="img" aria-label="{label}">'
+        f'<rect width="{W}" height="{H}" fill="#fff" stroke="#ddd"/>' + "".join(body) + "</svg>"
     )
 
 
@@ -76,7 +75,8 @@ def ecdf_svg(ref: np.ndarray, cur: np.ndarray) -> str:
             for i in pick
         )
         body.append(
-            f'<polyline points="{pts}" fill="none" stroke="{colour}" stroke-width="1.5" class="ecdf{k}"/>'
+            f'<polyline points="{pts}" fill="none" stroke="{colour}" stroke-width="1.5" '
+            f'class="ecdf{k}"/>'
         )
     return svg_frame(body, "ECDF, reference vs window")
 

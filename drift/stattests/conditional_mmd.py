@@ -9,7 +9,8 @@ baseline/window labels only within each stratum (a row's stratum never changes, 
 are fixed), which is exact under "same responses given the prompt cluster":
 p = (1 + #{permuted ≥ observed}) / (1 + B).
 
-The kernel is the RBF of drift.stattests.mmd, bandwidth by the median heuristic on the reference only.
+The kernel is the RBF of drift.stattests.mmd, bandwidth by the median heuristic on the
+reference only.
 Strata with fewer than `min_stratum` rows on either side are left out (recorded); each side of
 a stratum is capped at `max_per_stratum` rows by a seeded subsample. Used on response
 embeddings and on the standardised token statistics (logprob, entropy, lengths).
@@ -159,6 +160,7 @@ SPEC = register(
         func=stratified_mmd_test,
         args=frozen_args,
         per_feature=False,  # needs prompt strata: drift.prompt_response runs it
-        description="MMD² of responses within matched prompt clusters, stratified permutation p-value",
+        description="MMD² of responses within matched prompt clusters, "
+        "stratified permutation p-value",
     )
 )

@@ -224,7 +224,8 @@ def record_comparison(
         )
         evidence = {
             "canary_run_id": run.id, "canary_baseline_id": baseline.id,
-            "model_version": settings.model_version, "baseline_model_version": baseline.model_version,
+            "model_version": settings.model_version,
+            "baseline_model_version": baseline.model_version,
             "engine": identity, "baseline_engine": baseline.engine,
             "diverging_probes": findings, "probe_set_version": baseline.probe_set_version,
         }  # fmt: skip

@@ -11,11 +11,14 @@ import re
 from dataclasses import dataclass
 
 _PATTERNS = [
-    r"\bI(?:'m| am) (?:sorry|afraid),? (?:but )?I (?:can(?:'|no)t|cannot|won't|am unable to|am not able to)\b",
-    r"\bI (?:can(?:'|no)t|cannot|won't|will not) (?:help|assist|provide|do|comply|answer|fulfil+)\b",
+    r"\bI(?:'m| am) (?:sorry|afraid),? (?:but )?"
+    r"I (?:can(?:'|no)t|cannot|won't|am unable to|am not able to)\b",
+    r"\bI (?:can(?:'|no)t|cannot|won't|will not) "
+    r"(?:help|assist|provide|do|comply|answer|fulfil+)\b",
     r"\bI(?:'m| am) (?:unable|not able) to (?:help|assist|provide|comply|answer|do)\b",
     r"\bas an AI(?: language model)?,? I (?:can(?:'|no)t|cannot|don't|do not|am not)\b",
-    r"\b(?:this|that) (?:request )?(?:goes against|violates) (?:my|the) (?:guidelines|policies|policy)\b",
+    r"\b(?:this|that) (?:request )?(?:goes against|violates) "
+    r"(?:my|the) (?:guidelines|policies|policy)\b",
     r"\bI must (?:decline|refuse)\b",
     r"\bI (?:have to|need to) (?:decline|refuse)\b",
 ]

@@ -188,8 +188,8 @@ def _give_up_exhausted(
     stop claiming it, say so, move on."""
     error = f"the job died in this window {run.attempts} times (killed or out of memory?)"
     log.error("drift window %s → %s: %s; skipping it", start, end, error)
-    finish_drift_run(session, run.id, status="skipped", summary={"error": error, "attempts": run.attempts},
-                     now=now)  # fmt: skip
+    finish_drift_run(session, run.id, status="skipped",
+                     summary={"error": error, "attempts": run.attempts}, now=now)  # fmt: skip
     set_cursor(session, CURSOR, to_utc(end).isoformat(), now)
     _window_failed(
         session, settings, start, end, attempts=run.attempts, error=error, given_up=True, now=now
@@ -254,7 +254,8 @@ def run_window(
 
         frame = pd.DataFrame(fetch_window(
             session, start, end, embedding_model=model_name(settings), with_extra=False,
-            max_rows=settings.drift_max_window_rows, min_per_segment=settings.drift_min_rows_per_segment,
+            max_rows=settings.drift_max_window_rows,
+            min_per_segment=settings.drift_min_rows_per_segment,
         ))  # fmt: skip
         coverage = vector_coverage(frame)  # a lagging embed job leaves rows without vectors
         partial = coverage.sentence()
@@ -279,7 +280,8 @@ def run_window(
             ]
             cause = run_cause(results, sizes, proposed, frame, base_frame, seed=run_id)
             summary = {"n_current": report.n_current, "baseline_valid": report.baseline_valid,
-                       "baseline_reasons": report.baseline_reasons, "timings": report.timings}  # fmt: skip
+                       "baseline_reasons": report.baseline_reasons,
+                       "timings": report.timings}  # fmt: skip
         else:
             results, proposed, cause = [], [], None
             sizes = segment_counts(frame, DEFAULT_SEGMENT_BY)
@@ -307,7 +309,8 @@ def run_window(
             session.rollback()  # another replica re-claimed the window meanwhile: it owns it now
             return WindowOutcome(start, end, run_id, "lost")
         add_drift_results(session, run_id, [DriftResultRow(
-            test=r["test"], feature=r["feature"] or "*", segment=r["segment"], statistic=r["statistic"],
+            test=r["test"], feature=r["feature"] or "*", segment=r["segment"],
+            statistic=r["statistic"],
             p_value=r["p_value"], threshold=r["threshold"], drifted=r["drifted"],
             insufficient=r["insufficient"], detail=r["detail"]) for r in results])  # fmt: skip
         fired = (
@@ -356,8 +359,9 @@ def _report_baseline_health(
     not validated pages. Each resolves once there is one (also at activation, sidecar.baselines)."""
     invalid = active is not None and (baseline is None or not baseline.valid)
     raise_condition(session, NO_BASELINE, healthy=active is not None, now=now, settings=settings,
-                    summary="no active baseline yet: drift is not measured; build, validate and activate one "
-                            "on /baselines (or vigil baseline ...)")  # fmt: skip
+                    summary="no active baseline yet: drift is not measured; build, validate "
+                            "and activate one on /baselines (or vigil baseline ...)")  # fmt: skip
     raise_condition(session, BASELINE_INVALID, healthy=not invalid, now=now, settings=settings,
-                    summary=f"drift results are not trustworthy: the active baseline #{active.id if active else '-'} "
-                            "is not validated", evidence={"baseline_id": active.id if active else None})  # fmt: skip
+                    summary="drift results are not trustworthy: the active baseline "
+                            f"#{active.id if active else '-'} is not validated",
+                    evidence={"baseline_id": active.id if active else None})  # fmt: skip

@@ -205,7 +205,8 @@ def _score_rows(settings: Settings, session: Session, verdicts: list) -> list[Ev
                          {"distribution": verdict.distribution, "digit_mass": verdict.digit_mass,
                           "source": verdict.source}),
             EvalScoreRow(row.id, "relevancy", float(cosine), {"model": embedder.name}),
-            EvalScoreRow(row.id, "refusal", 1.0 if refusal.refused else 0.0, {"phrase": refusal.phrase}),
+            EvalScoreRow(row.id, "refusal", 1.0 if refusal.refused else 0.0,
+                         {"phrase": refusal.phrase}),
         ]  # fmt: skip
     return rows
 

@@ -40,7 +40,8 @@ def _parts_text(parts: Any, tools: list[str]) -> list[str]:
 
 
 def _messages_text(value: Any, tools: list[str]) -> tuple[str | None, str | None]:
-    """Text of a message list (or of one message, or of a bare string) and its first finish reason."""
+    """Text of a message list (or of one message, or of a bare string) and its first finish
+    reason."""
     value = structured(value)
     if isinstance(value, str):
         return value, None

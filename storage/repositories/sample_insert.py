@@ -31,8 +31,8 @@ def insert_samples(
     source: str = "engine",
     now: datetime | None = None,
 ) -> int:
-    """Insert records (dicts in the sample record shape, or already parsed) with their eval scores and
-    embeddings; idempotent on (tenant, id): a record already stored for its tenant is left
+    """Insert records (dicts in the sample record shape, or already parsed) with their eval scores
+    and embeddings; idempotent on (tenant, id): a record already stored for its tenant is left
     untouched, child rows included (a repeated key in one call keeps the first); the same id
     under another tenant is another sample. Returns how many samples were new (exact unless
     another session inserts the same key concurrently). Raises RecordError on a bad dict or a

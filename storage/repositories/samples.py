@@ -137,7 +137,8 @@ def fetch_window(
     as float32 arrays when `embedding_model` is given.
 
     `max_rows`: a window with more rows is read as a stratified sample by segment, weights
-    rescaled so each segment's weighted total is the full window's (storage.repositories.window_cap)."""
+    rescaled so each segment's weighted total is the full window's
+    (storage.repositories.window_cap)."""
     terms = window_filter(
         start, end, segment=segment, tenant=tenant,
         prompt_version=prompt_version, model_version=model_version,
@@ -202,7 +203,8 @@ def count_samples(
 def count_by_segment(
     session: Session, start: datetime, end: datetime, key: str = "segment"
 ) -> dict[str | None, int]:
-    """{value of `key` (segment|tenant|prompt_version|model_version) -> sample count} in the window."""
+    """{value of `key` (segment|tenant|prompt_version|model_version) -> sample count}
+    in the window."""
     if key not in SEGMENT_KEYS:
         raise ValueError(f"key must be one of {SEGMENT_KEYS}, got {key!r}")
     column = getattr(Sample, key)

@@ -55,7 +55,8 @@ def bucket_index(session: Session, column: Any, origin: float, bucket_s: int) ->
             func.extract("epoch", column), Float
         )  # double precision: cheaper than numeric
         return cast(func.floor((seconds - origin) / bucket_s), Integer)
-    # SQLite keeps naive UTC text; unixepoch (3.38+) parses it faster than strftime, same whole seconds
+    # SQLite keeps naive UTC text; unixepoch (3.38+) parses it faster than strftime,
+    # same whole seconds
     new_enough = (dialect.server_version_info or (0,)) >= (3, 38)
     seconds = func.unixepoch(column) if new_enough else cast(func.strftime("%s", column), Integer)
     return cast((seconds - int(origin)) / int(bucket_s), Integer)

@@ -55,7 +55,8 @@ def up_command(args) -> int:
     if stopping:
         stop_children()
     print(
-        f"vigil up: {'proxy to ' + upstream if upstream else 'engine'} on http://{settings.host}:{settings.port}/v1, "
+        f"vigil up: {'proxy to ' + upstream if upstream else 'engine'} "
+        f"on http://{settings.host}:{settings.port}/v1, "
         f"sidecar on http://{settings.sidecar_host}:{settings.sidecar_port} (Ctrl-C stops both)",
         flush=True,
     )

@@ -158,7 +158,8 @@ def demo_command(args) -> int:
                     f"{sidecar}/v1/ingest", json={"samples": day[i : i + 200]}, headers=importer
                 ).raise_for_status()
             _say(
-                f"backdated a steady day: {len(day)} samples, {day_start:%m-%d %H:%M} → {day_end:%m-%d %H:%M} UTC"
+                f"backdated a steady day: {len(day)} samples, "
+                f"{day_start:%m-%d %H:%M} → {day_end:%m-%d %H:%M} UTC"
             )
             for prompt in ["Where is my parcel 311?", "How do I return item 42?"][
                 : 1 if quick else 2
@@ -204,7 +205,8 @@ def demo_command(args) -> int:
                 f"{sidecar}/v1/ingest", json={"samples": event}, headers=importer
             ).raise_for_status()
             _say(
-                f"drift event: {len(event)} samples in the last hour (tenant newco on mobile, prompt v2)"
+                f"drift event: {len(event)} samples in the last hour "
+                "(tenant newco on mobile, prompt v2)"
             )
             _wait(
                 "embeddings of the new samples",
@@ -219,7 +221,8 @@ def demo_command(args) -> int:
                 timeout=900,
             )
             _say(
-                f"drift window: {report.stderr.strip().splitlines()[-1] if report.stderr.strip() else ''}"
+                "drift window: "
+                f"{report.stderr.strip().splitlines()[-1] if report.stderr.strip() else ''}"
             )
             if report.returncode != 0:
                 raise RuntimeError(f"vigil report failed: {report.stderr[-2000:]}")

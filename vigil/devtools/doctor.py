@@ -138,7 +138,8 @@ def fix_steps(facts: Facts) -> list[Step]:
     if not facts.chromium and facts.privilege and facts.apt:
         steps.append(Step(
             "installing Debian's chromium (apt-get)", "chromium",
-            ((*sudo, "apt-get", "update", "-qq"), (*sudo, "apt-get", "install", "-y", "-qq", "chromium")),
+            ((*sudo, "apt-get", "update", "-qq"),
+             (*sudo, "apt-get", "install", "-y", "-qq", "chromium")),
         ))  # fmt: skip
     if not facts.pg_skipped and not facts.pg_ready and facts.pg_clusters:
         version = facts.pg_clusters[0]
@@ -161,7 +162,10 @@ def blocking_line(facts: Facts, failures: Mapping[str, str] | None = None) -> st
         if not facts.apt:
             how = "install a `chromium` on PATH (no apt-get on this machine)"
         elif not facts.privilege:
-            how = "run `apt-get install chromium` as root (this user is not root and has no passwordless sudo)"
+            how = (
+                "run `apt-get install chromium` as root "
+                "(this user is not root and has no passwordless sudo)"
+            )
         else:
             how = "run `apt-get install chromium` as root"
         problems.append(f"Chromium is missing: {how}" + _why(failures.get("chromium")))
@@ -170,7 +174,8 @@ def blocking_line(facts: Facts, failures: Mapping[str, str] | None = None) -> st
         if facts.pg_clusters:
             version = facts.pg_clusters[0]
             problems.append(
-                f"PostgreSQL {version} is installed but not accepting connections at {facts.pg_where}: "
+                f"PostgreSQL {version} is installed but not accepting connections at "
+                f"{facts.pg_where}: "
                 f"start it with `pg_ctlcluster {version} main start` as root{skip}"
                 + _why(failures.get("postgresql"))
             )
