@@ -16,8 +16,9 @@ from functools import lru_cache
 import numpy as np
 
 from sidecar.embed_device import EmbedConfig, resolve_device, resolve_dtype, token_batches
+from vigil.sample_record.limits import SIDECAR_MODEL_NAME
 
-MODEL_NAME = "all-MiniLM-L6-v2"
+MODEL_NAME = SIDECAR_MODEL_NAME  # defined once, in the record's limits (a leaf every path reads)
 DIM = 384
 MAX_CHARS = 4000  # MiniLM reads 256 word pieces; longer text only costs tokenisation time
 MAX_ROWS = 512  # rows of one forward pass, however short the texts

@@ -28,7 +28,7 @@ FLOAT32_MAX = 3.4028234663852886e38  # larger magnitudes turn into inf when stor
 CLIENT_MODEL_PREFIX = "client:"  # client-supplied vectors live under their own model names
 MAX_MODEL_NAME_CHARS = 128 - len(CLIENT_MODEL_PREFIX)  # embeddings.model is String(128)
 UNNAMED_CLIENT_MODEL = "unknown"  # vectors sent without `embedding_model`
-SIDECAR_MODEL_NAME = "all-MiniLM-L6-v2"  # sidecar.embedder.MODEL_NAME (a test keeps them equal)
+SIDECAR_MODEL_NAME = "all-MiniLM-L6-v2"  # the sidecar's embedding model (sidecar.embedder reads it)
 KNOWN_EMBEDDING_DIMS = {SIDECAR_MODEL_NAME: 384}
 
 # timestamps: epoch seconds or RFC 3339 with a zone, years 1970-2199
