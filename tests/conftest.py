@@ -154,10 +154,11 @@ def _release_migrated_pg(schema: str, url: str) -> None:
             tables = [
                 row[0]
                 for row in conn.execute(
-                    "SELECT tablename FROM pg_tables WHERE schemaname = %s AND tablename <> 'alembic_version'",
+                    "SELECT tablename FROM pg_tables"
+                    " WHERE schemaname = %s AND tablename <> 'alembic_version'",
                     (schema,),
                 )
-            ]  # fmt: skip  (tables made by others too, e.g. APScheduler's job store)
+            ]  # tables made by others too, e.g. APScheduler's job store
             sequences = [row[0] for row in conn.execute(
                 "SELECT sequencename FROM pg_sequences WHERE schemaname = %s", (schema,)
             )]  # fmt: skip
@@ -263,7 +264,8 @@ def make_settings(tmp_path):
 
 @pytest.fixture(scope="session")
 def embedder():
-    """The MiniLM embedder, loaded once per test session, on one thread (test workers share few cores)."""
+    """The MiniLM embedder, loaded once per test session, on one thread (test workers share few
+    cores)."""
     import torch
 
     torch.set_num_threads(1)

@@ -23,7 +23,10 @@ def browser_missing() -> str | None:
     if importlib.util.find_spec("playwright") is None:
         return "needs the playwright package (the test extra: pip install -e '.[test]')"
     if CHROMIUM is None:
-        return "needs Debian's chromium: `make test-setup` (python3 -m vigil.devtools.doctor --fix) installs it"
+        return (
+            "needs Debian's chromium: `make test-setup` (python3 -m vigil.devtools.doctor --fix)"
+            " installs it"
+        )
     return None
 
 

@@ -36,8 +36,8 @@ def test_alert_page_leads_with_what_moved(world):
     assert page.status_code == 200
     html = page.text
     assert (
-        "psi on prompt_tokens for segment web rose to 0.9 against a calibrated threshold of 0.2 (4.5×)"
-        in html.split('id="lead">')[1].split("</p>")[0]
+        "psi on prompt_tokens for segment web rose to 0.9 against a calibrated threshold"
+        " of 0.2 (4.5×)" in html.split('id="lead">')[1].split("</p>")[0]
     )
     assert (
         'data-series="/api/v1/series?kind=drift&amp;range=7d&amp;test=psi&amp;feature=prompt_tokens&amp;segment=web"'

@@ -53,7 +53,8 @@ def test_pages_render_and_charts_draw(migrated_db, make_settings):
                 ):  # reports: no files seeded
                     assert httpx.get(app.url + href, headers=AUTH).status_code == 200, href
     by_id = {c[0]: c for c in overview["charts"]}
-    # 3 drift charts (3 segments + threshold), eval (1 evaluator), traffic (2) and 3 latency (p50, p95)
+    # 3 drift charts (3 segments + threshold), eval (1 evaluator), traffic (2) and 3 latency
+    # (p50, p95)
     assert {k: (v[1], v[2]) for k, v in by_id.items()} == {
         "psi:prompt_tokens": (1, 4),
         "ks:latency_ms": (1, 4),

@@ -16,7 +16,10 @@ from storage.db import session_factory
 from storage.models import Alert, Incident
 
 SHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
-HEADLINE = "New tenant newco (mobile) is 65 % of traffic since 07:12 UTC; its prompts: helm upgrade, terraform plan"
+HEADLINE = (
+    "New tenant newco (mobile) is 65 % of traffic since 07:12 UTC;"
+    " its prompts: helm upgrade, terraform plan"
+)
 
 pytestmark = needs_browser
 

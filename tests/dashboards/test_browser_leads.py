@@ -23,7 +23,8 @@ pytestmark = needs_browser
 # the canvas row the threshold lies on: how much of the plot's width is drawn in its grey (#555)
 THRESHOLD_COVERAGE = """box => {
   const canvas = box.querySelector('canvas');
-  const y = Number(box.dataset.thresholdY), left = Number(box.dataset.plotLeft), width = Number(box.dataset.plotWidth);
+  const y = Number(box.dataset.thresholdY), left = Number(box.dataset.plotLeft),
+    width = Number(box.dataset.plotWidth);
   if (!canvas || !width || Number.isNaN(y)) { return {coverage: 0, xMin: null, xMax: null}; }
   const data = canvas.getContext('2d').getImageData(left, y - 1, width, 3).data;
   let drawn = 0;

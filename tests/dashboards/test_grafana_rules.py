@@ -77,7 +77,8 @@ def rule_exprs() -> list[str]:
     for r in rules:
         assert r["alert"] and r["labels"]["severity"] in {"critical", "high", "moderate"}, r
         assert r["annotations"]["summary"], r
-    # `up{job=...}` is Prometheus's own series, not one Vigil exports (tests/dashboards/test_prometheus_up.py)
+    # `up{job=...}` is Prometheus's own series, not one Vigil exports
+    # (tests/dashboards/test_prometheus_up.py)
     return [str(r["expr"]) for r in rules if not str(r["expr"]).startswith("up{")]
 
 

@@ -95,8 +95,8 @@ def test_headline_counts_every_moved_signal_and_skips_a_tiny_slice(migrated_db, 
     moved = MAX_ROWS + 3 + 2
     assert headline.startswith(f"{moved} signals moved in the latest window")
     assert (
-        "<b>psi · prompt_tokens</b> in segment <b>web</b>, 4.5× its threshold (150 samples, 50 % of the window)"
-        in headline
+        "<b>psi · prompt_tokens</b> in segment <b>web</b>, 4.5× its threshold"
+        " (150 samples, 50 % of the window)" in headline
     )
     table = html.split('id="moved">')[1].split("</table>")[0]
     assert table.count("<tr") == MAX_ROWS + 1 and f"the {MAX_ROWS} worst of {moved}" in html

@@ -19,8 +19,14 @@ def test_alert_pages_show_evidence_and_dead_letters(migrated_db, make_settings, 
     report = tmp_path / "r.html"
     report.write_text("<html><body>report</body></html>")
     with factory() as s:
-        run = DriftRun(window_start=now, window_end=now, started_at=now, status="done", num_samples=5,
-                       report_path=str(report))  # fmt: skip
+        run = DriftRun(
+            window_start=now,
+            window_end=now,
+            started_at=now,
+            status="done",
+            num_samples=5,
+            report_path=str(report),
+        )
         s.add(run)
         s.flush()
         alert = Alert(dedupe_key="k", rule="prompt_embedding_mmd", kind="prompt", severity="high",
@@ -29,9 +35,20 @@ def test_alert_pages_show_evidence_and_dead_letters(migrated_db, make_settings, 
                       first_seen=now, last_seen=now)  # fmt: skip
         s.add(alert)
         s.flush()
-        s.add(Delivery(alert_id=alert.id, target="http://127.0.0.1:9/hook", format="generic",
-                       idempotency_key="idem-1", payload={}, status="dead", attempts=8,
-                       next_attempt_at=now, last_error="connection refused", created_at=now))  # fmt: skip
+        s.add(
+            Delivery(
+                alert_id=alert.id,
+                target="http://127.0.0.1:9/hook",
+                format="generic",
+                idempotency_key="idem-1",
+                payload={},
+                status="dead",
+                attempts=8,
+                next_attempt_at=now,
+                last_error="connection refused",
+                created_at=now,
+            )
+        )
         s.commit()
         alert_id, run_id = alert.id, run.id
     with (

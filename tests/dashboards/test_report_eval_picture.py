@@ -64,7 +64,8 @@ def test_a_falling_week_is_drawn_with_its_levels():
     assert len(dots) == 7
     xs, ys = [float(c.get("cx")) for c in dots], [float(c.get("cy")) for c in dots]
     assert xs == sorted(xs) and ys == sorted(ys)  # oldest first; each day lower (SVG y points down)
-    # the drift level 5 % under the baseline (4.3 -> 4.085), where the days cross it; the 7-day mean between them
+    # the drift level 5 % under the baseline (4.3 -> 4.085), where the days cross it; the 7-day
+    # mean between them
     assert line_y(picture.svg, "baseline") < line_y(picture.svg, "drift-level")
     assert min(ys) < line_y(picture.svg, "drift-level") < max(ys)
     assert min(ys) < line_y(picture.svg, "window-mean") < max(ys)
@@ -75,9 +76,19 @@ def test_no_scores_no_picture_and_the_report_says_so(tmp_path):
     assert eval_trend_pictures(pd.DataFrame(), scores([(1, None), (2, math.nan)]), [], END) == []
     window = pd.DataFrame({"timestamp": [END.isoformat()], "prompt": ["q"]})
     path = build.write_run_report(
-        run_id=1, window=(END - timedelta(hours=1), END), now=END, frame=window, baseline_row=None,
-        baseline_frame=None, results=[], segment_sizes={"*": {"n_current": 1}}, alerts=[], report_dir=tmp_path,
-        public_url="http://x", evidently=(None, "skipped"))  # fmt: skip
+        run_id=1,
+        window=(END - timedelta(hours=1), END),
+        now=END,
+        frame=window,
+        baseline_row=None,
+        baseline_frame=None,
+        results=[],
+        segment_sizes={"*": {"n_current": 1}},
+        alerts=[],
+        report_dir=tmp_path,
+        public_url="http://x",
+        evidently=(None, "skipped"),
+    )
     text = path.read_text()
     assert "No eval scores in this window." in text and "vigil-eval-pictures" not in text
 

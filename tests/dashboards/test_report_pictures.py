@@ -98,10 +98,19 @@ def test_report_draws_drifted_features_inline(tmp_path):
         "prompt embeddings (PCA; baseline grey, window blue)",
     ]
     path = build.write_run_report(
-        run_id=3, window=(datetime(2026, 11, 29, 10, tzinfo=UTC), datetime(2026, 11, 29, 11, tzinfo=UTC)),
-        now=datetime.now(UTC), frame=cur, baseline_row=None, baseline_frame=ref, results=results,
-        segment_sizes={"*": {"n_current": 150}}, alerts=[], report_dir=tmp_path, public_url="http://x",
-        evidently=(None, "skipped"))  # fmt: skip
+        run_id=3,
+        window=(datetime(2026, 11, 29, 10, tzinfo=UTC), datetime(2026, 11, 29, 11, tzinfo=UTC)),
+        now=datetime.now(UTC),
+        frame=cur,
+        baseline_row=None,
+        baseline_frame=ref,
+        results=results,
+        segment_sizes={"*": {"n_current": 150}},
+        alerts=[],
+        report_dir=tmp_path,
+        public_url="http://x",
+        evidently=(None, "skipped"),
+    )
     text = path.read_text()
     assert "What moved, drawn" in text and text.count("<svg") >= 3
     assert not re.search(

@@ -88,7 +88,8 @@ def test_the_demo_event_in_one_sentence():
     )
     first = min(datetime.fromisoformat(r["timestamp"]) for r in event)
     assert cause.headline.startswith(
-        f"New tenant newco (mobile) and prompt version v2 are 67 % of traffic since {first:%H:%M} UTC; "
+        "New tenant newco (mobile) and prompt version v2 are 67 % of traffic"
+        f" since {first:%H:%M} UTC; "
         "their prompts form 5 new topics: "
     )
     names = [t["name"] for t in cause.topics]

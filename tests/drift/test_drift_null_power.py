@@ -169,9 +169,10 @@ def _blobs(rng, n, centres, weights, new=None, new_share=0.0):
 def test_embedding_power_mmd_and_new_cluster_at_10_percent():
     """Stated: at 300 window points in 32-d (4 baseline clusters), a new cluster holding 10 % of
     the window is found by the cluster detector with power ≥ 0.9, and on ≥ 200 null windows it
-    reports no new cluster (and growth no more than its α = 0.001 allows). MMD (median-heuristic bandwidth, 600 reference points) is weaker on
-    a 10 % component: power ≥ 0.8 at α = 0.05 but only ~0.3 at the job's α = 0.001 (p ≈ 0.01);
-    at 15 % it has power ≥ 0.9 at α = 0.001. That is why new clusters have their own detector."""
+    reports no new cluster (and growth no more than its α = 0.001 allows). MMD
+    (median-heuristic bandwidth, 600 reference points) is weaker on a 10 % component: power
+    ≥ 0.8 at α = 0.05 but only ~0.3 at the job's α = 0.001 (p ≈ 0.01); at 15 % it has power
+    ≥ 0.9 at α = 0.001. That is why new clusters have their own detector."""
     rng = np.random.default_rng(108)
     centres = rng.normal(size=(4, 32)) * 2.5
     weights = [0.4, 0.3, 0.2, 0.1]

@@ -42,7 +42,8 @@ seeds = st.integers(0, 2**16)
 
 
 def _frame_input_error_expected(quirks: frozenset[str]) -> bool:
-    """Frames: only vectors of two dimensions in one window are unusable (one_row cuts the odd one)."""
+    """Frames: only vectors of two dimensions in one window are unusable (one_row cuts the odd
+    one)."""
     return "mixed_dims" in quirks and "one_row" not in quirks
 
 
@@ -93,11 +94,19 @@ def test_drift_job_core_and_report_take_any_window(seed, quirks):
     ]
     with tempfile.TemporaryDirectory() as out:
         path = write_run_report(
-            run_id=seed, window=(datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 1, 1, tzinfo=UTC)),
-            now=datetime(2026, 1, 1, 1, tzinfo=UTC), frame=window, baseline_row=None,
-            baseline_frame=pd.DataFrame(ref), results=results, segment_sizes=report.segments,
-            alerts=fired, report_dir=Path(out), public_url="http://x", evidently=(None, "skipped"),
-        )  # fmt: skip
+            run_id=seed,
+            window=(datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 1, 1, tzinfo=UTC)),
+            now=datetime(2026, 1, 1, 1, tzinfo=UTC),
+            frame=window,
+            baseline_row=None,
+            baseline_frame=pd.DataFrame(ref),
+            results=results,
+            segment_sizes=report.segments,
+            alerts=fired,
+            report_dir=Path(out),
+            public_url="http://x",
+            evidently=(None, "skipped"),
+        )
         page = path.read_text(encoding="utf-8")
     assert "Vigil drift report" in page and page.count("<tr") >= len(results)
 

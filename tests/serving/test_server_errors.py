@@ -168,7 +168,8 @@ def test_bad_parameters_are_400_naming_the_parameter(http, server, name, path, b
             "application/json",
         ),
         (
-            b'{"model": "M", "messages": [{"role": "user", "content": "\\ud800"}], "max_tokens": 1}',
+            b'{"model": "M", "messages": [{"role": "user", "content": "\\ud800"}],'
+            b' "max_tokens": 1}',
             "application/json",
         ),
         (b"\xff\xfe\x00garbage", "application/json"),

@@ -1,5 +1,6 @@
-"""Schemathesis from the app's OpenAPI schema against the live server: positive and negative cases for every
-operation, bounded in count (seeded, derandomized) and in generated tokens. No 5xx, ever."""
+"""Schemathesis from the app's OpenAPI schema against the live server: positive and negative
+cases for every operation, bounded in count (seeded, derandomized) and in generated tokens.
+No 5xx, ever."""
 
 from __future__ import annotations
 
@@ -75,7 +76,8 @@ def test_no_server_errors_from_fuzzed_requests(server, mode):
             statuses[response.status_code] = statuses.get(response.status_code, 0) + 1
             if response.status_code >= 500:
                 failures.append(
-                    f"{case.operation.label} {case.body!r} -> {response.status_code} {response.text[:300]}"
+                    f"{case.operation.label} {case.body!r} -> {response.status_code}"
+                    f" {response.text[:300]}"
                 )
 
         try:

@@ -127,7 +127,10 @@ def test_bad_messages_raise_clear_errors(ours, messages, match):
 def test_template_raise_exception_becomes_value_error(tiny_vocab):
     from serving.tokenizer import render_chat_template
 
-    template = "{% if messages[0]['role'] != 'user' %}{{ raise_exception('first must be user') }}{% endif %}ok"
+    template = (
+        "{% if messages[0]['role'] != 'user' %}{{ raise_exception('first must be user') }}"
+        "{% endif %}ok"
+    )
     assert render_chat_template(template, [{"role": "user", "content": "x"}]) == "ok"
     with pytest.raises(ValueError, match="first must be user"):
         render_chat_template(template, [{"role": "system", "content": "x"}])
@@ -151,8 +154,8 @@ def test_tools_reach_the_template():
     tools = [{"type": "function", "function": {"name": "get_weather", "description": "<é>"}}]
     out = render_chat_template(template, [{"role": "user", "content": "x"}], tools=tools)
     assert (
-        out
-        == 'get_weather={"type": "function", "function": {"name": "get_weather", "description": "<é>"}};'
+        out == 'get_weather={"type": "function", "function": '
+        '{"name": "get_weather", "description": "<é>"}};'
     )
     with pytest.raises(ValueError, match="tools must be a list"):
         render_chat_template(template, [{"role": "user", "content": "x"}], tools={"a": 1})
@@ -186,7 +189,8 @@ def test_no_chat_template_is_a_clear_error(tmp_path, write_tiny_tokenizer):
 # A Qwen2.5-style template: tools, tool calls, tool responses, namespace, loop.previtem, tojson
 TOOL_TEMPLATE = """{%- if tools %}
     {{- '<|im_start|>system\\n' }}
-    {%- if messages[0]['role'] == 'system' %}{{- messages[0]['content'] }}{%- else %}{{- 'You are helpful.' }}{%- endif %}
+    {%- if messages[0]['role'] == 'system' %}{{- messages[0]['content'] }}
+    {%- else %}{{- 'You are helpful.' }}{%- endif %}
     {{- "\\n\\n# Tools\\n<tools>" }}
     {%- for tool in tools %}{{- "\\n" }}{{- tool | tojson }}{%- endfor %}
     {{- "\\n</tools><|im_end|>\\n" }}
@@ -207,7 +211,8 @@ TOOL_TEMPLATE = """{%- if tools %}
         {{- '<|im_end|>\\n' }}
     {%- elif message.role == "tool" %}
         {%- set ns.tool_turns = ns.tool_turns + 1 %}
-        {%- if loop.index0 == 0 or loop.previtem.role != "tool" %}{{- '<|im_start|>user' }}{%- endif %}
+        {%- if loop.index0 == 0 or loop.previtem.role != "tool" %}{{- '<|im_start|>user' }}
+        {%- endif %}
         {{- '\\n<tool_response>\\n' + message.content + '\\n</tool_response>' }}
         {%- if loop.last or loop.nextitem.role != "tool" %}{{- '<|im_end|>\\n' }}{%- endif %}
     {%- endif %}

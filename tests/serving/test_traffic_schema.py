@@ -24,14 +24,22 @@ any_float = st.one_of(
 @st.composite
 def requests(draw):
     stats = RequestStats(
-        prompt=draw(any_text), response=draw(any_text),
-        prompt_tokens=draw(st.integers(0, 100_000)), completion_tokens=draw(st.integers(0, 100_000)),
-        finish_reason=draw(st.one_of(st.none(), st.sampled_from(["stop", "length", "abort"]), any_text)),
-        queue_ms=draw(any_float), ttft_ms=draw(any_float), tpot_ms=draw(any_float),
-        latency_ms=draw(any_float), mean_logprob=draw(any_float), mean_entropy=draw(any_float),
+        prompt=draw(any_text),
+        response=draw(any_text),
+        prompt_tokens=draw(st.integers(0, 100_000)),
+        completion_tokens=draw(st.integers(0, 100_000)),
+        finish_reason=draw(
+            st.one_of(st.none(), st.sampled_from(["stop", "length", "abort"]), any_text)
+        ),
+        queue_ms=draw(any_float),
+        ttft_ms=draw(any_float),
+        tpot_ms=draw(any_float),
+        latency_ms=draw(any_float),
+        mean_logprob=draw(any_float),
+        mean_entropy=draw(any_float),
         end_time=draw(st.floats(1e9, 1.7e9)),
         tools=draw(st.lists(any_text, max_size=300)),
-    )  # fmt: skip
+    )
     headers = draw(
         st.dictionaries(
             st.sampled_from(["x-vigil-tenant", "x-vigil-segment", "x-vigil-prompt-version"]),

@@ -36,19 +36,54 @@ SECRET = "canary-webhook-secret-0123456789"
 PROBES = {
     "version": "test-canary-1",
     "seed": 11,
-    "calibration": {"repeats": 2, "fillers": ["Write a short poem about the sea."], "filler_copies": 3},
+    "calibration": {
+        "repeats": 2,
+        "fillers": ["Write a short poem about the sea."],
+        "filler_copies": 3,
+    },
     "probes": [
-        {"name": "chat-short", "kind": "chat", "max_tokens": 4,
-         "messages": [{"role": "user", "content": "What is the capital of France?"}]},
+        {
+            "name": "chat-short",
+            "kind": "chat",
+            "max_tokens": 4,
+            "messages": [{"role": "user", "content": "What is the capital of France?"}],
+        },
         # 20 tokens: past one 16-token KV block
-        {"name": "tokens-past-block", "kind": "tokens", "max_tokens": 4,
-         "prompt_token_ids": [6403, 1980, 253, 655, 28, 281, 253, 1165, 6560, 411, 260, 3426, 28,
-                              665, 4161, 354, 1573, 43663, 617, 897]},
-        {"name": "reference", "kind": "perplexity",
-         "text": "Water boils at one hundred degrees Celsius at sea level. At higher altitudes "
-                 "the air pressure is lower, so water boils at a lower temperature."},
+        {
+            "name": "tokens-past-block",
+            "kind": "tokens",
+            "max_tokens": 4,
+            "prompt_token_ids": [
+                6403,
+                1980,
+                253,
+                655,
+                28,
+                281,
+                253,
+                1165,
+                6560,
+                411,
+                260,
+                3426,
+                28,
+                665,
+                4161,
+                354,
+                1573,
+                43663,
+                617,
+                897,
+            ],
+        },
+        {
+            "name": "reference",
+            "kind": "perplexity",
+            "text": "Water boils at one hundred degrees Celsius at sea level. At higher altitudes "
+            "the air pressure is lower, so water boils at a lower temperature.",
+        },
     ],
-}  # fmt: skip
+}
 
 
 class EngineServer:
@@ -63,9 +98,16 @@ class EngineServer:
 
         torch.set_num_threads(1)  # the cores are shared with other test processes
         # the sidecar's canaries call with the operator key (their requests are marked internal)
-        settings = load_settings(env="development", api_keys=[API_KEY], operator_keys=[OPERATOR_KEY], max_model_len=512,
-                                 kv_cache_memory_mb=64, torch_threads=1, sample_rate=0.0,
-                                 segment_min_per_hour=0)  # fmt: skip
+        settings = load_settings(
+            env="development",
+            api_keys=[API_KEY],
+            operator_keys=[OPERATOR_KEY],
+            max_model_len=512,
+            kv_cache_memory_mb=64,
+            torch_threads=1,
+            sample_rate=0.0,
+            segment_min_per_hour=0,
+        )
         self.engine = AsyncLLMEngine(LLMEngine(EngineConfig.from_settings(settings)))
         self.engine.start()
         self.port = free_port()
@@ -133,9 +175,14 @@ def test_fault_is_caught_in_one_run_and_alerts_through_a_webhook(
     engine_server, migrated_db, make_settings, probes_file
 ):
     with WebhookReceiver() as receiver:
-        settings = make_settings(migrated_db, engine_url=engine_server.url, canary_probes_path=probes_file,
-                                 webhook_targets=[receiver.url], webhook_secret=SECRET,
-                                 delivery_poll_interval_s=0.2)  # fmt: skip
+        settings = make_settings(
+            migrated_db,
+            engine_url=engine_server.url,
+            canary_probes_path=probes_file,
+            webhook_targets=[receiver.url],
+            webhook_secret=SECRET,
+            delivery_poll_interval_s=0.2,
+        )
         factory = session_factory(migrated_db)
         t0 = datetime.now(UTC) - timedelta(minutes=10)  # past: deliveries are due at once
         first = run_canary_job(settings, factory, t0)

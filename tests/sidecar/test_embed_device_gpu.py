@@ -1,5 +1,5 @@
-"""fp16 and bf16 on CUDA keep the embedder's vectors within cosine 0.999 of fp32's, on real text (the
-project's own docs and the demo's support traffic), and CUDA fp32 matches the CPU."""
+"""fp16 and bf16 on CUDA keep the embedder's vectors within cosine 0.999 of fp32's, on real
+text (the project's own docs and the demo's support traffic), and CUDA fp32 matches the CPU."""
 
 from __future__ import annotations
 
@@ -45,7 +45,8 @@ def test_half_precision_within_tolerance_of_fp32():
         got = get_embedder(EmbedConfig(MODEL, device="cuda", dtype=dtype)).encode(texts)
         cosine = np.sum(got * ref, axis=1)
         print(
-            f"{dtype}: min cosine {cosine.min():.6f}, mean {cosine.mean():.6f} over {len(texts)} texts"
+            f"{dtype}: min cosine {cosine.min():.6f}, mean {cosine.mean():.6f}"
+            f" over {len(texts)} texts"
         )
         assert cosine.min() >= TOLERANCE and np.allclose(
             np.linalg.norm(got, axis=1), 1.0, atol=1e-5

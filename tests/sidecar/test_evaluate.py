@@ -22,8 +22,12 @@ from storage.repositories.samples import insert_samples
 
 
 def test_geval_score_is_the_probability_weighted_digit_mean():
-    top = [{"token": "4", "logprob": math.log(0.5)}, {"token": " 3", "logprob": math.log(0.2)},
-           {"token": "five", "logprob": math.log(0.2)}, {"token": "1", "logprob": math.log(0.1)}]  # fmt: skip
+    top = [
+        {"token": "4", "logprob": math.log(0.5)},
+        {"token": " 3", "logprob": math.log(0.2)},
+        {"token": "five", "logprob": math.log(0.2)},
+        {"token": "1", "logprob": math.log(0.1)},
+    ]
     j = score_from_top_logprobs(top)
     assert j.score == pytest.approx((4 * 0.5 + 3 * 0.2 + 1 * 0.1) / 0.8)
     assert j.digit_mass == pytest.approx(0.8) and j.source == "logprobs"
@@ -153,9 +157,14 @@ def test_judge_through_the_real_engine(migrated_db, make_settings, embedder, tmp
                     pass
                 assert time.monotonic() < deadline, "vigil serve did not come up"
                 time.sleep(0.2)
-            settings = make_settings(migrated_db, eval_share=1.0, engine_url=url, api_keys=["judge-app-key"],
-                                     operator_keys=["judge-key"],
-                                     model_name="SmolLM2-135M-Instruct")  # fmt: skip
+            settings = make_settings(
+                migrated_db,
+                eval_share=1.0,
+                engine_url=url,
+                api_keys=["judge-app-key"],
+                operator_keys=["judge-key"],
+                model_name="SmolLM2-135M-Instruct",
+            )
             judge = Judge(url, settings.model_name, api_key="judge-key")
             first = judge.judge("What is the capital of France?", "The capital of France is Paris.")
             again = judge.judge("What is the capital of France?", "The capital of France is Paris.")

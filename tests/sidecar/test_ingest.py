@@ -94,10 +94,15 @@ def test_malformed_bodies_get_422_with_field_paths(server, body, path, words):
 
 @pytest.mark.parametrize(
     ("raw", "words"),
-    [(b'{"samples": [{"id": "n", "prompt": "a\\u0000b"}]}', "NUL character"),
-     (b'{"samples": [{"id": "n", "prompt": "p", "meta": {"k": ["\\u0000"]}}]}', "meta.k[0] contains a NUL"),
-     (b'{"samples": [{"id": "s", "prompt": "\\ud800"}]}', "lone surrogate")],
-)  # fmt: skip
+    [
+        (b'{"samples": [{"id": "n", "prompt": "a\\u0000b"}]}', "NUL character"),
+        (
+            b'{"samples": [{"id": "n", "prompt": "p", "meta": {"k": ["\\u0000"]}}]}',
+            "meta.k[0] contains a NUL",
+        ),
+        (b'{"samples": [{"id": "s", "prompt": "\\ud800"}]}', "lone surrogate"),
+    ],
+)
 def test_text_no_database_can_store_is_422(server, raw, words):
     headers = {**AUTH, "Content-Type": "application/json"}
     r = httpx.post(f"{server.url}/v1/ingest", content=raw, headers=headers)

@@ -40,9 +40,14 @@ def test_the_sentence():
 
 def test_coverage_counts_rows_with_text_and_any_vector():
     v = [0.1, 0.2]
-    frame = pd.DataFrame({"prompt": ["a", "b", "c", None, "e"], "response": ["x", None, "z", None, None],
-                          "prompt_embedding": [v, None, None, None, float("nan")],
-                          "response_embedding": [v, None, v, None, None]})  # fmt: skip
+    frame = pd.DataFrame(
+        {
+            "prompt": ["a", "b", "c", None, "e"],
+            "response": ["x", None, "z", None, None],
+            "prompt_embedding": [v, None, None, None, float("nan")],
+            "response_embedding": [v, None, v, None, None],
+        }
+    )
     assert vector_coverage(frame) == Coverage(rows=4, embedded=2)
     assert vector_coverage(pd.DataFrame()) == Coverage(0, 0)
 

@@ -42,8 +42,15 @@ def _open(factory, rule: str) -> dict[str, Alert]:
 def _samples(
     factory, n: int, arrived: datetime, at: datetime | None = None, prefix: str = "s"
 ) -> None:
-    records = [{"id": f"{prefix}{i}", "timestamp": (at or arrived).isoformat(), "prompt": f"question {i}",
-                "response": "answer"} for i in range(n)]  # fmt: skip
+    records = [
+        {
+            "id": f"{prefix}{i}",
+            "timestamp": (at or arrived).isoformat(),
+            "prompt": f"question {i}",
+            "response": "answer",
+        }
+        for i in range(n)
+    ]
     with factory() as s:
         insert_samples(s, records, now=arrived)
         s.commit()

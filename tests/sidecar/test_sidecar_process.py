@@ -88,8 +88,12 @@ def test_sigkill_mid_drift_job_then_restart(migrated_db, make_settings, embedder
             health = second.wait_healthy()
             # samples the ingest API acknowledged survive a SIGKILL right after the 200
             late = traffic(datetime.now(UTC), datetime.now(UTC) + timedelta(seconds=1), 5, seed=99)
-            ack = httpx.post(f"{second.url}/v1/ingest", json={"samples": late},
-                             headers={"Authorization": f"Bearer {OPERATOR_KEY}"}, timeout=10)  # fmt: skip
+            ack = httpx.post(
+                f"{second.url}/v1/ingest",
+                json={"samples": late},
+                headers={"Authorization": f"Bearer {OPERATOR_KEY}"},
+                timeout=10,
+            )
             assert ack.status_code == 200 and ack.json()["inserted"] == 5
         finally:
             second.kill()

@@ -1,4 +1,5 @@
-"""The spill journal: durable appends, ordered replay, torn tails, corrupt lines, locked segments."""
+"""The spill journal: durable appends, ordered replay, torn tails, corrupt lines, locked
+segments."""
 
 from __future__ import annotations
 

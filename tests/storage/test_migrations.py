@@ -1,4 +1,5 @@
-"""The schema is built by the Alembic migrations, on SQLite and PostgreSQL, and matches the models."""
+"""The schema is built by the Alembic migrations, on SQLite and PostgreSQL, and matches the
+models."""
 
 from __future__ import annotations
 

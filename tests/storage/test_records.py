@@ -41,11 +41,22 @@ def test_bad_timestamp_names_the_field(value):
 
 def test_normalisation_extra_evals_embeddings():
     rec = {
-        "id": "r1", "timestamp": "2025-11-29T11:00:00Z", "prompt": "hello", "response": "hi",
-        "segment": "s", "prompt_tokens": 3.0, "ttft_ms": 12, "tools": ["search"],
-        "eval_score": 0.9, "eval_judge": 4, "customer_tier": "gold", "nested": {"a": [1, 2]},
-        "prompt_embedding": [0.5, -1.0, 2.0], "response_embedding": [1, 0, 0], "embedding_model": "mini",
-    }  # fmt: skip
+        "id": "r1",
+        "timestamp": "2025-11-29T11:00:00Z",
+        "prompt": "hello",
+        "response": "hi",
+        "segment": "s",
+        "prompt_tokens": 3.0,
+        "ttft_ms": 12,
+        "tools": ["search"],
+        "eval_score": 0.9,
+        "eval_judge": 4,
+        "customer_tier": "gold",
+        "nested": {"a": [1, 2]},
+        "prompt_embedding": [0.5, -1.0, 2.0],
+        "response_embedding": [1, 0, 0],
+        "embedding_model": "mini",
+    }
     parsed = sample_from_record(rec, source="ingest")
     assert parsed.row["id"] == "r1" and parsed.row["source"] == "ingest"
     assert parsed.row["prompt_tokens"] == 3 and isinstance(parsed.row["prompt_tokens"], int)

@@ -113,7 +113,8 @@ def test_upgrade_from_0007_keeps_rows_ids_and_child_rows(db_url):
             for sid, tenant in (("old-1", "acme"), ("old-2", None), ("old-3", "globex")):
                 conn.execute(
                     text(
-                        "INSERT INTO samples (id, timestamp, tenant, prompt, sample_weight, source) "
+                        "INSERT INTO samples"
+                        " (id, timestamp, tenant, prompt, sample_weight, source) "
                         "VALUES (:i, :ts, :t, 'p', 1.0, 'ingest')"
                     ),
                     {"i": sid, "t": tenant, "ts": T0},

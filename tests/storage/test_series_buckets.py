@@ -88,7 +88,8 @@ def test_worst_run_per_bucket_matches_a_recount(migrated_db, ends, results):
             s.execute(insert(DriftResult), rows)
         got = worst_results_per_bucket(s, START, NOW, ORIGIN, BUCKET_S, p_value_tests=P_TESTS)
         s.rollback()
-    # the oracle: in range, drifted first, then the highest statistic / lowest p (missing last), latest run
+    # the oracle: in range, drifted first, then the highest statistic / lowest p (missing last),
+    # latest run
     want: dict[tuple, dict] = {}
     for row in rows:
         end = runs[row["run_id"]].astimezone(UTC)

@@ -43,18 +43,30 @@ def _records(
     out = []
     for i in range(n):
         tokens = int(rng.poisson(40)) + 1
-        out.append({
-            "id": f"{tag}-{i}", "timestamp": t0 + float(i) * 10.0,
-            "tenant": str(rng.choice(["acme", "globex"])), "segment": "web",
-            "prompt_version": "v1", "model_version": "m1",
-            "prompt": " ".join(["word"] * (tokens // 4 + 1)), "response": "ok " * int(rng.integers(1, 30)),
-            "prompt_tokens": tokens, "completion_tokens": int(rng.poisson(80)) + 1,
-            "latency_ms": float(rng.lognormal(5, 0.3)), "ttft_ms": float(rng.lognormal(3, 0.3)),
-            "finish_reason": str(rng.choice(["stop", "length"], p=[0.8, 0.2])),
-            "tools": [str(t) for t in rng.choice(["search", "calc"], int(rng.integers(0, 3)), replace=False)],
-            "eval_score": float(np.clip(rng.normal(0.8, 0.1), 0, 1)), "sample_weight": 1.0,
-            "prompt_embedding": [float(x) for x in vectors[i]],
-        })  # fmt: skip
+        out.append(
+            {
+                "id": f"{tag}-{i}",
+                "timestamp": t0 + float(i) * 10.0,
+                "tenant": str(rng.choice(["acme", "globex"])),
+                "segment": "web",
+                "prompt_version": "v1",
+                "model_version": "m1",
+                "prompt": " ".join(["word"] * (tokens // 4 + 1)),
+                "response": "ok " * int(rng.integers(1, 30)),
+                "prompt_tokens": tokens,
+                "completion_tokens": int(rng.poisson(80)) + 1,
+                "latency_ms": float(rng.lognormal(5, 0.3)),
+                "ttft_ms": float(rng.lognormal(3, 0.3)),
+                "finish_reason": str(rng.choice(["stop", "length"], p=[0.8, 0.2])),
+                "tools": [
+                    str(t)
+                    for t in rng.choice(["search", "calc"], int(rng.integers(0, 3)), replace=False)
+                ],
+                "eval_score": float(np.clip(rng.normal(0.8, 0.1), 0, 1)),
+                "sample_weight": 1.0,
+                "prompt_embedding": [float(x) for x in vectors[i]],
+            }
+        )
     return out
 
 

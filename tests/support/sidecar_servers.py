@@ -90,13 +90,30 @@ class JudgeEngine:
                 dist = judge_distribution(body["messages"][-1]["content"])
                 top = [{"token": t, "logprob": math.log(p)} for t, p in dist.items()]
                 best = max(dist, key=dist.get)
-                self._send(200, {
-                    "id": "chatcmpl-test", "object": "chat.completion", "model": body["model"],
-                    "choices": [{"index": 0, "finish_reason": "length",
-                                 "message": {"role": "assistant", "content": best},
-                                 "logprobs": {"content": [{"token": best, "logprob": math.log(dist[best]),
-                                                           "top_logprobs": top}]}}],
-                })  # fmt: skip
+                self._send(
+                    200,
+                    {
+                        "id": "chatcmpl-test",
+                        "object": "chat.completion",
+                        "model": body["model"],
+                        "choices": [
+                            {
+                                "index": 0,
+                                "finish_reason": "length",
+                                "message": {"role": "assistant", "content": best},
+                                "logprobs": {
+                                    "content": [
+                                        {
+                                            "token": best,
+                                            "logprob": math.log(dist[best]),
+                                            "top_logprobs": top,
+                                        }
+                                    ]
+                                },
+                            }
+                        ],
+                    },
+                )
 
             def _send(self, status: int, payload: dict) -> None:
                 data = json.dumps(payload).encode()

@@ -1,5 +1,6 @@
 """Recorded-looking traffic for the sidecar tests: a baseline mix of topics, and a drifted hour
-where a new topic (tax law) arrives, answered off-topic. Seeded; records in the sample record shape."""
+where a new topic (tax law) arrives, answered off-topic. Seeded; records in the sample record
+shape."""
 
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ TOPICS = {
             "rural Japan",
             "Patagonia",
         ],
-        "To {v} {o} cheaply, travel off season, book trains early and pack light layers to {v} {o}.",
+        "To {v} {o} cheaply, travel off season, book trains early"
+        " and pack light layers to {v} {o}.",
     ),
     "programming": (
         [

@@ -100,7 +100,8 @@ def test_tiny_window_is_insufficient_not_drift(tmp_path):
         ),
         ("[1, 2]\n", ":1: record: a sample record is a JSON object"),
         (
-            '{"prompt": "a", "prompt_embedding": [1, 2]}\n{"prompt": "b", "prompt_embedding": [1]}\n',
+            '{"prompt": "a", "prompt_embedding": [1, 2]}\n'
+            '{"prompt": "b", "prompt_embedding": [1]}\n',
             ":2: prompt_embedding has 1 values, line 1 had 2",
         ),
         ('{"response": "no prompt"}\n', ":1: record: a sample needs 'prompt' or 'prompt_tokens'"),

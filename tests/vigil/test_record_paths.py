@@ -61,10 +61,26 @@ CORPUS: list[tuple[str, object, bool]] = [
     ("weight at cap", {"prompt": "p", "sample_weight": limits.MAX_SAMPLE_WEIGHT}, True),
     ("weight past cap", {"prompt": "p", "sample_weight": limits.MAX_SAMPLE_WEIGHT * 1.01}, False),
     ("weight zero", {"prompt": "p", "sample_weight": 0}, False),
-    ("sidecar-model vector", {"prompt": "p", "prompt_embedding": [0.01] * 384, "embedding_model": SIDECAR}, True),
-    ("sidecar-model short vector", {"prompt": "p", "prompt_embedding": [0.1] * 10, "embedding_model": SIDECAR}, False),
-    ("client vectors", {"prompt": "p", "prompt_embedding": [1, 2, 3], "response_embedding": [3, 2, 1]}, True),
-    ("vector dims differ", {"prompt": "p", "prompt_embedding": [1, 2, 3], "response_embedding": [1, 2]}, False),
+    (
+        "sidecar-model vector",
+        {"prompt": "p", "prompt_embedding": [0.01] * 384, "embedding_model": SIDECAR},
+        True,
+    ),
+    (
+        "sidecar-model short vector",
+        {"prompt": "p", "prompt_embedding": [0.1] * 10, "embedding_model": SIDECAR},
+        False,
+    ),
+    (
+        "client vectors",
+        {"prompt": "p", "prompt_embedding": [1, 2, 3], "response_embedding": [3, 2, 1]},
+        True,
+    ),
+    (
+        "vector dims differ",
+        {"prompt": "p", "prompt_embedding": [1, 2, 3], "response_embedding": [1, 2]},
+        False,
+    ),
     ("empty vector", {"prompt": "p", "prompt_embedding": []}, False),
     ("vector past float32", {"prompt": "p", "prompt_embedding": [1e39, 0.0, 0.0]}, False),
     ("empty segment", {"prompt": "p", "segment": ""}, False),
@@ -73,7 +89,7 @@ CORPUS: list[tuple[str, object, bool]] = [
     ("id with spaces", {"prompt": "p", "id": "a b"}, False),
     ("not an object", [1, 2], False),
     ("a number", 7, False),
-]  # fmt: skip
+]
 
 
 def via_storage(record: object) -> bool:
@@ -143,32 +159,44 @@ clean_texts = st.text(
 numbers = st.one_of(
     st.integers(-(10**20), 10**20), st.floats(), st.sampled_from([0, -0.0, 1e308, 2.5])
 )
-json_values = st.recursive(st.one_of(st.none(), st.booleans(), numbers, texts),
-                           lambda inner: st.lists(inner, max_size=4) | st.dictionaries(texts, inner, max_size=4),
-                           max_leaves=12)  # fmt: skip
+json_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), numbers, texts),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(texts, inner, max_size=4),
+    max_leaves=12,
+)
 hostile = st.one_of(
     json_values, st.just(list(range(10_001))), st.just("x" * (limits.MAX_TEXT_CHARS + 1))
 )
-clean_json = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(-1000, 1000),
-                                    st.floats(-1e6, 1e6), clean_texts),
-                          lambda inner: st.lists(inner, max_size=3) | st.dictionaries(clean_texts, inner, max_size=3),
-                          max_leaves=6)  # fmt: skip
+clean_json = st.recursive(
+    st.one_of(
+        st.none(), st.booleans(), st.integers(-1000, 1000), st.floats(-1e6, 1e6), clean_texts
+    ),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(clean_texts, inner, max_size=3),
+    max_leaves=6,
+)
 
 
 def clean_fields(dim: int) -> dict:
     vector = st.lists(st.floats(-10, 10), min_size=dim, max_size=dim)
     return {
-        "prompt": clean_texts, "response": clean_texts,
+        "prompt": clean_texts,
+        "response": clean_texts,
         "prompt_tokens": st.integers(0, 10**6) | st.integers(0, 1000).map(float),
         "completion_tokens": st.integers(0, 10**6),
-        "ttft_ms": st.floats(0, 1e6), "latency_ms": st.floats(0, 1e6),
-        "mean_logprob": st.floats(-50, 0), "mean_entropy": st.floats(0, 20),
+        "ttft_ms": st.floats(0, 1e6),
+        "latency_ms": st.floats(0, 1e6),
+        "mean_logprob": st.floats(-50, 0),
+        "mean_entropy": st.floats(0, 20),
         "timestamp": st.floats(0, PAST) | st.just("2026-11-29T11:00:00Z"),
-        "segment": clean_texts, "tools": st.lists(clean_texts, max_size=3),
-        "sample_weight": st.floats(1e-3, limits.MAX_SAMPLE_WEIGHT), "eval_score": st.floats(-100, 100),
-        "eval_judge": st.floats(1, 5), "prompt_embedding": vector, "response_embedding": vector,
+        "segment": clean_texts,
+        "tools": st.lists(clean_texts, max_size=3),
+        "sample_weight": st.floats(1e-3, limits.MAX_SAMPLE_WEIGHT),
+        "eval_score": st.floats(-100, 100),
+        "eval_judge": st.floats(1, 5),
+        "prompt_embedding": vector,
+        "response_embedding": vector,
         "meta": clean_json,
-    }  # fmt: skip
+    }
 
 
 @st.composite

@@ -234,14 +234,43 @@ def test_vigil_schema_prints_the_json_schema(capsys):
 
 
 python_values = st.recursive(
-    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(), st.binary(max_size=8),
-              st.just(object()), st.complex_numbers(), st.datetimes()),
-    lambda inner: st.lists(inner, max_size=4) | st.tuples(inner, inner) | st.frozensets(st.integers())
-    | st.dictionaries(st.one_of(st.text(max_size=12), st.integers(), st.sampled_from(
-        ["prompt", "prompt_tokens", "timestamp", "tools", "eval_x", "prompt_embedding", "sample_weight"])),
-        inner, max_size=6),
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(),
+        st.floats(),
+        st.text(),
+        st.binary(max_size=8),
+        st.just(object()),
+        st.complex_numbers(),
+        st.datetimes(),
+    ),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.tuples(inner, inner)
+        | st.frozensets(st.integers())
+        | st.dictionaries(
+            st.one_of(
+                st.text(max_size=12),
+                st.integers(),
+                st.sampled_from(
+                    [
+                        "prompt",
+                        "prompt_tokens",
+                        "timestamp",
+                        "tools",
+                        "eval_x",
+                        "prompt_embedding",
+                        "sample_weight",
+                    ]
+                ),
+            ),
+            inner,
+            max_size=6,
+        )
+    ),
     max_leaves=20,
-)  # fmt: skip
+)
 
 
 @settings(max_examples=300, deadline=None, derandomize=True, database=None)

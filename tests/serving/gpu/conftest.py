@@ -1,4 +1,5 @@
-"""GPU tests: every test here is marked `gpu` and skipped cleanly where CUDA (or Triton) is absent."""
+"""GPU tests: every test here is marked `gpu` and skipped cleanly where CUDA (or Triton) is
+absent."""
 
 from __future__ import annotations
 

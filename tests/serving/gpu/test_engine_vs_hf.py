@@ -123,7 +123,8 @@ def test_greedy_tokens_match_hf_or_differ_only_at_bf16_ties(name):
     gap = best - chosen
     flips = int((gap > 0).sum())
     print(
-        f"{name}: {flips} of {gap.numel()} steps not HF's argmax; largest gap {float(gap.max()):.4f} nats"
+        f"{name}: {flips} of {gap.numel()} steps not HF's argmax;"
+        f" largest gap {float(gap.max()):.4f} nats"
     )
     assert float(gap.max()) <= TIE_NATS
     # 2) our top-5 logprobs agree with HF's for the same tokens, every step

@@ -77,7 +77,8 @@ def test_prefill_and_chunked_prefill_match_reference(heads, head_dim):
 def test_prefill_kernel_over_a_padded_step_as_a_graph_replays_it(heads):
     """The layout of a prefill CUDA graph: every row (decode rows too) through the prefill
     kernel, tokens padded past the last sequence, sequences padded with empty queries, and the
-    tile height from the padded token count. Real rows match the reference; padding stays untouched."""
+    tile height from the padded token count. Real rows match the reference; padding stays
+    untouched."""
     hq, hk = heads
     specs = [(40, 1), (2047, 1), (0, 77), (500, 128), (0, 2), (16, 1), (63, 65)]
     case = make_case(specs, hq, hk, 64, seed=13)

@@ -1,7 +1,7 @@
 """The engine core in its own process (EngineCoreClient) against the in-process engine on the
 same tiny model: the same outputs for greedy, seeded sampling, stop strings, stop token ids,
-logprobs and prompt logprobs; a bad request is refused alike on both paths; killing the core fails in-flight requests at once (no hang) and
-the supervisor brings a new core up."""
+logprobs and prompt logprobs; a bad request is refused alike on both paths; killing the core
+fails in-flight requests at once (no hang) and the supervisor brings a new core up."""
 
 from __future__ import annotations
 
