@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from sidecar_servers import OPERATOR_KEY
 
 from sidecar.app import create_app
+from sidecar.evals.scales import BUILTIN_SCALES
 from storage.db import session_factory
 from storage.records import RecordError, sample_from_record
 from vigil.cli.check import read_samples
@@ -131,11 +132,22 @@ def outcomes(client: TestClient, record: object, tmp_dir) -> tuple[bool, bool, b
     return via_ingest(client, line), via_storage(parsed), via_check(line, tmp_dir)
 
 
+# The paths must agree on the record schema. Evaluator scales are a policy layered on ingest only
+# (tests/sidecar/test_ingest_policy.py covers them), so they are opened to the schema's own bound.
+OPEN_SCALES = {
+    name: (-limits.MAX_EVAL_MAGNITUDE, limits.MAX_EVAL_MAGNITUDE) for name in BUILTIN_SCALES
+}
+
+
 @pytest.fixture
 def ingest_client(migrated_db, make_settings):
-    app = create_app(
-        make_settings(migrated_db, ingest_max_bytes=32 * 1024 * 1024), session_factory(migrated_db)
+    settings = make_settings(
+        migrated_db,
+        ingest_max_bytes=32 * 1024 * 1024,
+        eval_scales=OPEN_SCALES,
+        eval_default_bound=limits.MAX_EVAL_MAGNITUDE,
     )
+    app = create_app(settings, session_factory(migrated_db))
     with TestClient(app) as client:
         yield client
 
