@@ -122,7 +122,8 @@ def bench_shape(name: str, batches: list[int], args, rows: list[dict], table: Ta
             gemv_kernels.ENABLED = use_gemv
             gemv_kernels.MAX_FUSED_NORM_FEATURES = norm_limit
             pdl.set_mode(pdl_mode)
-            engine.runner.gpu.release_graphs()  # recaptured with this projection path and launch mode
+            # recaptured with this projection path and launch mode
+            engine.runner.gpu.release_graphs()
             run_engine(engine, prompts, 8)
             pdl_label = "on" if pdl.enabled(torch.device("cuda")) else "off"
             for on in modes:
@@ -185,7 +186,8 @@ TP_COLUMNS = [
     "% roofline",
     "all-reduce % of GPU time",
 ]
-# kernel names of the all-reduces (and the logits all-gather): NCCL's, and the symmetric-memory one-shot
+# kernel names of the all-reduces (and the logits all-gather): NCCL's, and the symmetric-memory
+# one-shot
 COLLECTIVE_KERNELS = ("nccl", "all_reduce")
 
 

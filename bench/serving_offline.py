@@ -26,7 +26,8 @@ def offline(args, jobs: list[Job], max_num_seqs: int) -> dict:
         torch_threads=args.torch_threads,
     )
     engine = LLMEngine(EngineConfig.from_settings(settings))
-    freeze_startup_heap()  # as the served engine core does before it is ready: no full collections over it
+    # as the served engine core does before it is ready: no full collections over it
+    freeze_startup_heap()
     warm = SamplingParams(max_tokens=4, temperature=0.0, ignore_eos=True)
     engine.add_request("warm", jobs[0].prompt_ids, warm)
     while engine.has_unfinished_requests():

@@ -73,7 +73,8 @@ class IncrementalDetokenizer:
         done = self.tokenizer.decode(ids[self._prefix_offset : self._read_offset], skip)
         full = self.tokenizer.decode(ids[self._prefix_offset :], skip)
         if len(full) > len(done) and not full.endswith(_REPLACEMENT):
-            # the emitted window stays as left context, so leading-space rules decode as in full text
+            # the emitted window stays as left context, so leading-space rules decode as in full
+            # text
             self._prefix_offset, self._read_offset = self._read_offset, len(ids)
             return full[len(done) :]
         return ""

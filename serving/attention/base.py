@@ -38,7 +38,8 @@ class AttentionMetadata:
     # a prefill CUDA graph's layout (engine/worker/cuda_graphs.py), decode rows anywhere:
     # the decode kernel runs over every sequence with these lengths (0 but for one-token queries)
     # and rows (a non-decode sequence's points at a row the prefill kernel rewrites after it), and
-    # the prefill kernel skips one-token queries. None: decode rows lead, `num_decode_tokens` of them.
+    # the prefill kernel skips one-token queries. None: decode rows lead, `num_decode_tokens` of
+    # them.
     decode_seq_lens: torch.Tensor | None = None
     decode_rows: torch.Tensor | None = None
 

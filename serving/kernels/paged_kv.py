@@ -50,7 +50,8 @@ def attend_paged_kv(
         k = tl.load(k_cache_ptr + kv_off, mask=kv_mask, other=0.0)
         v = tl.load(v_cache_ptr + kv_off, mask=kv_mask, other=0.0)
         if FP8:
-            # fastest of the variants measured (bench/results/kernels.md): e4m3 -> fp32 * scale -> bf16;
+            # fastest of the variants measured (bench/results/kernels.md): e4m3 -> fp32 * scale ->
+            # bf16;
             # direct e4m3 -> bf16, or -> fp16 with fp16 MMAs (also by bit placement), were slower
             k = (k.to(tl.float32) * k_scale).to(q.dtype)
             v = (v.to(tl.float32) * v_scale).to(q.dtype)

@@ -103,7 +103,8 @@ def config_from_hf(cfg: dict[str, Any], generation_cfg: dict[str, Any], source: 
             rope_scaling=normalize_rope_scaling(cfg.get("rope_scaling") or rope),
             max_position_embeddings=int(cfg.get("max_position_embeddings", 2048)),
             tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-            # Qwen2 always has qkv bias (its config has no flag); Llama/Qwen3 say so in attention_bias
+            # Qwen2 always has qkv bias (its config has no flag); Llama/Qwen3 say so in
+            # attention_bias
             attention_bias=True if arch == "qwen2" else bool(cfg.get("attention_bias", False)),
             qk_norm=arch == "qwen3",
             bos_token_id=cfg.get("bos_token_id"),

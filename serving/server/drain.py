@@ -66,4 +66,5 @@ async def close_resources(state: ServerState, timeout: float = 30.0) -> None:
     if state.engine is not None and state.owns_engine:
         await state.engine.shutdown()
     if state.metrics is not None:
-        state.metrics.publish()  # several API processes: this one's final counts, for the others' scrapes
+        # several API processes: this one's final counts, for the others' scrapes
+        state.metrics.publish()

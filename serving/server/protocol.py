@@ -87,7 +87,8 @@ class SamplingFields(_Body):
     max_tokens: Annotated[int | None, Field(ge=1)] = None
     temperature: Annotated[float | None, Field(ge=0.0, le=2.0)] = None
     top_p: Annotated[float | None, Field(gt=0.0, le=1.0)] = None
-    # bounded: the engine core's message codec carries 64-bit ints at most (larger: a 500, not a 400)
+    # bounded: the engine core's message codec carries 64-bit ints at most (larger: a 500, not a
+    # 400)
     top_k: Annotated[int | None, Field(ge=-1, le=2**31 - 1)] = None
     min_p: Annotated[float | None, Field(ge=0.0, le=1.0)] = None
     frequency_penalty: Annotated[float | None, Field(ge=-2.0, le=2.0)] = None

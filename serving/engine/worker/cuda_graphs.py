@@ -137,7 +137,8 @@ class GpuForward:
         context) and the model config (the split-count hint)."""
         num_blocks, block_size = runner.kv_cache.shape[2], runner.block_size
         max_len = min(runner.config.max_position_embeddings, num_blocks * block_size)
-        # tensor parallel: no prefill graphs (no test on 2 GPUs covers collectives inside prefill graphs yet)
+        # tensor parallel: no prefill graphs (no test on 2 GPUs covers collectives inside prefill
+        # graphs yet)
         parallel = any(hasattr(m, "reduce") for m in runner.model.modules())
         return cls(
             runner.model,
