@@ -4,7 +4,8 @@ same run, Evidently's DataDriftPreset on the same numeric data. Prints times and
 
     .venv/bin/python -m bench.bench_drift [--rows 1000000] [--emb 50000] [--base 100000] [--no-evidently]
 
-Threads: torch and BLAS/OpenMP pools are held to --threads (default 1): on a machine with few shared cores
+Threads: torch and BLAS/OpenMP pools are held to --threads (default 1): on a machine with few shared
+cores
 that is the stable setting; Evidently runs in the same process under the same limits.
 """
 

@@ -7,7 +7,8 @@ has taken the last one. Both run the same deltas of real SmolLM2 token ids (a GG
 tokenization, streamed) for 256 requests whose readers take an output every K steps (K = 1: the
 reader keeps up; the H200 runs at 256 streams coalesced ~11 tokens per event). The text each
 reader receives is checked to be the same in both paths. A second table takes each step's
-message as bytes (decode + `fold_step`): every token a RequestDelta against one-token rows. Readers take outputs with
+message as bytes (decode + `fold_step`): every token a RequestDelta against one-token rows. Readers
+take outputs with
 `OutputSlot.take` (what `get` does once one waits), without an event loop.
 
     python -m bench.bench_front_outputs [--requests 256 --steps 128]

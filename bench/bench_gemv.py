@@ -1,6 +1,7 @@
 """One-token projections at the Qwen3-4B and SmolLM2-135M layer shapes: the engine's GEMV
 (serving/kernels/gemv.py) with and without programmatic dependent launch, against cuBLAS
-(`F.linear`), the down projection with its activation as a separate kernel, and a tensor-core variant (x padded to 16 rows, weights streamed through `tl.dot`'s
+(`F.linear`), the down projection with its activation as a separate kernel, and a tensor-core
+variant (x padded to 16 rows, weights streamed through `tl.dot`'s
 shared-memory pipeline), as achieved HBM bandwidth against the measured copy bandwidth.
 
 Each timing replays one CUDA graph that runs the projection over enough distinct weight copies

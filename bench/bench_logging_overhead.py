@@ -38,7 +38,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
 def make_settings(**overrides):
-    """Engine settings for the bench: a small KV pool, one torch thread, no sampling unless asked."""
+    """Engine settings for the bench: a small KV pool, one torch thread, no sampling unless
+    asked."""
     from vigil.config import load_settings
 
     base = dict(

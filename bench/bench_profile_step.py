@@ -14,7 +14,8 @@ cProfile's top functions at the long length.
 
     .venv/bin/python -m bench.bench_profile_step --device cpu [--batch 256|1] [--new 480]
 
-`--prefill N`: instead of decode steps, a lone prompt of N tokens at a time (bench/profile_prefill.py):
+`--prefill N`: instead of decode steps, a lone prompt of N tokens at a time
+(bench/profile_prefill.py):
 the engine's time to first token, the prefill's launch host time and forward GPU time.
 
     python -m bench.bench_profile_step --shape qwen3-4b --prefill 128

@@ -39,7 +39,8 @@ One JSON file per run goes to --json-dir; the tables to bench/results/serving.md
         --num-prompts 512 --input-len 128 --output-len 256 --kv-cache-mb 16384 --client-procs 4 \
         --modes separate --sample-rates 0,1
     python -m bench.bench_serving --device cpu --tiny-model /tmp/vigil_tiny --modes separate \
-        --api-server-count 1,2 --concurrency 64 --num-prompts 64 --input-len 16 --output-len 16 --torch-threads 1
+        --api-server-count 1,2 --concurrency 64 --num-prompts 64 --input-len 16 --output-len 16 \
+        --torch-threads 1
 """
 
 from __future__ import annotations

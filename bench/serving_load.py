@@ -168,7 +168,8 @@ def split_jobs(
 ) -> list[tuple[list[Job], int | None]]:
     """(jobs, lanes) per client process. Closed loop: no more processes than lanes, and each
     process gets its lanes' share of the jobs, so `concurrency` bounds what is outstanding (a
-    process with jobs and no lane would send them all at once). Open loop: jobs dealt round-robin."""
+    process with jobs and no lane would send them all at once). Open loop: jobs dealt
+    round-robin."""
     if not concurrency:
         return [(jobs[i::workers], None) for i in range(workers) if jobs[i::workers]]
     workers = min(workers, concurrency)

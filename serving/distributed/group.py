@@ -82,7 +82,8 @@ def destroy_group(timeout_s: float = LEAVE_TIMEOUT_S) -> bool:
     """Leave the process group; False when that did not finish within `timeout_s`.
 
     gloo groups are destroyed. NCCL groups are aborted instead: destroying a communicator
-    finalizes it, which waits on the peer ranks and can hang at shutdown while a peer is gone, while an abort
+    finalizes it, which waits on the peer ranks and can hang at shutdown while a peer is gone, while
+    an abort
     is local to this rank. Either runs in a daemon thread, so a stuck communicator cannot keep a
     process from exiting.
     """

@@ -61,7 +61,8 @@ class StepChannel:
         capacity: int = DEFAULT_CAPACITY,
         transport: str = "auto",
     ):
-        """Collective over the host group. `transport`: "shm", "gloo" or "auto" (shm where usable)."""
+        """Collective over the host group. `transport`: "shm", "gloo" or "auto" (shm where
+        usable)."""
         self.tp = tp
         self.device = device
         if transport == "auto":
@@ -143,7 +144,8 @@ class StepChannel:
     def receive(
         self, hidden_size: int, dtype: torch.dtype
     ) -> tuple[int, DeviceStep | torch.Tensor | None]:
-        """Block until the driver's next message: (STEP, DeviceStep), (LOGITS, hidden) or (STOP, None)."""
+        """Block until the driver's next message: (STEP, DeviceStep), (LOGITS, hidden) or (STOP,
+        None)."""
         body = self.host.receive()
         cmd = int(body[0])
         if cmd == STEP:

@@ -1,4 +1,5 @@
-"""The paged-KV engine: requests, block manager, scheduler, model runner, LLMEngine, AsyncLLMEngine."""
+"""The paged-KV engine: requests, block manager, scheduler, model runner, LLMEngine,
+AsyncLLMEngine."""
 
 from serving.engine.config import EngineConfig
 from serving.engine.core.llm_engine import LLMEngine

@@ -2,7 +2,8 @@
 
 Same math and rounding order as `LlamaForCausalLM.forward` (serving/model), with the residual
 add folded into the next RMSNorm, q/k norms reading the fused qkv in place, rotary applied in
-place, and SiLU-and-mul in one kernel: q/k norm + rotary + KV write in one kernel (Triton backend): per layer ~10 launches instead of ~60, which is what
+place, and SiLU-and-mul in one kernel: q/k norm + rotary + KV write in one kernel (Triton backend):
+per layer ~10 launches instead of ~60, which is what
 decides batch-1 decode speed once CUDA graphs remove the launch gaps. With one token the
 projections run as GEMVs (serving/kernels/gemv.py) and SiLU-and-mul is read inside the down
 projection's GEMV.

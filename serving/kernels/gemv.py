@@ -6,7 +6,8 @@ weight reads, so that share is the step's speed. Here each program streams BLOCK
 of W (coalesced along K) against x held in registers, accumulates in fp32 and rounds once,
 as cuBLAS does. A shape's launch configuration is chosen on its first call (the CUDA-graph
 warm-up makes that call before capture) by timing every candidate as a decode step runs it:
-back-to-back over L2-overflowing weight copies (serving/kernels/gemv_tuning.py). The next weight chunk is loaded one iteration ahead, and the first one
+back-to-back over L2-overflowing weight copies (serving/kernels/gemv_tuning.py). The next weight
+chunk is loaded one iteration ahead, and the first one
 before waiting on the kernel before (programmatic dependent launch, serving/kernels/pdl.py), so the
 weight stream starts while a norm or attention kernel still runs.
 

@@ -67,7 +67,8 @@ def write_kv(
     k_scale: float = 1.0,
     v_scale: float = 1.0,
 ) -> None:
-    """Scatter key/value [T, Hkv, D] into caches [num_blocks, block_size, Hkv, D] at slot_mapping."""
+    """Scatter key/value [T, Hkv, D] into caches [num_blocks, block_size, Hkv, D] at
+    slot_mapping."""
     require_triton()
     key = _token_rows(key, "key")
     value = _token_rows(value, "value")

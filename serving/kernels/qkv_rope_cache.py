@@ -5,7 +5,8 @@
     cache slot (optionally FP8 with scales).
 
 It replaces five launches (q norm, k norm, rope q, rope k, KV write) with one, which measured
-as the difference between 273 and the batch-1 target (bench/results/kernels.md, the 11:25 run). Rounding
+as the difference between 273 and the batch-1 target (bench/results/kernels.md, the 11:25 run).
+Rounding
 follows HF: norm in fp32 cast to the model dtype before the weight multiply, each rotary product
 rounded before the sum.
 """

@@ -1,4 +1,5 @@
-"""Model loading: GGUF files and HF directories into a `LoadedModel` (config, state dict, tokenizer)."""
+"""Model loading: GGUF files and HF directories into a `LoadedModel` (config, state dict,
+tokenizer)."""
 
 from serving.loader.config import ModelConfig
 from serving.loader.errors import ModelLoadError

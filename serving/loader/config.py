@@ -1,4 +1,5 @@
-"""`ModelConfig`: the architecture facts the model code needs, from HF config.json or GGUF metadata."""
+"""`ModelConfig`: the architecture facts the model code needs, from HF config.json or GGUF
+metadata."""
 
 from __future__ import annotations
 
@@ -76,7 +77,8 @@ def _eos_list(*values: Any) -> list[int]:
 
 
 def config_from_hf(cfg: dict[str, Any], generation_cfg: dict[str, Any], source: str) -> ModelConfig:
-    """Build from a parsed config.json (+ generation_config.json, whose eos list wins over config's)."""
+    """Build from a parsed config.json (+ generation_config.json, whose eos list wins over
+    config's)."""
     arch = cfg.get("model_type")
     if arch not in SUPPORTED_ARCHS:
         raise ModelLoadError(

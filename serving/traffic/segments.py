@@ -49,7 +49,8 @@ def segment_from_request(
     user: str | None = None,
     metadata: Mapping[str, object] | None = None,
 ) -> SegmentInfo:
-    """Resolve tenant/segment/prompt_version; header > metadata > user. Values are cut to 128 chars."""
+    """Resolve tenant/segment/prompt_version; header > metadata > user. Values are cut to 128
+    chars."""
     meta = {_storable(k): _storable(v) for k, v in (metadata or {}).items()}
     lowered = {k.lower(): v for k, v in headers.items()}
 

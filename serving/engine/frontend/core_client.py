@@ -1,6 +1,7 @@
 """`EngineCoreClient`: the API process's engine when the engine core runs in its own process.
 
-An `EngineClient`, like AsyncLLMEngine, so the server does not care which it has. One output thread receives the core's per-step message, folds
+An `EngineClient`, like AsyncLLMEngine, so the server does not care which it has. One output thread
+receives the core's per-step message, folds
 every request's new tokens into text (`fold_step`: detokenizer + stop strings) and hands each
 event loop its outputs in one `call_soon_threadsafe`; requests a stop string finished are
 aborted in the core in one message. A supervisor thread watches the core process: when it dies,

@@ -2,7 +2,8 @@
 over ZeroMQ (msgpack on the wire).
 
 API -> core: `AddRequest`, `AbortRequests`, `Shutdown` (with several API processes, only their
-parent sends `Shutdown`, and publishes `CoreDown` to them when the core died). Core -> API: `CoreReady` once the model
+parent sends `Shutdown`, and publishes `CoreDown` to them when the core died). Core -> API:
+`CoreReady` once the model
 is loaded (or `CoreFailed`), then one `StepOutputs` per engine step (or per batch of handled
 commands): the new token ids of every request that advanced (plain one-token advances as
 `TokenRows` columns, the rest as `RequestDelta`s), with the step's engine stats. Text

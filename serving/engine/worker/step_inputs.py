@@ -190,7 +190,8 @@ def _decode_only(
 ) -> StepInputs:
     """One token per sequence at its start position (the steady state; batch 1 lives here): slots
     come from the block-table lists in Python, and every int64 vector travels in one host array and
-    one copy (ids, positions, slots, sample rows), the int32 ones in another (query starts, lengths):
+    one copy (ids, positions, slots, sample rows), the int32 ones in another (query starts,
+    lengths):
     three host-to-device copies a step instead of seven, and no tensor arithmetic on the host."""
     n = len(order)
     slots = []
