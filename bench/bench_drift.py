@@ -175,7 +175,8 @@ def main() -> None:
     ]
     ours = sorted({r.feature for r in report.results if r.test == "psi" and r.drifted})
     print(
-        f"evidently DataDriftPreset: same {args.rows:,} x {len(FEATURES)} numeric vs {args.base:,}: "
+        f"evidently DataDriftPreset: same {args.rows:,} x {len(FEATURES)} numeric vs "
+        f"{args.base:,}: "
         f"{t_ev:.1f} s  (drifted columns: {counts[0] if counts else '?'}; vigil PSI: {ours})"
     )
     print(

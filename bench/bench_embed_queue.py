@@ -282,8 +282,10 @@ def main() -> int:
         "embed_queue",
         [table],
         [
-            "before: the same database without `ix_embeddings_sample_model` and, on SQLite, without "
-            "statistics (the schema up to migration 0011); after: at head, as `vigil db upgrade` leaves it"
+            "before: the same database without `ix_embeddings_sample_model` and, on SQLite, "
+            "without "
+            "statistics (the schema up to migration 0011); after: at head, as `vigil db upgrade` "
+            "leaves it"
         ],
     )
     return 0

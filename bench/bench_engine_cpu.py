@@ -143,13 +143,16 @@ def main() -> None:
 
     print(
         f"SmolLM2-135M-Instruct (GGUF Q4_1 -> float32), CPU, {args.threads} threads, "
-        f"batch {len(prompts)}, {n} new tokens each, prompts {min(map(len, prompts))}-{width} tokens"
+        f"batch {len(prompts)}, {n} new tokens each, prompts {min(map(len, prompts))}-{width} "
+        "tokens"
     )
     print(
-        f"  vigil engine : {total / t_ours:8.1f} tok/s  ({t_ours:.2f} s, {steps} steps, best of {args.repeats})"
+        f"  vigil engine : {total / t_ours:8.1f} tok/s  ({t_ours:.2f} s, {steps} steps, best of "
+        f"{args.repeats})"
     )
     print(
-        f"  HF generate  : {total / t_hf:8.1f} tok/s  ({t_hf:.2f} s, left-padded batch, best of {args.repeats})"
+        f"  HF generate  : {total / t_hf:8.1f} tok/s  ({t_hf:.2f} s, left-padded batch, best of "
+        f"{args.repeats})"
     )
     print(f"  ratio (ours / HF): {t_hf / t_ours:.2f}x")
     if t_seq is not None:

@@ -89,9 +89,11 @@ def main() -> int:
         "engine_spans",
         [table],
         [
-            f"{sink.requests} OTLP export requests received; spans off, nothing of OpenTelemetry is imported and "
+            f"{sink.requests} OTLP export requests received; spans off, nothing of OpenTelemetry "
+            "is imported and "
             "the traffic logger's hand-off is unchanged",
-            "process CPU time on a shared 2-core machine; the served on/off ratio (bench_proxy --spans) needs a GPU run",
+            "process CPU time on a shared 2-core machine; the served on/off ratio (bench_proxy "
+            "--spans) needs a GPU run",
         ],
     )
     return 0

@@ -129,7 +129,8 @@ def main() -> None:
         "front_outputs",
         [table, wire],
         [
-            "Same deltas, same text received (checked); the work is the API process's output thread's, "
+            "Same deltas, same text received (checked); the work is the API process's output "
+            "thread's, "
             "per engine step, for every running request."
         ],
     )
@@ -195,7 +196,8 @@ def run_wire(
 
 def _wire_table(tokenizer, ids: list[int], args) -> Table:
     table = Table(
-        f"API-side decode and fold of each step's message, {args.requests} streams, {args.steps} steps, "
+        f"API-side decode and fold of each step's message, {args.requests} streams, {args.steps} "
+        "steps, "
         f"best of {args.repeats}: every token a RequestDelta against one-token rows (TokenRows)",
         ["deltas us / step", "rows us / step", "deltas / rows"],
     )

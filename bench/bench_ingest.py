@@ -133,7 +133,8 @@ def main() -> int:
     ok = results["sqlite"]["writer"] >= SQLITE_TARGET
     verdict = "meets" if ok else "MISSES"
     print(
-        f"SQLite batched writer {results['sqlite']['writer']:,.0f} rows/s {verdict} the {SQLITE_TARGET:,.0f} rows/s target"
+        f"SQLite batched writer {results['sqlite']['writer']:,.0f} rows/s {verdict} the "
+        f"{SQLITE_TARGET:,.0f} rows/s target"
     )
     table = Table(
         f"{args.rows:,} rows batched, {args.single_rows:,} rows one commit per row",

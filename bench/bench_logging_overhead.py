@@ -193,7 +193,8 @@ def main() -> int:
             " the CPU accounting below is the load-independent measure"
         )
     print(
-        f"logging threads CPU = {cpu['logging_on']:.3f}s vs engine loop CPU = {cpu['engine_on']:.2f}s "
+        f"logging threads CPU = {cpu['logging_on']:.3f}s vs engine loop CPU = "
+        f"{cpu['engine_on']:.2f}s "
         f"-> {cpu_share:.2f}% extra CPU"
     )
     print(

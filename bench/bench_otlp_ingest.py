@@ -250,9 +250,12 @@ def main() -> int:
         "otlp_ingest",
         [table],
         [
-            "client and server share one interpreter on a shared 2-core machine: compare the paths, not the totals;"
-            f" medians of {args.rounds} rounds of {args.rows} rows per path, the paths taking turns",
-            "OTLP rows carry the same text, token counts, finish reason, segment, model and latency as the ingest rows",
+            "client and server share one interpreter on a shared 2-core machine: compare the "
+            "paths, not the totals;"
+            f" medians of {args.rounds} rounds of {args.rows} rows per path, the paths taking "
+            "turns",
+            "OTLP rows carry the same text, token counts, finish reason, segment, model and "
+            "latency as the ingest rows",
         ],
     )
     return 0

@@ -129,7 +129,8 @@ def measure(url: str, repeat: int, tmp: Path) -> dict[str, dict]:
             "kib": size / 1024,
         }
         print(
-            f"{path}: median {out[path]['median_ms']:.0f} ms, slowest {out[path]['max_ms']:.0f} ms, "
+            f"{path}: median {out[path]['median_ms']:.0f} ms, slowest {out[path]['max_ms']:.0f} "
+            "ms, "
             f"{out[path]['kib']:.0f} KiB",
             flush=True,
         )
@@ -220,7 +221,8 @@ def main() -> int:
     ]
     if before:
         notes.append(
-            f"before: figures from {args.before.name}, the same bench run on the code before this change"
+            f"before: figures from {args.before.name}, the same bench run on the code before this "
+            "change"
         )
     if not args.no_write:
         write_results("overview_load", [table], notes)

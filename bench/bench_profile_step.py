@@ -128,7 +128,8 @@ def main() -> None:
         fwd = sum(s.elapsed_time(e) for s, e in events) / len(events) / 1e3
         mode = "on" if on else "off"
         print(
-            f"## {args.shape} batch {args.batch}, async scheduling {mode}: engine step {wall * 1e3:.3f} ms "
+            f"## {args.shape} batch {args.batch}, async scheduling {mode}: engine step "
+            f"{wall * 1e3:.3f} ms "
             f"wall, model forward (graph replay + input copies) {fwd * 1e3:.3f} ms on the GPU "
             f"-> {100 * (1 - fwd / wall):.0f}% of the step is outside the forward "
             f"(scheduler, step inputs, lm_head, sampler, outputs); {args.batch / wall:.0f} tok/s"

@@ -58,7 +58,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument(
         "--fake-upstream",
         action="store_true",
-        help="CPU: bench/fake_sse_upstream.py (one-token events every --itl-ms) instead of vigil serve",
+        help="CPU: bench/fake_sse_upstream.py (one-token events every --itl-ms) instead of vigil "
+        "serve",
     )
     p.add_argument("--itl-ms", type=float, default=5.0)
     p.add_argument("--port", type=int, default=8765)
@@ -247,11 +248,13 @@ def main() -> None:
     notes = [
         f"targets: TTFT p50 added <= 2 ms ({'met' if added50 <= 2 else 'missed'}), "
         f"throughput >= 95 % ({'met' if ratio >= 0.95 else 'missed'})",
-        f"proxy samples at {args.proxy_sample_rate:g} into SQLite; {proxy_store.rows()} rows stored",
+        f"proxy samples at {args.proxy_sample_rate:g} into SQLite; {proxy_store.rows()} rows "
+        "stored",
     ]
     if args.fake_upstream:
         notes.append(
-            f"upstream: bench/fake_sse_upstream.py, one-token events every {args.itl_ms:g} ms, no GPU"
+            f"upstream: bench/fake_sse_upstream.py, one-token events every {args.itl_ms:g} ms, no "
+            "GPU"
         )
     if args.spans and not args.fake_upstream:
         tables.append(spans_on_off(args, jobs, name, engine_store, results["direct"], notes))

@@ -112,7 +112,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument(
         "--server-per-concurrency",
         action="store_true",
-        help="a server per concurrency, max_num_seqs = that concurrency, as the offline engine it is "
+        help="a server per concurrency, max_num_seqs = that concurrency, as the offline engine it "
+        "is "
         "compared with (default: one server, max_num_seqs = the largest concurrency)",
     )
     p.add_argument("--num-prompts", type=int, default=32)
@@ -120,7 +121,8 @@ def parse_args() -> argparse.Namespace:
         "--offline-repeats",
         type=int,
         default=2,
-        help="passes of the jobs through the offline engine; the served run is compared with the best",
+        help="passes of the jobs through the offline engine; the served run is compared with the "
+        "best",
     )
     p.add_argument("--workload", default="random", choices=["random", "chat"])
     p.add_argument("--input-len", type=int, default=64)
@@ -162,7 +164,8 @@ def main() -> None:
     if capacity is not None:
         worst = sorted((len(j.prompt_ids) + j.max_tokens for j in jobs), reverse=True)[:max_seqs]
         print(
-            f"KV cache: {capacity} tokens (bf16); {len(worst)} longest jobs at once need {sum(worst)}"
+            f"KV cache: {capacity} tokens (bf16); {len(worst)} longest jobs at once need "
+            f"{sum(worst)}"
             + (" (preemption possible: raise --kv-cache-mb)" if sum(worst) > capacity else ""),
             flush=True,
         )
@@ -173,7 +176,8 @@ def main() -> None:
         for api_servers in [int(n) for n in args.api_server_count.split(",")]:
             if api_servers > 1 and mode != "separate":
                 print(
-                    f"skipped: {api_servers} API servers need the separate engine process, not {mode}"
+                    f"skipped: {api_servers} API servers need the separate engine process, not "
+                    f"{mode}"
                 )
                 continue
             for sample_rate in sample_rates:
@@ -325,7 +329,8 @@ def report(args, runs: list[dict]) -> bool:
     """Print and keep the tables; False when a logging check failed."""
     shape = f"random {args.shape} weights, " if args.shape else ""
     title = (
-        f"vigil serve on {args.device}, {shape}{args.workload} workload ({args.num_prompts} requests, input ~"
+        f"vigil serve on {args.device}, {shape}{args.workload} workload ({args.num_prompts} "
+        "requests, input ~"
         f"{args.input_len}, output ~{args.output_len} tokens, greedy, EOS ignored), "
         f"{args.client_procs} client processes; SLO TTFT <= 200 ms, TPOT <= 50 ms"
     )

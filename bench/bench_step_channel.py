@@ -144,7 +144,8 @@ def main() -> None:
             "step_channel",
             [table],
             [
-                "Each message waits for the worker's acknowledgement of the one before (a pipe message): "
+                "Each message waits for the worker's acknowledgement of the one before (a pipe "
+                "message): "
                 "the figures include that pipe round trip, the same for every channel.",
             ],
         )

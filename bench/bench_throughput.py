@@ -243,7 +243,8 @@ def bench_tp_shape(name: str, batches: list[int], args, rows: list[dict], table:
             engine.tensor_parallel.all_reduce_name if engine.tensor_parallel is not None else "-"
         )
         print(
-            f"# TP={tp}: async scheduling {'on' if engine.async_scheduling else 'off'}, all-reduce {reduce_name}",
+            f"# TP={tp}: async scheduling {'on' if engine.async_scheduling else 'off'}, all-reduce "
+            f"{reduce_name}",
             flush=True,
         )
         try:

@@ -81,7 +81,8 @@ class WorkerProcesses:
                     )
                 if time.monotonic() > deadline:
                     raise WorkerStartError(
-                        f"tensor-parallel worker rank {rank} did not report {expected!r} within {timeout_s:.0f} s"
+                        f"tensor-parallel worker rank {rank} did not report {expected!r} within "
+                        f"{timeout_s:.0f} s"
                     )
             try:
                 kind, detail = from_worker.recv()

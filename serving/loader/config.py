@@ -36,7 +36,8 @@ class ModelConfig:
     def validate(self, source: str) -> None:
         if self.arch not in SUPPORTED_ARCHS:
             raise ModelLoadError(
-                f"{source}: unsupported architecture {self.arch!r} (supported: {', '.join(SUPPORTED_ARCHS)})"
+                f"{source}: unsupported architecture {self.arch!r} (supported: "
+                f"{', '.join(SUPPORTED_ARCHS)})"
             )
         if self.num_attention_heads % self.num_key_value_heads:
             raise ModelLoadError(

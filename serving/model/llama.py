@@ -149,7 +149,8 @@ def build_model(
     for name, param in expected.items():
         if tuple(fused[name].shape) != tuple(param.shape):
             raise ValueError(
-                f"weight {name} has shape {tuple(fused[name].shape)}, the config implies {tuple(param.shape)}"
+                f"weight {name} has shape {tuple(fused[name].shape)}, the config implies "
+                f"{tuple(param.shape)}"
             )
     tensors = {k: v.to(device=device, dtype=dtype).contiguous() for k, v in fused.items()}
     model.load_state_dict(tensors, strict=True, assign=True)

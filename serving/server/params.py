@@ -42,7 +42,8 @@ def build_params(
         max_tokens = max(1, min(max_tokens, max_model_len - prompt_len))
     elif prompt_len + max_tokens > max_model_len:
         raise APIError(
-            f"This model's maximum context length is {max_model_len} tokens. However, you requested "
+            f"This model's maximum context length is {max_model_len} tokens. However, you "
+            "requested "
             f"{prompt_len + max_tokens} tokens ({prompt_len} in the prompt, {max_tokens} for the "
             f"completion). Please reduce the prompt or {max_tokens_param}.",
             param=max_tokens_param,

@@ -60,7 +60,8 @@ def _content_text(i: int, content: Any) -> str:
             or not isinstance(part.get("text"), str)
         ):
             raise ValueError(
-                f"messages[{i}].content[{j}]: only text parts ({{'type': 'text', 'text': ...}}) are supported"
+                f"messages[{i}].content[{j}]: only text parts ({{'type': 'text', 'text': ...}}) "
+                "are supported"
             )
         texts.append(part["text"])
     return "\n".join(texts)
@@ -86,7 +87,8 @@ def normalize_messages(messages: Any) -> list[dict[str, Any]]:
                 raise ValueError(f"messages[{i}] ({role}) has no content")
         elif not isinstance(content, str):
             raise ValueError(
-                f"messages[{i}].content must be a string or a list of text parts, got {type(content).__name__}"
+                f"messages[{i}].content must be a string or a list of text parts, got "
+                f"{type(content).__name__}"
             )
         out.append(msg)
     return out

@@ -53,7 +53,8 @@ def set_up_worker(cfg: EngineConfig, loaded: Any, device: torch.device) -> Worke
         )
     if num_blocks < 2:
         raise ValueError(
-            f"kv_cache_memory_mb={cfg.kv_cache_memory_mb} holds {num_blocks} KV blocks; need at least 2"
+            f"kv_cache_memory_mb={cfg.kv_cache_memory_mb} holds {num_blocks} KV blocks; need at "
+            "least 2"
         )
     limit = cfg.max_model_len or loaded.config.max_position_embeddings
     # a sequence must fit the pool alone, or preemption could never make room for it
