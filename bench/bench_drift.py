@@ -2,7 +2,8 @@
 embeddings against a 100,000-sample baseline — every test and the cluster checks — and, in the
 same run, Evidently's DataDriftPreset on the same numeric data. Prints times and the ratio.
 
-    .venv/bin/python -m bench.bench_drift [--rows 1000000] [--emb 50000] [--base 100000] [--no-evidently]
+    .venv/bin/python -m bench.bench_drift [--rows 1000000] [--emb 50000] [--base 100000] \
+        [--no-evidently]
 
 Threads: torch and BLAS/OpenMP pools are held to --threads (default 1): on a machine with few shared
 cores

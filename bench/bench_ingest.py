@@ -1,6 +1,7 @@
 """Ingest throughput: batched writes vs one commit per row, on SQLite and PostgreSQL.
 
-    .venv/bin/python -m bench.bench_ingest [--rows 20000] [--single-rows 2000] [--pg-url URL] [--no-pg]
+    .venv/bin/python -m bench.bench_ingest [--rows 20000] [--single-rows 2000] [--pg-url URL] \
+        [--no-pg]
 
 Three paths per backend, measured in the same run on the same schema:
   writer   SampleWriter.submit() from the caller, background batches (the engine's real path)

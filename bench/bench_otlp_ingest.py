@@ -3,7 +3,8 @@ through `POST /v1/ingest` (JSON sample records) and `POST /v1/traces` (the same 
 GenAI spans with semconv 1.37 content attributes, OTLP protobuf and OTLP/JSON), in batches,
 against the sidecar app under uvicorn on loopback, SQLite and (when reachable) PostgreSQL.
 
-    .venv/bin/python -m bench.bench_otlp_ingest [--rows 3000] [--batch 500] [--rounds 3] [--pg-url URL] [--no-pg]
+    .venv/bin/python -m bench.bench_otlp_ingest [--rows 3000] [--batch 500] [--rounds 3] \
+        [--pg-url URL] [--no-pg]
 
 The client runs in this process beside the server (one interpreter), so the figures compare
 the paths with each other rather than bound the sidecar; each path's rows get fresh ids.

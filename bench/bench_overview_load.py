@@ -1,7 +1,8 @@
 """Server time of the overview and segment pages and every chart-data request they make, with
 30 days of hourly drift runs, on SQLite and PostgreSQL.
 
-    .venv/bin/python -m bench.bench_overview_load [--hours 720] [--samples-per-hour 100] [--repeat 7]
+    .venv/bin/python -m bench.bench_overview_load [--hours 720] [--samples-per-hour 100] \
+        [--repeat 7]
         [--backends sqlite postgresql] [--pg-url URL] [--json PATH] [--before PATH] [--no-write]
 
 Seeds `tests/dashboards/seed_history.py` (hours x 45 drift results, samples with latencies, judge

@@ -60,10 +60,12 @@ def records(tag: str, start: datetime, first: int, count: int, total: int, seed:
     out = []
     for k, (topic, prompt, response) in enumerate(pairs(seed, count)):
         i = first + k
-        out.append({"id": f"{tag}-{i:07d}", "timestamp": (start + HOUR * (i + 0.5) / total).isoformat(),
+        out.append({"id": f"{tag}-{i:07d}",
+                    "timestamp": (start + HOUR * (i + 0.5) / total).isoformat(),
                     "tenant": f"t{i % 5}", "segment": names[segs[k]], "prompt_version": "v1",
                     "model_version": "m1", "prompt": prompt, "response": response,
-                    "prompt_tokens": int(len(prompt.split()) * 1.3), "completion_tokens": int(len(response.split()) * 1.3),
+                    "prompt_tokens": int(len(prompt.split()) * 1.3),
+                    "completion_tokens": int(len(response.split()) * 1.3),
                     "finish_reason": "stop", "latency_ms": float(rng.gamma(4.0, 200.0)),
                     "ttft_ms": float(rng.gamma(3.0, 40.0)), "tools": [topic]})  # fmt: skip
     return out
@@ -226,8 +228,9 @@ def run(args, url: str, report_dir: Path) -> list[dict]:
             window_s = time.perf_counter() - t
             row = {"n": n, "ingest_rows_s": n / ingest_s, "read_samples": read_samples,
                    "embed_s": read_s, "embed_texts_s": read_texts / read_s if read_s else None,
-                   "naive_s": naive_total_s, "naive_measured": naive_samples, "naive_projected": rest,
-                   "load_s": timers.spent.get("load", 0.0), "tests_s": timers.spent.get("tests", 0.0),
+                   "naive_s": naive_total_s, "naive_measured": naive_samples,
+                   "naive_projected": rest, "load_s": timers.spent.get("load", 0.0),
+                   "tests_s": timers.spent.get("tests", 0.0),
                    "report_s": timers.spent.get("report", 0.0), "window_total_s": window_s,
                    "rows_read": outcome.num_samples, "rss_mb": peak_rss_mb()}  # fmt: skip
             print(json.dumps(row), flush=True)
@@ -270,8 +273,9 @@ def main() -> int:
         dispose_engines()
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
-    table = Table(f"one hour of N samples on PostgreSQL, window cap {args.cap:,} rows, embedder on CPU "
-                  f"({args.threads} thread)", ["N", "ingest rows/s", "embedded (read rows)", "embed s",
+    table = Table(f"one hour of N samples on PostgreSQL, window cap {args.cap:,} rows, "
+                  f"embedder on CPU ({args.threads} thread)",
+                  ["N", "ingest rows/s", "embedded (read rows)", "embed s",
                   "embed texts/s", "naive embed s", "naive/read", "window load s", "drift tests s",
                   "report s", "peak RSS MB"])  # fmt: skip
     for r in rows:

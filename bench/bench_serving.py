@@ -35,8 +35,9 @@ One JSON file per run goes to --json-dir; the tables to bench/results/serving.md
 
     python -m bench.bench_serving --device cpu --concurrency 4 --num-prompts 8 --input-len 16 \
         --output-len 8 --sample-rates 0,1
-    python -m bench.bench_serving --device cuda --tokenizer-dir DIR --shape qwen3-4b --concurrency 64,256 \
-        --num-prompts 512 --input-len 128 --output-len 256 --kv-cache-mb 16384 --client-procs 4 \
+    python -m bench.bench_serving --device cuda --tokenizer-dir DIR --shape qwen3-4b \
+        --concurrency 64,256 --num-prompts 512 --input-len 128 --output-len 256 \
+        --kv-cache-mb 16384 --client-procs 4 \
         --modes separate --sample-rates 0,1
     python -m bench.bench_serving --device cpu --tiny-model /tmp/vigil_tiny --modes separate \
         --api-server-count 1,2 --concurrency 64 --num-prompts 64 --input-len 16 --output-len 16 \

@@ -12,7 +12,8 @@ tokenizer (no detokenization), like HF's token-id generate. Each batch runs with
 off and on (`--async-scheduling both`, the default), on the same engine one after the other.
 
     python -m bench.bench_throughput [--shapes ...] [--batches 1,16,64,256] [--json F]
-    python -m bench.bench_throughput --device cuda --shapes smollm2-135m,qwen3-4b --batches 1 --no-hf
+    python -m bench.bench_throughput --device cuda --shapes smollm2-135m,qwen3-4b --batches 1 \
+        --no-hf
 
 With `--tensor-parallel-size N` (N > 1) each shape runs at TP=1 and TP=N side by side on the
 same random weights (made on the GPUs, no HF model), except the `--tp-only-shapes` (default
@@ -20,7 +21,8 @@ qwen3-32b), which run at TP=N alone; the roofline counts N GPUs' bandwidth. Both
 async scheduling on (off with `--async-scheduling off`); `--tp-allreduce` picks the layers'
 all-reduce, and each engine prints which one it uses.
 
-    python -m bench.bench_throughput --tensor-parallel-size 2 --shapes qwen3-4b,qwen3-32b --batches 1,64
+    python -m bench.bench_throughput --tensor-parallel-size 2 --shapes qwen3-4b,qwen3-32b \
+        --batches 1,64
 """
 
 from __future__ import annotations
@@ -347,11 +349,17 @@ def main() -> None:
     args = parser.parse_args()
     batches = [int(b) for b in args.batches.split(",")]
     if args.tensor_parallel_size > 1:
-        title = f"tensor parallel: prompt {args.prompt} + {args.new} new tokens, KV {args.kv_cache_dtype}"
+        title = (
+            f"tensor parallel: prompt {args.prompt} + {args.new} new tokens, "
+            f"KV {args.kv_cache_dtype}"
+        )
         device = f"{torch.cuda.get_device_name()} x{torch.cuda.device_count()}"
         table, bench_one, name = Table(title, TP_COLUMNS), bench_tp_shape, "throughput_tp"
     else:
-        title = f"prompt {args.prompt} + {args.new} new tokens (HF generate: {args.hf_new} new), KV {args.kv_cache_dtype}"
+        title = (
+            f"prompt {args.prompt} + {args.new} new tokens (HF generate: {args.hf_new} new), "
+            f"KV {args.kv_cache_dtype}"
+        )
         device = torch.cuda.get_device_name()
         table, bench_one, name = Table(title, COLUMNS), bench_shape, "throughput"
     print(f"# {device}; {title}")

@@ -34,13 +34,14 @@ async def handle(
                     {"object": "list", "data": [{"id": MODEL, "object": "model"}]}
                 ).encode()
                 writer.write(
-                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
-                    % (len(data), data)
+                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                    b"content-length: %d\r\n\r\n%s" % (len(data), data)
                 )
                 continue
             n = int(body.get("max_tokens") or 16)
             writer.write(
-                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                b"transfer-encoding: chunked\r\n\r\n"
             )
             await asyncio.sleep(ttft)
             for i in range(n):
