@@ -46,6 +46,7 @@ doctor:
 # as they come clean)
 lint: install
 	$(VENV)/bin/ruff check vigil serving drift storage alerts sidecar dashboards tests bench
+	$(VENV)/bin/ruff format --check vigil serving drift storage alerts sidecar dashboards tests bench
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy drift vigil/sample_record vigil/config.py vigil/keys.py vigil/internal.py vigil/alert_table.py vigil/redact.py vigil/pseudonym.py
 	$(VENV)/bin/mypy serving/engine/frontend/client.py serving/engine/frontend/stats_mirror.py \
