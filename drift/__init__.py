@@ -10,7 +10,9 @@ Entry points:
     drift.custom_rules      DEFAULT_RULES, rules_from_dicts(), merge_rules()
     drift.registry   TestSpec, register(), get_test(name), tests_for(kind), decide()
                      (tests: drift.stattests)
-    drift.clusters   fit_clusters(), detect_clusters()
+    drift.proposals  propose_alerts(results, rules) -> [ProposedAlert]
+    drift.cluster_model  fit_clusters() -> ClusterModel
+    drift.clusters   detect_clusters(model, window_vectors)
     drift.errors     InputError: the one exception for input the drift code cannot use
     drift.formatting fmt_num(), clean_text(): text for any number (None/NaN/inf) or string
 

@@ -18,7 +18,7 @@ import pandas as pd
 
 from drift.battery_inputs import Frozen, Levels
 from drift.categories import category_levels
-from drift.clusters import ClusterModel, fit_clusters
+from drift.cluster_model import ClusterModel, fit_clusters
 from drift.codec import decode_array, encode_array
 from drift.features import EmbeddingBlock, FeatureSet, extract_features
 from drift.result import jsonable

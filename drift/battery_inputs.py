@@ -13,7 +13,7 @@ from drift.registry import TestSpec, get_test
 from drift.result import TestResult
 
 if TYPE_CHECKING:
-    from drift.clusters import ClusterModel
+    from drift.cluster_model import ClusterModel
     from drift.stattests.mmd import MMDReference
 
 

@@ -5,7 +5,7 @@ prompt version, ...: one label "key=value" per value seen in the window) against
 segment of the baseline. Segments smaller than `min_segment_size` on either side get one
 insufficient result instead of tests. The whole-window tests see both sides thinned to the
 population mix by `sample_weight` (drift.weights). Drifted results become proposed alerts
-through the rules table (drift.custom_rules). Pure: frames and arrays in, a DriftOutcome out.
+through the rules table (drift.proposals). Pure: frames and arrays in, a DriftOutcome out.
 """
 
 from __future__ import annotations
@@ -24,35 +24,22 @@ from drift.custom_rules import DEFAULT_RULES, Rule
 from drift.errors import InputError
 from drift.eval_trend import eval_trend_test
 from drift.features import MULTI_VALUED, EmbeddingBlock, FeatureSet, extract_features
-from drift.formatting import clean_text, fmt_num
 from drift.new_values import new_values_test
-from drift.outcome import DriftOutcome, ProposedAlert
+from drift.outcome import DriftOutcome
+from drift.proposals import propose_alerts
 from drift.result import ALL, TestResult
+from drift.segments import (
+    DEFAULT_SEGMENT_BY,
+    MAX_SEGMENTS_PER_KEY,
+    MIN_SEGMENT_SIZE,
+    segment_rows,
+    segment_values,
+)
 from drift.weights import Population, block_rows_to_original, population_sample, weighting_detail
-
-DEFAULT_SEGMENT_BY = ("tenant", "segment", "prompt_version")
-MIN_SEGMENT_SIZE = 50
-MAX_SEGMENTS_PER_KEY = 50
 
 
 def _features(source: pd.DataFrame | FeatureSet, embeddings=None) -> FeatureSet:
     return source if isinstance(source, FeatureSet) else extract_features(source, embeddings)
-
-
-def segment_rows(fs: FeatureSet, key: str, value: str) -> np.ndarray:
-    return np.flatnonzero(fs.keys[key] == value) if key in fs.keys else np.empty(0, np.int64)
-
-
-def segment_values(fs: FeatureSet, key: str, limit: int) -> list[str]:
-    """Values of `key` in the window, most frequent first (at most `limit`)."""
-    if key not in fs.keys:
-        return []
-    vals = [v for v in fs.keys[key] if v is not None]
-    if not vals:
-        return []
-    uniq, counts = np.unique(np.asarray(vals, dtype=str), return_counts=True)
-    order = np.argsort(-counts, kind="stable")
-    return [str(uniq[i]) for i in order[:limit]]
 
 
 def run_drift(
@@ -275,46 +262,3 @@ def _eval_results(
         for name in ref.eval_names()
         if name in ev.numeric
     ]
-
-
-def describe_hit(r: TestResult) -> str:
-    """One phrase for a drifted result in an alert summary. Every number goes through fmt_num:
-    any field may be None, NaN or inf (cluster growth has no threshold) and must still print."""
-    feature = clean_text(r.feature or ALL)
-    if r.test == "new_category":
-        big = [v for v in r.detail.get("new") or [] if isinstance(v, dict) and v.get("big")]
-        return (
-            ", ".join(
-                f"new {feature} {clean_text(v.get('value'))}: "
-                f"{fmt_num(v.get('share'), '.0%')} of the window"
-                for v in big[:5]
-            )
-            or feature
-        )
-    if r.test == "eval_trend":
-        return f"{feature} (-{fmt_num(r.statistic, '.1%')}, p={fmt_num(r.p_value)})"
-    if r.test == "new_cluster":
-        return f"{feature} (new group {fmt_num(r.statistic, '.0%')} of window)"
-    if r.test == "cluster_growth":
-        return f"{feature} (a small cluster grew {fmt_num(r.statistic)}x, p={fmt_num(r.p_value)})"
-    if r.test in ("mmd", "ks", "chi2"):
-        return f"{feature} (p={fmt_num(r.p_value)}, stat={fmt_num(r.statistic)})"
-    return f"{feature} ({fmt_num(r.statistic)} > {fmt_num(r.threshold)})"
-
-
-def propose_alerts(results: Sequence[TestResult], rules: Sequence[Rule]) -> list[ProposedAlert]:
-    """One alert per (rule, segment) over the drifted, sufficient results the rule matches."""
-    alerts = []
-    for rule in rules:
-        by_segment: dict[str, list[TestResult]] = {}
-        for r in results:
-            if r.drifted and not r.insufficient and rule.matches(r):
-                by_segment.setdefault(r.segment, []).append(r)
-        for segment, hits in by_segment.items():
-            where = "whole window" if segment == ALL else clean_text(segment)
-            summary = f"{rule.test} drift on {', '.join(describe_hit(h) for h in hits)} [{where}]"
-            evidence = {"rule": rule.description, "results": [h.to_dict() for h in hits]}
-            alerts.append(
-                ProposedAlert(rule.severity, rule.name, rule.kind, segment, summary, evidence)
-            )
-    return alerts

@@ -33,7 +33,7 @@ log = logging.getLogger("vigil.sidecar.report")
 
 
 def _rows_of_segment(frame: pd.DataFrame, label: str) -> np.ndarray:
-    """Frame row indices of a segment label ("*" or "key=value"), as drift.run selects them."""
+    """Frame row indices of a segment label ("*" or "key=value"), as drift.segments selects them."""
     if label == "*":
         return np.arange(len(frame))
     key, _, value = label.partition("=")

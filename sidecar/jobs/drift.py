@@ -227,7 +227,8 @@ def run_window(
     """Drift for one window [start, end), exactly once (see module doc). `resolve_absent`:
     open drift alerts this window does not fire are resolved (the scheduled job); an ad-hoc
     window (`vigil report`) leaves them alone."""
-    from drift.run import DEFAULT_SEGMENT_BY, run_drift
+    from drift.run import run_drift
+    from drift.segments import DEFAULT_SEGMENT_BY
 
     with session_factory() as session:
         active = get_active_baseline(session)

@@ -10,8 +10,8 @@ from alert_helpers import T0, make_run, make_settings
 
 from alerts.service import list_alerts, raise_alerts, raise_condition
 from drift.custom_rules import DEFAULT_RULES
+from drift.proposals import propose_alerts
 from drift.result import TestResult
-from drift.run import propose_alerts
 from vigil.alert_table import DRIFT_RULES
 
 

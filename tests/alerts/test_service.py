@@ -213,8 +213,8 @@ def test_drift_jobs_proposals_are_accepted_and_file_rules_match_their_results(se
     """The contract with drift/: its ProposedAlert objects (evidence = {"rule": description,
     "results": [TestResult dicts]}) go in unchanged; a file rule matching test/feature applies."""
     from drift.custom_rules import DEFAULT_RULES
+    from drift.proposals import propose_alerts
     from drift.result import TestResult
-    from drift.run import propose_alerts
 
     results = [
         TestResult("psi", 0.41, None, 0.25, True, feature="prompt_tokens", segment="tenant=a"),

@@ -8,8 +8,8 @@ import pytest
 import alerts
 import drift.custom_rules
 from alerts.proposal import coerce_proposal
+from drift.proposals import propose_alerts
 from drift.result import TestResult
-from drift.run import propose_alerts
 from vigil import alert_table
 from vigil.alert_table import DEFAULT_RULES, KINDS, SEVERITIES, Rule, condition_rule
 
@@ -67,7 +67,7 @@ def test_a_row_with_an_unknown_tier_or_kind_is_refused():
 
 
 def test_drift_job_tiers_raw_results_with_the_table():
-    """What the removed raw-result evaluator checked, on the live path (drift.run)."""
+    """What the removed raw-result evaluator checked, on the live path (drift.proposals)."""
     results = [
         TestResult("psi", 0.31, None, 0.25, True, feature="prompt_tokens"),
         TestResult("psi", 0.28, None, 0.25, True, feature="prompt_chars"),

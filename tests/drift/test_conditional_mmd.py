@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 
 from drift.battery_inputs import BatteryOptions, Frozen, Levels, TestInputs
-from drift.clusters import fit_clusters
+from drift.cluster_model import fit_clusters
 from drift.features import extract_features
 from drift.prompt_response import conditional_results
 from drift.registry import get_test

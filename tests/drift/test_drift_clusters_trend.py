@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from drift.clusters import ClusterModel, detect_clusters, fit_clusters
+from drift.cluster_model import ClusterModel, fit_clusters
+from drift.clusters import detect_clusters
 from drift.eval_trend import eval_trend_test
 
 

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from drift.clusters import detect_clusters, fit_clusters
+from drift.cluster_model import fit_clusters
+from drift.clusters import detect_clusters
 from drift.eval_trend import eval_trend_test
 from drift.multitest import benjamini_hochberg
 from drift.registry import get_test

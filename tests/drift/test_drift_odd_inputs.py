@@ -27,7 +27,9 @@ from drift.baseline import build_baseline
 from drift.custom_rules import DEFAULT_RULES
 from drift.errors import InputError
 from drift.new_values import new_values_test
-from drift.run import DEFAULT_SEGMENT_BY, propose_alerts, run_drift
+from drift.proposals import propose_alerts
+from drift.run import run_drift
+from drift.segments import DEFAULT_SEGMENT_BY
 from vigil.cli.check import EXIT_BAD_INPUT, EXIT_DRIFT, EXIT_NO_VERDICT, EXIT_OK, check_command
 
 FUZZ = settings(

@@ -17,9 +17,9 @@ import pytest
 from drift.custom_rules import DEFAULT_RULES, Rule
 from drift.formatting import clean_text, fmt_num
 from drift.outcome import DriftOutcome
+from drift.proposals import describe_hit, propose_alerts
 from drift.registry import all_tests
 from drift.result import TestResult
-from drift.run import describe_hit, propose_alerts
 from drift.validate import describe
 
 EXTRA_TESTS = ("new_cluster", "cluster_growth", "eval_trend", "new_category", "segment_size")

@@ -15,7 +15,8 @@ from sqlalchemy import select
 
 import sidecar.jobs.embed as embed_job
 from drift.baseline import build_baseline
-from drift.run import DEFAULT_SEGMENT_BY, run_drift
+from drift.run import run_drift
+from drift.segments import DEFAULT_SEGMENT_BY
 from storage.db import session_factory
 from storage.models import Embedding
 from storage.repositories.samples import fetch_window, insert_samples
