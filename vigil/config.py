@@ -16,6 +16,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from vigil.config_judge import JudgeSettings
 from vigil.config_tenancy import DEFAULT_DEV_OPERATOR_KEY, TenancySettings
 from vigil.sample_record.limits import DEFAULT_MAX_FUTURE_SKEW_S, MAX_SAMPLE_WEIGHT, MIN_SAMPLE_RATE
 
@@ -33,9 +34,10 @@ class ConfigError(ValueError):
     """Start-up configuration is invalid; the message names the variables at fault."""
 
 
-class Settings(TenancySettings, BaseSettings):
+class Settings(TenancySettings, JudgeSettings, BaseSettings):
     """Every `VIGIL_*` setting; the keys of each role (tenant, operator, admin) and the bounds on
-    one tenant's data (ingest policy and quota) are declared in `vigil.config_tenancy`."""
+    one tenant's data (ingest policy and quota) are declared in `vigil.config_tenancy`, the LLM
+    judge's endpoint, model and key in `vigil.config_judge`."""
 
     model_config = SettingsConfigDict(
         env_prefix="VIGIL_", env_file=".env", env_file_encoding="utf-8", extra="ignore"

@@ -1,4 +1,6 @@
-"""An LLM judge in the G-Eval manner, through the engine's own OpenAI-compatible endpoint.
+"""An LLM judge in the G-Eval manner, through any OpenAI-compatible endpoint: the engine's own
+with the served model unless `VIGIL_JUDGE_URL` / `VIGIL_JUDGE_MODEL` name another
+(`judge_from_settings`).
 
 The rubric asks for one digit 1-5; the engine returns the first generated token's
 `top_logprobs`, and the score is the probability-weighted mean of the digit tokens
@@ -13,8 +15,10 @@ import math
 from dataclasses import dataclass
 
 from sidecar.engine_api import EngineAPI, EngineRefused, EngineUnavailable
+from vigil.config import Settings
+from vigil.keys import internal_client_key
 
-__all__ = ["EngineUnavailable", "Judge", "JudgeError", "Judgement"]
+__all__ = ["EngineUnavailable", "Judge", "JudgeError", "Judgement", "judge_from_settings"]
 
 RUBRIC = (
     "You are grading an AI assistant's answer.\n"
@@ -97,3 +101,19 @@ class Judge:
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
             raise JudgeError(f"malformed chat completion from the engine: {exc!r}") from None
         return score_from_top_logprobs(top, generated)
+
+
+def judge_from_settings(settings: Settings) -> Judge:
+    """The configured judge. Its key is `judge_api_key`; without one, the engine's own endpoint
+    gets the sidecar's internal key and another endpoint gets no key (the internal key is never
+    sent to a third party)."""
+    if settings.judge_api_key is not None:
+        key: str | None = settings.judge_api_key.get_secret_value()
+    else:
+        key = internal_client_key(settings) if settings.judge_url is None else None
+    return Judge(
+        settings.judge_url or settings.engine_url,
+        settings.judge_model or settings.model_name,
+        api_key=key,
+        timeout_s=settings.judge_timeout_s,
+    )

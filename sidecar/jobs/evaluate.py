@@ -23,7 +23,7 @@ from sidecar.backlog import report_backlog
 from sidecar.cursors import get_cursor, set_cursor
 from sidecar.embed_device import EmbedConfig
 from sidecar.embedder import get_embedder
-from sidecar.evals.judge import EngineUnavailable, Judge, JudgeError
+from sidecar.evals.judge import EngineUnavailable, Judge, JudgeError, judge_from_settings
 from sidecar.evals.refusal import detect_refusal
 from sidecar.evals.relevancy import relevancy
 from storage.models import EvalScore, Sample
@@ -32,7 +32,6 @@ from storage.repositories.embeddings import load_embeddings
 from storage.repositories.eval_scores import EvalScoreRow, store_eval_scores
 from storage.types import to_utc
 from vigil.config import Settings
-from vigil.keys import internal_client_key
 
 log = logging.getLogger("vigil.sidecar.evaluate")
 
@@ -96,7 +95,7 @@ def run_evaluate_job(
     judge: Judge | None = None,
 ) -> EvaluateResult:
     own_judge = judge is None
-    judge = judge or Judge(settings.engine_url, settings.model_name, api_key=_engine_key(settings))
+    judge = judge or judge_from_settings(settings)
     scanned = n_chosen = judged = skipped = 0
     engine_down = False
     until = to_utc(now) - timedelta(seconds=SETTLE_S)
@@ -225,8 +224,3 @@ def _send_events(endpoint: str, rows: list[EvalScoreRow]) -> None:
         _events(endpoint).emit(rows)
     except Exception:
         log.exception("could not export evaluation events")
-
-
-def _engine_key(settings: Settings) -> str | None:
-    """A key that may mark its requests internal (vigil.keys.internal_client_key)."""
-    return internal_client_key(settings)

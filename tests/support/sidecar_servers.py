@@ -67,11 +67,13 @@ def judge_distribution(user_text: str) -> dict[str, float]:
 
 class JudgeEngine:
     """Implements POST /v1/chat/completions with `logprobs`/`top_logprobs` like the engine.
-    `down=True` makes it answer 503 (overloaded); `requests` counts calls."""
+    `down=True` makes it answer 503 (overloaded); `requests` counts calls; `seen` keeps each
+    call's path, headers and body."""
 
     def __init__(self) -> None:
         self.down = False
         self.requests = 0
+        self.seen: list[tuple[str, dict[str, str], dict]] = []
         engine = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -81,6 +83,7 @@ class JudgeEngine:
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 engine.requests += 1
+                engine.seen.append((self.path, dict(self.headers.items()), body))
                 if engine.down:
                     self._send(503, {"error": {"message": "engine overloaded"}})
                     return
