@@ -79,7 +79,7 @@ def test_graph_buckets_pad_up_and_fall_back_past_the_largest():
 
 def test_prefill_graphs_take_steps_with_prompt_rows_up_to_their_width_and_decode_context():
     from serving.attention.base import AttentionMetadata
-    from serving.engine.worker.cuda_graphs import (
+    from serving.engine.worker.graph_buckets import (
         GRAPHED_DECODE_CONTEXT,
         PREFILL_BUCKETS,
         prefill_bucket,
@@ -149,7 +149,7 @@ def test_graph_decode_layout_keeps_one_token_queries_and_points_the_rest_at_a_pr
     """Against a loop over the sequences: a one-token query keeps its length and row; every
     other sequence, the padding ones included, gets length 0 and the first row of the first
     prompt (which the prefill kernel rewrites after the decode kernel)."""
-    from serving.engine.worker.cuda_graphs import graph_decode_layout
+    from serving.engine.worker.graph_buckets import graph_decode_layout
 
     if all(q == 1 for q in qlens):
         qlens = [*qlens, 3]  # a prefill graph holds a prompt row by construction

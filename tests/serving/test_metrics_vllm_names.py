@@ -11,7 +11,8 @@ from test_server_support import API_KEY, ServerThread, make_settings, shared_eng
 
 from serving.outputs import CompletionOutput, RequestMetrics, RequestOutput
 from serving.server.app import create_app
-from serving.server.metrics import ServerMetrics, token_buckets
+from serving.server.metric_catalog import token_buckets
+from serving.server.metrics import ServerMetrics
 
 # sample names as they appear in the dashboard's PromQL expressions
 DASHBOARD_QUERIES = [

@@ -25,6 +25,7 @@ from serving.engine.core.block_manager import BlockManager
 from serving.engine.core.output_processor import Out, OutputFactory, OutputProcessor, OutputSink
 from serving.engine.core.request import Request, Sequence
 from serving.engine.core.request_checks import check_new_request
+from serving.engine.core.sample_targets import Fork, apply_forks, sample_targets
 from serving.engine.core.scheduler import Scheduler, SchedulerConfig, SchedulerOutput
 from serving.engine.worker.runner import InflightStep, SampleResult
 from serving.engine.worker.setup import set_up_worker
@@ -68,12 +69,7 @@ class LLMEngine(Generic[Out]):
         self.block_manager = BlockManager(
             worker.num_blocks, cfg.block_size, cfg.enable_prefix_caching
         )
-        self.scheduler = Scheduler(
-            SchedulerConfig(
-                cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.enable_chunked_prefill
-            ),
-            self.block_manager,
-        )
+        self.scheduler = self._new_scheduler()
         eos = list(
             getattr(self.tokenizer, "eos_token_ids", None) or loaded.config.eos_token_ids or []
         )
@@ -93,6 +89,15 @@ class LLMEngine(Generic[Out]):
             from serving.engine.worker.warmup import warm_up
 
             warm_up(self)  # kernel variants compiled now, not in the first users' steps
+
+    def _new_scheduler(self) -> Scheduler:
+        cfg = self.config
+        return Scheduler(
+            SchedulerConfig(
+                cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.enable_chunked_prefill
+            ),
+            self.block_manager,
+        )
 
     @classmethod
     def from_settings(cls, settings: Any) -> LLMEngine[RequestOutput]:
@@ -228,31 +233,11 @@ class LLMEngine(Generic[Out]):
         pending.clear()  # placeholders belong to the newest launched step only
         return self._emit(results)
 
-    def _sample_targets(self, out: SchedulerOutput) -> tuple[list[list[Sequence]], list]:
-        now = time.monotonic()
-        targets: list[list[Sequence]] = []
-        forks: list[tuple[Sequence, list[Sequence]]] = []
-        for item in out.scheduled:
-            seq = item.seq
-            req = seq.request
-            if req.metrics.first_scheduled_time is None:
-                req.metrics.first_scheduled_time = now
-            if seq.num_computed_tokens + item.num_new_tokens != len(seq.token_ids):  # not caught up
-                targets.append([])
-            elif not req.forked:  # the prompt is done: sample all n continuations from its logits
-                children = [self._new_seq(req, j) for j in range(1, req.params.n)]
-                forks.append((seq, children))
-                targets.append([seq, *children])
-            else:
-                targets.append([seq])
-        return targets, forks
+    def _sample_targets(self, out: SchedulerOutput) -> tuple[list[list[Sequence]], list[Fork]]:
+        return sample_targets(out, self._new_seq, time.monotonic())
 
-    def _fork(self, forks: list[tuple[Sequence, list[Sequence]]]) -> None:
-        for parent, children in forks:
-            for child in children:
-                self.scheduler.fork(parent, child)
-            parent.request.seqs.extend(children)
-            parent.request.forked = True
+    def _fork(self, forks: list[Fork]) -> None:
+        apply_forks(self.scheduler, forks)
 
     def _emit(self, results: list[SampleResult]) -> list[Out]:
         progressed: dict[str, Request] = {}
@@ -287,14 +272,9 @@ class LLMEngine(Generic[Out]):
             raise RuntimeError(f"reset with {len(self.requests)} requests live")
         if self._inflight is not None:  # the last lookahead step, for sequences already finished
             self._read_back(self._inflight)
-        cfg, old = self.config, self.block_manager
+        old = self.block_manager
         self.block_manager = BlockManager(old.num_blocks, old.block_size, old.enable_prefix_caching)
-        self.scheduler = Scheduler(
-            SchedulerConfig(
-                cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.enable_chunked_prefill
-            ),
-            self.block_manager,
-        )
+        self.scheduler = self._new_scheduler()
         self._prompt_tokens_total = 0
         self._generation_tokens_total = 0
 

@@ -13,18 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import pickle
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import zmq
-
 from serving.engine.config import EngineConfig
 from serving.engine.core.request_checks import check_new_request
-from serving.engine.frontend.async_engine import EngineNotRunningError, put_all
+from serving.engine.frontend.async_engine import EngineNotRunningError
 from serving.engine.frontend.core_handle import CoreChannel, CoreHandle, CoreUnavailable
 from serving.engine.frontend.identity import UNKNOWN, EngineIdentity
 from serving.engine.frontend.messages import AbortRequests, AddRequest, Shutdown, StepOutputs
@@ -32,11 +29,10 @@ from serving.engine.frontend.output_slot import OutputSlot, read_slot
 from serving.engine.frontend.request_text import FrontRequest
 from serving.engine.frontend.stats_mirror import StatsMirror
 from serving.engine.frontend.step_fold import LiveRequest, fold_step
+from serving.engine.frontend.step_receiver import fail_requests, hand_over, receive_steps
 from serving.engine.frontend.supervisor import CoreSupervisor
 from serving.outputs import EngineStats, RequestOutput
 from serving.sampling_params import SamplingParams
-
-log = logging.getLogger(__name__)
 
 
 class EngineDeadError(RuntimeError):
@@ -237,7 +233,7 @@ class EngineCoreClient:
             with self._lock:
                 live = self._requests.pop(request_id, None)
             if live is not None:
-                _hand_over(live.loop, [(live.slot, live.front.abort())])
+                hand_over(live.loop, [(live.slot, live.front.abort())])
 
     def stats(self) -> EngineStats:
         return self._mirror.stats()
@@ -250,22 +246,7 @@ class EngineCoreClient:
 
     # ---- the output thread -----------------------------------------------------------------
     def _receive(self, core: CoreHandle) -> None:
-        decode = core.codec.from_core.decode
-        while True:
-            try:
-                if not core.output.poll(100):
-                    if not self._alive or core.closed:
-                        return
-                    continue
-                raw = core.output.recv(copy=False)
-            except zmq.ZMQError:  # the socket was closed under us: the core is being replaced
-                return
-            msg = decode(raw.buffer)
-            if isinstance(msg, StepOutputs):
-                try:
-                    self._on_step(core, msg)
-                except Exception:  # a bug here must not silently stop every stream
-                    log.exception("could not process the engine core's outputs")
+        receive_steps(core, lambda: self._alive, lambda msg: self._on_step(core, msg))
 
     def _on_step(self, channel: CoreChannel, msg: StepOutputs) -> None:
         with self._lock:
@@ -275,7 +256,7 @@ class EngineCoreClient:
             with contextlib.suppress(CoreUnavailable):
                 channel.send(AbortRequests(stop_aborts))
         for loop, items in per_loop.items():
-            _hand_over(loop, items)
+            hand_over(loop, items)
 
     # ---- when the core dies (called by the supervisor) ---------------------------------------
     def on_core_death(self, core: CoreHandle) -> None:
@@ -294,13 +275,4 @@ class EngineCoreClient:
     def _fail_all(self, exc: BaseException) -> None:
         with self._lock:
             lost, self._requests = self._requests, {}
-        per_loop: dict[asyncio.AbstractEventLoop, list] = {}
-        for live in lost.values():
-            per_loop.setdefault(live.loop, []).append((live.slot, exc))
-        for loop, items in per_loop.items():
-            _hand_over(loop, items)
-
-
-def _hand_over(loop: asyncio.AbstractEventLoop, items: list) -> None:
-    with contextlib.suppress(RuntimeError):  # the reader's loop is closed: nobody listens
-        loop.call_soon_threadsafe(put_all, items)
+        fail_requests(lost.values(), exc)

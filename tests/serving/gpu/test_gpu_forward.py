@@ -9,7 +9,8 @@ from gpu_model_ref import new_caches, random_model, step_meta
 
 from serving.attention.torch_ref import TorchRefBackend
 from serving.attention.triton_backend import TritonAttentionBackend
-from serving.engine.worker.cuda_graphs import PREFILL_BUCKETS, GpuForward
+from serving.engine.worker.cuda_graphs import GpuForward
+from serving.engine.worker.graph_buckets import PREFILL_BUCKETS
 from serving.kernels.fused_forward import fused_forward
 
 pytestmark = pytest.mark.gpu

@@ -132,7 +132,7 @@ def test_backend_over_a_prefill_graphs_layout_matches_reference(heads):
     prefill kernel, and every real row matches the reference."""
     from serving.attention.base import AttentionMetadata
     from serving.attention.triton_backend import TritonAttentionBackend
-    from serving.engine.worker.cuda_graphs import graph_decode_layout
+    from serving.engine.worker.graph_buckets import graph_decode_layout
 
     hq, hk = heads
     specs = [(40, 1), (0, 77), (3000, 1), (500, 128), (16, 1), (0, 2), (63, 1)]
