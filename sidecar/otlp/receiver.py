@@ -1,5 +1,5 @@
 """`POST /v1/traces`: OTLP/HTTP spans in (protobuf or JSON, gzip or not), sample records out
-through the ingest API's own write path (sidecar.ingest_path: the same record schema, caps,
+through the ingest API's own write path (sidecar.ingest.write_path: the same record schema, caps,
 tenant rules, quota and storage as `POST /v1/ingest`).
 
 The request guard checks the key and bounds the body before this runs. Spans that are not
@@ -25,7 +25,7 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
-from sidecar.ingest_path import IngestPath
+from sidecar.ingest.write_path import IngestPath
 from sidecar.otlp.decode import PROTOBUF, BadPayload, decode
 from sidecar.otlp.spans import RESOURCE_KEYS, MapOptions, is_genai, span_record
 from sidecar.otlp.values import attributes

@@ -135,10 +135,10 @@ def test_ingest_batch_size_is_checked_before_validating_every_sample(
     """Was: every sample of an oversized batch was validated, and only then counted."""
     from pydantic import Field, create_model, model_validator
 
-    import sidecar.app as sidecar_app
+    import sidecar.ingest.routes as ingest_routes
 
     validated = []
-    (record_type,) = sidecar_app.IngestBody.model_fields["samples"].annotation.__args__
+    (record_type,) = ingest_routes.IngestBody.model_fields["samples"].annotation.__args__
 
     class CountingRecord(record_type):
         @model_validator(mode="before")
@@ -149,10 +149,10 @@ def test_ingest_batch_size_is_checked_before_validating_every_sample(
 
     counting_body = create_model(
         "IngestBody",
-        __base__=sidecar_app.IngestBody,
+        __base__=ingest_routes.IngestBody,
         samples=(list[CountingRecord], Field(min_length=1)),
     )
-    monkeypatch.setattr(sidecar_app, "IngestBody", counting_body)
+    monkeypatch.setattr(ingest_routes, "IngestBody", counting_body)
     app = create_app(
         make_settings(migrated_db, api_keys=[API_KEY], ingest_max_samples=10),
         session_factory(migrated_db),

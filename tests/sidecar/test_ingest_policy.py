@@ -16,8 +16,8 @@ from sqlalchemy import select
 
 from sidecar.app import create_app
 from sidecar.evals.scales import EvalScales
-from sidecar.ingest_policy import IngestPolicy
-from sidecar.ingest_quota import IngestQuota
+from sidecar.ingest.policy import IngestPolicy
+from sidecar.ingest.quota import IngestQuota
 from storage.db import session_factory
 from storage.models import EvalScore, Sample
 from vigil.config import load_settings

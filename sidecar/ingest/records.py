@@ -7,7 +7,7 @@ from datetime import datetime
 from sqlalchemy.orm import Session
 from starlette.exceptions import HTTPException
 
-from sidecar.ingest_schema import IngestResult
+from sidecar.ingest.schema import IngestResult
 from storage.records import RecordError, sample_from_record
 from storage.repositories.samples import insert_samples
 from storage.types import utcnow

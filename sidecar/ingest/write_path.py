@@ -1,5 +1,5 @@
 """The one write path of every ingest route (`POST /v1/ingest`, the OTLP receiver): the
-caller's rules (sidecar.ingest_policy), its quota (sidecar.ingest_quota), then storage."""
+caller's rules (sidecar.ingest.policy), its quota (sidecar.ingest.quota), then storage."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.exceptions import HTTPException
 
-from sidecar.ingest_policy import IngestPolicy
-from sidecar.ingest_quota import IngestQuota, retry_after_seconds
-from sidecar.ingest_schema import IngestResult
+from sidecar.ingest.policy import IngestPolicy
+from sidecar.ingest.quota import IngestQuota, retry_after_seconds
+from sidecar.ingest.schema import IngestResult
 from storage.types import utcnow
 from vigil.config import Settings
 from vigil.keys import Principal
@@ -38,7 +38,7 @@ class IngestPath:
     def store(self, samples: list[SampleRecord], principal: Principal) -> IngestResult:
         """Check, meter and store `samples` for `principal`; HTTPException (403/413/422/429) on
         a refusal, in which case nothing is stored. Idempotent on (tenant, `id`)."""
-        from sidecar.store import ingest_records
+        from sidecar.ingest.records import ingest_records
 
         settings = self.settings
         if len(samples) > settings.ingest_max_samples:

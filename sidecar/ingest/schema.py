@@ -20,4 +20,4 @@ class IngestResult(BaseModel):
     received: int
     inserted: int
     duplicates: int  # already stored for the caller's tenant
-    weights_clipped: int = 0  # sample weights bounded by the ingest policy (sidecar.ingest_policy)
+    weights_clipped: int = 0  # sample weights bounded by the ingest policy (sidecar.ingest.policy)
