@@ -3,6 +3,7 @@ traffic logger and storage's writer behind it) and serve it with uvicorn (uvloop
 
 from __future__ import annotations
 
+import gc
 import logging
 from typing import Any
 
@@ -61,6 +62,15 @@ def build_proxy(
     return app
 
 
+def freeze_startup_heap() -> None:
+    """Move everything allocated by start-up (the imported modules, storage's engine) out of
+    the collector's sight: a full collection over those ~100k objects stalls the event loop,
+    and so every stream it relays, for tens of milliseconds (150 ms on a loaded 2-core
+    machine); frozen, it walks only what requests allocate."""
+    gc.collect()
+    gc.freeze()
+
+
 def proxy_config(settings: Settings, app: Any) -> uvicorn.Config:
     return uvicorn.Config(
         app,
@@ -97,5 +107,7 @@ def proxy_command(args) -> int:
     log.info(
         "proxy on http://%s:%d/v1 -> %s", settings.host, settings.port, settings.proxy_upstream_url
     )
-    uvicorn.Server(proxy_config(settings, build_proxy(settings))).run()
+    app = build_proxy(settings)
+    freeze_startup_heap()
+    uvicorn.Server(proxy_config(settings, app)).run()
     return 0

@@ -13,6 +13,7 @@ pooled connection closed before any answer is sent once more on a new one. Closi
 from __future__ import annotations
 
 import asyncio
+import socket
 import ssl
 from collections import deque
 from collections.abc import AsyncIterator
@@ -47,6 +48,7 @@ class _Connection(asyncio.Protocol):
         self.buffered = 0
         self.head_done = False
         self.complete = False
+        self.keep_alive = False  # llhttp answers this inside its callbacks only
         self.received_any = False
         self.error: str | None = None
         self.waiter: asyncio.Future | None = None
@@ -60,6 +62,10 @@ class _Connection(asyncio.Protocol):
     # asyncio.Protocol
     def connection_made(self, transport) -> None:
         self.transport = transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            # each relayed piece is sent as soon as it is written (asyncio sets this too)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def data_received(self, data: bytes) -> None:
         self.received_any = True
@@ -98,6 +104,7 @@ class _Connection(asyncio.Protocol):
 
     def on_message_complete(self) -> None:
         self.complete = True
+        self.keep_alive = self.parser.should_keep_alive()
 
     def _wake(self) -> None:
         waiter = self.waiter
@@ -146,6 +153,8 @@ class UpstreamResponse:
         self.status = conn.status
         self.headers = conn.headers
         self._done = False
+        self._released = False
+        self._pooled = False
 
     def header(self, name: bytes) -> bytes | None:
         return next((v for k, v in self.headers if k == name), None)
@@ -170,14 +179,24 @@ class UpstreamResponse:
         return b"".join([piece async for piece in self.pieces()])
 
     def release(self) -> None:
-        """Back to the pool when the answer ended and the upstream keeps the connection."""
+        """Back to the pool when the answer ended and the upstream keeps the connection, else
+        closed. Only the first call counts: once pooled, the connection may already carry
+        another request."""
+        if self._released:
+            return
+        self._released = True
         conn = self._conn
-        if self._done and conn.complete and not conn.closed and conn.parser.should_keep_alive():
+        if self._done and conn.complete and not conn.closed and conn.keep_alive:
+            self._pooled = True
             conn.pool.give_back(conn)
         else:
             self.close()
 
     def close(self) -> None:
+        """Close the connection, unless it already went back to the pool."""
+        if self._released and self._pooled:
+            return
+        self._released = True
         conn = self._conn
         if not conn.closed and conn.transport is not None:
             conn.closed = True

@@ -67,12 +67,14 @@ class FakeUpstream:
         self.mode = "ok"  # ok | break | 429 | 500
         self.delay_s = 0.0
         self.seen_auth: list[str | None] = []
+        self.peers: list[int] = []  # the client port of each completion: one per connection
         self.aborted = threading.Event()
         self.finished = threading.Event()
         self.last_stream: bytes = b""
 
         async def chat(request: Request) -> Response:
             body = await request.json()
+            self.peers.append(request.client.port if request.client else -1)
             self.seen_auth.append(request.headers.get("authorization"))
             if self.mode == "429":
                 return JSONResponse(
