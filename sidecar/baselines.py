@@ -174,7 +174,7 @@ def activate_baseline(
         set_baseline_status(session, baseline_id, "active", now=now)
         if settings is not None:
             from alerts.service import raise_condition
-            from sidecar.jobs.drift import BASELINE_INVALID, NO_BASELINE
+            from sidecar.jobs.drift_health import BASELINE_INVALID, NO_BASELINE
 
             for rule in (NO_BASELINE, BASELINE_INVALID):
                 raise_condition(session, rule, healthy=True, now=now, settings=settings)

@@ -15,14 +15,15 @@ Windows are aligned to Settings.drift_interval_s (e.g. whole hours); the cursor 
 
 The monitor never goes silent about itself: a failed window, a window given up (MAX_ATTEMPTS
 claims, or input it cannot read) and a window checked without an active valid baseline each
-raise a `monitoring` alert (`raise_condition`), resolved by the next window that runs clean.
+raise a `monitoring` alert (`raise_condition`), resolved by the next window that runs clean
+(sidecar.jobs.drift_health).
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import pandas as pd
 from sqlalchemy import select
@@ -34,7 +35,15 @@ from sidecar.baselines import load_baseline_with_frame
 from sidecar.cursors import set_cursor
 from sidecar.jobs.coverage import vector_coverage
 from sidecar.jobs.drift_cause import incident_view, run_cause
+from sidecar.jobs.drift_health import (
+    MAX_ATTEMPTS,
+    WINDOW_FAILED,
+    give_up_after_failure,
+    give_up_exhausted,
+    report_baseline_health,
+)
 from sidecar.jobs.embed import model_name, run_embed_job
+from sidecar.jobs.eval_frame import trailing_eval_frame
 from sidecar.jobs.windows import CURSOR, drift_cursor, due_windows
 from storage.models import DriftRun
 from storage.repositories.baselines import get_active_baseline
@@ -44,18 +53,11 @@ from storage.repositories.drift_runs import (
     claim_drift_run,
     finish_drift_run,
 )
-from storage.repositories.eval_scores import load_eval_scores
 from storage.repositories.samples import fetch_window
 from storage.types import to_utc
 from vigil.config import Settings
 
 log = logging.getLogger("vigil.sidecar.drift")
-
-MAX_ATTEMPTS = 3  # claims of one window before the job gives it up (the run becomes `skipped`)
-WINDOW_FAILED = "monitor_window_failed"
-NO_BASELINE = "monitor_no_baseline"  # none active yet: a reminder (review), not a page
-BASELINE_INVALID = "monitor_baseline_invalid"  # the active one is not validated: a page
-EVAL_TREND_DAYS = 7
 
 
 @dataclass
@@ -91,127 +93,10 @@ def run_drift_job(
                 run_window(settings, session_factory, start, end, now=now, advance_cursor=True)
             )
         except Exception as exc:
-            if not _give_up_after_failure(settings, session_factory, start, end, exc, now):
+            if not give_up_after_failure(settings, session_factory, start, end, exc, now):
                 raise  # the window stays due: the next run retries it
             outcomes.append(WindowOutcome(start, end, None, "failed"))
     return DriftJobResult(outcomes)
-
-
-def _give_up_after_failure(
-    settings: Settings,
-    session_factory: sessionmaker[Session],
-    start: datetime,
-    end: datetime,
-    exc: Exception,
-    now: datetime,
-) -> bool:
-    """Mark the window's run failed and raise the monitoring alert; give the window up (run
-    `skipped`, cursor past it) after MAX_ATTEMPTS claims, or at once when its input cannot be
-    read (retrying cannot help): a window that always fails must not block every later hour.
-    True if given up."""
-    from drift.errors import InputError
-
-    error = f"{exc.__class__.__name__}: {exc}"[:500]
-    try:
-        with session_factory() as session:
-            run = session.scalars(
-                select(DriftRun).where(DriftRun.window_start == start, DriftRun.window_end == end)
-            ).first()
-            attempts = run.attempts if run is not None else 1
-            give_up = attempts >= MAX_ATTEMPTS or isinstance(exc, InputError)
-            if run is not None and run.status == "running":
-                finish_drift_run(
-                    session,
-                    run.id,
-                    status="skipped" if give_up else "failed",
-                    summary={"error": error, "attempts": attempts},
-                    now=now,
-                )
-            if give_up:
-                log.error(
-                    "drift window %s → %s failed %d times (%s); skipping it",
-                    start,
-                    end,
-                    attempts,
-                    error,
-                )
-                set_cursor(session, CURSOR, to_utc(end).isoformat(), now)
-            _window_failed(
-                session,
-                settings,
-                start,
-                end,
-                attempts=attempts,
-                error=error,
-                given_up=give_up,
-                now=now,
-            )
-            session.commit()
-            return give_up
-    except Exception:  # e.g. the database is down: the original error is what matters
-        log.exception("could not record the drift failure")
-        return False
-
-
-def _window_failed(
-    session: Session,
-    settings: Settings,
-    start: datetime,
-    end: datetime,
-    *,
-    attempts: int,
-    error: str,
-    given_up: bool,
-    now: datetime,
-) -> None:
-    what = (
-        "skipped, never checked" if given_up else f"will be retried ({attempts} of {MAX_ATTEMPTS})"
-    )
-    raise_condition(
-        session, WINDOW_FAILED, healthy=False, now=now, settings=settings,
-        summary=f"drift window {start:%Y-%m-%d %H:%M} → {end:%H:%M} UTC failed: {error}; {what}",
-        evidence={"window_start": to_utc(start).isoformat(), "window_end": to_utc(end).isoformat(),
-                  "attempts": attempts, "max_attempts": MAX_ATTEMPTS, "error": error,
-                  "given_up": given_up},
-    )  # fmt: skip
-
-
-def _give_up_exhausted(
-    session: Session,
-    settings: Settings,
-    run: DriftRun,
-    start: datetime,
-    end: datetime,
-    now: datetime,
-) -> WindowOutcome:
-    """Earlier claims of this window all died before finishing (the job was killed in it):
-    stop claiming it, say so, move on."""
-    error = f"the job died in this window {run.attempts} times (killed or out of memory?)"
-    log.error("drift window %s → %s: %s; skipping it", start, end, error)
-    finish_drift_run(session, run.id, status="skipped",
-                     summary={"error": error, "attempts": run.attempts}, now=now)  # fmt: skip
-    set_cursor(session, CURSOR, to_utc(end).isoformat(), now)
-    _window_failed(
-        session, settings, start, end, attempts=run.attempts, error=error, given_up=True, now=now
-    )
-    session.commit()
-    return WindowOutcome(start, end, run.id, "gave_up")
-
-
-def _eval_frame(session: Session, end: datetime, max_samples: int) -> pd.DataFrame:
-    """Trailing EVAL_TREND_DAYS of eval scores, one row per sample (eval_<name> columns); at
-    most `max_samples` samples, an even sample in time beyond that (a busy week holds millions)."""
-    rows = load_eval_scores(
-        session, end - timedelta(days=EVAL_TREND_DAYS), end, max_samples=max_samples
-    )
-    if not rows:
-        return pd.DataFrame()
-    long = pd.DataFrame([{"id": r.sample_id, "name": f"eval_{r.name}", "score": r.score,
-                          "timestamp": r.timestamp.timestamp(), "segment": r.segment,
-                          "tenant": r.tenant} for r in rows])  # fmt: skip
-    wide = long.pivot_table(index=["id", "timestamp"], columns="name", values="score").reset_index()
-    keys = long.drop_duplicates("id").set_index("id")[["segment", "tenant"]]
-    return wide.join(keys, on="id")
 
 
 def run_window(
@@ -246,7 +131,8 @@ def run_window(
             session.commit()
             return WindowOutcome(start, end, None, "skipped")
         if claim.state == "exhausted":
-            return _give_up_exhausted(session, settings, claim.run, start, end, now)
+            give_up_exhausted(session, settings, claim.run, start, end, now)
+            return WindowOutcome(start, end, claim.run.id, "gave_up")
         run_id, claimed_at, attempt = claim.run.id, claim.run.started_at, claim.run.attempts
         session.commit()  # the attempt counts from here, whatever happens to this process
         log.info(
@@ -267,7 +153,7 @@ def run_window(
         else:
             baseline, base_frame = load_baseline_with_frame(session, active.id)
         if baseline is not None and len(frame):
-            evals = _eval_frame(session, end, settings.drift_eval_max_samples)
+            evals = trailing_eval_frame(session, end, settings.drift_eval_max_samples)
             report = run_drift(
                 baseline, frame, segment_by=DEFAULT_SEGMENT_BY,
                 rng_seed=int(to_utc(start).timestamp()) % 2**31,
@@ -327,7 +213,7 @@ def run_window(
             incident=incident_view(session, fired, settings.public_url),
         )  # fmt: skip
         if resolve_absent:  # the scheduled job: report on the monitor's own health
-            _report_baseline_health(session, settings, active, baseline, now)
+            report_baseline_health(session, settings, active, baseline, now)
             raise_condition(session, WINDOW_FAILED, healthy=True, now=now, settings=settings)
         summary["alerts"] = [
             {"id": a.id, "rule": a.rule, "segment": a.segment, "severity": a.severity}
@@ -350,19 +236,3 @@ def run_window(
         return WindowOutcome(
             start, end, run_id, "done", len(frame), [a.id for a in fired], str(path)
         )
-
-
-def _report_baseline_health(
-    session: Session, settings: Settings, active, baseline, now: datetime
-) -> None:
-    """While windows are checked against no active, valid baseline (silence would look like "no
-    drift"): a fresh install without one gets a `review` reminder, an active baseline that is
-    not validated pages. Each resolves once there is one (also at activation, sidecar.baselines)."""
-    invalid = active is not None and (baseline is None or not baseline.valid)
-    raise_condition(session, NO_BASELINE, healthy=active is not None, now=now, settings=settings,
-                    summary="no active baseline yet: drift is not measured; build, validate "
-                            "and activate one on /baselines (or vigil baseline ...)")  # fmt: skip
-    raise_condition(session, BASELINE_INVALID, healthy=not invalid, now=now, settings=settings,
-                    summary="drift results are not trustworthy: the active baseline "
-                            f"#{active.id if active else '-'} is not validated",
-                    evidence={"baseline_id": active.id if active else None})  # fmt: skip

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import insert
 
-from sidecar.jobs.drift import EVAL_TREND_DAYS, _eval_frame
+from sidecar.jobs.eval_frame import EVAL_TREND_DAYS, trailing_eval_frame
 from storage.db import session_factory
 from storage.models import EvalScore, Sample
 
@@ -41,8 +41,8 @@ def _fill(url: str, n: int) -> None:
 def test_eval_frame_is_capped_and_keeps_samples_whole(migrated_db):
     _fill(migrated_db, 300)
     with session_factory(migrated_db)() as s:
-        whole = _eval_frame(s, END, 10**6)
-        capped = _eval_frame(s, END, 40)
+        whole = trailing_eval_frame(s, END, 10**6)
+        capped = trailing_eval_frame(s, END, 40)
     assert len(whole) == 300
     assert len(capped) == 40 and capped["id"].is_unique
     assert capped[["eval_judge", "eval_relevancy"]].notna().all().all()

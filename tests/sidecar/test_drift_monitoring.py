@@ -13,6 +13,7 @@ from traffic_gen import traffic
 import sidecar.baselines as baselines
 import sidecar.jobs.drift as drift_job
 from sidecar.cursors import get_cursor
+from sidecar.jobs.drift_health import NO_BASELINE
 from sidecar.jobs.embed import EmbedResult
 from storage.db import session_factory
 from storage.models import Alert, DriftRun
@@ -105,7 +106,7 @@ def test_failures_and_a_missing_baseline_alert_until_a_window_runs_clean(world, 
         insert_samples(s, traffic(NOW - HOUR, NOW - timedelta(seconds=30), 40, seed=5))
         s.commit()
     assert [o.status for o in drift_job.run_drift_job(settings, factory, NOW).windows] == ["done"]
-    [no_base] = _alerts(factory, drift_job.NO_BASELINE)
+    [no_base] = _alerts(factory, NO_BASELINE)
     assert (
         no_base.status == "open"
         and no_base.kind == "monitoring"
@@ -119,7 +120,7 @@ def test_failures_and_a_missing_baseline_alert_until_a_window_runs_clean(world, 
         insert_samples(s, traffic(NOW, later - timedelta(seconds=60), 60, seed=6))
         s.commit()
     assert [o.status for o in drift_job.run_drift_job(settings, factory, later).windows] == ["done"]
-    assert [a.status for a in _alerts(factory, drift_job.NO_BASELINE)] == ["resolved"]
+    assert [a.status for a in _alerts(factory, NO_BASELINE)] == ["resolved"]
 
 
 def test_unreadable_input_is_given_up_at_once(world, monkeypatch):
