@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from bench.bench_proxy import NullOTLP
+from bench.null_otlp import NullOTLP
 from bench.results_table import Table, write_results
 from serving.outputs import CompletionOutput, RequestMetrics, RequestOutput
 from serving.traffic.logger import FinishedRequest

@@ -2,11 +2,11 @@
 sent straight to `vigil serve` and through `vigil proxy` in front of it, alternating, in one
 run (same server, same machine state). Figures: TTFT p50/p99, output tokens/s, the proxy's
 added TTFT and its throughput ratio (median over rounds), and the proxy process's CPU per
-streamed token. With `--spans`, a second engine with engine spans on (VIGIL_OTLP_TRACES_ENDPOINT
-pointing at a null OTLP receiver in this process) runs the direct jobs too: spans on vs off.
+streamed token (all its worker processes together). `--fake-upstream` puts
+bench/fake_sse_upstream.py in place of the engine, for CPU runs of the proxy's own cost.
 
     python -m bench.bench_proxy --device cuda --tokenizer-dir .gpuassets/tok --concurrency 64 \
-        --num-prompts 768 --rounds 3 --spans
+        --num-prompts 768 --rounds 3
 """
 
 from __future__ import annotations
@@ -17,14 +17,12 @@ import os
 import statistics
 import subprocess
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
 
-from bench.process_cpu import cpu_seconds
+from bench.process_cpu import api_pids, total_cpu_seconds
 from bench.results_table import Table, write_results
 from bench.serving_load import KEY, run_load, workload
 from bench.serving_server import (
@@ -54,7 +52,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--kv-cache-mb", type=int, default=24576)
     p.add_argument("--torch-threads", type=int, default=None)
     p.add_argument("--proxy-sample-rate", type=float, default=0.1)
-    p.add_argument("--spans", action="store_true", help="also: engine spans on vs off")
+    p.add_argument(
+        "--proxy-workers", type=int, default=0, help="vigil proxy --workers (0: its default)"
+    )
     p.add_argument(
         "--fake-upstream",
         action="store_true",
@@ -91,6 +91,8 @@ def start_proxy(args, upstream: str, storage: Storage) -> subprocess.Popen:
             "127.0.0.1",
             "--port",
             str(args.proxy_port),
+            "--workers",
+            str(args.proxy_workers),
         ],
         env=env,
         stdout=log,
@@ -107,30 +109,6 @@ def start_proxy(args, upstream: str, storage: Storage) -> subprocess.Popen:
             pass
         time.sleep(0.1)
     raise RuntimeError("vigil proxy did not start")
-
-
-class NullOTLP:
-    """Answers every OTLP/HTTP export with an empty success, counting the requests."""
-
-    def __init__(self) -> None:
-        self.requests = 0
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *a) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                owner.requests += 1
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1/traces"
 
 
 def _ms(x: float | None) -> str:
@@ -193,6 +171,8 @@ def main() -> None:
     name = _served_name(direct_base) or model_name
     results: dict[str, list[dict]] = {"direct": [], "proxy": []}
     proxy_cpu, proxy_tokens = 0.0, 0
+    workers = _proxy_workers(proxy.pid)
+    pids = api_pids(proxy.pid, workers, proxy_base) if workers > 1 else [proxy.pid]
     try:
         run_load(
             direct_base, name, jobs[: args.concurrency], args.client_procs, args.concurrency
@@ -204,10 +184,10 @@ def main() -> None:
                 if r % 2 == 0
                 else (("proxy", proxy_base), ("direct", direct_base))
             ):
-                before = cpu_seconds(proxy.pid)
+                before = total_cpu_seconds(pids)
                 out = run_load(base, name, jobs, args.client_procs, args.concurrency)
                 if path == "proxy" and before is not None:
-                    proxy_cpu += cpu_seconds(proxy.pid) - before
+                    proxy_cpu += total_cpu_seconds(pids) - before
                     proxy_tokens += int(out["output_tok_s"] * out["wall_s"])
                 results[path].append(out)
                 print(
@@ -251,56 +231,24 @@ def main() -> None:
         f"proxy samples at {args.proxy_sample_rate:g} into SQLite; {proxy_store.rows()} rows "
         "stored",
     ]
+    notes.append(f"vigil proxy --workers {args.proxy_workers}: {workers} process(es)")
     if args.fake_upstream:
         notes.append(
             f"upstream: bench/fake_sse_upstream.py, one-token events every {args.itl_ms:g} ms, no "
             "GPU"
         )
-    if args.spans and not args.fake_upstream:
-        tables.append(spans_on_off(args, jobs, name, engine_store, results["direct"], notes))
     write_results("proxy", tables, notes)
 
 
-def spans_on_off(
-    args, jobs, name: str, store: Storage, off_runs: list[dict], notes: list[str]
-) -> Table:
-    """The direct rounds again on an engine exporting a span per request to a null receiver."""
-    table = Table(
-        "engine spans on vs off (direct, medians)",
-        ["spans", "TTFT p50 ms", "output tok/s", "ratio"],
-    )
-    sink = NullOTLP()
-    os.environ["VIGIL_OTLP_TRACES_ENDPOINT"] = sink.url
+def _proxy_workers(pid: int) -> int:
+    """How many worker processes `vigil proxy` runs (its spawned children other than
+    multiprocessing's resource tracker), 1 when it serves itself."""
     try:
-        server = start_server(args, "separate", args.concurrency, 0.0, store)
-    finally:
-        del os.environ["VIGIL_OTLP_TRACES_ENDPOINT"]
-    base = f"http://127.0.0.1:{args.port}"
-    on_runs = []
-    try:
-        run_load(base, name, jobs[: args.concurrency], args.client_procs, args.concurrency)
-        for _ in range(args.rounds):
-            on_runs.append(run_load(base, name, jobs, args.client_procs, args.concurrency))
-    finally:
-        stop_server(server)
-    off = statistics.median(o["output_tok_s"] for o in off_runs)
-    on = statistics.median(o["output_tok_s"] for o in on_runs)
-    table.add(
-        "off", _ms(statistics.median(o["ttft_p50_ms"] for o in off_runs)), f"{off:.0f}", "1.000"
-    )
-    table.add(
-        "on",
-        _ms(statistics.median(o["ttft_p50_ms"] for o in on_runs)),
-        f"{on:.0f}",
-        f"{on / off:.3f}",
-    )
-    print(table.markdown(), flush=True)
-    notes.append(
-        f"spans on: {sink.requests} OTLP export requests received; target <= 2 % "
-        f"({'met' if on / off >= 0.98 else 'missed'}); the spans-on engine is a second server "
-        "start, so the ratio includes start-to-start variation"
-    )
-    return table
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        lines = [Path(f"/proc/{c}/cmdline").read_bytes() for c in children]
+    except OSError:
+        return 1
+    return max(1, sum(1 for line in lines if b"resource_tracker" not in line))
 
 
 def _served_name(base: str) -> str | None:

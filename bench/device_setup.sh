@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 # fastapi needs opentelemetry-api at import; the image has none of the first row; without
 # httptools and uvloop uvicorn falls back to h11 and asyncio's loop (slower per streamed event);
-# the OTLP receiver, engine spans and bench_proxy --spans need the last rows' OpenTelemetry packages
+# the OTLP receiver, engine spans and bench_engine_spans --served need the last rows' OpenTelemetry packages
 PACKAGES="fastapi starlette uvicorn httptools uvloop opentelemetry-api pydantic pydantic-core pydantic-settings python-dotenv
 annotated-types typing-inspection typing-extensions sqlalchemy greenlet alembic mako pyzmq msgspec gguf
 apscheduler tzlocal openai jiter distro sniffio anyio h11 click annotated-doc httpx httpcore idna certifi

@@ -68,6 +68,8 @@ class Settings(EngineSettings, DeliverySettings, TenancySettings, JudgeSettings,
     proxy_upstream_api_key: str | None = None
     proxy_forward_client_key: bool = False
     proxy_timeout_s: float = Field(600.0, gt=0)
+    # proxy processes sharing the port (serving/proxy/workers.py); 0: one per four CPUs, 1 to 8
+    proxy_workers: int = Field(0, ge=0, le=64)
     # engine spans out (serving/traffic/spans.py): one OTLP span per request, GenAI conventions;
     # prompt and answer text only with otlp_capture_content (OpenTelemetry's opt-in rule)
     otlp_traces_endpoint: str | None = None

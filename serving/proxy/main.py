@@ -1,5 +1,6 @@
 """`vigil proxy --upstream URL`: build the proxy app (key check and body limit before it, the
-traffic logger and storage's writer behind it) and serve it with uvicorn (uvloop, httptools)."""
+traffic logger and storage's writer behind it) and serve it with uvicorn (uvloop, httptools),
+in this process or, with several workers, in that many on one port (serving/proxy/workers.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 import uvicorn
 
 from serving.proxy.app import ProxyApp
+from serving.proxy.workers import run_workers, worker_count
 from serving.server.errors import openai_error_json
 from serving.server.server_send import ServerSend
 from serving.traffic.logger import TrafficLogger
@@ -29,9 +31,11 @@ def build_proxy(
     writer: Any | None = None,
     log_traffic: bool | None = None,
     sampler_seed: int | None = None,
+    worker: str | None = None,
 ) -> Any:
     """The ASGI app; `writer`: a SampleWriter to use (the caller closes it), else one is opened
-    from settings when traffic is sampled."""
+    from settings when traffic is sampled; `worker`: "<index>:<pid>" of one of several proxy
+    processes, sent back on every response as `x-vigil-api-server`."""
     if log_traffic is None:
         log_traffic = (
             writer is not None or settings.sample_rate > 0 or settings.segment_min_per_hour > 0
@@ -57,7 +61,11 @@ def build_proxy(
         throttle=throttle_from_settings(settings),
         trusted_proxies=tuple(settings.trusted_proxies),
     )
-    app = ServerSend(guarded)  # body chunks skip the guard's send wrapper
+    if worker is not None:
+        from serving.server.api_worker import ServerPidHeader
+
+        guarded = ServerPidHeader(guarded, value=worker)
+    app = ServerSend(guarded)  # body chunks skip the guard's send wrapper (and the header's)
     app.proxy = proxy  # type: ignore[attr-defined]
     return app
 
@@ -88,7 +96,12 @@ def proxy_config(settings: Settings, app: Any) -> uvicorn.Config:
 
 def proxy_command(args) -> int:
     overrides: dict[str, Any] = {}
-    for name, field in (("host", "host"), ("port", "port"), ("upstream", "proxy_upstream_url")):
+    for name, field in (
+        ("host", "host"),
+        ("port", "port"),
+        ("upstream", "proxy_upstream_url"),
+        ("workers", "proxy_workers"),
+    ):
         value = getattr(args, name, None)
         if value is not None:
             overrides[field] = value
@@ -107,6 +120,9 @@ def proxy_command(args) -> int:
     log.info(
         "proxy on http://%s:%d/v1 -> %s", settings.host, settings.port, settings.proxy_upstream_url
     )
+    workers = worker_count(settings)
+    if workers > 1:
+        return run_workers(settings, workers)
     app = build_proxy(settings)
     freeze_startup_heap()
     uvicorn.Server(proxy_config(settings, app)).run()

@@ -65,6 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     proxy.add_argument("--host")
     proxy.add_argument("--port", type=int)
+    proxy.add_argument(
+        "--workers",
+        type=int,
+        help="proxy processes on one port (SO_REUSEPORT); default one per four CPUs, 1 to 8; "
+        "VIGIL_PROXY_WORKERS",
+    )
 
     up = sub.add_parser("up", help="run engine and sidecar together on the embedded defaults")
     up.add_argument(
