@@ -4,7 +4,8 @@ Modules (import what you need; this file imports nothing so `import storage` sta
     storage.db            make_engine / get_engine / session_factory / session_scope /
                           dispose_engines
     storage.migrate       upgrade(url) — Alembic migrations (storage/migrations); `vigil db ...`
-    storage.models        the tables; storage.types UTCDateTime, utcnow, to_utc
+    storage.models        the tables, one module per family; storage.types UTCDateTime, utcnow,
+                          to_utc
     storage.records       the sample record <-> row mapping (validated by vigil.sample_record):
                           sample_from_record, record_from_row, format_timestamp, vector_to_bytes
     storage.repositories  query functions (take a Session, never commit)

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import delete, update
 from sqlalchemy.orm import Session
 
-from storage.page_session import PageSession
+from storage.models.page_session import PageSession
 
 
 def _row_id(session_id: str) -> str:

@@ -24,7 +24,7 @@ down_revision = "0002"
 branch_labels = None
 depends_on = None
 
-# name -> condition; the same names and conditions as storage/models.py (Sample)
+# name -> condition; the same names and conditions as storage/models/samples.py (Sample)
 CHECKS = {
     "ck_samples_sample_weight_range": "sample_weight > 0 AND sample_weight <= 1000000.0",
     "ck_samples_token_counts": "(prompt_tokens IS NULL OR prompt_tokens >= 0) "

@@ -12,7 +12,7 @@ from datetime import datetime
 from sqlalchemy import String
 from sqlalchemy.orm import Mapped, mapped_column
 
-from storage.models import Base
+from storage.models.base import Base
 from storage.types import UTCDateTime
 
 

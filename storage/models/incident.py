@@ -9,7 +9,7 @@ from datetime import datetime
 from sqlalchemy import JSON, ForeignKey, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from storage.models import Base
+from storage.models.base import Base
 from storage.types import UTCDateTime
 
 
