@@ -11,6 +11,7 @@ Modules (import what you need; this file imports nothing so `import storage` sta
     storage.repositories  query functions (take a Session, never commit)
     storage.writer        SampleWriter: non-blocking batched writes with a spill journal
     storage.journal       the writer's fsync'd JSON-lines journal
+    storage.batch_queue   the writer's bounded queue, taken off in batches by its thread
 
 Conventions: every datetime is aware UTC (naive input is taken as UTC); time windows are
 half-open [start, end); sample ids are strings (UUID4 when generated) and the idempotency key.

@@ -20,7 +20,6 @@ submit), dropped (only when even the journal cannot be written; should stay 0).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import queue
 import random
@@ -32,6 +31,7 @@ from typing import Any
 
 from sqlalchemy import Engine, text
 
+from storage.batch_queue import BatchQueue
 from storage.db import make_engine
 from storage.journal import Journal
 from storage.records import RecordError, format_timestamp, sample_from_record
@@ -39,8 +39,6 @@ from storage.sink import Item, SampleSink
 from storage.types import utcnow
 
 log = logging.getLogger(__name__)
-
-_WAKE: Any = object()  # put on the queue by close() to end the thread's wait at once
 
 
 class SampleWriter:
@@ -63,7 +61,7 @@ class SampleWriter:
         self.sink = SampleSink(self.engine, self.journal.dir / "dead-letter.jsonl", source)
         self.batch_size, self.flush_interval_s, self.source = batch_size, flush_interval_s, source
         self.retry_initial_s, self.retry_max_s = retry_initial_s, retry_max_s
-        self._queue: queue.Queue[Item] = queue.Queue(maxsize=queue_size)
+        self._queue = BatchQueue(queue_size)
         self._lock = threading.Lock()  # counters touched by submitting threads
         self._stop = threading.Event()
         self._closed = False
@@ -172,19 +170,11 @@ class SampleWriter:
         with self._lock:
             self._closed = True
         self._stop.set()
-        with contextlib.suppress(queue.Full):
-            self._queue.put_nowait(_WAKE)
+        self._queue.wake()
         if self._thread.is_alive():
             self._thread.join(timeout)
         alive = self._thread.is_alive()
-        leftover = []  # only if the thread is stuck (a hanging database) or never started
-        while True:
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if item is not _WAKE:
-                leftover.append(item)
+        leftover = self._queue.drain()  # only if the thread is stuck or never started
         self._journal(leftover)
         self.journal.close()
         if not alive:
@@ -206,7 +196,9 @@ class SampleWriter:
     def _step(self) -> bool:
         """One batch and, when due, one replay; True once stopped and drained."""
         stopping = self._stop.is_set()
-        batch = self._collect(wait=not stopping)
+        batch = self._queue.collect(
+            self.batch_size, self.flush_interval_s, wait=not stopping, stop=self._stop
+        )
         if batch:
             try:
                 if self.healthy and not self.journal.has_pending():
@@ -229,29 +221,6 @@ class SampleWriter:
             return self.journal.has_pending()
         # while down: retry on the backoff schedule, but never hold up a shutdown for it
         return not stopping and time.monotonic() >= self._next_retry
-
-    def _collect(self, wait: bool) -> list[Item]:
-        """Up to batch_size items, waiting at most flush_interval_s; `close` wakes it early."""
-        batch: list[Item] = []
-        deadline = time.monotonic() + self.flush_interval_s
-        while len(batch) < self.batch_size:
-            try:
-                if batch or not wait:
-                    item = self._queue.get_nowait()
-                else:
-                    item = self._queue.get(timeout=self.flush_interval_s)
-            except queue.Empty:
-                remaining = deadline - time.monotonic()
-                if not batch or not wait or remaining <= 0 or self._stop.is_set():
-                    break
-                try:  # a short pause lets a trickle of records join this batch
-                    item = self._queue.get(timeout=min(remaining, 0.02))
-                except queue.Empty:
-                    continue
-            if item is _WAKE:
-                break
-            batch.append(item)
-        return batch
 
     def _write(self, batch: list[Item]) -> None:
         try:
