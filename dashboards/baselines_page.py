@@ -1,6 +1,8 @@
-"""`/baselines`: each baseline's window, size, status and validation verdict, thresholds and
-age; build, validate and activate from the page (admin key). The operations themselves are the
-sidecar's (`sidecar.baselines`), handed in as `BaselineOps` so this package does not import it."""
+"""`/baselines`: each baseline's window, size, status and validation verdict, thresholds, the
+smallest change each test detects at the window size (drift.power), the judge's measured
+validity, and age; build, validate and activate from the page (admin key). The operations
+themselves are the sidecar's (`sidecar.baselines`), handed in as `BaselineOps` so this package
+does not import it."""
 
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from dashboards.refused import refused
 from dashboards.templating import page
+from drift.power import PowerReport
+from drift.power_words import power_lines, summary_lines
 from storage.repositories.baselines import list_baselines
 from storage.types import to_utc
 
@@ -43,6 +47,32 @@ def _thresholds(spec: dict | None) -> list[tuple[str, str, float]]:
     return out
 
 
+def _power(spec: dict | None) -> tuple[list[str], list[str]]:
+    """(one sentence per feature, every test's sentence) from the stored power report; nothing
+    when the baseline has none (built before power was measured, or not validated)."""
+    data = (spec or {}).get("power")
+    if not isinstance(data, dict):
+        return [], []
+    try:
+        report = PowerReport.from_dict(data)
+    except (KeyError, TypeError, ValueError):
+        return [], []
+    return summary_lines(report), power_lines(report)
+
+
+def judge_validity(model: str, auc: float | None) -> str:
+    """What the eval scores are worth, in words: the judge's measured AUC, or that it is not."""
+    if auc is None:
+        return (
+            f"Eval scores: the judge ({model}) has no measured validity; "
+            "bench/bench_judge_validity.py measures it (VIGIL_JUDGE_AUC shows it here)."
+        )
+    return (
+        f"Eval scores: the judge ({model}) tells right from wrong math answers with ROC AUC "
+        f"{auc:.2f} (0.5 = chance, 1 = always), measured by bench/bench_judge_validity.py."
+    )
+
+
 def baseline_rows(session: Session, now: datetime) -> list[dict[str, Any]]:
     rows = []
     for b in list_baselines(session)[:200]:
@@ -62,6 +92,7 @@ def baseline_rows(session: Session, now: datetime) -> list[dict[str, Any]]:
                 else "not validated",
                 "reasons": [str(r) for r in reasons][:5],
                 "thresholds": _thresholds(b.spec),
+                "power": _power(b.spec),
             }
         )
     return rows
@@ -76,7 +107,10 @@ def _parse_time(value: str, field: str) -> datetime:
 
 
 def build_baselines_router(
-    session_factory: sessionmaker[Session], viewer: Callable[..., Any], ops: BaselineOps | None
+    session_factory: sessionmaker[Session],
+    viewer: Callable[..., Any],
+    ops: BaselineOps | None,
+    judge_note: str | None = None,
 ) -> APIRouter:
     router = APIRouter()
 
@@ -90,6 +124,7 @@ def build_baselines_router(
             baselines=rows,
             actions=ops is not None,
             message=(message or "")[:300],
+            judge_note=judge_note,
         )
 
     @router.post("/baselines/{action}")

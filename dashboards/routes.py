@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from dashboards.alert_routes import build_alert_router
 from dashboards.api import Range, build_api_router
-from dashboards.baselines_page import BaselineOps, build_baselines_router
+from dashboards.baselines_page import BaselineOps, build_baselines_router, judge_validity
 from dashboards.charts import warm_registry
 from dashboards.cluster_page import build_cluster_router
 from dashboards.incident_page import build_incident_router
@@ -45,7 +45,10 @@ def build_dashboard_router(
 ) -> APIRouter:
     warm_registry()
     router = APIRouter(dependencies=[Depends(viewer)])
-    router.include_router(build_baselines_router(session_factory, viewer, baseline_ops))
+    judge_note = judge_validity(settings.judge_model or settings.model_name, settings.judge_auc)
+    router.include_router(
+        build_baselines_router(session_factory, viewer, baseline_ops, judge_note=judge_note)
+    )
     router.include_router(build_api_router(session_factory))
     router.include_router(build_alert_router(settings, session_factory, viewer))
     router.include_router(build_incident_router(settings, session_factory, viewer))

@@ -4,8 +4,10 @@ Life cycle: `build_baseline` (candidate: capped seeded sample, time-ordered; PSI
 Wasserstein scales, category levels and embedding clusters frozen) → `validate_baseline`
 (drift.validate: first half vs second half must not drift, else rejected with reasons) →
 `calibrate_baseline` (drift.calibrate: thresholds from the baseline's own window-to-window
-noise). `to_dict`/`from_dict` round-trip it through JSON-able values (arrays as base64) so
-storage can persist it; `cluster_bytes` is the compact form for the `cluster_model` column.
+noise) → `drift.power.detectable_effects` (the smallest effect each test detects at the window
+size, kept in `power`). `to_dict`/`from_dict` round-trip it through JSON-able values (arrays as
+base64) so storage can persist it; `cluster_bytes` is the compact form for the `cluster_model`
+column.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ class Baseline:
     levels: Levels = field(default_factory=Levels)
     validation: dict[str, Any] | None = None
     calibration: dict[str, Any] | None = None
+    power: dict[str, Any] | None = None  # drift.power.PowerReport.to_dict(): detectable effects
     info: dict[str, Any] = field(default_factory=dict)
     _mmd: dict[str, MMDReference] = field(default_factory=dict, repr=False, compare=False)
     _population: Population | None = field(default=None, repr=False, compare=False)
@@ -113,6 +116,7 @@ class Baseline:
             "min_samples": self.levels.min_samples,
             "validation": self.validation,
             "calibration": self.calibration,
+            "power": self.power,
             "info": self.info,
         }
         out = jsonable(out)
@@ -164,6 +168,7 @@ class Baseline:
             levels=levels,
             validation=data.get("validation"),
             calibration=data.get("calibration"),
+            power=data.get("power"),
             info=data.get("info") or {},
         )
 

