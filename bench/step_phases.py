@@ -12,6 +12,7 @@ from collections import defaultdict
 import torch
 
 from serving.engine.worker import runner as runner_module
+from serving.engine.worker.input_batch import InputBatch
 
 
 class StepPhases:
@@ -21,7 +22,7 @@ class StepPhases:
         self.targets = [
             (engine.scheduler, "schedule", "schedule"),
             (runner, "launch", "launch (all)"),
-            (runner_module, "build_step_inputs", "  step inputs"),
+            (InputBatch, "build", "  step inputs"),
             (runner.gpu, "forward", "  forward enqueue"),
             (runner.model, "compute_logits", "  logits enqueue"),
             (runner_module, "sample_rows", "  sampler enqueue"),

@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 
 from serving.distributed.step_channel import DeviceStep, StepChannel
+from serving.engine.worker.input_batch import InputBatch
 from serving.engine.worker.prompt_logprobs import record_prompt_logprobs, wants_prompt_logprobs
 from serving.engine.worker.runner import (
     InflightStep,
@@ -22,7 +23,6 @@ from serving.engine.worker.runner import (
     sample_rows,
     take_pending,
 )
-from serving.engine.worker.step_inputs import build_step_inputs
 
 HOST = torch.device("cpu")
 
@@ -71,6 +71,7 @@ class TensorParallelRunner(ModelRunner):
     def __init__(self, *args, channel: StepChannel, **kwargs):
         super().__init__(*args, **kwargs)
         self.channel = channel
+        self.host_batch = InputBatch(self.block_size, HOST)  # the step message is built on the host
 
     def execute(self, out, sample_targets) -> list[SampleResult]:
         return self.launch(out, sample_targets, share_samples=False).results()
@@ -87,9 +88,7 @@ class TensorParallelRunner(ModelRunner):
         """Queue one step on every rank. Order, which the workers' loop mirrors: the step
         message, the forward, the sampled rows' logits, the samples' broadcast (when shared),
         then any prompt-logprob logits calls."""
-        inputs = build_step_inputs(
-            out.scheduled, sample_targets, self.block_size, HOST, pending or None
-        )
+        inputs = self.host_batch.build(out.scheduled, sample_targets, pending or None)
         step = self.channel.send_step(inputs, out.blocks_to_copy, share_samples)
         prev_ids = previous.token_ids if previous is not None else None
         hidden, logits = run_step(self, step, prev_ids)

@@ -53,9 +53,8 @@ class Sequence:
     text: str = ""  # detokenized text with stop strings removed
     sent_text_len: int = 0  # how much of `text` earlier outputs carried
     output_state: object = None  # the output processor's per-sequence state (detokenizer, stops)
-    # the runner's int32 mirror of block_table (worker/step_inputs.py); the block manager
-    # lowers `block_table_synced` (leading entries mirrored) whenever it rewrites the table
-    block_table_row: torch.Tensor | None = None
+    # leading entries of block_table the runner's persistent batch holds (worker/input_batch.py);
+    # the block manager lowers it whenever it rewrites the table
     block_table_synced: int = 0
 
     @property

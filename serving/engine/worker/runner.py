@@ -17,8 +17,8 @@ import torch
 from serving.attention import get_backend
 from serving.engine.core.request import Sequence
 from serving.engine.core.scheduler import SchedulerOutput
+from serving.engine.worker.input_batch import InputBatch
 from serving.engine.worker.prompt_logprobs import record_prompt_logprobs, wants_prompt_logprobs
-from serving.engine.worker.step_inputs import build_step_inputs
 from serving.engine.worker.token_sampler import (
     DeviceSample,
     host_lists,
@@ -127,6 +127,7 @@ class ModelRunner:
         self.block_size = block_size
         self.device = device
         self.backend = get_backend(device)
+        self.input_batch = InputBatch(block_size, device)
         # ids of live requests asking for prompt logprobs (kept by the engine): an empty set
         # skips the per-step scan, which would otherwise cost ~0.3 us per scheduled sequence
         self.prompt_logprob_requests: set[str] = set()
@@ -168,12 +169,7 @@ class ModelRunner:
         host yet to its index in `previous.token_ids`: its input row is read from there."""
         for src, dst in out.blocks_to_copy:  # copy-on-write of shared partial blocks
             self.kv_cache[:, :, dst] = self.kv_cache[:, :, src]
-        if pending:
-            inputs = build_step_inputs(
-                out.scheduled, sample_targets, self.block_size, self.device, pending
-            )
-        else:  # (positional: tests wrap build_step_inputs with this signature)
-            inputs = build_step_inputs(out.scheduled, sample_targets, self.block_size, self.device)
+        inputs = self.input_batch.build(out.scheduled, sample_targets, pending or None)
         input_ids = inputs.input_ids
         if inputs.pending_rows:
             input_ids = self._take_pending(

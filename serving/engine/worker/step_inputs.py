@@ -1,12 +1,11 @@
 """The runner's typed view of one step: flattened token ids, positions, attention metadata and the
 rows whose logits are sampled. Built from a `SchedulerOutput` on the host, then moved to device.
 
-Per-step host cost matters (on the GPU the engine step is host-bound): one Python pass over the
-scheduled sequences gathers scalars; positions and slots are computed as tensors; block tables
-come from each sequence's persistent int32 row (only entries the block manager changed since the
-last step are written), stacked in one call. Host-to-device copies are non-blocking: from pageable
-memory the driver stages the bytes before returning and never waits for the device, so the host
-can build step t+1 while step t runs (async scheduling).
+`build_step_inputs` rebuilds a step from the scheduled sequences alone, block tables included:
+the reference that the runner's persistent `InputBatch` (input_batch.py) must equal, and what
+reads most plainly. Host-to-device copies are non-blocking: from pageable memory the driver
+stages the bytes before returning and never waits for the device, so the host can build step t+1
+while step t runs (async scheduling).
 
 With async scheduling a sequence's newest token may still be on the device (`pending`: sequence
 -> index into the previous step's sampled ids): its row's id is a placeholder here, and the
@@ -41,34 +40,18 @@ class StepInputs:
     samples_every_row: bool = False
 
 
-def _host_tensor(values: list[int], dtype: np.dtype) -> torch.Tensor:
+def host_tensor(values: list[int], dtype: np.dtype) -> torch.Tensor:
     # via numpy: torch.tensor(list) costs ~0.2 us per element (~50 us for 256 ints), this ~4 us
     return torch.from_numpy(np.asarray(values, dtype=dtype))
 
 
-def table_capacity(width: int) -> int:
-    """Mirror rows share one power-of-two capacity per step, so they stack in one call."""
-    cap = 16
-    while cap < width:
-        cap *= 2
-    return cap
-
-
-def block_table_row(seq: Sequence, cap: int) -> torch.Tensor:
-    """`seq.block_table` as an int32 [cap] zero-padded mirror row, kept on the sequence: only
-    the entries past `seq.block_table_synced` are written (a decode writes one entry per
-    block_size steps); a row of another capacity is rebuilt."""
-    table, row, synced = seq.block_table, seq.block_table_row, seq.block_table_synced
-    n = len(table)
-    if row is None or row.shape[0] != cap:
-        row, synced = torch.zeros(cap, dtype=torch.int32), 0
-        seq.block_table_row = row
-    elif synced == 0 and n < cap:
-        row[n:].zero_()  # the table was replaced (freed, re-allocated): drop stale entries
-    if synced < n:
-        row[synced:n] = torch.tensor(table[synced:n], dtype=torch.int32)
-    seq.block_table_synced = n
-    return row
+def padded_tables(tables: list[list[int]]) -> torch.Tensor:
+    """int32 [len(tables), longest], each row zero-padded."""
+    width = max(len(t) for t in tables)
+    out = np.zeros((len(tables), width), dtype=np.int32)
+    for i, t in enumerate(tables):
+        out[i, : len(t)] = t
+    return torch.from_numpy(out)
 
 
 def build_step_inputs(
@@ -87,14 +70,12 @@ def build_step_inputs(
         if num_decode == len(scheduled)
         else (decodes + [i for i, item in enumerate(scheduled) if item.num_new_tokens != 1])
     )
-    width = max(len(item.seq.block_table) for item in scheduled)
-    cap = table_capacity(width)
     input_ids: list[int] = []
     starts: list[int] = []
     qlens: list[int] = []
     rows: list[int] = []
     targets: list[Sequence] = []
-    table_rows: list[torch.Tensor] = []
+    tables: list[list[int]] = []
     pending_rows: list[int] = []
     pending_src: list[int] = []
     num_tokens = 0
@@ -112,17 +93,12 @@ def build_step_inputs(
         if pending and seq in pending and start + n == len(seq.token_ids):  # last id on the device
             pending_rows.append(num_tokens - 1)
             pending_src.append(pending[seq])
-        row = seq.block_table_row
-        if row is None or seq.block_table_synced != len(seq.block_table) or row.shape[0] != cap:
-            row = block_table_row(seq, cap)
-        table_rows.append(row)
+        tables.append(seq.block_table)
         for target in sample_targets[i]:
             rows.append(num_tokens - 1)
             targets.append(target)
     slens = [s + q for s, q in zip(starts, qlens, strict=True)]
-    block_tables = table_rows[0][None] if len(table_rows) == 1 else torch.stack(table_rows)
-    if cap != width:
-        block_tables = block_tables[:, :width].contiguous()
+    block_tables = padded_tables(tables)
     if num_decode == len(order):
         return _decode_only(
             scheduled,
@@ -152,7 +128,7 @@ def build_step_inputs(
     positions = torch.from_numpy(positions_np)
     meta = AttentionMetadata(
         query_start_loc=qsl.to(device, non_blocking=True),
-        seq_lens=_host_tensor(slens, np.int32).to(device, non_blocking=True),
+        seq_lens=host_tensor(slens, np.int32).to(device, non_blocking=True),
         slot_mapping=slots.to(device, non_blocking=True),
         block_tables=block_tables.to(device, non_blocking=True),
         max_query_len=max(qlens),
@@ -162,10 +138,10 @@ def build_step_inputs(
         seq_lens_cpu=slens,
     )
     return StepInputs(
-        input_ids=_host_tensor(input_ids, np.int64).to(device, non_blocking=True),
+        input_ids=host_tensor(input_ids, np.int64).to(device, non_blocking=True),
         positions=positions.to(device, non_blocking=True),
         meta=meta,
-        logits_rows=_host_tensor(rows, np.int64).to(device, non_blocking=True),
+        logits_rows=host_tensor(rows, np.int64).to(device, non_blocking=True),
         sample_seqs=targets,
         query_lens=qlens,
         seq_lens=slens,
@@ -199,8 +175,8 @@ def _decode_only(
         slots.append(
             scheduled[i].seq.block_table[start // block_size] * block_size + start % block_size
         )
-    wide = _host_tensor(input_ids + starts + slots + rows, np.int64).to(device, non_blocking=True)
-    narrow = _host_tensor(list(range(n + 1)) + slens, np.int32).to(device, non_blocking=True)
+    wide = host_tensor(input_ids + starts + slots + rows, np.int64).to(device, non_blocking=True)
+    narrow = host_tensor(list(range(n + 1)) + slens, np.int32).to(device, non_blocking=True)
     qlens = [1] * n
     meta = AttentionMetadata(
         query_start_loc=narrow[: n + 1],

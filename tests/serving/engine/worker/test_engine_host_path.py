@@ -1,7 +1,7 @@
 """The engine's O(1)-per-sequence host path: ListPrefix snapshots in running outputs, running
-logprob/entropy sums, incremental block-table rows (checked against a from-the-lists rebuild of
-every step's tensors, through copy-on-write forks, preemption and chunked prefill), and the
-runner passing token history to the sampler only for penalised rows."""
+logprob/entropy sums, the persistent batch's block-table rows (checked against a from-the-lists
+rebuild of every step's tensors, through copy-on-write forks, preemption and chunked prefill),
+and the runner passing token history to the sampler only for penalised rows."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 from engine_fixtures import make_engine, save_tiny_model
 
-import serving.engine.worker.runner as runner_mod
+from serving.engine.worker.input_batch import InputBatch
 from serving.engine.worker.token_sampler import sample
 from serving.loader import load_model_files
 from serving.outputs import ListPrefix
@@ -56,12 +56,12 @@ def _oracle(scheduled, targets, bs):
 
 
 def test_step_tensors_match_a_rebuild_from_the_lists(tiny, monkeypatch):
-    real = runner_mod.build_step_inputs
+    real = InputBatch.build
     checked = {"steps": 0, "cow": 0}
 
-    def checking(scheduled, targets, bs, device):
-        got = real(scheduled, targets, bs, device)
-        ids, pos, slots, rows, tables = _oracle(scheduled, targets, bs)
+    def checking(self, scheduled, targets, pending=None):
+        got = real(self, scheduled, targets, pending)
+        ids, pos, slots, rows, tables = _oracle(scheduled, targets, self.block_size)
         assert got.input_ids.tolist() == ids and got.positions.tolist() == pos
         assert got.meta.slot_mapping.tolist() == slots and got.logits_rows.tolist() == rows
         assert got.meta.block_tables.tolist() == tables
@@ -74,7 +74,7 @@ def test_step_tensors_match_a_rebuild_from_the_lists(tiny, monkeypatch):
         checked["steps"] += 1
         return got
 
-    monkeypatch.setattr(runner_mod, "build_step_inputs", checking)
+    monkeypatch.setattr(InputBatch, "build", checking)
     # a small pool (preemption), n > 1 (forks share a half-full block: copy-on-write), a small
     # token budget (chunked prefill mixed with decode), prefix caching on
     engine = make_engine(tiny, num_kv_blocks=40, max_num_batched_tokens=24, max_num_seqs=8)
