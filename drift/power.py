@@ -23,10 +23,11 @@ Effects, each in the feature's own terms:
 
 Tests adjusted across features (KS, Benjamini–Hochberg) run at α / m, the level BH gives one
 moved feature among m. The reference is half the baseline, so the power is a little below that
-of the whole baseline (conservative). Tests that are not run per feature (the prompt-mix and
-prompt-conditioned tests need prompt strata) are listed as not simulated. Costly tests (MMD)
-run against a reference of at most COSTLY_REFERENCE rows (the window's drift job uses up to
-`mmd_max_samples`), so their figure is an upper bound on the smallest effect they detect.
+of the whole baseline (conservative). The prompt-mix test (`cluster_mix`) is simulated on the
+prompt embeddings, where the job runs it; the prompt-conditioned tests need prompt strata and
+are listed as not simulated. Costly tests (MMD) run against a reference of at most
+COSTLY_REFERENCE rows (the window's drift job uses up to `mmd_max_samples`), so their figure is
+an upper bound on the smallest effect they detect.
 
 Cost: (1 + steps) x repeats test runs per test and feature; with the defaults about one
 calibration's worth on a 3,000-row baseline.
@@ -53,6 +54,9 @@ COSTLY_STEPS = 4
 COSTLY_REFERENCE = 600  # and a reference capped at this many rows
 MAX_SHIFT_SD = 3.0
 NEW_VALUE = "(a new value)"
+# tests not run per feature that need nothing but their one feature's rows: the prompt-mix test
+# (drift.prompt_response runs it on the prompt embeddings, its cells fitted on the reference)
+ONE_FEATURE = {"cluster_mix": "prompt_embedding"}
 
 
 @dataclass(frozen=True)
@@ -225,6 +229,9 @@ def _feature_values(baseline: Baseline, spec: TestSpec, name: str) -> np.ndarray
 
 def _features_of(baseline: Baseline, spec: TestSpec) -> list[str]:
     fs = baseline.features
+    if not spec.per_feature:
+        name = ONE_FEATURE.get(spec.name)
+        return [name] if name is not None and name in fs.embeddings else []
     kinds: dict[str, list[str]] = {
         "numeric": list(fs.numeric),
         "categorical": list(fs.categorical),
@@ -255,9 +262,9 @@ def detectable_effects(
         power=power,
         repeats=repeats,
         seed=baseline.seed,
-        not_simulated=[s.name for s in specs if not s.per_feature],
+        not_simulated=[s.name for s in specs if not s.per_feature and s.name not in ONE_FEATURE],
     )
-    for spec in (s for s in specs if s.per_feature):
+    for spec in (s for s in specs if s.per_feature or s.name in ONE_FEATURE):
         for name in _features_of(baseline, spec):
             values = _feature_values(baseline, spec, name)
             if values is None or len(values) < 2:

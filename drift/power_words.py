@@ -14,6 +14,7 @@ TEST_WORDS = {
     "chi2": "The chi-square test",
     "js": "The Jensen–Shannon distance",
     "mmd": "MMD",
+    "cluster_mix": "The prompt-mix test",
 }
 # feature -> (what it measures, its unit)
 FEATURE_WORDS = {

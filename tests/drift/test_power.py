@@ -14,7 +14,7 @@ from scipy import optimize, stats
 from test_registry_dispatch import welch  # noqa: F401 (fixture: registers the Welch t test)
 
 from drift.baseline import Baseline, build_baseline
-from drift.features import FeatureSet
+from drift.features import EmbeddingBlock, FeatureSet
 from drift.power import DetectableEffect, PowerReport, detectable_effects, lattice_step
 from drift.power_words import describe, power_lines, summary_lines
 
@@ -140,3 +140,19 @@ def test_any_report_formats_and_survives_json(found, window, left_out):
     assert len(lines) == len(found) + (1 if left_out else 0)
     assert all(isinstance(line, str) and line for line in lines + summary_lines(report))
     assert all(line.encode("utf-8") for line in lines)
+
+
+def test_the_prompt_mix_test_is_simulated_on_prompt_embeddings_only():
+    rng = np.random.default_rng(6)
+    centres = rng.normal(size=(6, 16)) * 3.0
+    vectors = (centres[rng.integers(6, size=1200)] + rng.normal(size=(1200, 16))).astype(np.float32)
+    fs = FeatureSet(n=1200)
+    for name in ("prompt_embedding", "response_embedding"):
+        fs.embeddings[name] = EmbeddingBlock(np.arange(1200), vectors)
+    base = build_baseline(fs, seed=1, cluster=False)
+    report = detectable_effects(base, window_size=200, tests=("cluster_mix", "conditional_mmd"))
+    (effect,) = report.effects
+    assert (effect.test, effect.feature, effect.kind) == ("cluster_mix", "prompt_embedding", "mix")
+    assert effect.effect is not None and 0.01 < effect.effect < 0.5
+    assert report.not_simulated == ["conditional_mmd"]
+    assert "of the prompts moving to new content" in describe(effect, 200)
