@@ -5,7 +5,7 @@ takes its defaults from here."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings
@@ -60,13 +60,15 @@ class EngineSettings(BaseSettings):
     # to the API server over ZeroMQ; "inprocess": a thread of the API server (tests, debugging)
     engine_process: Literal["separate", "inprocess"] = "separate"
     # API server processes sharing the port, each a client of the one engine core (`vigil serve
-    # --api-server-count`): tokenization, SSE and detokenization spread over N GILs; needs
-    # engine_process "separate"
-    api_server_count: int = Field(1, ge=1, le=64)
+    # --api-server-count`): tokenization, SSE and detokenization spread over N GILs; more than
+    # one needs engine_process "separate". "auto": from the CPU count and what one process
+    # streams (serving/server/api_server_count.py)
+    api_server_count: Annotated[int, Field(ge=1, le=64)] | Literal["auto"] = "auto"
 
     @model_validator(mode="after")
     def _several_api_servers_need_a_separate_core(self) -> EngineSettings:
-        if self.api_server_count > 1 and self.engine_process != "separate":
+        count = self.api_server_count
+        if count != "auto" and count > 1 and self.engine_process != "separate":
             raise ValueError(
                 f"VIGIL_API_SERVER_COUNT={self.api_server_count} "
                 "needs VIGIL_ENGINE_PROCESS=separate "

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 import uvicorn
 from fastapi import FastAPI
 
+from serving.server.api_server_count import resolve_api_server_count
 from serving.server.app import create_app
 from serving.server.state import Phase
 from vigil.config import Settings, load_settings
@@ -123,7 +124,10 @@ def serve_command(args) -> int:
     logging.getLogger("alembic").setLevel(logging.WARNING)
     if settings.sample_rate > 0 or settings.segment_min_per_hour > 0:
         _prepare_storage(settings)
-    if settings.api_server_count > 1:
+    count = resolve_api_server_count(settings)
+    settings = settings.model_copy(update={"api_server_count": count})
+    if count > 1:
+        log.info("%d API server processes on port %d", count, settings.port)
         from serving.server.multi_process import run_multi_process
 
         return run_multi_process(settings)

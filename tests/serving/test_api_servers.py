@@ -235,7 +235,7 @@ def test_several_api_servers_need_a_separate_engine_core(monkeypatch, capsys):
     ):
         load_settings(api_server_count=2, engine_process="inprocess")
     assert load_settings(api_server_count=2).api_server_count == 2
-    assert load_settings(engine_process="inprocess").api_server_count == 1
+    assert load_settings(engine_process="inprocess").api_server_count == "auto"
     monkeypatch.setenv("VIGIL_ENGINE_PROCESS", "inprocess")
     assert main(["serve", "--api-server-count", "3"]) == 2
     assert "VIGIL_API_SERVER_COUNT=3 needs VIGIL_ENGINE_PROCESS=separate" in capsys.readouterr().err

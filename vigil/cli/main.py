@@ -27,6 +27,10 @@ COMMANDS = {
 }
 
 
+def _count_or_auto(text: str) -> int | str:
+    return text if text == "auto" else int(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="vigil", description="LLM serving with drift monitoring built in."
@@ -46,8 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--api-server-count",
-        type=int,
-        help="N API server processes on one port, feeding one engine core; VIGIL_API_SERVER_COUNT",
+        type=_count_or_auto,
+        help="N API server processes on one port, feeding one engine core, or auto (the default: "
+        "from the CPU count); VIGIL_API_SERVER_COUNT",
     )
 
     sidecar = sub.add_parser(
