@@ -1,0 +1,215 @@
+"""Drift quality on public data: does the drift run catch a silent template rewording and a
+quiet model swap, name the cause, and stay quiet when nothing changed?
+
+    .venv/bin/python -m bench.bench_drift_quality [--windows 20] [--window-size 300] \
+        [--base 1500] [--before var/drift_quality/summary-<commit>.json] [--pool-only]
+
+Five applications serve BIG-bench tasks (PyPI sdist `bigbench==1.0.0`) through four prompt
+templates each (bench/drift_quality_apps.py); SmolLM2-135M-Instruct answers on the project's
+engine, and a sibling fine-tune of it answers the model-swap windows (bench/sibling_model.py).
+Records carry what the traffic logger records (tenant = the application), embeddings are the
+offline MiniLM of `vigil check`. The baseline is built, validated and calibrated for the window
+size as the product does; every window then goes through `run_drift` with the drift job's
+default segmentation. Rates per window kind: detected (any alert), the cause named (every alert
+that names a side names the planted one) and, for unchanged windows, false alarms. The summary
+is kept under var/ by commit; `--before` puts an earlier run's rates beside this one's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from bench.bigbench_tasks import fetch_sdist, read_tasks
+from bench.drift_quality_apps import task_app
+from bench.drift_quality_pool import Generator, generate_part, part_prompts
+from bench.drift_quality_windows import EXPECTED_CAUSE, KINDS, draw_window, score, wilson
+from bench.results_table import Table, _commit, write_results
+
+ROOT = Path(__file__).resolve().parent.parent
+CACHE = ROOT / "var" / "drift_quality"
+SDIST_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "vigil-bench"
+RECORD_FIELDS = (
+    "prompt",
+    "response",
+    "prompt_tokens",
+    "completion_tokens",
+    "finish_reason",
+    "mean_logprob",
+    "mean_entropy",
+)
+
+
+def build_pool(args: argparse.Namespace) -> dict[str, list[dict]]:
+    from bench.sibling_model import sibling_model
+    from serving.loader import default_model_path, load_model_files
+
+    tasks = read_tasks(fetch_sdist(SDIST_CACHE), set(task_app()))
+    sizes = {"base": args.base, "held": args.held, "reworded": args.reworded}
+    prompts = part_prompts(tasks, sizes)
+    loaded = load_model_files(default_model_path())
+    served = lambda: Generator(loaded, args.threads)  # noqa: E731
+    parts = {}
+    for name, seed in (("held", 2_000_000), ("reworded", 3_000_000), ("base", 1_000_000)):
+        parts[name] = generate_part(CACHE / f"pool-{name}.jsonl", prompts[name], served, seed)
+    sibling = lambda: Generator(sibling_model(loaded, tasks, CACHE), args.threads)  # noqa: E731
+    parts["sibling"] = generate_part(
+        CACHE / "pool-sibling.jsonl", prompts["held"], sibling, 2_000_000
+    )
+    return parts
+
+
+def embedded(name: str, rows: list[dict]) -> pd.DataFrame:
+    """The part as sample records, with MiniLM prompt/response embeddings (cached)."""
+    from sidecar.embedder import embed_texts
+
+    frame = pd.DataFrame(rows)
+    path = CACHE / f"emb-{name}-{len(frame)}.npz"
+    if path.is_file():
+        cached = np.load(path)
+        prompt_vecs, response_vecs = cached["prompt"], cached["response"]
+    else:
+        t0 = time.perf_counter()
+        prompt_vecs = embed_texts(frame["prompt"].tolist())
+        response_vecs = embed_texts(frame["response"].tolist())
+        np.savez(path, prompt=prompt_vecs, response=response_vecs)
+        print(f"  embedded {name}: {len(frame)} x 2 texts in {time.perf_counter() - t0:.0f} s")
+    out = frame[["app", "template", "reworded", *RECORD_FIELDS]].copy()
+    out["tenant"] = out.pop("app")
+    out["prompt_embedding"] = list(prompt_vecs)
+    out["response_embedding"] = list(response_vecs)
+    return out
+
+
+def run_windows(parts: dict[str, pd.DataFrame], args: argparse.Namespace) -> dict:
+    from drift.baseline import build_baseline
+    from drift.calibrate import calibrate_baseline
+    from drift.run import run_drift
+    from drift.validate import validate_baseline
+
+    base = parts["base"].copy()
+    base["timestamp"] = np.arange(len(base), dtype=np.float64)
+    t0 = time.perf_counter()
+    baseline = build_baseline(base.drop(columns=["template", "reworded"]), seed=args.seed)
+    validation = validate_baseline(baseline)
+    calibrate_baseline(baseline, window_size=args.window_size)
+    setup_s = time.perf_counter() - t0
+    print(f"baseline {len(base)}: valid={baseline.valid} {validation.reasons} ({setup_s:.0f} s)")
+    per_kind: dict[str, list[dict]] = {k: [] for k in KINDS}
+    run_s = []
+    for i in range(args.windows):
+        for kind in KINDS:
+            w = draw_window(kind, i, parts, args.window_size, args.seed)
+            t1 = time.perf_counter()
+            outcome = run_drift(
+                baseline, w.frame.drop(columns=["template", "reworded"]), rng_seed=args.seed + i
+            )
+            run_s.append(time.perf_counter() - t1)
+            s = score(outcome)
+            per_kind[kind].append(
+                {
+                    "detected": s.detected,
+                    "causes": list(s.causes),
+                    "named": bool(EXPECTED_CAUSE[kind] and s.named(EXPECTED_CAUSE[kind])),
+                    "changed": list(w.changed),
+                    "alerts": [a.summary for a in outcome.alerts][:6],
+                    "results": sum(not r.insufficient for r in outcome.results),
+                    "drifted_results": sum(
+                        r.drifted and not r.insufficient for r in outcome.results
+                    ),
+                }
+            )
+            print(
+                f"  {kind:8s} #{i:02d} {'DRIFT' if s.detected else 'quiet':5s} "
+                f"causes={','.join(s.causes) or '-'} {' '.join(w.changed)} ({run_s[-1]:.1f} s)",
+                flush=True,
+            )
+    return {
+        "commit": _commit(),
+        "baseline": len(base),
+        "baseline_valid": bool(baseline.valid),
+        "window_size": args.window_size,
+        "setup_s": setup_s,
+        "run_s_median": float(np.median(run_s)),
+        "windows": per_kind,
+    }
+
+
+def rates(summary: dict) -> dict[str, tuple[int, int]]:
+    w = summary["windows"]
+    return {
+        "template_detected": (sum(r["detected"] for r in w["template"]), len(w["template"])),
+        "template_prompt": (sum(r["named"] for r in w["template"]), len(w["template"])),
+        "model_detected": (sum(r["detected"] for r in w["model"]), len(w["model"])),
+        "model_model": (sum(r["named"] for r in w["model"]), len(w["model"])),
+        "none_alarm": (sum(r["detected"] for r in w["none"]), len(w["none"])),
+    }
+
+
+LABELS = {
+    "template_detected": "(a) silent template rewording: detected",
+    "template_prompt": "(a) silent template rewording: cause named `prompt`",
+    "model_detected": "(b) sibling model swap: detected",
+    "model_model": "(b) sibling model swap: cause named `model`",
+    "none_alarm": "(c) nothing changed: false alarms",
+}
+
+
+def fmt(k: int, n: int) -> str:
+    lo, hi = wilson(k, n)
+    return f"{k}/{n} = {k / n:.0%} [{lo:.0%}, {hi:.0%}]"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--windows", type=int, default=20, help="windows of each kind")
+    ap.add_argument("--window-size", type=int, default=100)
+    ap.add_argument("--base", type=int, default=400, help="baseline samples")
+    ap.add_argument("--held", type=int, default=200, help="window-input prompts per model")
+    ap.add_argument("--reworded", type=int, default=75, help="reworded-template prompts")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--before", type=Path, help="an earlier run's summary JSON (the before column)")
+    ap.add_argument("--pool-only", action="store_true", help="generate and embed the pool only")
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    pool = build_pool(args)
+    parts = {name: embedded(name, rows) for name, rows in pool.items()}
+    print(
+        f"pool ready in {time.perf_counter() - t0:.0f} s: "
+        + ", ".join(f"{k} {len(v)}" for k, v in parts.items())
+    )
+    if args.pool_only:
+        return
+    summary = run_windows(parts, args)
+    path = CACHE / f"summary-{summary['commit']}.json"
+    path.write_text(json.dumps(summary, indent=1))
+    now = rates(summary)
+    before = rates(json.loads(args.before.read_text())) if args.before else None
+    columns = ["window kind: outcome", "rate [95% Wilson]"]
+    if before:
+        columns = ["window kind: outcome", "before", "after"]
+    table = Table(
+        f"{args.windows} windows of {args.window_size} per kind against a {len(parts['base'])}-"
+        "sample calibrated baseline (tenant = application)",
+        columns,
+    )
+    for key, label in LABELS.items():
+        print(table.add(label, *([fmt(*before[key])] if before else []), fmt(*now[key])))
+    notes = [
+        f"summary: {path.relative_to(ROOT)}; run_drift median {summary['run_s_median']:.1f} s "
+        f"per window, baseline build + validate + calibrate {summary['setup_s']:.0f} s",
+    ]
+    if before:
+        notes.append(f"before: commit {json.loads(args.before.read_text())['commit']}")
+    write_results("drift_quality", [table], notes)
+
+
+if __name__ == "__main__":
+    main()
