@@ -1,8 +1,9 @@
 """Drift quality on public data: does the drift run catch a silent template rewording and a
 quiet model swap, name the cause, and stay quiet when nothing changed?
 
-    .venv/bin/python -m bench.bench_drift_quality [--windows 20] [--window-size 300] \
-        [--base 1500] [--before var/drift_quality/summary-<commit>.json] [--pool-only]
+    .venv/bin/python -m bench.bench_drift_quality [--windows 20] [--window-size 50] \
+        [--base 200] [--held 80] [--reworded 30] [--device cpu] \
+        [--before var/drift_quality/summary-<commit>.json] [--pool-only]
 
 Five applications serve BIG-bench tasks (PyPI sdist `bigbench==1.0.0`) through four prompt
 templates each (bench/drift_quality_apps.py); SmolLM2-135M-Instruct answers on the project's
@@ -13,6 +14,11 @@ size as the product does; every window then goes through `run_drift` with the dr
 default segmentation. Rates per window kind: detected (any alert), the cause named (every alert
 that names a side names the planted one) and, for unchanged windows, false alarms. The summary
 is kept under var/ by commit; `--before` puts an earlier run's rates beside this one's.
+
+Scale: generation dominates (about 0.1 responses/s on two shared CPU cores), so the defaults are
+the smallest pool that still calibrates (a 200-sample baseline gives four 50-sample chunks);
+windows are seeded draws from their pool part, so their count costs no generation. With a GPU
+(`--device cuda`) raise --base/--held/--reworded and --window-size (e.g. 3000/1200/600/300).
 """
 
 from __future__ import annotations
@@ -33,7 +39,8 @@ from bench.drift_quality_windows import EXPECTED_CAUSE, KINDS, draw_window, scor
 from bench.results_table import Table, _commit, write_results
 
 ROOT = Path(__file__).resolve().parent.parent
-CACHE = ROOT / "var" / "drift_quality"
+# VIGIL_DRIFT_QUALITY_CACHE lets another checkout (an older drift/) reuse one generated pool
+CACHE = Path(os.environ.get("VIGIL_DRIFT_QUALITY_CACHE") or ROOT / "var" / "drift_quality")
 SDIST_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "vigil-bench"
 RECORD_FIELDS = (
     "prompt",
@@ -54,14 +61,19 @@ def build_pool(args: argparse.Namespace) -> dict[str, list[dict]]:
     sizes = {"base": args.base, "held": args.held, "reworded": args.reworded}
     prompts = part_prompts(tasks, sizes)
     loaded = load_model_files(default_model_path())
-    served = lambda: Generator(loaded, args.threads)  # noqa: E731
+    served = lambda: Generator(loaded, args.threads, args.device)  # noqa: E731
     parts = {}
-    for name, seed in (("held", 2_000_000), ("reworded", 3_000_000), ("base", 1_000_000)):
-        parts[name] = generate_part(CACHE / f"pool-{name}.jsonl", prompts[name], served, seed)
-    sibling = lambda: Generator(sibling_model(loaded, tasks, CACHE), args.threads)  # noqa: E731
-    parts["sibling"] = generate_part(
-        CACHE / "pool-sibling.jsonl", prompts["held"], sibling, 2_000_000
+    wanted = args.only or ("held", "base", "reworded", "sibling")
+    for name, seed in (("held", 2_000_000), ("base", 1_000_000), ("reworded", 3_000_000)):
+        if name in wanted:
+            parts[name] = generate_part(CACHE / f"pool-{name}.jsonl", prompts[name], served, seed)
+    sibling = lambda: Generator(  # noqa: E731
+        sibling_model(loaded, tasks, CACHE), args.threads, args.device
     )
+    if "sibling" in wanted:
+        parts["sibling"] = generate_part(
+            CACHE / "pool-sibling.jsonl", prompts["held"], sibling, 2_000_000
+        )
     return parts
 
 
@@ -149,6 +161,10 @@ def rates(summary: dict) -> dict[str, tuple[int, int]]:
         "model_detected": (sum(r["detected"] for r in w["model"]), len(w["model"])),
         "model_model": (sum(r["named"] for r in w["model"]), len(w["model"])),
         "none_alarm": (sum(r["detected"] for r in w["none"]), len(w["none"])),
+        "none_results": (
+            sum(r["drifted_results"] for r in w["none"]),
+            sum(r["results"] for r in w["none"]),
+        ),
     }
 
 
@@ -157,7 +173,8 @@ LABELS = {
     "template_prompt": "(a) silent template rewording: cause named `prompt`",
     "model_detected": "(b) sibling model swap: detected",
     "model_model": "(b) sibling model swap: cause named `model`",
-    "none_alarm": "(c) nothing changed: false alarms",
+    "none_alarm": "(c) nothing changed: false alarms (windows with an alert)",
+    "none_results": "(c) nothing changed: drifted test results (calibrated at about 1 % each)",
 }
 
 
@@ -169,14 +186,24 @@ def fmt(k: int, n: int) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--windows", type=int, default=20, help="windows of each kind")
-    ap.add_argument("--window-size", type=int, default=100)
-    ap.add_argument("--base", type=int, default=400, help="baseline samples")
-    ap.add_argument("--held", type=int, default=200, help="window-input prompts per model")
-    ap.add_argument("--reworded", type=int, default=75, help="reworded-template prompts")
+    ap.add_argument("--window-size", type=int, default=50)
+    ap.add_argument("--base", type=int, default=200, help="baseline samples")
+    ap.add_argument("--held", type=int, default=80, help="window-input prompts per model")
+    ap.add_argument("--reworded", type=int, default=30, help="reworded-template prompts")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--device", default="cpu", help="the engine's device for generation")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--before", type=Path, help="an earlier run's summary JSON (the before column)")
     ap.add_argument("--pool-only", action="store_true", help="generate and embed the pool only")
+    ap.add_argument(
+        "--only",
+        nargs="+",
+        choices=("held", "base", "reworded", "sibling"),
+        help=(
+            "generate these pool parts only (implies --pool-only): parts can be made in "
+            "parallel processes"
+        ),
+    )
     args = ap.parse_args()
     t0 = time.perf_counter()
     pool = build_pool(args)
@@ -185,7 +212,7 @@ def main() -> None:
         f"pool ready in {time.perf_counter() - t0:.0f} s: "
         + ", ".join(f"{k} {len(v)}" for k, v in parts.items())
     )
-    if args.pool_only:
+    if args.pool_only or args.only:
         return
     summary = run_windows(parts, args)
     path = CACHE / f"summary-{summary['commit']}.json"
@@ -203,7 +230,7 @@ def main() -> None:
     for key, label in LABELS.items():
         print(table.add(label, *([fmt(*before[key])] if before else []), fmt(*now[key])))
     notes = [
-        f"summary: {path.relative_to(ROOT)}; run_drift median {summary['run_s_median']:.1f} s "
+        f"summary: var/drift_quality/{path.name}; run_drift median {summary['run_s_median']:.1f} s "
         f"per window, baseline build + validate + calibrate {summary['setup_s']:.0f} s",
     ]
     if before:

@@ -72,6 +72,7 @@ def draw_prompts(
                 "template": t.name,
                 "reworded": reworded,
                 "task": ex.task,
+                "input": ex.input,
                 "answer": ex.answer,
             }
         )
@@ -96,13 +97,13 @@ def part_prompts(tasks: dict[str, list[Example]], sizes: dict[str, int]) -> dict
 class Generator:
     """The engine on the CPU, one model; `generate` keeps the records' order."""
 
-    def __init__(self, loaded, threads: int = 2) -> None:
+    def __init__(self, loaded, threads: int = 2, device: str = "cpu") -> None:
         import torch
 
         from serving.engine import EngineConfig, LLMEngine
 
         torch.set_num_threads(threads)
-        cfg = EngineConfig(device="cpu", kv_cache_memory_mb=512, max_num_seqs=CHUNK)
+        cfg = EngineConfig(device=device, kv_cache_memory_mb=512, max_num_seqs=CHUNK)
         self.engine = LLMEngine(cfg, loaded=loaded)
         self.tok = self.engine.tokenizer
 

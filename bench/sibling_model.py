@@ -20,8 +20,8 @@ import torch
 from bench.bigbench_tasks import Example
 from bench.drift_quality_pool import draw_prompts
 
-LAYERS = 4
-STEPS = 12
+LAYERS = 2
+STEPS = 10
 BATCH = 4
 LR = 3e-4
 
