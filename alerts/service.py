@@ -70,7 +70,7 @@ def raise_alerts(
             .limit(1)
         ).first()
         plan = plan_firing(existing, run_id=run_id)
-        if plan.create:
+        if existing is None:  # plan.create
             alert = Alert(
                 dedupe_key=key,
                 rule=proposal.rule,

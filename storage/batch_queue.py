@@ -24,7 +24,7 @@ class BatchQueue(queue.Queue[Item]):
 
     def drain(self) -> list[Item]:
         """Everything still queued, without waiting."""
-        leftover = []
+        leftover: list[Item] = []
         while True:
             try:
                 item = self.get_nowait()

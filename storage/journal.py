@@ -109,7 +109,7 @@ class Journal:
                 finally:
                     os.close(fd)
 
-    def _open_segment(self) -> None:
+    def _open_segment(self) -> int:
         name = f"{time.time_ns():020d}-{os.getpid()}-{next(self._seq):06d}.jsonl"
         tmp, final = self.dir / (TMP_PREFIX + name), self.dir / name
         fd = os.open(
@@ -125,6 +125,7 @@ class Journal:
             final.unlink(missing_ok=True)
             raise
         self._fd, self._path, self._lines, self._size = fd, final, 0, 0
+        return fd
 
     def append(self, records: list[dict[str, Any]]) -> None:
         """Write records as JSON lines and fsync; returns only once they are durable.
@@ -134,47 +135,45 @@ class Journal:
             return
         data = encode(records)
         with self._lock:
-            if self._fd is None:
-                self._open_segment()
+            fd = self._fd if self._fd is not None else self._open_segment()
             try:
-                _write_all(self._fd, data)
-                os.fsync(self._fd)
+                _write_all(fd, data)
+                os.fsync(fd)
             except OSError:
                 self.failed_writes += 1
-                self._abandon_segment()
+                self._abandon_segment(fd)
                 raise
             self._size += len(data)
             self._lines += len(records)
             if self._lines >= MAX_SEGMENT_LINES:
                 self.rotate()
 
-    def _abandon_segment(self) -> None:
+    def _abandon_segment(self, fd: int) -> None:
         """Cut the failed write off (back to the last acknowledged byte) and close the segment,
         so whatever happened to its tail, the next batch starts in a fresh file."""
-        fd, path = self._fd, self._path
         try:
             os.ftruncate(fd, self._size)
             os.fsync(fd)
         except OSError:
             pass  # still closed below: a torn tail stays the last line, which replay skips
-        os.close(fd)  # releases the flock
+        self._close_segment()
+
+    def _close_segment(self) -> None:
+        """Close the open segment, if any (releasing its flock); it becomes replayable if it
+        holds records and is deleted if not."""
+        if self._fd is None or self._path is None:
+            return
+        os.close(self._fd)
         if self._lines:
-            self._pending.add(path)
+            self._pending.add(self._path)
         else:
-            path.unlink(missing_ok=True)
+            self._path.unlink(missing_ok=True)
         self._fd, self._path, self._lines, self._size = None, None, 0, 0
 
     def rotate(self) -> None:
         """Close the current segment (it becomes replayable); the next append starts a new one."""
         with self._lock:
-            if self._fd is None:
-                return
-            os.close(self._fd)  # releases the flock
-            if self._lines:
-                self._pending.add(self._path)
-            else:
-                self._path.unlink(missing_ok=True)
-            self._fd, self._path, self._lines, self._size = None, None, 0, 0
+            self._close_segment()
 
     def has_pending(self) -> bool:
         """Whether this journal knows of records not yet replayed (its own or leftovers)."""

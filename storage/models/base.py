@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from sqlalchemy import String
+from typing import TYPE_CHECKING, ClassVar
+
+from sqlalchemy import String, Table
 from sqlalchemy.orm import DeclarativeBase
 
 from vigil.sample_record.limits import MAX_SEGMENT_LABEL_CHARS
@@ -13,4 +15,7 @@ SEGMENT_LABEL = String(MAX_SEGMENT_LABEL_CHARS).with_variant(String(128), "sqlit
 
 
 class Base(DeclarativeBase):
-    pass
+    if TYPE_CHECKING:
+        # every table here is declared on the class, so its `__table__` is a `Table` (the
+        # stubs say `FromClause`, which also covers mappings onto joins and selects)
+        __table__: ClassVar[Table]

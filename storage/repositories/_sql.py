@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Column, Table
+from sqlalchemy import Column, CursorResult, Delete, Table, Update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -28,6 +28,7 @@ def insert_ignore(
     if not rows:
         return []
     dialect = session.get_bind().dialect.name
+    stmt: sqlite.Insert | postgresql.Insert
     if dialect == "sqlite":
         stmt = sqlite.insert(table)
     elif dialect == "postgresql":
@@ -40,6 +41,16 @@ def insert_ignore(
         return []
     result = session.execute(stmt.returning(returning), list(rows))
     return list(result.scalars())
+
+
+def affected_rows(session: Session, statement: Update | Delete) -> int:
+    """Run an UPDATE or DELETE (without RETURNING); the number of rows it matched.
+    `Session.execute` is typed as returning a `Result`; for these statements it is the
+    `CursorResult` that carries `rowcount`."""
+    result = session.execute(statement)
+    if not isinstance(result, CursorResult):  # pragma: no cover - DML always gives one
+        raise TypeError(f"expected a CursorResult, got {type(result).__name__}")
+    return int(result.rowcount or 0)
 
 
 def chunked(items: Iterable[Any], size: int = 500) -> Iterator[list[Any]]:

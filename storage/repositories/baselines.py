@@ -160,7 +160,7 @@ def add_baseline_samples(
     baseline, up to `max_samples` frozen in total; returns how many were added."""
     baseline = _require(session, baseline_id)
     room = max_samples - baseline.num_samples
-    rows = []
+    rows: list[dict[str, Any]] = []
     for record in records:
         if len(rows) >= room:
             break

@@ -12,7 +12,7 @@ from sqlalchemy import delete, exists, select, update
 from sqlalchemy.orm import Session
 
 from storage.models import CanaryBaseline, CanaryResult, CanaryRun
-from storage.repositories._sql import to_jsonable
+from storage.repositories._sql import affected_rows, to_jsonable
 from storage.types import to_utc
 
 RUN_STATUSES = ("running", "ok", "mismatch", "calibration", "failed")
@@ -136,7 +136,7 @@ def delete_canary_runs_older_than(session: Session, cutoff: datetime) -> int:
         old = old.where(CanaryRun.id != latest.id)
     results, runs = CanaryResult.__table__, CanaryRun.__table__
     session.execute(delete(results).where(results.c.run_id.in_(old)))
-    return int(session.execute(delete(runs).where(runs.c.id.in_(old))).rowcount or 0)
+    return affected_rows(session, delete(runs).where(runs.c.id.in_(old)))
 
 
 def delete_retired_canary_baselines_older_than(session: Session, cutoff: datetime) -> int:
@@ -149,4 +149,4 @@ def delete_retired_canary_baselines_older_than(session: Session, cutoff: datetim
     spent = delete(baselines).where(
         baselines.c.status == "retired", baselines.c.created_at < to_utc(cutoff), ~in_use
     )
-    return int(session.execute(spent).rowcount or 0)
+    return affected_rows(session, spent)

@@ -10,6 +10,7 @@ from sqlalchemy import delete, update
 from sqlalchemy.orm import Session
 
 from storage.models.page_session import PageSession
+from storage.repositories._sql import affected_rows
 
 
 def _row_id(session_id: str) -> str:
@@ -41,9 +42,9 @@ def live_key_id(session: Session, session_id: str, now: datetime) -> str | None:
 
 
 def revoke_session(session: Session, session_id: str, now: datetime) -> bool:
-    result = session.execute(
+    revoke = (
         update(PageSession)
         .where(PageSession.id == _row_id(session_id), PageSession.revoked_at.is_(None))
         .values(revoked_at=now)
     )
-    return result.rowcount == 1
+    return affected_rows(session, revoke) == 1

@@ -18,7 +18,7 @@ from storage.records import (
     format_timestamp,
     record_from_row,
 )
-from storage.repositories._sql import chunked
+from storage.repositories._sql import affected_rows, chunked
 from storage.repositories.sample_insert import insert_samples, scoped_id  # noqa: F401 - re-exported
 from storage.repositories.window_cap import (
     DEFAULT_MIN_PER_STRATUM,
@@ -216,7 +216,6 @@ def delete_samples_older_than(session: Session, cutoff: datetime) -> int:
     """Retention: delete samples with timestamp < cutoff; their embeddings and eval scores go
     with them (FK ON DELETE CASCADE). Baselines keep their frozen copies (`baseline_samples`
     holds no FK to samples). Returns the number of samples deleted. Does not commit."""
-    result = session.execute(
-        delete(Sample.__table__).where(Sample.__table__.c.timestamp < to_utc(cutoff))
+    return affected_rows(
+        session, delete(Sample.__table__).where(Sample.__table__.c.timestamp < to_utc(cutoff))
     )
-    return int(result.rowcount or 0)

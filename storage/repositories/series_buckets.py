@@ -58,8 +58,8 @@ def bucket_index(session: Session, column: Any, origin: float, bucket_s: int) ->
     # SQLite keeps naive UTC text; unixepoch (3.38+) parses it faster than strftime,
     # same whole seconds
     new_enough = (dialect.server_version_info or (0,)) >= (3, 38)
-    seconds = func.unixepoch(column) if new_enough else cast(func.strftime("%s", column), Integer)
-    return cast((seconds - int(origin)) / int(bucket_s), Integer)
+    epoch_s = func.unixepoch(column) if new_enough else cast(func.strftime("%s", column), Integer)
+    return cast((epoch_s - int(origin)) / int(bucket_s), Integer)
 
 
 def eval_bucket_means(
@@ -144,21 +144,21 @@ def worst_results_per_bucket(
     ):
         if value is not None:
             ranked = ranked.where(column == value)
-    ranked = ranked.subquery()
+    latest = ranked.subquery()
     query = (
         select(
-            ranked.c.run_id,
-            ranked.c.test,
-            ranked.c.feature,
-            ranked.c.segment,
-            ranked.c.statistic,
-            ranked.c.p_value,
-            ranked.c.threshold,
-            ranked.c.drifted,
-            ranked.c.insufficient,
-            ranked.c.bucket,
+            latest.c.run_id,
+            latest.c.test,
+            latest.c.feature,
+            latest.c.segment,
+            latest.c.statistic,
+            latest.c.p_value,
+            latest.c.threshold,
+            latest.c.drifted,
+            latest.c.insufficient,
+            latest.c.bucket,
         )
-        .where(ranked.c.rank == 1)
+        .where(latest.c.rank == 1)
         .limit(limit)
     )
     return [
@@ -239,7 +239,7 @@ def _traffic_sqlite(
     idx = table[:, 0].astype(np.int64)
     keep = (idx >= 0) & (idx < n)
     count = np.bincount(idx[keep], minlength=n)
-    weighted = np.bincount(idx[keep], weights=table[keep, -1], minlength=n)
+    weighted: np.ndarray = np.bincount(idx[keep], weights=table[keep, -1], minlength=n)
     if len(table) > MAX_SAMPLE_ROWS:
         # percentiles from every stride-th row in insertion order (spread over the whole range, not
         # its first rows); counts and weights exact, from SQL
