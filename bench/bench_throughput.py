@@ -10,6 +10,8 @@ HF `generate` runs `--hf-new` tokens (default 64, not 512, to fit the device bud
 per-token cost barely depends on the context at these lengths. The engine runs without a
 tokenizer (no detokenization), like HF's token-id generate. Each batch runs with async scheduling
 off and on (`--async-scheduling both`, the default), on the same engine one after the other.
+Each row is the median of `--passes` timed passes (default 3) on fixed CPUs (bench/pinned_host.py),
+with the pass-to-pass spread, (slowest - fastest) / median, beside it.
 
     python -m bench.bench_throughput [--shapes ...] [--batches 1,16,64,256] [--json F]
     python -m bench.bench_throughput --device cuda --shapes smollm2-135m,qwen3-4b --batches 1 \
@@ -30,6 +32,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import statistics
 import time
 from pathlib import Path
 
@@ -37,6 +40,7 @@ import torch
 
 from bench.hf_random import hf_random_model, loaded_from_hf, make_engine
 from bench.model_shapes import HBM_BYTES_PER_S, SHAPES, decode_step_bytes
+from bench.pinned_host import pinned, spread
 from bench.results_table import Table, write_results
 from serving.kernels import gemv as gemv_kernels
 from serving.kernels import pdl
@@ -54,6 +58,7 @@ COLUMNS = [
     "engine/HF",
     "roofline tok/s",
     "% roofline",
+    "pass spread",
 ]
 
 
@@ -130,9 +135,13 @@ def bench_shape(name: str, batches: list[int], args, rows: list[dict], table: Ta
             pdl_label = "on" if pdl.enabled(torch.device("cuda")) else "off"
             for on in modes:
                 engine.set_async_scheduling(on)
-                t, generated = run_engine(engine, prompts, args.new)
-                assert generated == batch * args.new, (generated, batch * args.new)
-                ours = generated / t
+                passes = []
+                with pinned(threads=None):  # the engine's threads as set; its CPUs fixed
+                    for _ in range(max(1, args.passes)):
+                        t, generated = run_engine(engine, prompts, args.new)
+                        assert generated == batch * args.new, (generated, batch * args.new)
+                        passes.append(generated / t)
+                ours = statistics.median(passes)
                 row = {
                     "shape": name,
                     "batch": batch,
@@ -147,6 +156,8 @@ def bench_shape(name: str, batches: list[int], args, rows: list[dict], table: Ta
                     "roofline_tok_s": roof,
                     "roofline_share": ours / roof,
                     "engine_s": t,
+                    "passes_tok_s": [round(p, 1) for p in passes],
+                    "pass_spread": spread(passes),
                 }
                 rows.append(row)
                 ratio = f"{ours / hf_tps:.1f}x" if hf_tps else "-"
@@ -165,6 +176,7 @@ def bench_shape(name: str, batches: list[int], args, rows: list[dict], table: Ta
                         ratio,
                         f"{roof:.0f}",
                         f"{100 * ours / roof:.0f}%",
+                        f"{100 * spread(passes):.1f}%",
                     ),
                     flush=True,
                 )
@@ -311,6 +323,12 @@ def main() -> None:
     parser.add_argument("--new", type=int, default=512)
     parser.add_argument("--hf-new", type=int, default=64)
     parser.add_argument("--no-hf", action="store_true")
+    parser.add_argument(
+        "--passes",
+        type=int,
+        default=3,
+        help="timed passes per row on fixed CPUs: the median is reported, with (max-min)/median",
+    )
     parser.add_argument("--json", default=None)
     parser.add_argument("--kv-cache-dtype", default="auto", choices=["auto", "fp8"])
     parser.add_argument("--async-scheduling", default="both", choices=["both", "on", "off"])

@@ -6,13 +6,14 @@ from __future__ import annotations
 import gc
 import time
 
+from bench.pinned_host import pinned, spread
 from bench.serving_load import Job
 
 
 def offline(args, jobs: list[Job], max_num_seqs: int) -> dict:
     """The same jobs through LLMEngine in this process, as fast as it steps, `args.offline_repeats`
-    times on one engine: the best pass is the figure the served run is compared with (the
-    conservative side), the slowest is kept to show the spread between passes."""
+    times on one engine, on fixed CPUs (bench/pinned_host.py): the best pass is the figure the
+    served run is compared with (the conservative side); the spread between passes is kept."""
     from serving.engine import EngineConfig, LLMEngine
     from serving.heap import freeze_startup_heap
     from serving.sampling_params import SamplingParams
@@ -32,7 +33,10 @@ def offline(args, jobs: list[Job], max_num_seqs: int) -> dict:
     engine.add_request("warm", jobs[0].prompt_ids, warm)
     while engine.has_unfinished_requests():
         engine.step()
-    passes = [_offline_pass(engine, jobs, f"p{i}-") for i in range(max(1, args.offline_repeats))]
+    with pinned(threads=None):  # fixed CPUs: no migration between passes and runs
+        passes = [
+            _offline_pass(engine, jobs, f"p{i}-") for i in range(max(1, args.offline_repeats))
+        ]
     gc.unfreeze()
     del engine  # its weights and KV cache, before the next offline engine takes the memory
     gc.collect()
@@ -41,7 +45,8 @@ def offline(args, jobs: list[Job], max_num_seqs: int) -> dict:
 
         torch.cuda.empty_cache()
     best = max(passes, key=lambda p: p["output_tok_s"])
-    return {**best, "passes_tok_s": [round(p["output_tok_s"], 1) for p in passes]}
+    rates = [p["output_tok_s"] for p in passes]
+    return {**best, "passes_tok_s": [round(r, 1) for r in rates], "pass_spread": spread(rates)}
 
 
 def _offline_pass(engine, jobs: list[Job], prefix: str) -> dict:
