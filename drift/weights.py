@@ -36,12 +36,13 @@ unweighted run).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from drift.features import FeatureSet
+from drift.features import EmbeddingBlock, FeatureSet
+from drift.vector_subset import vector_keep_weights
 
 ROW_WEIGHT_CAP = 20.0  # a row's weight is at most this many times the median weight
 MIN_KEPT_ROWS = 100  # thinning keeps at least min(n, this) rows, whatever the weights
@@ -129,18 +130,47 @@ def thinning_rows(weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 
 def population_sample(fs: FeatureSet, rng: np.random.Generator) -> Population:
-    """`fs` thinned to the population mix (embeddings in step), or `fs` itself if unweighted."""
+    """`fs` thinned to the population mix (embeddings in step; rows with vectors thinned once
+    more where segments hold vectors at different rates, drift.vector_subset), or `fs` itself
+    if unweighted and every segment's vectors stand for it alike."""
+    keep = vector_keep_weights(fs)
     if fs.weights is None or is_uniform(fs.weights):
-        return Population(fs)
-    weights = capped_weights(fs.weights)
-    rows = thinning_rows(weights, rng)
-    info = Weighting(
-        n_rows=fs.n,
-        ess=effective_sample_size(weights),
-        n_kept=int(rows.size),
-        n_capped=int(np.count_nonzero(weights < fs.weights)),
-    )
-    return Population(fs.take(rows), info, rows)
+        if not keep:
+            return Population(fs)
+        rows = np.arange(fs.n, dtype=np.int64)
+        info = Weighting(n_rows=fs.n, ess=float(fs.n), n_kept=fs.n)
+        thinned = fs
+    else:
+        weights = capped_weights(fs.weights)
+        rows = thinning_rows(weights, rng)
+        info = Weighting(
+            n_rows=fs.n,
+            ess=effective_sample_size(weights),
+            n_kept=int(rows.size),
+            n_capped=int(np.count_nonzero(weights < fs.weights)),
+        )
+        thinned = fs.take(rows)
+    if keep:
+        thinned = _thin_vector_rows(fs, thinned, rows, keep, rng)
+    return Population(thinned, info, rows)
+
+
+def _thin_vector_rows(
+    fs: FeatureSet,
+    thinned: FeatureSet,
+    rows: np.ndarray,
+    keep: dict[str, np.ndarray],
+    rng: np.random.Generator,
+) -> FeatureSet:
+    """`thinned` (the rows `rows` of `fs`) with each block in `keep` thinned by its keep
+    weights (aligned with the block's rows in `fs`)."""
+    blocks = dict(thinned.embeddings)
+    for name, ratio in keep.items():
+        block = thinned.embeddings[name]
+        in_fs = np.searchsorted(fs.embeddings[name].rows, rows[block.rows])
+        kept = thinning_rows(ratio[in_fs], rng)
+        blocks[name] = EmbeddingBlock(block.rows[kept], block.vectors[kept])
+    return replace(thinned, embeddings=blocks)
 
 
 def weighting_detail(reference: Population, current: Population) -> dict[str, Any]:

@@ -59,15 +59,19 @@ def build_baseline_from_window(
 ) -> BuildResult:
     """A `candidate` baseline from the samples in [start, end), read as a drift window is (at
     most Settings.drift_max_window_rows rows, stratified by segment, weights rescaled): embeds
-    the read rows that have no vectors yet, freezes a seeded sample of at most MAX_FROZEN
-    records and the statistics over them."""
+    every read row that has no vectors yet (a one-off cost; a window's embedding tests read a
+    smaller subset, Settings.drift_max_embedded_rows), freezes a seeded sample of at most
+    MAX_FROZEN records and the statistics over them."""
     from drift.baseline import build_baseline
 
     start, end = to_utc(start), to_utc(end)
     if end <= start:
         raise BaselineError("--to must be after --from")
     while True:  # the baseline needs every read row's vectors; each run embeds a bounded share
-        done = run_embed_job(settings, session_factory, now, windows=[(start, end)], unread=False)
+        done = run_embed_job(
+            settings, session_factory, now, windows=[(start, end)], unread=False,
+            max_embedded_rows=settings.drift_max_window_rows,
+        )  # fmt: skip
         if done.waiting == 0 or done.samples == 0:
             break
     model = model_name(settings)

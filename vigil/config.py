@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, PositiveInt, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
@@ -99,6 +99,10 @@ class Settings(EngineSettings, DeliverySettings, TenancySettings, JudgeSettings,
     # a larger window is read as a stratified sample by segment (weights kept honest)
     drift_max_window_rows: int = Field(50_000, gt=0)
     drift_min_rows_per_segment: int = Field(200, gt=0)  # the floor a minority segment keeps
+    # the window's rows whose vectors the embedding tests read (a nested stratified subset of the
+    # capped window; the other tests read every row): auto = the window cap when the embedder
+    # runs on CUDA, 4,000 on a CPU (about 8,000 texts: minutes per window on 2 cores)
+    drift_max_embedded_rows: Literal["auto"] | PositiveInt = "auto"
     # the eval trend's trailing 7 days: more scored samples are read as an even sample in time
     drift_eval_max_samples: int = Field(20_000, gt=0)
     # the monitor watching itself: alert when the embed/eval backlog is older than this many of

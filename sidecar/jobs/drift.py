@@ -6,8 +6,9 @@ Windows are aligned to Settings.drift_interval_s (e.g. whole hours); the cursor 
 1. claim the run (`claim_drift_run`: one row per window, unique; a killed attempt's row is
    reset) and count the attempt, then commit — the run is visibly `running`, and a job that
    dies in the window (SIGKILL, out of memory) has still used one of its MAX_ATTEMPTS;
-2. load the window (at most Settings.drift_max_window_rows rows, stratified by segment) and
-   the baseline, run drift.run.run_drift (pure, seeded per window);
+2. load the window (at most Settings.drift_max_window_rows rows, stratified by segment; the
+   vectors of a nested subset of Settings.drift_max_embedded_rows of them) and the baseline,
+   run drift.run.run_drift (pure, seeded per window);
 3. ONE transaction: results, alerts (`raise_alerts`: dedupe + outbox enqueue), report path,
    run `done`, cursor moved. A SIGKILL anywhere before that commit leaves no alert and no
    result behind, and the restarted job redoes the window; after it, the window is done and
@@ -33,6 +34,7 @@ from alerts.service import raise_alerts, raise_condition
 from dashboards.report.build import evidently_part, segment_counts, write_run_report
 from sidecar.baselines import load_baseline_with_frame
 from sidecar.cursors import set_cursor
+from sidecar.embedded_rows import embedded_rows_cap
 from sidecar.jobs.coverage import vector_coverage
 from sidecar.jobs.drift_cause import incident_view, run_cause
 from sidecar.jobs.drift_health import (
@@ -53,7 +55,7 @@ from storage.repositories.drift_runs import (
     claim_drift_run,
     finish_drift_run,
 )
-from storage.repositories.samples import fetch_window
+from storage.repositories.samples import read_window
 from storage.types import to_utc
 from vigil.config import Settings
 
@@ -139,12 +141,15 @@ def run_window(
             "drift run %s claimed for window %s → %s (attempt %d)", run_id, start, end, attempt
         )
 
-        frame = pd.DataFrame(fetch_window(
+        read = read_window(
             session, start, end, embedding_model=model_name(settings), with_extra=False,
             max_rows=settings.drift_max_window_rows,
+            max_embedded_rows=embedded_rows_cap(settings),
             min_per_segment=settings.drift_min_rows_per_segment,
-        ))  # fmt: skip
-        coverage = vector_coverage(frame)  # a lagging embed job leaves rows without vectors
+        )  # fmt: skip
+        frame = pd.DataFrame(read.records)
+        # a lagging embed job leaves rows without vectors
+        coverage = vector_coverage(frame, read.vector_ids)
         partial = coverage.sentence()
         baseline = base_frame = evals = None
         note = None

@@ -1,9 +1,11 @@
 """Embed job: vectors for the rows the drift job will read, first and foremost.
 
-Each drift window is read under a row cap (`storage.repositories.window_cap`); the rows it
-keeps are fixed by each sample's draw, so they are known while the window fills. A run embeds,
-window by window from the oldest the drift job has not run to the one filling now, the kept
-rows that have no vector yet (`storage.repositories.embed_queue`). Only when none of those wait
+Each drift window is read under a row cap (`storage.repositories.window_cap`), and its
+embedding tests read a nested subset of those rows under a smaller cap sized to the embedder
+(sidecar.embedded_rows); the rows either keeps are fixed by each sample's draw, so they are
+known while the window fills. A run embeds, window by window from the oldest the drift job has
+not run to the one filling now, the subset's rows that have no vector yet
+(`storage.repositories.embed_queue`). Only when none of those wait
 does the rest of the run's budget go to rows no window reads (oldest first), so a traffic rate
 far above the embedder's never delays what drift needs. The backlog alert watches the read rows
 only, and says how many minutes behind they are.
@@ -22,6 +24,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from sidecar.backlog import report_backlog
 from sidecar.cursors import set_cursor
 from sidecar.embed_device import EmbedConfig
+from sidecar.embedded_rows import embedded_rows_cap
 from sidecar.embedder import Embedder, embedder_name, get_embedder
 from sidecar.jobs.windows import windows_to_read
 from storage.repositories.embed_queue import WindowQueue, queue_state, queued_samples, window_queue
@@ -89,11 +92,15 @@ def run_embed_job(
     *,
     windows: list[Window] | None = None,
     unread: bool | None = None,
+    max_embedded_rows: int | None = None,
 ) -> EmbedResult:
     """Embed the read rows of `windows` (default: every window the drift job has yet to run,
     and the one filling now), then, budget left and nothing read waiting, unread rows
-    (`unread`, default Settings.embed_unread_when_idle)."""
+    (`unread`, default Settings.embed_unread_when_idle). A window's read rows are those whose
+    vectors its embedding tests read: at most `max_embedded_rows` (default
+    `embedded_rows_cap(settings)`), a nested stratified subset of the capped window."""
     run = _Run(settings, model_name(settings))
+    embedded_cap = max_embedded_rows or embedded_rows_cap(settings)
     with session_factory() as session:
         windows = (
             windows
@@ -101,6 +108,7 @@ def run_embed_job(
             else windows_to_read(session, now, settings.drift_interval_s)
         )
         queues = [window_queue(session, start, end, max_rows=settings.drift_max_window_rows,
+                               max_embedded_rows=embedded_cap,
                                min_per_segment=settings.drift_min_rows_per_segment)
                   for start, end in windows]  # fmt: skip
         for queue in queues:

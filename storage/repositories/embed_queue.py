@@ -1,6 +1,6 @@
-"""The embed job's queue for one drift window: the rows the capped window will read
-(`window_cap.window_selection`, the loader's own definition) that have text but no vector by
-the sidecar's model yet."""
+"""The embed job's queue for one drift window: the rows whose vectors the capped window's
+embedding tests will read (`window_cap.window_selection` and its `nested_selection`, the
+loader's own definitions) that have text but no vector by the sidecar's model yet."""
 
 from __future__ import annotations
 
@@ -14,7 +14,12 @@ from sqlalchemy.orm import Session
 from storage.models import Embedding, Sample
 from storage.records import format_timestamp
 from storage.repositories.samples import window_filter
-from storage.repositories.window_cap import DEFAULT_MIN_PER_STRATUM, Selection, window_selection
+from storage.repositories.window_cap import (
+    DEFAULT_MIN_PER_STRATUM,
+    Selection,
+    nested_selection,
+    window_selection,
+)
 from storage.types import to_utc
 
 
@@ -36,12 +41,17 @@ def window_queue(
     end: datetime,
     *,
     max_rows: int,
+    max_embedded_rows: int | None = None,
     min_per_segment: int = DEFAULT_MIN_PER_STRATUM,
 ) -> WindowQueue:
     """The rows of [start, end) that a drift read capped at `max_rows` keeps (so far, for a
-    window still filling: a row kept then stays kept unless its segment's quota shrinks)."""
+    window still filling: a row kept then stays kept unless its segment's quota shrinks), or of
+    those the nested subset under `max_embedded_rows` whose vectors the embedding tests read."""
     terms = window_filter(start, end)
-    return WindowQueue(window_selection(session, terms, max_rows, min_per_segment), terms)
+    selection = window_selection(session, terms, max_rows, min_per_segment)
+    if max_embedded_rows is not None:
+        selection = nested_selection(session, terms, selection, max_embedded_rows, min_per_segment)
+    return WindowQueue(selection, terms)
 
 
 def _waiting(queue: WindowQueue, model: str) -> list[ColumnElement[bool]]:

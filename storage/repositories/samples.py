@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -23,6 +24,7 @@ from storage.repositories.sample_insert import insert_samples, scoped_id  # noqa
 from storage.repositories.window_cap import (
     DEFAULT_MIN_PER_STRATUM,
     capped_rows,
+    nested_selection,
     weight_scale,
     window_selection,
 )
@@ -116,7 +118,23 @@ def window_columns(with_extra: bool = True) -> list[Any]:
     ]
 
 
+@dataclass(frozen=True)
+class WindowRead:
+    """A window as read: its records, and the ids of the rows whose vectors were read (None:
+    every row's; else the nested subset the embedding tests read, `max_embedded_rows`)."""
+
+    records: list[dict[str, Any]]
+    vector_ids: frozenset[str] | None = None
+
+
 def fetch_window(
+    session: Session, start: datetime, end: datetime, *args: Any, **kwargs: Any
+) -> list[dict[str, Any]]:
+    """`read_window`'s records (its arguments)."""
+    return read_window(session, start, end, *args, **kwargs).records
+
+
+def read_window(
     session: Session,
     start: datetime,
     end: datetime,
@@ -129,22 +147,26 @@ def fetch_window(
     with_eval_scores: bool = True,
     embedding_model: str | None = None,
     max_rows: int | None = None,
+    max_embedded_rows: int | None = None,
     min_per_segment: int = DEFAULT_MIN_PER_STRATUM,
     with_extra: bool = True,
-) -> list[dict[str, Any]]:
+) -> WindowRead:
     """Records with start <= timestamp < end (UTC), oldest first, optionally filtered by segment
     keys, as record dicts (see `record_from_row`): with their eval scores, and with embeddings
     as float32 arrays when `embedding_model` is given.
 
     `max_rows`: a window with more rows is read as a stratified sample by segment, weights
     rescaled so each segment's weighted total is the full window's
-    (storage.repositories.window_cap)."""
+    (storage.repositories.window_cap). `max_embedded_rows` (with `max_rows`): only the rows of
+    the nested stratified subset of that size carry their vectors, whatever else is embedded,
+    so the read does not depend on how far the embed job went past the subset."""
     terms = window_filter(
         start, end, segment=segment, tenant=tenant,
         prompt_version=prompt_version, model_version=model_version,
     )  # fmt: skip
     columns = window_columns(with_extra)
     scale: dict[str | None, float] = {}
+    vector_ids: frozenset[str] | None = None
     if max_rows is not None:
         selection = window_selection(session, terms, max_rows, min_per_segment)
         samples = capped_rows(session, terms, columns, selection)
@@ -156,17 +178,21 @@ def fetch_window(
             for seg, st in selection.strata.items()
             if st.quota < st.rows
         }
+        if max_embedded_rows is not None and max_embedded_rows < selection.rows:
+            nested = nested_selection(session, terms, selection, max_embedded_rows, min_per_segment)
+            vector_ids = frozenset(session.scalars(select(Sample.id).where(*terms, nested.term)))
     else:
         query = select(*columns).where(*terms).order_by(Sample.timestamp, Sample.id)
         samples = session.execute(query if limit is None else query.limit(limit)).all()
     if not samples:
-        return []
+        return WindowRead([], vector_ids)
     capped = limit is not None or max_rows is not None
     ids = [s.id for s in samples] if capped else None
     scores = _scores_by_sample(session, terms, ids) if with_eval_scores else {}
     embs: dict[str, dict[str, np.ndarray]] = {}
     if embedding_model and capped:
-        for chunk in chunked(ids):
+        wanted = ids if vector_ids is None else sorted(vector_ids)
+        for chunk in chunked(wanted):
             embs.update(_embeddings_by_sample(session, [Sample.id.in_(chunk)], embedding_model))
     elif embedding_model:
         embs = _embeddings_by_sample(session, terms, embedding_model)
@@ -174,7 +200,7 @@ def fetch_window(
     if scale:
         for record, row in zip(records, samples, strict=True):
             record["sample_weight"] = row.sample_weight * scale.get(row.segment, 1.0)
-    return records
+    return WindowRead(records, vector_ids)
 
 
 def get_samples(session: Session, sample_ids: Sequence[str]) -> list[dict[str, Any]]:

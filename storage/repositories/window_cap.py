@@ -6,7 +6,9 @@ thinned away), the rest of the budget is shared in proportion to each segment's 
 Inside a segment the kept rows are the `quota` rows with the smallest `draw` (storage.draw: a
 fixed pseudo-random key per sample), a uniform sample without replacement, so the choice is
 deterministic, independent of which rows have vectors, and known while the window fills: the
-embed job embeds exactly these rows (`window_selection` is the one definition both use). Each
+embed job embeds exactly these rows (`window_selection` is the one definition both use), or,
+under a smaller cap for the rows whose vectors the embedding tests read, the nested subset
+`nested_selection` (the first rows by draw of each segment's kept rows). Each
 kept row's `sample_weight` is scaled by its segment's total weight over the
 kept rows' weight (the inverse of the segment's keep fraction), so weighted totals per segment
 are those of the full window.
@@ -148,6 +150,25 @@ def window_selection(
     """Which rows of the window (`terms`) a read capped at `max_rows` keeps: the drift
     window's loader reads them, the embed job embeds them first."""
     strata = plan_strata(session, terms, max_rows, min_per_stratum)
+    return Selection(strata, select_rows(session, terms, strata))
+
+
+def nested_selection(
+    session: Session,
+    terms: list[ColumnElement[bool]],
+    window: Selection,
+    max_rows: int,
+    min_per_stratum: int = DEFAULT_MIN_PER_STRATUM,
+) -> Selection:
+    """The rows of `window` (a capped read) that a smaller cap `max_rows` keeps, stratified the
+    same way over the window's kept rows (a floor each, the rest in proportion): per segment the
+    first rows by draw, so always a subset of the window's rows (the window keeps a segment's
+    smallest draws, this keeps fewer of the same). The embedding tests read these."""
+    if max_rows >= window.rows:
+        return window
+    kept = {s: min(st.quota, st.rows) for s, st in window.strata.items()}
+    quotas = stratum_quotas(kept, max_rows, min_per_stratum)
+    strata = {s: Stratum(st.rows, st.weight, quotas[s]) for s, st in window.strata.items()}
     return Selection(strata, select_rows(session, terms, strata))
 
 

@@ -61,7 +61,7 @@ def test_a_window_that_kills_the_job_is_given_up_with_an_alert(world, monkeypatc
         fetched.append(1)
         raise Killed()
 
-    monkeypatch.setattr(drift_job, "fetch_window", dies)
+    monkeypatch.setattr(drift_job, "read_window", dies)
     for attempt in range(1, drift_job.MAX_ATTEMPTS + 1):
         with pytest.raises(Killed):
             drift_job.run_drift_job(settings, factory, NOW)
@@ -87,12 +87,12 @@ def test_a_window_that_kills_the_job_is_given_up_with_an_alert(world, monkeypatc
 
 def test_failures_and_a_missing_baseline_alert_until_a_window_runs_clean(world, monkeypatch):
     settings, factory = world
-    real_fetch = drift_job.fetch_window
+    real_fetch = drift_job.read_window
 
     def broken(*_a, **_k):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(drift_job, "fetch_window", broken)
+    monkeypatch.setattr(drift_job, "read_window", broken)
     with pytest.raises(RuntimeError):
         drift_job.run_drift_job(settings, factory, NOW)
     [failed] = _alerts(factory, drift_job.WINDOW_FAILED)
@@ -101,7 +101,7 @@ def test_failures_and_a_missing_baseline_alert_until_a_window_runs_clean(world, 
     )
     assert "disk on fire" in failed.summary and "1 of 3" in failed.summary
 
-    monkeypatch.setattr(drift_job, "fetch_window", real_fetch)
+    monkeypatch.setattr(drift_job, "read_window", real_fetch)
     with factory() as s:  # the window has traffic but there is no baseline to compare it with
         insert_samples(s, traffic(NOW - HOUR, NOW - timedelta(seconds=30), 40, seed=5))
         s.commit()
@@ -131,7 +131,7 @@ def test_unreadable_input_is_given_up_at_once(world, monkeypatch):
     def unreadable(*_a, **_k):
         raise InputError("row 3: prompt_embedding has 5 values, row 0 has 384")
 
-    monkeypatch.setattr(drift_job, "fetch_window", unreadable)
+    monkeypatch.setattr(drift_job, "read_window", unreadable)
     outcome = drift_job.run_drift_job(settings, factory, NOW).windows  # no retry can help
     assert [o.status for o in outcome] == ["failed"]
     [alert] = _alerts(factory, drift_job.WINDOW_FAILED)

@@ -162,7 +162,7 @@ def test_a_failing_window_is_retried_then_skipped(migrated_db, make_settings, mo
     def broken(*_a, **_k):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(drift_job, "fetch_window", broken)
+    monkeypatch.setattr(drift_job, "read_window", broken)
     for _ in range(drift_job.MAX_ATTEMPTS - 1):
         with pytest.raises(RuntimeError, match="disk on fire"):
             drift_job.run_drift_job(settings, factory, NOW)

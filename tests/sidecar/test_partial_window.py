@@ -88,6 +88,7 @@ def test_a_partly_embedded_window_says_how_much_it_covered(migrated_db, make_set
         "rows": 80,
         "embedded": 32,
         "share": 0.4,
+        "window_rows": 80,
         "sentence": sentence,
     }
     page = html.unescape(Path(outcome.report_path).read_text())
