@@ -56,7 +56,6 @@ def convert(
     records: list[SampleRecord] = []
     rejected: Counter[str] = Counter()
     skipped = 0
-    now = utcnow()
     for resource_spans in request.resource_spans:
         resource = attributes(resource_spans.resource.attributes, RESOURCE_KEYS)
         for scope_spans in resource_spans.scope_spans:
@@ -69,19 +68,36 @@ def convert(
                     skipped += 1
                     continue
                 try:
-                    record = SampleRecord.model_validate(mapped)
-                    # the caller's per-sample rules, on a copy: store() applies them for real
-                    ingest.policy.apply([record.model_copy()], principal, now)
+                    records.append(SampleRecord.model_validate(mapped))
                 except ValidationError as exc:
                     rejected[_problem(exc)] += 1
-                    continue
-                except HTTPException as exc:
-                    if exc.status_code != 422:
-                        raise  # a rule about the caller, not this span (the tenant): the batch
-                    rejected[str(exc.detail).removeprefix("samples[0].")[:200]] += 1
-                    continue
-                records.append(record)
-    return records, rejected, skipped
+    return _allowed(records, principal, ingest, rejected), rejected, skipped
+
+
+def _allowed(
+    records: list[SampleRecord], principal: Principal, ingest: IngestPath, rejected: Counter[str]
+) -> list[SampleRecord]:
+    """The records the caller's per-sample rules let through (checked on copies: store()
+    applies them for real), the others counted in `rejected`. The batch is checked at once;
+    only when one is refused are the records checked one by one."""
+    now = utcnow()
+    try:
+        ingest.policy.apply([r.model_copy() for r in records], principal, now)
+        return records
+    except HTTPException as exc:
+        if exc.status_code != 422:
+            raise  # a rule about the caller, not a span (the tenant): the whole batch
+    allowed = []
+    for record in records:
+        try:
+            ingest.policy.apply([record.model_copy()], principal, now)
+        except HTTPException as exc:
+            if exc.status_code != 422:
+                raise
+            rejected[str(exc.detail).removeprefix("samples[0].")[:200]] += 1
+            continue
+        allowed.append(record)
+    return allowed
 
 
 def _answer(kind: str, rejected: Counter[str], skipped: int) -> Response:

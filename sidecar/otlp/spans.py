@@ -48,11 +48,11 @@ def _scrub(value: str | None, options: MapOptions) -> str | None:
     if value is None:
         return None
     value = redact_pii(value) if options.redact else value
-    return (
-        value.replace("\x00", "\ufffd")
-        .encode("utf-8", "replace")
-        .decode("utf-8")[: limits.MAX_TEXT_CHARS]
-    )
+    if not value.isascii():  # ASCII holds no lone surrogate
+        value = value.encode("utf-8", "replace").decode("utf-8")
+    if "\x00" in value:
+        value = value.replace("\x00", "\ufffd")
+    return value[: limits.MAX_TEXT_CHARS]
 
 
 def _count(value: float | None) -> float | None:
@@ -68,7 +68,7 @@ def span_record(
     if operation is not None and operation not in names.GENERATION_OPERATIONS:
         return f"operation {operation[:40]!r} is not a generation"
     content = span_content(attrs, span.events)
-    labels = {**resource, **{k: v for k, v in attrs.items() if k in RESOURCE_KEYS}}
+    labels = {**resource, **{k: attrs[k] for k in RESOURCE_KEYS if k in attrs}}
 
     start, end = span.start_time_unix_nano, span.end_time_unix_nano
     latency = _ms(number(attrs, names.E2E_S))
