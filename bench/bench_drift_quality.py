@@ -229,7 +229,22 @@ def main() -> None:
     )
     for key, label in LABELS.items():
         print(table.add(label, *([fmt(*before[key])] if before else []), fmt(*now[key])))
+    from bench import sibling_model as sib
+    from bench.drift_quality_pool import MAX_TOKENS, TEMPERATURE
+
     notes = [
+        "data: BIG-bench (PyPI sdist bigbench==1.0.0) qa_wikidata, arithmetic 2-digit addition "
+        "and subtraction, date_understanding, intent_recognition, sports_understanding; 5 "
+        "applications x 4 prompt templates, 5 of them with a silent rewording; baseline and "
+        "windows on disjoint task inputs",
+        f"pool: baseline {len(parts['base'])}, window prompts {len(parts['held'])} per model, "
+        f"reworded {len(parts['reworded'])}; SmolLM2-135M-Instruct (GGUF) on the engine, "
+        f"temperature {TEMPERATURE}, at most {MAX_TOKENS} new tokens",
+        f"sibling: the same model with its last {sib.LAYERS} blocks and final norm fine-tuned "
+        f"{sib.STEPS} AdamW steps (batch {sib.BATCH}, lr {sib.LR}) on BIG-bench reference answers "
+        "in a terse 'Answer: ...' style; no model_version change",
+        "detected = any alert; cause named = every alert naming a side (prompt/model/unclear) "
+        "names the planted one; brackets: 95% Wilson intervals",
         f"summary: var/drift_quality/{path.name}; run_drift median {summary['run_s_median']:.1f} s "
         f"per window, baseline build + validate + calibrate {summary['setup_s']:.0f} s",
     ]
