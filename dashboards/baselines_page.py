@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from dashboards.refused import refused
 from dashboards.templating import page
-from drift.power import PowerReport
+from drift.power_report import PowerReport
 from drift.power_words import power_lines, summary_lines
 from storage.repositories.baselines import list_baselines
 from storage.types import to_utc

@@ -5,7 +5,7 @@ missing mean, an effect not detected, a feature it has no name for)."""
 from __future__ import annotations
 
 from drift.formatting import clean_text, fmt_num
-from drift.power import DetectableEffect, PowerReport
+from drift.power_report import DetectableEffect, PowerReport
 
 TEST_WORDS = {
     "ks": "The KS test",

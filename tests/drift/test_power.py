@@ -15,7 +15,8 @@ from test_registry_dispatch import welch  # noqa: F401 (fixture: registers the W
 
 from drift.baseline import Baseline, build_baseline
 from drift.features import EmbeddingBlock, FeatureSet
-from drift.power import DetectableEffect, PowerReport, detectable_effects, lattice_step
+from drift.power import detectable_effects, lattice_step
+from drift.power_report import DetectableEffect, PowerReport
 from drift.power_words import describe, power_lines, summary_lines
 
 ALPHA = 0.01

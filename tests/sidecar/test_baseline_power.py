@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from traffic_gen import traffic
 
 from dashboards.baselines_page import baseline_rows
-from drift.power import PowerReport
+from drift.power_report import PowerReport
 from sidecar.baselines import (
     build_baseline_from_window,
     load_baseline,
