@@ -183,14 +183,14 @@ def read_window(
             vector_ids = frozenset(session.scalars(select(Sample.id).where(*terms, nested.term)))
     else:
         query = select(*columns).where(*terms).order_by(Sample.timestamp, Sample.id)
-        samples = session.execute(query if limit is None else query.limit(limit)).all()
+        samples = list(session.execute(query if limit is None else query.limit(limit)).all())
     if not samples:
         return WindowRead([], vector_ids)
     capped = limit is not None or max_rows is not None
     ids = [s.id for s in samples] if capped else None
     scores = _scores_by_sample(session, terms, ids) if with_eval_scores else {}
     embs: dict[str, dict[str, np.ndarray]] = {}
-    if embedding_model and capped:
+    if embedding_model and ids is not None:  # capped
         wanted = ids if vector_ids is None else sorted(vector_ids)
         for chunk in chunked(wanted):
             embs.update(_embeddings_by_sample(session, [Sample.id.in_(chunk)], embedding_model))

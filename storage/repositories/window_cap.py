@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import ColumnElement, and_, false, func, or_, select
 from sqlalchemy.orm import Session
@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session
 from storage.models import Sample
 
 DEFAULT_MIN_PER_STRATUM = 200
+K = TypeVar("K", bound=Hashable)  # a stratum's key: a segment label (None: no segment)
 
 
 @dataclass(frozen=True)
@@ -37,8 +38,8 @@ class Stratum:
 
 
 def stratum_quotas(
-    counts: Mapping[Hashable, int], max_rows: int, min_per_stratum: int = DEFAULT_MIN_PER_STRATUM
-) -> dict[Hashable, int]:
+    counts: Mapping[K, int], max_rows: int, min_per_stratum: int = DEFAULT_MIN_PER_STRATUM
+) -> dict[K, int]:
     """Rows to keep per stratum: all of them when the total fits `max_rows`; else a floor each
     (lowered so the floors fit), the rest in proportion to the rows above the floor (largest
     remainder). Never more than a stratum has; the sum is min(total, max_rows)."""
