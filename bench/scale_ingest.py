@@ -17,7 +17,6 @@ from pathlib import Path
 
 import httpx
 import numpy as np
-import psycopg
 from sqlalchemy.engine import make_url
 
 from bench.scale_texts import pairs
@@ -111,6 +110,8 @@ def database(db_url: str):
             finally:
                 dispose_engines()
         return
+    import psycopg  # PostgreSQL only: a SQLite run needs no driver
+
     schema = f"bench_{uuid.uuid4().hex[:10]}"
     admin = make_url(db_url).set(drivername="postgresql").render_as_string(False)
     with psycopg.connect(admin, autocommit=True) as conn:
