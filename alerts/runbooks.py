@@ -138,6 +138,31 @@ RUNBOOKS: dict[str, tuple[str, tuple[str, str, str]]] = {
         "Requests name a tool the baseline never saw.",
         ("the client release that added it", "the segment page of its slice", _WINDOW),
     ),
+    "prompt_template_mix": (
+        "Prompts use the application's templates or system prompts in different proportions: "
+        "a template reworded, added or retired without a new prompt_version.",
+        (
+            "the incident's new-wording table and the templates' shares in the report",
+            "the prompt change's diff and rollout (which client or service sends it)",
+            "answer quality of the affected templates",
+        ),
+    ),
+    "new_prompt_template": (
+        "Prompts in a wording the baseline never had take a share of traffic.",
+        (
+            "the new wording on the incident page: was the template change intended?",
+            "whether answers moved with it (the response alerts in this incident)",
+            "set prompt_version on the new template, rebuild the baseline once accepted",
+        ),
+    ),
+    "new_system_prompt": (
+        "Requests carry a system prompt the baseline never saw.",
+        (
+            "the release that changed the system prompt",
+            "answers of its slice (example answers on the alert page)",
+            "rebuild the baseline once the change is accepted",
+        ),
+    ),
     "baseline_refresh": (
         "The active baseline is old: today's traffic is compared with a stale picture.",
         ("build a baseline over a recent steady day on /baselines", "validate it", "activate it"),

@@ -89,6 +89,8 @@ def incident_context(
         "new_values": cause.get("new_values") or [],
         "topics": cause.get("topics") or [],
         "worst": cause.get("worst"),
+        "new_templates": cause.get("new_templates") or [],
+        "why": cause.get("why") or {},
         "deliveries": deliveries,
         "timeline": timeline,
         "has_report": run is not None and bool(run.report_path) and Path(run.report_path).is_file(),

@@ -10,7 +10,9 @@ Entry points:
     drift.custom_rules      DEFAULT_RULES, rules_from_dicts(), merge_rules()
     drift.registry   TestSpec, register(), get_test(name), tests_for(kind), decide()
                      (tests: drift.stattests)
-    drift.proposals  propose_alerts(results, rules) -> [ProposedAlert]
+    drift.proposals  propose_alerts(results, rules, sizes) -> [ProposedAlert]
+    drift.templates  fit_templates(prompts) -> TemplateModel; model.label(prompts) -> ids
+    drift.prompt_features  add_prompt_features(), new_template_result() (prompt wording)
     drift.cluster_model  fit_clusters() -> ClusterModel
     drift.clusters   detect_clusters(model, window_vectors)
     drift.errors     InputError: the one exception for input the drift code cannot use

@@ -1,8 +1,9 @@
 """A baseline: a bounded, frozen copy of "normal" traffic and everything frozen with it.
 
 Life cycle: `build_baseline` (candidate: capped seeded sample, time-ordered; PSI bin edges,
-Wasserstein scales, category levels and embedding clusters frozen) → `validate_baseline`
-(drift.validate: first half vs second half must not drift, else rejected with reasons) →
+Wasserstein scales, category levels, embedding clusters and prompt templates frozen) →
+`validate_baseline` (drift.validate: first half vs second half must not drift, else rejected
+with reasons) →
 `calibrate_baseline` (drift.calibrate: thresholds from the baseline's own window-to-window
 noise) → `drift.power.detectable_effects` (the smallest effect each test detects at the window
 size, kept in `power`). `to_dict`/`from_dict` round-trip it through JSON-able values (arrays as
@@ -23,10 +24,12 @@ from drift.categories import category_levels
 from drift.cluster_model import ClusterModel, fit_clusters
 from drift.codec import decode_array, encode_array
 from drift.features import EmbeddingBlock, FeatureSet, extract_features
+from drift.prompt_features import add_prompt_features
 from drift.result import jsonable
 from drift.stattests.mmd import MAX_SAMPLES, MMDReference, prepare_reference
 from drift.stattests.psi import psi_edges
 from drift.stattests.wasserstein import reference_scale
+from drift.templates import TemplateModel, fit_templates
 from drift.weights import Population, population_sample
 
 DEFAULT_MAX_SAMPLES = 100_000
@@ -111,6 +114,7 @@ class Baseline:
                 k: encode_array(np.frombuffer(m.to_bytes(), dtype=np.uint8))
                 for k, m in fz.clusters.items()
             },
+            "templates": None if fz.templates is None else fz.templates.to_dict(),
             "thresholds": self.levels.thresholds,
             "effect_floors": self.levels.effect_floors,
             "min_samples": self.levels.min_samples,
@@ -140,8 +144,13 @@ class Baseline:
             if "features" not in data:
                 raise ValueError("baseline dict holds no features: pass the frozen samples")
             features = FeatureSet.from_dict(data["features"])
-        elif isinstance(features, pd.DataFrame):
-            features = extract_features(features, embeddings)
+        templates = data.get("templates")
+        model = None if templates is None else TemplateModel.from_dict(templates)
+        if isinstance(features, pd.DataFrame):
+            frame = features
+            features = extract_features(frame, embeddings)
+            if model is not None and "prompt" in frame.columns:
+                add_prompt_features(features, frame["prompt"].tolist(), model)
         if features.n != data["n"]:
             raise ValueError(f"baseline has {data['n']} samples, {features.n} were given")
         frozen = Frozen(
@@ -152,6 +161,7 @@ class Baseline:
                 k: ClusterModel.from_bytes(decode_array(v).tobytes())
                 for k, v in data["clusters"].items()
             },
+            templates=model,
         )
         levels = Levels(
             thresholds=data.get("thresholds") or {},
@@ -195,9 +205,11 @@ def build_baseline(
     seed: int = 0,
     embeddings: dict[str, EmbeddingBlock] | None = None,
     cluster: bool = True,
+    templates: bool = True,
 ) -> Baseline:
     """A candidate baseline from a frame of sample records (or features): at most `max_samples`
-    rows (a seeded uniform sample when there are more), ordered by time, everything frozen."""
+    rows (a seeded uniform sample when there are more), ordered by time, everything frozen;
+    `templates`: mine the prompts' templates (drift.templates) when the frame has prompts."""
     if max_samples < 1:
         raise ValueError(f"max_samples must be positive, got {max_samples}")
     fs = source if isinstance(source, FeatureSet) else extract_features(source, embeddings)
@@ -208,6 +220,11 @@ def build_baseline(
     fs_capped = fs.take(rows)
     order = fs_capped.time_order()
     fs_capped, rows = fs_capped.take(order), rows[order]
+    model = None
+    if templates and isinstance(source, pd.DataFrame) and "prompt" in source.columns:
+        prompts = source["prompt"].to_numpy(dtype=object)[rows].tolist()
+        model = fit_templates([p if isinstance(p, str) else "" for p in prompts])
+        add_prompt_features(fs_capped, prompts, model)
     ts = fs_capped.timestamps
     info = {
         "n_source": int(fs.n),
@@ -216,10 +233,6 @@ def build_baseline(
         "window_start": None if ts is None or not np.isfinite(ts).any() else float(np.nanmin(ts)),
         "window_end": None if ts is None or not np.isfinite(ts).any() else float(np.nanmax(ts)),
     }
-    return Baseline(
-        features=fs_capped,
-        seed=seed,
-        rows=rows,
-        frozen=freeze(fs_capped, rng, cluster=cluster),
-        info=info,
-    )
+    frozen = freeze(fs_capped, rng, cluster=cluster)
+    frozen.templates = model
+    return Baseline(features=fs_capped, seed=seed, rows=rows, frozen=frozen, info=info)

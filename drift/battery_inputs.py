@@ -15,16 +15,19 @@ from drift.result import TestResult
 if TYPE_CHECKING:
     from drift.cluster_model import ClusterModel
     from drift.stattests.mmd import MMDReference
+    from drift.templates import TemplateModel
 
 
 @dataclass
 class Frozen:
-    """What the baseline froze: PSI edges, Wasserstein scales, category levels, clusters."""
+    """What the baseline froze: PSI edges, Wasserstein scales, category levels, clusters, and
+    the prompt templates (None when its records carried no prompt text)."""
 
     psi_edges: dict[str, np.ndarray] = field(default_factory=dict)
     scales: dict[str, float] = field(default_factory=dict)
     levels: dict[str, list[str]] = field(default_factory=dict)
     clusters: dict[str, ClusterModel] = field(default_factory=dict)
+    templates: TemplateModel | None = None
 
 
 @dataclass

@@ -6,10 +6,15 @@ Built from what the run knows, in this order:
    v2 are 67 % of traffic since 18:56 UTC"; a segment whose rows all belong to one new tenant is
    named in brackets after it;
 2. the topics their prompts form (`drift.topics`, named by their words);
+   without a new category, a new prompt wording (`new_prompt_template` results): "Prompts
+   changed wording: “Give a brief overview of …” is 33 % of traffic; answers moved with them";
 3. without a new category, the leading moved signal (`drift.ranking`: effect weighed by traffic
    share and samples, a floor for small slices): "Prompts moved in tenant acme (40 % of
    traffic): prompt embeddings 3.2x the threshold";
-4. attribution: the kinds of the run's proposals (prompt, model, operational, eval, persona).
+4. attribution: the kinds of the run's proposals (prompt, model, operational, eval, persona),
+   and `why`: which side the evidence points to, what supports it (drift.attribution) and
+   whether it is clear — when prompts and answers both moved with no prompt-side test strong
+   enough to explain it, the headline says the cause is unclear instead of guessing.
 `order` ranks the proposals (rule|segment) for the incident's member list. Statistics stay in
 the evidence, never in the headline. Pure: results, sizes, keys and texts in, a Cause out.
 """
@@ -24,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from drift import ranking
+from drift.cause_evidence import new_templates, why
 from drift.formatting import clean_text
 from drift.topics import Topic, name_topics
 
@@ -34,6 +40,7 @@ NEW_VALUE_FEATURES = (
     "prompt_version",
     "finish_reason",
     "tool",
+    "system_prompt",
 )
 NAMES = {
     "tenant": "tenant",
@@ -42,6 +49,7 @@ NAMES = {
     "prompt_version": "prompt version",
     "finish_reason": "finish reason",
     "tool": "tool",
+    "system_prompt": "system prompt",
 }
 KIND_WORDS = {
     "prompt": "Prompts moved",
@@ -63,6 +71,8 @@ class Cause:
     topics: list[dict[str, Any]] = field(default_factory=list)
     attribution: dict[str, int] = field(default_factory=dict)  # proposal kind -> count
     worst: dict[str, Any] | None = None
+    new_templates: list[dict[str, Any]] = field(default_factory=list)  # template, share, count
+    why: dict[str, Any] = field(default_factory=dict)  # kind, confidence, supports, evidence
     order: list[str] = field(default_factory=list)  # "rule|segment", leading first
 
     def to_dict(self) -> dict[str, Any]:
@@ -215,6 +225,19 @@ def explain(
             count = "a new topic" if len(topics) == 1 else f"{len(topics)} new topics"
             head += f"; their prompts form {count}: {', '.join(names)}"
         cause.headline = head
+    cause.new_templates = new_templates(results)
+    cause.why = why(proposals)
+    if not cause.headline and cause.new_templates:
+        top = cause.new_templates[0]
+        more = len(cause.new_templates) - 1
+        head = (
+            f"Prompts changed wording: “{top['template']}” is {top['share']:.0%} of traffic"
+        ).replace("%", " %")
+        if more:
+            head += f" (and {more} other new wording{'s' if more > 1 else ''})"
+        if cause.why.get("kind") == "prompt":
+            head += "; answers moved with them"
+        cause.headline = head
     lead = ranking.worst(results, sizes, n)
     if lead is not None:
         r = results[lead.index]
@@ -229,6 +252,10 @@ def explain(
         }
         if not cause.headline:
             cause.headline = _moved_sentence(r, lead, proposals)
+            if cause.why.get("confidence") == "unclear":
+                cause.headline += "; cause unclear: prompts and answers both moved"
+            elif cause.why.get("kind") == "prompt" and cause.why.get("supports"):
+                cause.headline += f"; the prompts changed ({cause.why['supports'][0]} moved)"
     if not cause.headline:
         cause.headline = "Nothing moved beyond its threshold"
     return cause

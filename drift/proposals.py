@@ -1,43 +1,107 @@
 """Drifted results into proposed alerts through the rules table (drift.custom_rules): one alert
-per (rule, segment), its summary one phrase per drifted result, its evidence the results."""
+per (rule, segment), its summary one phrase per drifted result in people's words ("prompt
+length moved 3.2× the alert threshold; 41 % of traffic"), its evidence the results with their
+statistics."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from drift.custom_rules import Rule
 from drift.formatting import clean_text, fmt_num
 from drift.outcome import ProposedAlert
+from drift.ranking import effect
 from drift.result import ALL, TestResult
 
+WORDS = {
+    "prompt_chars": "prompt length",
+    "prompt_tokens": "prompt length in tokens",
+    "instruction_chars": "instruction length",
+    "prompt_template": "prompt templates",
+    "system_prompt": "system prompts",
+    "prompt_embedding": "what prompts ask",
+    "response_embedding": "what answers say",
+    "response_stats": "answer token statistics",
+    "response_chars": "answer length",
+    "completion_tokens": "answer length in tokens",
+    "mean_logprob": "the model's token confidence",
+    "mean_entropy": "the model's token entropy",
+    "finish_reason": "how answers end",
+    "tool": "tools named",
+    "tools_count": "number of tools",
+    "latency_ms": "latency",
+    "ttft_ms": "time to first token",
+    "tpot_ms": "time per output token",
+    "queue_ms": "queue time",
+}
 
-def describe_hit(r: TestResult) -> str:
-    """One phrase for a drifted result in an alert summary. Every number goes through fmt_num:
-    any field may be None, NaN or inf (cluster growth has no threshold) and must still print."""
+
+def feature_words(feature: str) -> str:
+    """A feature's name in people's words (eval scores by their evaluator's name)."""
+    if feature.startswith("eval_"):
+        return (
+            f"eval score {clean_text(feature[5:])}".rstrip()
+            if feature != "eval_score"
+            else ("eval score")
+        )
+    return WORDS.get(feature, clean_text(feature).replace("_", " "))
+
+
+def _traffic(share: float | None) -> str:
+    return "" if share is None else f"; {fmt_num(share, '.0%')} of traffic".replace("%", " %")
+
+
+def describe_hit(r: TestResult, share: float | None = None) -> str:
+    """One phrase for a drifted result in an alert summary: what moved, by how much against its
+    threshold, and (`share`) how much traffic its slice holds. Statistics stay in the evidence.
+    Every number goes through fmt_num: any field may be None, NaN or inf and must still print."""
     feature = clean_text(r.feature or ALL)
+    words = feature_words(feature)
     if r.test == "new_category":
         big = [v for v in r.detail.get("new") or [] if isinstance(v, dict) and v.get("big")]
         return (
             ", ".join(
-                f"new {feature} {clean_text(v.get('value'))}: "
+                f"new {words} {clean_text(v.get('value'))}: "
                 f"{fmt_num(v.get('share'), '.0%')} of the window"
                 for v in big[:5]
             )
-            or feature
+            or words
+        )
+    if r.test == "new_prompt_template":
+        big = [v for v in r.detail.get("new") or [] if isinstance(v, dict) and v.get("big")]
+        return (
+            ", ".join(
+                f"new prompt wording “{clean_text(v.get('template'))}”: "
+                f"{fmt_num(v.get('share'), '.0%')} of the window"
+                for v in big[:3]
+            )
+            or "prompts in a new wording"
         )
     if r.test == "eval_trend":
-        return f"{feature} (-{fmt_num(r.statistic, '.1%')}, p={fmt_num(r.p_value)})"
+        return f"{words} fell {fmt_num(r.statistic, '.1%')}{_traffic(share)}"
     if r.test == "new_cluster":
-        return f"{feature} (new group {fmt_num(r.statistic, '.0%')} of window)"
+        return f"a new group in {words}: {fmt_num(r.statistic, '.0%')} of the window"
     if r.test == "cluster_growth":
-        return f"{feature} (a small cluster grew {fmt_num(r.statistic)}x, p={fmt_num(r.p_value)})"
-    if r.test in ("mmd", "ks", "chi2"):
-        return f"{feature} (p={fmt_num(r.p_value)}, stat={fmt_num(r.statistic)})"
-    return f"{feature} ({fmt_num(r.statistic)} > {fmt_num(r.threshold)})"
+        return f"a small group in {words} grew {fmt_num(r.statistic)}x{_traffic(share)}"
+    times = effect(r.to_dict())
+    return f"{words} moved {fmt_num(times, '.1f')}× the alert threshold{_traffic(share)}"
 
 
-def propose_alerts(results: Sequence[TestResult], rules: Sequence[Rule]) -> list[ProposedAlert]:
-    """One alert per (rule, segment) over the drifted, sufficient results the rule matches."""
+def _share(segment: str, sizes: Mapping[str, Mapping[str, int]] | None) -> float | None:
+    if not sizes:
+        return None
+    n_all = (sizes.get(ALL) or {}).get("n_current") or 0
+    n_seg = (sizes.get(segment) or {}).get("n_current")
+    return None if not n_all or n_seg is None else min(1.0, n_seg / n_all)
+
+
+def propose_alerts(
+    results: Sequence[TestResult],
+    rules: Sequence[Rule],
+    sizes: Mapping[str, Mapping[str, int]] | None = None,
+) -> list[ProposedAlert]:
+    """One alert per (rule, segment) over the drifted, sufficient results the rule matches;
+    `sizes` (segment -> n_current) adds each slice's share of traffic to the summary."""
     alerts = []
     for rule in rules:
         by_segment: dict[str, list[TestResult]] = {}
@@ -45,8 +109,10 @@ def propose_alerts(results: Sequence[TestResult], rules: Sequence[Rule]) -> list
             if r.drifted and not r.insufficient and rule.matches(r):
                 by_segment.setdefault(r.segment, []).append(r)
         for segment, hits in by_segment.items():
-            where = "whole window" if segment == ALL else clean_text(segment)
-            summary = f"{rule.test} drift on {', '.join(describe_hit(h) for h in hits)} [{where}]"
+            where = "all traffic" if segment == ALL else clean_text(segment).replace("=", " ")
+            share = _share(segment, sizes)
+            phrases = "; ".join(describe_hit(h, share) for h in hits)
+            summary = f"{phrases} [{where}]"
             evidence = {"rule": rule.description, "results": [h.to_dict() for h in hits]}
             alerts.append(
                 ProposedAlert(rule.severity, rule.name, rule.kind, segment, summary, evidence)

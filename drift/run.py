@@ -26,6 +26,12 @@ from drift.eval_trend import eval_trend_test
 from drift.features import MULTI_VALUED, EmbeddingBlock, FeatureSet, extract_features
 from drift.new_values import new_values_test
 from drift.outcome import DriftOutcome
+from drift.prompt_features import (
+    NEW_TEMPLATE,
+    PROMPT_TEMPLATE,
+    add_prompt_features,
+    new_template_result,
+)
 from drift.proposals import propose_alerts
 from drift.result import ALL, TestResult
 from drift.segments import (
@@ -68,6 +74,14 @@ def run_drift(
     started = time.perf_counter()
     opt = options or BatteryOptions()
     cur = _features(current, embeddings)
+    model = baseline.frozen.templates
+    prompts = (
+        current["prompt"].tolist()
+        if isinstance(current, pd.DataFrame) and "prompt" in current.columns
+        else None
+    )
+    if model is not None and prompts is not None:
+        add_prompt_features(cur, prompts, model)
     ev = None if eval_frame is None else _features(eval_frame)
     if ev is not None:
         opt = replace(opt, tests=tuple(t for t in (opt.tests or _ALL_TESTS) if t != "eval_trend"))
@@ -109,6 +123,8 @@ def run_drift(
         ]
     if opt.wants("new_category"):
         results += new_category_results(ref, cur)
+    if opt.wants(NEW_TEMPLATE) and prompts is not None and PROMPT_TEMPLATE in cur.categorical:
+        results.append(new_template_result(cur.categorical[PROMPT_TEMPLATE], prompts))
     timings = {"whole_s": time.perf_counter() - started}
 
     for key in segment_by:
@@ -151,7 +167,7 @@ def run_drift(
     timings["total_s"] = time.perf_counter() - started
     results = [_finite_or_not_drifted(r) for r in results]
     alerts = attribute_alerts(
-        propose_alerts(results, DEFAULT_RULES if rules is None else rules), results
+        propose_alerts(results, DEFAULT_RULES if rules is None else rules, sizes), results
     )
     reasons = list((baseline.validation or {}).get("reasons", []))
     if baseline.status == "candidate":
@@ -180,12 +196,14 @@ _ALL_TESTS = (
     "new_category",
     "cluster_mix",
     "conditional_mmd",
+    NEW_TEMPLATE,
 )
 
 
 def new_category_results(ref: FeatureSet, cur: FeatureSet) -> list[TestResult]:
     """New values of every segment key and categorical feature the reference also has, on the
-    whole window (shares by sample weight; per item for multi-valued features)."""
+    whole window (shares by sample weight; per item for multi-valued features). Templates have
+    their own check (drift.prompt_features.new_template_result), which names the wording."""
     out = []
     for name in [k for k in cur.keys if k in ref.keys]:
         out.append(
@@ -193,7 +211,7 @@ def new_category_results(ref: FeatureSet, cur: FeatureSet) -> list[TestResult]:
                 feature=name, segment=ALL
             )
         )
-    for name in [k for k in cur.categorical if k in ref.categorical]:
+    for name in [k for k in cur.categorical if k in ref.categorical and k != PROMPT_TEMPLATE]:
         weights = None if name in MULTI_VALUED else cur.weights
         out.append(
             new_values_test(

@@ -33,6 +33,7 @@ TOKEN_FEATURES = (
     "completion_tokens",
     "response_chars",
     "tools_count",
+    "instruction_chars",
 )
 LATENCY_FEATURES = ("latency_ms", "ttft_ms", "tpot_ms", "queue_ms")
 
@@ -171,12 +172,29 @@ DRIFT_RULES: tuple[Rule, ...] = (
         "model",
         "responses changed within matched prompt clusters",
     ),
+    Rule(
+        "prompt_template_mix",
+        "js",
+        ("prompt_template", "system_prompt"),
+        "high",
+        "prompt",
+        "the mix of prompt templates or system prompts shifted (e.g. a silent rewording)",
+    ),
+    Rule(
+        "new_prompt_template",
+        "new_prompt_template",
+        ("prompt_template",),
+        "high",
+        "prompt",
+        "prompts in a wording the baseline never had take a share of the window",
+    ),
     # a value the baseline never had (drift.new_values.new_values_test), named in the summary
     _new_value("new_model_version", ("model_version",), "high", "model", "a model version"),
     _new_value("new_prompt_version", ("prompt_version",), "moderate", "prompt", "a prompt version"),
     _new_value("new_segment", ("tenant", "segment"), "review", "persona", "a tenant or segment"),
     _new_value("new_finish_reason", ("finish_reason",), "moderate", "model", "a finish reason"),
     _new_value("new_tool", ("tool",), "moderate", "prompt", "a tool named in requests"),
+    _new_value("new_system_prompt", ("system_prompt",), "high", "prompt", "a system prompt"),
 )
 
 # condition rules: raised and resolved by whoever watches the condition

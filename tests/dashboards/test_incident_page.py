@@ -1,6 +1,6 @@
-"""The incident page (headline, new values, topics, what to check first, ranked members,
-timeline) and its actions, which reach every member; a viewer's form action gets a page that
-names the key it needs (SQLite and PostgreSQL)."""
+"""The incident page (headline, new values, new prompt wordings, why this cause, topics, what
+to check first, ranked members, timeline) and its actions, which reach every member; a viewer's
+form action gets a page that names the key it needs (SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -32,6 +32,15 @@ CAUSE = {
             "examples": ["The helm upgrade to chart 7 times out"],
         }
     ],
+    "new_templates": [
+        {"template": "Give a brief overview … Overview:", "share": 0.33, "count": 99}
+    ],
+    "why": {
+        "kind": "prompt",
+        "confidence": "clear",
+        "supports": ["prompt templates"],
+        "evidence": ["js:prompt_template"],
+    },
 }
 
 
@@ -81,6 +90,8 @@ def test_incident_page_leads_with_the_cause(world):
         "newco" in html.split('id="new-values"')[1]
         and "helm upgrade" in html.split('id="topics"')[1]
     )
+    assert "Give a brief overview … Overview:" in html.split('id="new-templates"')[1]
+    assert "The prompts changed: prompt templates moved" in html.split('id="why"')[1]
     members = html.split('id="members"')[1].split("</table>")[0]
     assert (
         members.index("prompt_cluster_mix") < members.index("new_segment") and "(lead)" in members
@@ -125,3 +136,28 @@ def test_incident_actions_reach_every_member(world):
         ).status_code
         == 409
     )
+
+
+@pytest.mark.parametrize(
+    ("why", "words"),
+    [
+        ({"kind": "unclear", "confidence": "unclear"}, "Unclear: prompts and answers both moved"),
+        ({"kind": "model", "confidence": "clear"}, "The model: answers moved while the prompts"),
+        ({"kind": "prompt", "confidence": "clear", "supports": ["a", "b"]}, "a, b moved"),
+        ({}, None),
+    ],
+)
+def test_every_cause_verdict_renders_in_words(why, words):
+    from dashboards.templating import _env
+
+    incident = Incident(
+        id=1, headline="h", severity="high", kind="model", status="resolved", notifications=0,
+        first_seen=datetime.now(UTC),
+    )  # fmt: skip
+    html = _env.get_template("incident.html").render(
+        incident=incident, members=[], why=why, new_templates=[], inhibited_kinds=frozenset()
+    )
+    if words is None:
+        assert 'id="why"' not in html
+    else:
+        assert words in html.split('id="why"')[1]

@@ -38,7 +38,7 @@ def test_response_drift_with_prompts_moving_is_a_prompt_change():
     )
     assert [a.kind for a in alerts] == ["prompt", "prompt"]
     assert alerts[1].evidence["attribution"]["rule_kind"] == "model"
-    assert "attributed to prompt" in alerts[1].summary
+    assert "caused by the prompts: what prompts ask moved" in alerts[1].summary
 
 
 def test_response_drift_with_prompts_steady_is_the_model():

@@ -84,7 +84,7 @@ def test_drift_job_core_and_report_take_any_window(seed, quirks):
     if "new_category" in quirks and "one_row" not in quirks:
         model = [a for a in alerts if a.rule == "new_model_version"]
         assert (
-            model and model[0].kind == "model" and "new model_version m2: 100%" in model[0].summary
+            model and model[0].kind == "model" and "new model version m2: 100%" in model[0].summary
         )
 
     results = [r.to_dict() for r in report.results]
@@ -166,7 +166,7 @@ def test_a_small_cluster_that_grows_makes_an_alert():
     growth = report.results_for(test="cluster_growth", segment="*")[0]
     assert growth.drifted and growth.threshold is None
     alert = next(a for a in report.alerts if a.rule == "cluster_growth")
-    assert "prompt_embedding (a small cluster grew" in alert.summary and alert.kind == "persona"
+    assert "a small group in what prompts ask grew" in alert.summary and alert.kind == "persona"
 
 
 def test_a_new_model_version_is_named_with_its_share_kind_and_severity():
@@ -180,9 +180,7 @@ def test_a_new_model_version_is_named_with_its_share_kind_and_severity():
         a for a in propose_alerts(report.results, DEFAULT_RULES) if a.rule == "new_model_version"
     ]
     assert alert.kind == "model" and alert.severity == "high"
-    assert alert.summary.startswith(
-        "new_category drift on new model_version m2: 100% of the window"
-    )
+    assert alert.summary.startswith("new model version m2: 100% of the window")
     [tool] = report.results_for(test="new_category", feature="tool")
     assert tool.drifted and [v["value"] for v in tool.detail["new"]] == ["browser"]
 

@@ -42,8 +42,8 @@ def test_cluster_growth_without_a_threshold_makes_an_alert_summary():
     )
     alerts = propose_alerts([grown], DEFAULT_RULES)
     assert [a.rule for a in alerts] == ["cluster_growth"]
-    assert "prompt_embedding" in alerts[0].summary and "3x" in alerts[0].summary
-    assert "p=1e-05" in alerts[0].summary
+    assert alerts[0].summary == "a small group in what prompts ask grew 3x [all traffic]"
+    assert alerts[0].evidence["results"][0]["p_value"] == 1e-05  # statistics: in the evidence
 
 
 def test_fmt_num_against_format():
