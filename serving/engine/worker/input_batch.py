@@ -78,26 +78,24 @@ class InputBatch:
         self.last_rows = np.fromiter((row_of[s] for s in seqs), np.int64, len(seqs))
         return self.last_rows
 
-    def _sync(self, seqs: list[Sequence], rows: np.ndarray) -> np.ndarray:
+    def _sync(self, seqs: list[Sequence], rows: np.ndarray) -> int:
         """Write the table entries each sequence's row lacks (from `block_table_synced`, which a
         row's new holder and the block manager's rewrites lower); zero what lies past its
-        table. Returns the tables' lengths."""
-        n = len(seqs)
-        lens = np.fromiter(map(len, map(_TABLE, seqs)), np.int64, n)
-        synced = np.fromiter(map(_SYNCED, seqs), np.int64, n)
-        stale = np.flatnonzero(synced != lens)
-        if stale.size:
-            self._grow(0, int(lens.max()))
+        table. Returns the longest table's length."""
+        stale = [i for i, s in enumerate(seqs) if s.block_table_synced != len(s.block_table)]
+        if stale:
+            self._grow(0, max(len(seqs[i].block_table) for i in stale))
             tables, row_len = self.tables, self.row_len
-            for i in stale.tolist():
-                s, r, length = seqs[i], int(rows[i]), int(lens[i])
+            for i in stale:
+                s, r = seqs[i], int(rows[i])
+                length = len(s.block_table)
                 start = min(s.block_table_synced, length)
                 tables[r, start:length] = s.block_table[start:length]
                 if row_len[r] > length:
                     tables[r, length : row_len[r]] = 0
                 row_len[r] = length
                 s.block_table_synced = length
-        return lens
+        return int(self.row_len[rows].max())
 
     # ---- the step --------------------------------------------------------------------------
     def build(
@@ -122,7 +120,7 @@ class InputBatch:
         starts = list(map(_COMPUTED, seqs))
         n_seqs = len(seqs)
         rows = self._rows_for(seqs)
-        lens = self._sync(seqs, rows)
+        width = self._sync(seqs, rows)
         num_decode = counts.count(1)
         decode_only = num_decode == n_seqs
         token_lists = list(map(_TOKENS, seqs))
@@ -145,25 +143,29 @@ class InputBatch:
             row_of_token = rows[owner]
         bs = self.block_size
         slots = self.tables[row_of_token, positions // bs].astype(np.int64) * bs + positions % bs
-        width = int(lens.max())
         block_tables = torch.from_numpy(self.tables[rows, :width])
         slens_np = start_np + q
         per_row = list(map(len, targets_in_order))
         sample_seqs = list(chain.from_iterable(targets_in_order))
-        logits_rows = np.repeat(ends - 1, per_row)
+        every_row = decode_only and len(sample_seqs) == n_seqs and per_row.count(1) == n_seqs
+        logits_rows = np.arange(n_seqs) if every_row else np.repeat(ends - 1, per_row)
         pending_rows: list[int] = []
         pending_src: list[int] = []
-        if pending:  # rows whose newest id is still on the device
+        if pending and decode_only and len(pending) == n_seqs and list(pending) == seqs:
+            # every row was sampled in the last launch, in this order, and is one token on:
+            # each newest id is that step's sample (the steady state of async scheduling)
+            pending_rows = list(range(n_seqs))
+            pending_src = list(pending.values())
+        elif pending:  # rows whose newest id is still on the device
             src = np.fromiter(map(pending.get, seqs, repeat(-1, n_seqs)), np.int64, n_seqs)
             ntok = np.fromiter(map(len, token_lists), np.int64, n_seqs)
             on_device = (src >= 0) & (slens_np == ntok)
             pending_rows = (ends - 1)[on_device].tolist()
             pending_src = src[on_device].tolist()
         slens = slens_np.tolist()
-        max_seq_len = int(slens_np.max())
+        max_seq_len = max(slens)
         if decode_only:  # one int64 and one int32 host array, two copies (the steady state)
-            wide = np.concatenate([np.asarray(input_ids, dtype=np.int64), positions, slots])
-            wide = np.concatenate([wide, logits_rows])
+            wide = np.concatenate([input_ids, positions, slots, logits_rows], dtype=np.int64)
             narrow = np.concatenate([np.arange(n_seqs + 1), slens_np]).astype(np.int32)
             wide_d = torch.from_numpy(wide).to(self.device, non_blocking=True)
             narrow_d = torch.from_numpy(narrow).to(self.device, non_blocking=True)
@@ -179,7 +181,6 @@ class InputBatch:
                 query_lens_cpu=counts,
                 seq_lens_cpu=slens,
             )
-            every_row = len(sample_seqs) == n and bool((logits_rows == np.arange(n)).all())
             return StepInputs(
                 input_ids=wide_d[:n],
                 positions=wide_d[n : 2 * n],
