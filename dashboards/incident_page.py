@@ -11,18 +11,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from fastapi import APIRouter, Depends, HTTPException, Request
-from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from fastapi import APIRouter, HTTPException
+from fastapi.responses import HTMLResponse
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from alerts import incident_lifecycle
 from alerts.incidents import INHIBITED_KINDS, inhibitor, members, ranked
-from alerts.lifecycle import LifecycleError, actions
+from alerts.lifecycle import actions
 from alerts.runbooks import runbook
-from dashboards.alert_routes import ACTIONS, FORM_WORDS, read_fields, snooze_end
+from dashboards.lifecycle_routes import add_action_routes
 from dashboards.pages import RowId
-from dashboards.refused import refused
 from dashboards.templating import page
 from storage.models import Delivery, DriftRun, Incident
 from storage.types import to_utc
@@ -103,51 +102,6 @@ def build_incident_router(
 ) -> APIRouter:
     router = APIRouter()
 
-    def admin(principal: Any = Depends(viewer)) -> Any:
-        if not getattr(principal, "admin", False):
-            raise HTTPException(403, "incident actions need an admin key (VIGIL_ADMIN_KEYS)")
-        return principal
-
-    def act(incident_id: int, action: str, fields: dict[str, Any], actor: str) -> dict[str, Any]:
-        if action not in ACTIONS:
-            raise HTTPException(404, f"unknown action {action!r}; one of {', '.join(ACTIONS)}")
-        now = datetime.now(UTC)
-        note = str(fields["note"]) if fields.get("note") not in (None, "") else None
-        with session_factory() as session:
-            try:
-                if action == "acknowledge":
-                    incident = incident_lifecycle.acknowledge(
-                        session, incident_id, actor=actor, now=now, note=note
-                    )
-                elif action == "snooze":
-                    incident = incident_lifecycle.snooze(
-                        session,
-                        incident_id,
-                        actor=actor,
-                        until=snooze_end(fields, now),
-                        now=now,
-                        note=note,
-                    )
-                else:
-                    incident = incident_lifecycle.resolve(
-                        session, incident_id, actor=actor, now=now, settings=settings, note=note
-                    )
-            except LookupError as exc:
-                raise HTTPException(404, str(exc).strip("'\"")) from None
-            except LifecycleError as exc:
-                raise HTTPException(409, str(exc)) from None
-            state = {
-                "id": incident.id,
-                "status": incident.status,
-                "severity": incident.severity,
-                "acknowledged_by": incident.acknowledged_by,
-                "snoozed_until": incident.snoozed_until.isoformat()
-                if incident.snoozed_until
-                else None,
-            }
-            session.commit()
-        return state
-
     @router.get("/incidents/{incident_id}", response_class=HTMLResponse)
     def incident_page(incident_id: RowId) -> HTMLResponse:
         with session_factory() as session:
@@ -157,29 +111,8 @@ def build_incident_router(
                 "incident.html", title=f"Incident {incident.id} ({incident.severity})", **context
             )
 
-    @router.post("/incidents/{incident_id}/{action}")
-    async def form_action(
-        incident_id: RowId, action: str, request: Request, principal: Any = Depends(viewer)
-    ) -> Response:
-        what = f"{FORM_WORDS.get(action, action)} incident {incident_id}"
-        if not getattr(principal, "admin", False):
-            return refused(what, principal, f"/incidents/{incident_id}")
-        try:
-            act(incident_id, action, await read_fields(request), principal.actor)
-        except HTTPException as exc:
-            return refused(
-                what,
-                principal,
-                f"/incidents/{incident_id}",
-                status=exc.status_code,
-                why=str(exc.detail),
-            )
-        return RedirectResponse(f"/incidents/{incident_id}", status_code=303)
-
-    @router.post("/api/v1/incidents/{incident_id}/{action}")
-    async def api_action(
-        incident_id: RowId, action: str, request: Request, principal: Any = Depends(admin)
-    ) -> JSONResponse:
-        return JSONResponse(act(incident_id, action, await read_fields(request), principal.actor))
-
+    add_action_routes(
+        router, noun="incident", lifecycle=incident_lifecycle, settings=settings,
+        session_factory=session_factory, viewer=viewer,
+    )  # fmt: skip
     return router
