@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from alerts.lifecycle import actions
 from alerts.runbooks import runbook
 from dashboards.alert_lead import lead_row, lead_sentence, own_rows, table_rows
+from dashboards.timeline import notifications, opened
 from storage.models import Alert, Delivery, DriftResult, DriftRun, Embedding, Incident
 from storage.repositories.samples import fetch_window
 from storage.types import to_utc
@@ -104,14 +105,7 @@ def alert_context(session: Session, alert_id: int, now: datetime, range_: str = 
         else (Delivery.alert_id == alert_id)
     )
     deliveries = list(session.scalars(select(Delivery).where(spoke).order_by(Delivery.id)))
-    timeline = [
-        {
-            "at": to_utc(row.first_seen),
-            "what": f"opened ({row.severity})",
-            "who": "vigil",
-            "note": "",
-        }
-    ]
+    timeline = [opened(row)]
     timeline += [
         {
             "at": to_utc(a.at),
@@ -121,15 +115,7 @@ def alert_context(session: Session, alert_id: int, now: datetime, range_: str = 
         }
         for a in actions(session, alert_id)
     ]
-    timeline += [
-        {
-            "at": to_utc(d.delivered_at or d.created_at),
-            "what": f"notification {d.status} ({d.format})",
-            "who": "webhook",
-            "note": "",
-        }
-        for d in deliveries
-    ]
+    timeline += notifications(deliveries)
     timeline.sort(key=lambda e: e["at"])
     has_report = run is not None and bool(run.report_path) and Path(run.report_path).is_file()
     snoozed = row.snoozed_until is not None and to_utc(row.snoozed_until) > now

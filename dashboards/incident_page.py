@@ -23,6 +23,7 @@ from alerts.runbooks import runbook
 from dashboards.lifecycle_routes import add_action_routes
 from dashboards.pages import RowId
 from dashboards.templating import page
+from dashboards.timeline import notifications, opened
 from storage.models import Delivery, DriftRun, Incident
 from storage.types import to_utc
 from vigil.config import Settings
@@ -45,14 +46,7 @@ def incident_context(
             select(Delivery).where(Delivery.incident_id == incident_id).order_by(Delivery.id)
         )
     )
-    timeline = [
-        {
-            "at": to_utc(incident.first_seen),
-            "what": f"opened ({incident.severity})",
-            "who": "vigil",
-            "note": "",
-        }
-    ]
+    timeline = [opened(incident)]
     seen = set()
     for alert in everyone:
         for a in actions(session, alert.id):
@@ -62,15 +56,7 @@ def incident_context(
                 timeline.append(
                     {"at": to_utc(a.at), "what": a.action, "who": a.actor, "note": a.note or ""}
                 )
-    timeline += [
-        {
-            "at": to_utc(d.delivered_at or d.created_at),
-            "what": f"notification {d.status} ({d.format})",
-            "who": "webhook",
-            "note": "",
-        }
-        for d in deliveries
-    ]
+    timeline += notifications(deliveries)
     if incident.resolved_at is not None:
         timeline.append(
             {"at": to_utc(incident.resolved_at), "what": "resolved", "who": "vigil", "note": ""}
