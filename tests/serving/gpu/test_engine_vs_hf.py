@@ -10,43 +10,13 @@ import os
 import pytest
 import torch
 
+from bench.model_shapes import QWEN3_0_6B, SMOLLM2_135M
+
 pytestmark = pytest.mark.gpu
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-SHAPES = {
-    "smollm2-135m": {
-        "model_type": "llama",
-        "vocab_size": 49152,
-        "hidden_size": 576,
-        "intermediate_size": 1536,
-        "num_hidden_layers": 30,
-        "num_attention_heads": 9,
-        "num_key_value_heads": 3,
-        "head_dim": 64,
-        "rms_norm_eps": 1e-5,
-        "rope_theta": 100000.0,
-        "max_position_embeddings": 8192,
-        "tie_word_embeddings": True,
-        "bos_token_id": 1,
-        "eos_token_id": 2,
-    },
-    "qwen3-0.6b": {
-        "model_type": "qwen3",
-        "vocab_size": 151936,
-        "hidden_size": 1024,
-        "intermediate_size": 3072,
-        "num_hidden_layers": 28,
-        "num_attention_heads": 16,
-        "num_key_value_heads": 8,
-        "head_dim": 128,
-        "rms_norm_eps": 1e-6,
-        "rope_theta": 1000000.0,
-        "max_position_embeddings": 40960,
-        "tie_word_embeddings": True,
-        "bos_token_id": 151643,
-        "eos_token_id": 151645,
-    },
-}
+# the two smallest benchmarked shapes (their published configs), random weights
+SHAPES = {"smollm2-135m": SMOLLM2_135M, "qwen3-0.6b": QWEN3_0_6B}
 NEW = 32
 TIE_NATS = 0.1  # a differing token must be within this of HF's best (in HF's own logprobs)
 LOGPROB_TOL = 0.1  # bf16 logits near |3| round in steps of ~0.016; hidden states differ slightly
