@@ -1,22 +1,26 @@
 """Headless Chromium for the dashboard's browser tests (helper; no tests): the skip marker that
-says what is missing, and `visit`, which opens a page, waits for its charts and returns what it
-showed."""
+says what is missing, `served_in_browser` (the app on a port and a browser to visit it), `visit`,
+which opens a page, waits for its charts and returns what it showed, and where screenshots go."""
 
 from __future__ import annotations
 
 import contextlib
 import importlib.util
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
-from sidecar_servers import API_KEY
+from sidecar_servers import API_KEY, UvicornThread
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 CHROMIUM = shutil.which("chromium") or next(
     (p for p in ("/usr/bin/chromium",) if Path(p).exists()), None
 )
 LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu"]
+SHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
 
 
 def browser_missing() -> str | None:
@@ -35,6 +39,37 @@ needs_browser = pytest.mark.skipif(browser_missing() is not None, reason=browser
 
 def launch(playwright):
     return playwright.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+
+
+@contextlib.contextmanager
+def served_in_browser(app) -> Iterator[tuple[str, Any]]:
+    """`app` served on a free port and a headless Chromium: (the app's base URL, the browser)."""
+    from playwright.sync_api import sync_playwright
+
+    with UvicornThread(app) as server, sync_playwright() as p:
+        browser = launch(p)
+        try:
+            yield server.url, browser
+        finally:
+            browser.close()
+
+
+def backend(database_url: str) -> str:
+    return database_url.split(":")[0].split("+")[0]
+
+
+def shot(name: str, database_url: str) -> Path:
+    """Where a page's screenshot goes: var/screenshots/<name>-<backend>.png."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    return SHOTS / f"{name}-{backend(database_url)}.png"
+
+
+def assert_links_open(base_url: str, links: list[str]) -> None:
+    """Every link a page showed into the app answers 200 (reports aside: no report files are
+    seeded)."""
+    for href in set(links):
+        if href.startswith("/") and not href.startswith("/reports/"):
+            assert httpx.get(base_url + href, headers=AUTH).status_code == 200, href
 
 
 def visit(browser, url: str, shot: Path | None = None, inspect=None) -> dict:

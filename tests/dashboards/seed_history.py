@@ -1,6 +1,7 @@
 """Seeds a database with a dashboard's worth of history (helper for tests/dashboards; no tests):
 an active baseline, hourly drift runs with results, samples with latencies, eval scores, an
-open alert. Bulk inserts, so 30 days of hourly runs take about a second."""
+open alert. Bulk inserts, so 30 days of hourly runs take about a second. Rows the pages' tests
+add to the last run: a result that moved, a spike from a tiny slice, a new tenant's alert."""
 
 from __future__ import annotations
 
@@ -145,3 +146,51 @@ def seed_history(
     session.flush()
     session.commit()
     return Seeded(baseline.id, run_ids, alert.id, now, run_ids[-1])
+
+
+def moved_result(
+    run_id: int,
+    test: str,
+    feature: str,
+    segment: str,
+    statistic: float,
+    threshold: float,
+    detail: dict,
+) -> DriftResult:
+    """A result of run `run_id` that moved (drifted, enough samples)."""
+    return DriftResult(
+        run_id=run_id, test=test, feature=feature, segment=segment, statistic=statistic,
+        threshold=threshold, drifted=True, insufficient=False, detail=detail,
+    )  # fmt: skip
+
+
+def tiny_slice_spike(run_id: int) -> DriftResult:
+    """The run's largest ratio (63.5x its threshold) from 8 live requests: under the floor, so
+    it must never lead a page that no alert on it asked for."""
+    return moved_result(run_id, "wasserstein", "tpot_ms", "*", 63.5, 1.0, {"n_current": 8})
+
+
+# a new tenant, newco, is 65% of the last window; its alert is filed under all traffic (`*`)
+NEW_TENANT = {
+    "test": "new_category",
+    "feature": "tenant",
+    "segment": "*",
+    "statistic": 0.65,
+    "threshold": 0.05,
+    "drifted": True,
+    "detail": {"new": [{"value": "newco", "share": 0.65, "count": 200, "big": True}]},
+}
+
+
+def new_tenant_result(data: Seeded) -> DriftResult:
+    return moved_result(
+        data.drift_run_id, "new_category", "tenant", "*", 0.65, 0.05, NEW_TENANT["detail"]
+    )
+
+
+def new_tenant_alert(data: Seeded) -> Alert:
+    return Alert(
+        dedupe_key="nc", rule="new_category", kind="prompt", severity="moderate", segment="*",
+        status="open", summary="new tenant newco: 65% of the window", run_id=data.drift_run_id,
+        evidence={"results": [NEW_TENANT]}, first_seen=data.now, last_seen=data.now,
+    )  # fmt: skip

@@ -8,7 +8,7 @@ import pytest
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from seed_history import seed_history
+from seed_history import seed_history, tiny_slice_spike
 from sidecar_servers import API_KEY
 
 from dashboards.alert_lead import Row, lead_row, lead_sentence, own_rows, ratio, table_rows, who
@@ -152,19 +152,7 @@ def world(migrated_db, make_settings):
     with factory() as session:
         seeded = seed_history(session, hours=3)
         # a bigger signal of the same run that no alert below fires on: it must never lead
-        session.add(
-            DriftResult(
-                run_id=seeded.drift_run_id,
-                test="wasserstein",
-                feature="tpot_ms",
-                segment="*",
-                statistic=63.5,
-                threshold=1.0,
-                drifted=True,
-                insufficient=False,
-                detail={"n_current": 8},
-            )
-        )
+        session.add(tiny_slice_spike(seeded.drift_run_id))
         session.commit()
     return seeded, TestClient(create_app(make_settings(migrated_db), factory)), factory
 

@@ -4,18 +4,19 @@ needs (a page, not JSON); the new tenant's page lists the incident."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import httpx
-from headless import AUTH, launch, needs_browser, visit
+from headless import (
+    assert_links_open,
+    needs_browser,
+    served_in_browser,
+    shot,
+    visit,
+)
 from seed_history import seed_history
-from sidecar_servers import UvicornThread
 
 from sidecar.app import create_app
 from storage.db import session_factory
 from storage.models import Alert, Incident
 
-SHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
 HEADLINE = (
     "New tenant newco (mobile) is 65 % of traffic since 07:12 UTC;"
     " its prompts: helm upgrade, terraform plan"
@@ -33,8 +34,6 @@ def incident_view(page) -> dict:
 
 
 def test_incident_page_in_a_browser(migrated_db, make_settings):
-    from playwright.sync_api import sync_playwright
-
     factory = session_factory(migrated_db)
     with factory() as s:
         data = seed_history(s, hours=2)
@@ -59,33 +58,19 @@ def test_incident_page_in_a_browser(migrated_db, make_settings):
         s.get(Alert, data.alert_id).incident_id = incident.id
         s.commit()
         incident_id = incident.id
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    backend = migrated_db.split(":")[0].split("+")[0]
-    with (
-        UvicornThread(create_app(make_settings(migrated_db), factory)) as app,
-        sync_playwright() as p,
-    ):
-        browser = launch(p)
+    with served_in_browser(create_app(make_settings(migrated_db), factory)) as (url, browser):
         seen = visit(
-            browser,
-            f"{app.url}/incidents/{incident_id}",
-            SHOTS / f"incident-{backend}.png",
-            incident_view,
+            browser, f"{url}/incidents/{incident_id}", shot("incident", migrated_db), incident_view
         )
         segment = visit(
             browser,
-            f"{app.url}/segments?tenant=newco",
+            f"{url}/segments?tenant=newco",
             None,
             lambda page: page.eval_on_selector_all(
                 "#segment-incidents tr", "rows => rows.map(r => r.innerText)"
             ),
         )
-        browser.close()
-        for href in set(seen["links"]):
-            if href.startswith("/") and not href.startswith(
-                "/reports/"
-            ):  # reports: no files seeded
-                assert httpx.get(app.url + href, headers=AUTH).status_code == 200, href
+        assert_links_open(url, seen["links"])
     # the refused Acknowledge is answered 403: the only error the console may show
     assert [e for e in seen["errors"] if "403" not in e] == [] and segment["errors"] == []
     assert seen["seen"]["first"] == ["headline", HEADLINE]

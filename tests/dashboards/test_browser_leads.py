@@ -6,17 +6,17 @@ that names it."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
-from headless import launch, needs_browser, visit
-from seed_history import seed_history
-from sidecar_servers import UvicornThread
+from headless import (
+    needs_browser,
+    served_in_browser,
+    shot,
+    visit,
+)
+from seed_history import new_tenant_alert, seed_history
 
 from sidecar.app import create_app
 from storage.db import session_factory
-from storage.models import Alert
-
-SHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
 
 pytestmark = needs_browser
 
@@ -51,65 +51,33 @@ def one_chart(chart_id: str):
 
 
 def test_alert_page_lead_one_point_threshold_and_a_new_tenants_alerts(migrated_db, make_settings):
-    from playwright.sync_api import sync_playwright
-
     factory = session_factory(migrated_db)
     with factory() as session:
         data = seed_history(session, hours=1)  # one run: every drift chart has a single point
-        new = {
-            "test": "new_category",
-            "feature": "tenant",
-            "segment": "*",
-            "statistic": 0.65,
-            "threshold": 0.05,
-            "drifted": True,
-            "detail": {"new": [{"value": "newco", "share": 0.65, "count": 200, "big": True}]},
-        }
-        session.add(
-            Alert(
-                dedupe_key="nc",
-                rule="new_category",
-                kind="prompt",
-                severity="moderate",
-                segment="*",
-                status="open",
-                summary="new tenant newco: 65% of the window",
-                run_id=data.drift_run_id,
-                evidence={"results": [new]},
-                first_seen=data.now,
-                last_seen=data.now,
-            )
-        )
+        session.add(new_tenant_alert(data))
         session.commit()
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    backend = migrated_db.split(":")[0].split("+")[0]
-    with (
-        UvicornThread(create_app(make_settings(migrated_db), factory)) as app,
-        sync_playwright() as p,
-    ):
-        browser = launch(p)
+    with served_in_browser(create_app(make_settings(migrated_db), factory)) as (url, browser):
         started = datetime.now(UTC)
         alert = visit(
             browser,
-            f"{app.url}/alerts/{data.alert_id}?range=7d",
-            SHOTS / f"alert-one-run-{backend}.png",
+            f"{url}/alerts/{data.alert_id}?range=7d",
+            shot("alert-one-run", migrated_db),
             first_sentence,
         )
         overview = visit(
             browser,
-            f"{app.url}/?range=30d",
-            SHOTS / f"overview-one-run-{backend}.png",
+            f"{url}/?range=30d",
+            shot("overview-one-run", migrated_db),
             one_chart("psi:prompt_tokens"),
         )
         segment = visit(
             browser,
-            f"{app.url}/segments?tenant=newco",
-            SHOTS / f"segment-newco-{backend}.png",
+            f"{url}/segments?tenant=newco",
+            shot("segment-newco", migrated_db),
             lambda page: page.eval_on_selector_all(
                 "#segment-alerts tr", "rows => rows.map(r => r.innerText)"
             ),
         )
-        browser.close()
     assert alert["errors"] == [] and overview["errors"] == [] and segment["errors"] == []
     rows = segment["seen"][1:]
     assert len(rows) == 1 and "names tenant newco as new" in rows[0] and "all traffic" in rows[0], (

@@ -6,7 +6,7 @@ from __future__ import annotations
 from fastapi.testclient import TestClient
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from seed_history import seed_history
+from seed_history import moved_result, seed_history, tiny_slice_spike
 from sidecar_servers import API_KEY
 
 from dashboards.moved import rank_moved
@@ -58,35 +58,13 @@ def test_headline_counts_every_moved_signal_and_skips_a_tiny_slice(migrated_db, 
         data = seed_history(session, hours=3, samples_per_hour=300)
         run = data.drift_run_id
         # 8 live requests behind a huge ratio: must not lead (the psi in web, 4.5×, does)
-        session.add(
-            DriftResult(
-                run_id=run,
-                test="wasserstein",
-                feature="tpot_ms",
-                segment="*",
-                statistic=63.5,
-                threshold=1.0,
-                drifted=True,
-                insufficient=False,
-                detail={"n_current": 8},
-            )
-        )
+        session.add(tiny_slice_spike(run))
         session.query(DriftResult).filter_by(run_id=run, test="psi", segment="web").update(
             {"detail": {"n_current": 150}}
         )
         for i in range(MAX_ROWS + 3):
             session.add(
-                DriftResult(
-                    run_id=run,
-                    test="psi",
-                    feature=f"f{i}",
-                    segment="segment=api",
-                    statistic=0.21,
-                    threshold=0.2,
-                    drifted=True,
-                    insufficient=False,
-                    detail={"n_current": 100},
-                )
+                moved_result(run, "psi", f"f{i}", "segment=api", 0.21, 0.2, {"n_current": 100})
             )
         session.commit()
     client = TestClient(create_app(make_settings(migrated_db), factory))
@@ -113,16 +91,8 @@ def test_the_runs_segment_sizes_bound_the_samples_behind_a_result(migrated_db, m
         )
         # a feature count larger than its slice (12 rows): the slice bounds it, under the floor
         session.add(
-            DriftResult(
-                run_id=run.id,
-                test="psi",
-                feature="completion_tokens",
-                segment="segment=api",
-                statistic=9.0,
-                threshold=0.2,
-                drifted=True,
-                insufficient=False,
-                detail={"n_current": 200},
+            moved_result(
+                run.id, "psi", "completion_tokens", "segment=api", 9.0, 0.2, {"n_current": 200}
             )
         )
         session.commit()

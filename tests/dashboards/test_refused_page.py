@@ -72,30 +72,25 @@ def test_a_named_admin_key_is_recorded_by_name(world):
 def test_buttons_pressed_in_a_browser_act_or_say_why_not(migrated_db, make_settings):
     """In Chromium (its form posts carry `Origin: null` under the pages' no-referrer policy): an
     admin's Acknowledge is recorded under the key's name; a viewer's gets the refusal page."""
-    from headless import CHROMIUM, LAUNCH_ARGS, browser_missing
-    from sidecar_servers import UvicornThread
+    from headless import browser_missing, served_in_browser
 
     if browser_missing():
         pytest.skip(browser_missing())
-    from playwright.sync_api import sync_playwright
-
     factory = session_factory(migrated_db)
     with factory() as session:
         data = seed_history(session, hours=1)
     settings = make_settings(migrated_db, admin_keys=[f"alice:{ADMIN}"])
     texts = {}
-    with UvicornThread(create_app(settings, factory)) as app, sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+    with served_in_browser(create_app(settings, factory)) as (url, browser):
         for who, key in (("viewer", API_KEY), ("admin", ADMIN)):
             context = browser.new_context(extra_http_headers={"Authorization": f"Bearer {key}"})
             page = context.new_page()
-            page.goto(f"{app.url}/alerts/{data.alert_id}")
+            page.goto(f"{url}/alerts/{data.alert_id}")
             page.fill("form[action$='/acknowledge'] input[name=note]", f"{who} looking")
             page.click("form[action$='/acknowledge'] button")
             page.wait_for_load_state("load")
             texts[who] = page.inner_text("body")
             context.close()
-        browser.close()
     assert f"Acknowledging alert {data.alert_id} needs an admin key" in texts["viewer"]
     assert "admin looking" in texts["admin"] and "key:alice" in texts["admin"]
     with factory() as s:

@@ -7,13 +7,13 @@ from __future__ import annotations
 from fastapi.testclient import TestClient
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from seed_history import seed_history
+from seed_history import new_tenant_alert, new_tenant_result, seed_history
 from sidecar_servers import API_KEY
 
 from dashboards.segment_alerts import involvement
 from sidecar.app import create_app
 from storage.db import session_factory
-from storage.models import Alert, DriftResult, Incident
+from storage.models import Alert, Incident
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 NAMES = st.sampled_from(["newco", "acme", "web", "a/b", "x=y", "*"])
@@ -65,43 +65,8 @@ def test_a_new_tenants_alert_filed_under_all_traffic_is_on_its_page(migrated_db,
     factory = session_factory(migrated_db)
     with factory() as s:
         data = seed_history(s, hours=2)
-        new = {
-            "test": "new_category",
-            "feature": "tenant",
-            "segment": "*",
-            "statistic": 0.65,
-            "threshold": 0.05,
-            "drifted": True,
-            "detail": {"new": [{"value": "newco", "share": 0.65, "count": 200, "big": True}]},
-        }
-        s.add(
-            DriftResult(
-                run_id=data.drift_run_id,
-                test="new_category",
-                feature="tenant",
-                segment="*",
-                statistic=0.65,
-                threshold=0.05,
-                drifted=True,
-                insufficient=False,
-                detail=new["detail"],
-            )
-        )
-        s.add(
-            Alert(
-                dedupe_key="nc",
-                rule="new_category",
-                kind="prompt",
-                severity="moderate",
-                segment="*",
-                status="open",
-                summary="new tenant newco: 65% of the window",
-                run_id=data.drift_run_id,
-                evidence={"results": [new]},
-                first_seen=data.now,
-                last_seen=data.now,
-            )
-        )
+        s.add(new_tenant_result(data))
+        s.add(new_tenant_alert(data))
         s.commit()
     client = TestClient(create_app(make_settings(migrated_db), factory))
     html = client.get("/segments?tenant=newco", headers=AUTH).text
