@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pandas as pd
+from report_args import report_args
 
 import dashboards.report.build as build
 from dashboards.report.evidently_part import NUMERIC_FEATURES
@@ -27,20 +28,7 @@ def test_report_keeps_the_size_bound_and_is_shareable(tmp_path, monkeypatch):
     current, reference = frame(1), frame(2)
     evidently = build.evidently_part(current, reference, max_rows=1000, seed=0)
     assert evidently[0] is not None and len(evidently[0]) > 1_000_000  # the real page, JS bundle
-    common = dict(
-        run_id=7,
-        window=(datetime(2026, 11, 29, 10, tzinfo=UTC), datetime(2026, 11, 29, 11, tzinfo=UTC)),
-        now=datetime.now(UTC),
-        frame=current,
-        baseline_row=None,
-        baseline_frame=reference,
-        results=[],
-        segment_sizes={"*": {"n_current": 200}},
-        alerts=[],
-        report_dir=tmp_path,
-        public_url="http://x",
-        evidently=evidently,
-    )
+    common = report_args(tmp_path, current, reference, run_id=7, evidently=evidently)
     full = build.write_run_report(**common)
     assert "DataDrift" in full.read_text() and full.stat().st_size <= build.MAX_REPORT_BYTES
     assert oct(os.stat(full).st_mode & 0o777) == "0o600"  # it quotes prompts
@@ -76,18 +64,7 @@ def test_every_result_renders_whatever_its_fields_hold(tmp_path):
     ]
     current["prompt_embedding"] = [np.zeros(2)] * len(current)
     path = build.write_run_report(
-        run_id=9,
-        window=(datetime(2026, 11, 29, 10, tzinfo=UTC), datetime(2026, 11, 29, 11, tzinfo=UTC)),
-        now=datetime.now(UTC),
-        frame=current,
-        baseline_row=None,
-        baseline_frame=frame(4, n=20),
-        results=odd,
-        segment_sizes={"*": {"n_current": 20}},
-        alerts=[],
-        report_dir=tmp_path,
-        public_url="http://x",
-        evidently=(None, "skipped"),
+        **report_args(tmp_path, current, frame(4, n=20), run_id=9, results=odd)
     )
     text = path.read_bytes().decode("utf-8")  # strict: no lone surrogate got through
     assert text.count('<tr class="drifted">') >= len(odd) and "\ufffd" in text
@@ -119,18 +96,7 @@ def test_evidently_section_says_what_its_verdict_counts(tmp_path):
     assert part.verdict.drifted == expected and part.verdict.drift_share == 0.5
     assert part.verdict.detected == (expected >= 4)
     path = build.write_run_report(
-        run_id=11,
-        window=(datetime(2026, 11, 29, 10, tzinfo=UTC), datetime(2026, 11, 29, 11, tzinfo=UTC)),
-        now=datetime.now(UTC),
-        frame=current,
-        baseline_row=None,
-        baseline_frame=reference,
-        results=[],
-        segment_sizes={"*": {"n_current": 200}},
-        alerts=[],
-        report_dir=tmp_path,
-        public_url="http://x",
-        evidently=part,
+        **report_args(tmp_path, current, reference, run_id=11, evidently=part)
     )
     note = path.read_text().split('id="evidently-note">')[1].split("</p>")[0]
     assert (
@@ -148,20 +114,7 @@ def test_the_report_says_which_fields_no_sample_of_the_window_sent(tmp_path):
     current["mean_entropy"] = None
     current["response"] = "an answer"
     current.loc[3, "ttft_ms"] = np.nan  # one missing value is not "not sent"
-    path = build.write_run_report(
-        run_id=12,
-        window=(datetime(2026, 11, 29, 10, tzinfo=UTC), datetime(2026, 11, 29, 11, tzinfo=UTC)),
-        now=datetime.now(UTC),
-        frame=current,
-        baseline_row=None,
-        baseline_frame=frame(6, n=30),
-        results=[],
-        segment_sizes={"*": {"n_current": 30}},
-        alerts=[],
-        report_dir=tmp_path,
-        public_url="http://x",
-        evidently=(None, "skipped"),
-    )
+    path = build.write_run_report(**report_args(tmp_path, current, frame(6, n=30), run_id=12))
     note = path.read_text().split('id="unsent">')[1].split("</p>")[0]
     assert "mean_logprob (log-probability)" in note and "mean_entropy (entropy)" in note
     assert "ttft_ms" not in note and "prompt" not in note and "response" not in note

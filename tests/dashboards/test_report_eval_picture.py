@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from report_args import report_args
 
 import dashboards.report.build as build
 from dashboards.report.eval_picture import DAY_S, epoch_seconds, eval_trend, eval_trend_pictures
@@ -76,18 +77,7 @@ def test_no_scores_no_picture_and_the_report_says_so(tmp_path):
     assert eval_trend_pictures(pd.DataFrame(), scores([(1, None), (2, math.nan)]), [], END) == []
     window = pd.DataFrame({"timestamp": [END.isoformat()], "prompt": ["q"]})
     path = build.write_run_report(
-        run_id=1,
-        window=(END - timedelta(hours=1), END),
-        now=END,
-        frame=window,
-        baseline_row=None,
-        baseline_frame=None,
-        results=[],
-        segment_sizes={"*": {"n_current": 1}},
-        alerts=[],
-        report_dir=tmp_path,
-        public_url="http://x",
-        evidently=(None, "skipped"),
+        **report_args(tmp_path, window, None, window=(END - timedelta(hours=1), END), now=END)
     )
     text = path.read_text()
     assert "No eval scores in this window." in text and "vigil-eval-pictures" not in text
@@ -185,10 +175,11 @@ def test_the_report_carries_the_trend_inline(tmp_path):
     window = pd.DataFrame({"timestamp": [END.isoformat()], "prompt": ["q"], "eval_judge": [4.0]})
     week = scores([(h, 4.0 - (h % 5) / 10) for h in range(0, 7 * 24, 5)])
     path = build.write_run_report(
-        run_id=2, window=(END - timedelta(hours=1), END), now=END, frame=window, baseline_row=None,
-        baseline_frame=pd.DataFrame({"eval_judge": [4.2, 4.4]}), results=TREND,
-        segment_sizes={"*": {"n_current": 1}}, alerts=[], report_dir=tmp_path, public_url="http://x",
-        evidently=(None, "skipped"), eval_frame=week)  # fmt: skip
+        **report_args(
+            tmp_path, window, pd.DataFrame({"eval_judge": [4.2, 4.4]}), run_id=2,
+            window=(END - timedelta(hours=1), END), now=END, results=TREND, eval_frame=week,
+        )
+    )  # fmt: skip
     section = path.read_text().split("<h2>Eval score trend</h2>")[1].split("<h2>")[0]
     assert section.count("<svg") == 1 and section.count('class="day"') == 7
     assert not re.search(r"""(src|href)=["']https?://""", section)  # self-contained: opens offline

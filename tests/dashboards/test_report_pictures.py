@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from datetime import UTC, datetime
 
 import numpy as np
 import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
+from report_args import report_args
 
 import dashboards.report.build as build
 from dashboards.report.pictures import BINS, PAD, H, ecdf_svg, histogram_svg, report_pictures
@@ -98,19 +98,11 @@ def test_report_draws_drifted_features_inline(tmp_path):
         "prompt embeddings (PCA; baseline grey, window blue)",
     ]
     path = build.write_run_report(
-        run_id=3,
-        window=(datetime(2026, 11, 29, 10, tzinfo=UTC), datetime(2026, 11, 29, 11, tzinfo=UTC)),
-        now=datetime.now(UTC),
-        frame=cur,
-        baseline_row=None,
-        baseline_frame=ref,
-        results=results,
-        segment_sizes={"*": {"n_current": 150}},
-        alerts=[],
-        report_dir=tmp_path,
-        public_url="http://x",
-        evidently=(None, "skipped"),
-    )
+        **report_args(
+            tmp_path, cur, ref, run_id=3, results=results,
+            segment_sizes={"*": {"n_current": 150}},
+        )
+    )  # fmt: skip
     text = path.read_text()
     assert "What moved, drawn" in text and text.count("<svg") >= 3
     assert not re.search(
