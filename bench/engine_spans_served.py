@@ -74,6 +74,7 @@ def served_on_off(args) -> tuple[list[Table], list[str]]:
     print(runs.header(), flush=True)
     sink = NullOTLP()
     seen: dict[str, list[dict]] = {"off": [], "on": []}
+    per_start: dict[str, list[float]] = {"off": [], "on": []}  # median tok/s of each start
     root = Path(f"{args.log_prefix}-dirs")
     for start in range(args.starts):
         for spans in ("off", "on"):
@@ -85,6 +86,7 @@ def served_on_off(args) -> tuple[list[Table], list[str]]:
                 server = start_server(args, "separate", args.concurrency, args.sample_rate, store)
             finally:
                 os.environ.pop("VIGIL_OTLP_TRACES_ENDPOINT", None)
+            start_runs = []
             try:
                 name = _served_name(base)
                 warm = jobs[: args.concurrency]
@@ -92,6 +94,7 @@ def served_on_off(args) -> tuple[list[Table], list[str]]:
                 for r in range(args.rounds):
                     out = run_load(base, name, jobs, args.client_procs, args.concurrency)
                     seen[spans].append(out)
+                    start_runs.append(out["output_tok_s"])
                     ttft = out["ttft_p50_ms"]
                     print(
                         runs.add(
@@ -106,6 +109,8 @@ def served_on_off(args) -> tuple[list[Table], list[str]]:
                     )
             finally:
                 stop_server(server)
+            per_start[spans].append(statistics.median(start_runs))
+    pairs = [on / off for off, on in zip(per_start["off"], per_start["on"], strict=True) if off]
     med = {
         k: {m: statistics.median(o[m] for o in v) for m in ("output_tok_s", "ttft_p50_ms")}
         for k, v in seen.items()
@@ -130,6 +135,9 @@ def served_on_off(args) -> tuple[list[Table], list[str]]:
         f"target on / off >= 0.98 ({'met' if ratio >= 0.98 else 'missed'})",
         f"{args.starts} starts per setting, {args.rounds} rounds of {args.num_prompts} jobs "
         f"each, sample rate {args.sample_rate:g} on both",
+        "on / off of each start with the off start just before it: "
+        + ", ".join(f"{r:.3f}" for r in pairs)
+        + " (a load change on the machine between starts shows as pairs that disagree)",
     ]
     sink.close()
     return [runs, summary], notes
