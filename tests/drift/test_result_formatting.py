@@ -22,7 +22,14 @@ from drift.registry import all_tests
 from drift.result import TestResult
 from drift.validate import describe
 
-EXTRA_TESTS = ("new_cluster", "cluster_growth", "eval_trend", "new_category", "segment_size")
+EXTRA_TESTS = (
+    "new_cluster",
+    "cluster_growth",
+    "eval_trend",
+    "new_category",
+    "segment_size",
+    "new_prompt_template",
+)
 ODD_VALUES = (None, float("nan"), float("inf"), float("-inf"), np.float32(0.5))
 EVERYTHING = [
     Rule("all", test, ("*",), "review", "persona")
@@ -76,7 +83,13 @@ def test_every_result_formats_and_serialises(test):
                 "x": stat,
                 "arr": np.array([1.0, np.nan]),
                 "new": [
-                    {"value": "m\ud800", "share": stat, "count": 20, "big": True},
+                    {
+                        "value": "m\ud800",
+                        "template": "t\ud800 …",
+                        "share": stat,
+                        "count": 20,
+                        "big": True,
+                    },
                     {"value": None},
                     "junk",
                 ],
