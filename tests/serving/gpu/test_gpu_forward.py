@@ -179,7 +179,7 @@ def test_mixed_step_replays_the_wide_prefill_graph_like_eager(arch):
 
 
 def test_steps_wider_than_the_graph_or_with_long_decode_rows_run_eagerly(monkeypatch):
-    import serving.engine.worker.cuda_graphs as cuda_graphs
+    import serving.engine.worker.graph_buckets as graph_buckets
 
     model = random_model("llama", seed=6)
     cfg = model.config
@@ -198,7 +198,7 @@ def test_steps_wider_than_the_graph_or_with_long_decode_rows_run_eagerly(monkeyp
     pos, meta = step_meta([0, 0, 0], [20, 30, 10], tables, bs)
     gpu.forward(ids, pos, meta)  # three sequences, the graph holds two
     assert not gpu.prefill_graphs and not gpu.graphs
-    monkeypatch.setattr(cuda_graphs, "GRAPHED_DECODE_CONTEXT", 32)
+    monkeypatch.setattr(graph_buckets, "GRAPHED_DECODE_CONTEXT", 32)
     pos, meta = step_meta([40, 0], [1, 30], tables[:2], bs)
     gpu.forward(ids[:31], pos, meta)  # its decode row reads 41 tokens: past the limit
     assert not gpu.prefill_graphs
