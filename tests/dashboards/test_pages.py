@@ -3,54 +3,30 @@ shows evidence, deliveries and a link to the report; unknown ids are 404 (SQLite
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import httpx
+from page_world import seed_alert
 from sidecar_servers import API_KEY, UvicornThread
 
 from sidecar.app import create_app
 from storage.db import session_factory
-from storage.models import Alert, Delivery, DriftRun
 
 
 def test_alert_pages_show_evidence_and_dead_letters(migrated_db, make_settings, tmp_path):
     factory = session_factory(migrated_db)
-    now = datetime.now(UTC)
     report = tmp_path / "r.html"
     report.write_text("<html><body>report</body></html>")
-    with factory() as s:
-        run = DriftRun(
-            window_start=now,
-            window_end=now,
-            started_at=now,
-            status="done",
-            num_samples=5,
-            report_path=str(report),
-        )
-        s.add(run)
-        s.flush()
-        alert = Alert(dedupe_key="k", rule="prompt_embedding_mmd", kind="prompt", severity="high",
-                      segment="*", status="open", summary="mmd <b>drift</b>", run_id=run.id,
-                      evidence={"results": [{"test": "mmd", "p_value": 0.001}]},
-                      first_seen=now, last_seen=now)  # fmt: skip
-        s.add(alert)
-        s.flush()
-        s.add(
-            Delivery(
-                alert_id=alert.id,
-                target="http://127.0.0.1:9/hook",
-                format="generic",
-                idempotency_key="idem-1",
-                payload={},
-                status="dead",
-                attempts=8,
-                next_attempt_at=now,
-                last_error="connection refused",
-                created_at=now,
-            )
-        )
-        s.commit()
-        alert_id, run_id = alert.id, run.id
+    seeded = seed_alert(
+        factory,
+        report_path=report,
+        dead_delivery={
+            "target": "http://127.0.0.1:9/hook", "format": "generic",
+            "idempotency_key": "idem-1", "last_error": "connection refused",
+        },
+        rule="prompt_embedding_mmd",
+        summary="mmd <b>drift</b>",
+        evidence={"results": [{"test": "mmd", "p_value": 0.001}]},
+    )  # fmt: skip
+    alert_id, run_id = seeded.alert_id, seeded.run_id
     with (
         UvicornThread(create_app(make_settings(migrated_db), factory)) as app,
         httpx.Client(headers={"Authorization": f"Bearer {API_KEY}"}) as client,

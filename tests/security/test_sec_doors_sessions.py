@@ -5,44 +5,23 @@ action from another site is refused whatever cookie it carries. SQLite and Postg
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
 
 import httpx
 import pytest
+from page_world import seed_alert
 from sec_fakes import ADMIN_KEY, API_KEY
+from sidecar_calls import log_in, page_client
 
 from sidecar.app import create_app
 from sidecar.page_auth import COOKIE
 from storage.db import session_factory
-from storage.models import Alert, DriftRun
+from storage.models import Alert
 
 
 @pytest.fixture
 def world(migrated_db, make_settings):
     factory = session_factory(migrated_db)
-    now = datetime.now(UTC)
-    with factory() as s:
-        run = DriftRun(
-            window_start=now, window_end=now, started_at=now, status="done", num_samples=5
-        )
-        s.add(run)
-        s.flush()
-        alert = Alert(
-            dedupe_key="k",
-            rule="mmd",
-            kind="prompt",
-            severity="high",
-            segment="*",
-            status="open",
-            summary="drift",
-            run_id=run.id,
-            evidence={},
-            first_seen=now,
-            last_seen=now,
-        )
-        s.add(alert)
-        s.commit()
-        alert_id = alert.id
+    alert_id = seed_alert(factory).alert_id
     settings = make_settings(
         migrated_db, api_keys=[API_KEY], admin_keys=[ADMIN_KEY], public_url="https://vigil.example"
     )
@@ -54,15 +33,7 @@ def world(migrated_db, make_settings):
 
 
 def _client(app) -> httpx.AsyncClient:
-    return httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="https://vigil.example"
-    )
-
-
-async def _login(client, key: str) -> str:
-    response = await client.post("/login", data={"key": key, "next": "/alerts"})
-    assert response.status_code == 303
-    return client.cookies[COOKIE]
+    return page_client(app, base_url="https://vigil.example")
 
 
 def _status(factory, alert_id: int) -> str:
@@ -81,8 +52,8 @@ def test_logout_ends_the_session_and_its_copied_cookie(world):
             _client(app) as copy,
             _client(other_process) as elsewhere,
         ):
-            cookie = await _login(browser, API_KEY)
-            second = await _login(copy, API_KEY)  # another login of the same key
+            cookie = await log_in(browser, API_KEY)
+            second = await log_in(copy, API_KEY)  # another login of the same key
             for c in (copy, elsewhere):
                 c.cookies.set(COOKIE, cookie)
             assert (await copy.get("/alerts")).status_code == 200
@@ -133,7 +104,7 @@ def test_a_cross_site_form_post_with_an_admin_cookie_is_refused(world, headers):
 
     async def flow():
         async with _client(app) as c:
-            await _login(c, ADMIN_KEY)
+            await log_in(c, ADMIN_KEY)
             attack = await c.post(
                 f"/alerts/{alert_id}/acknowledge", data={"note": "pwned"}, headers=headers
             )
@@ -150,7 +121,7 @@ def test_same_site_actions_and_api_clients_still_work(world):
 
     async def flow():
         async with _client(app) as c:
-            await _login(c, ADMIN_KEY)
+            await log_in(c, ADMIN_KEY)
             page = await c.post(
                 f"/alerts/{alert_id}/acknowledge",
                 data={"note": "on it"},
@@ -177,7 +148,7 @@ def test_a_browsers_own_form_post_with_a_null_origin_works(world):
 
     async def flow():
         async with _client(app) as c:
-            await _login(c, ADMIN_KEY)
+            await log_in(c, ADMIN_KEY)
             r = await c.post(
                 f"/alerts/{alert_id}/acknowledge",
                 data={"note": "on it"},

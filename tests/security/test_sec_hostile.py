@@ -13,13 +13,13 @@ from __future__ import annotations
 import json
 import socket
 import time
-from datetime import UTC, datetime
 
 import httpx
 import schemathesis
 from hostile_corpus import Tally, declared_length, json_bodies, rss_mb, slow_body, streamed_oversize
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
+from page_world import seed_alert
 from schemathesis import GenerationMode
 from sec_fakes import ADMIN_KEY, API_KEY, MODEL, TENANT_KEY, FakeEngine, tiny_chatml_tokenizer
 from sidecar_servers import UvicornThread
@@ -28,7 +28,6 @@ from serving.server.app import create_app as create_engine_app
 from serving.server.state import Phase
 from sidecar.app import create_app as create_sidecar_app
 from storage.db import session_factory
-from storage.models import Alert, Delivery, DriftRun
 from vigil.config import load_settings
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
@@ -196,49 +195,15 @@ def test_engine_survives_hostile_input():
     assert tally.rss_growth_mb < 200, tally.summary()
 
 
-def _seed(factory) -> None:
-    now = datetime.now(UTC)
-    with factory() as s:
-        run = DriftRun(
-            window_start=now, window_end=now, started_at=now, status="done", num_samples=1
-        )
-        s.add(run)
-        s.flush()
-        alert = Alert(
-            dedupe_key="k",
-            rule="mmd",
-            kind="prompt",
-            severity="high",
-            segment="*",
-            status="open",
-            summary="drift",
-            run_id=run.id,
-            evidence={},
-            first_seen=now,
-            last_seen=now,
-        )
-        s.add(alert)
-        s.flush()
-        s.add(
-            Delivery(
-                alert_id=alert.id,
-                target="https://hooks.slack.com/services/T/B/SECRET",
-                format="slack",
-                idempotency_key="i",
-                payload={},
-                status="dead",
-                attempts=8,
-                next_attempt_at=now,
-                created_at=now,
-                last_error="boom",
-            )
-        )
-        s.commit()
-
-
 def test_sidecar_survives_hostile_input(migrated_db, make_settings):
     factory = session_factory(migrated_db)
-    _seed(factory)
+    seed_alert(
+        factory,
+        dead_delivery={
+            "target": "https://hooks.slack.com/services/T/B/SECRET",
+            "last_error": "boom",
+        },
+    )
     cfg = make_settings(
         migrated_db,
         api_keys=[API_KEY],

@@ -4,16 +4,15 @@ Runs on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import httpx
 import pytest
+from page_world import seed_alert
 from sec_fakes import ADMIN_KEY, API_KEY, TENANT_KEY
+from sidecar_calls import page_client
 
 from sidecar.app import create_app
 from sidecar.page_auth import COOKIE, sign_session, verify_session
 from storage.db import session_factory
-from storage.models import Alert, Delivery, DriftRun
 from vigil.keys import KeyRing
 
 SLACK = "https://hooks.slack.com/services/T000/B000/XXXXSECRETXXXX"
@@ -23,51 +22,14 @@ PAGES = ["/reports", "/reports/{run}", "/alerts", "/alerts/{alert}"]
 @pytest.fixture
 def world(migrated_db, make_settings, tmp_path):
     factory = session_factory(migrated_db)
-    now = datetime.now(UTC)
     report = tmp_path / "r.html"
     report.write_text("<html>report</html>")
-    with factory() as s:
-        run = DriftRun(
-            window_start=now,
-            window_end=now,
-            started_at=now,
-            status="done",
-            num_samples=5,
-            report_path=str(report),
-        )
-        s.add(run)
-        s.flush()
-        alert = Alert(
-            dedupe_key="k",
-            rule="mmd",
-            kind="prompt",
-            severity="high",
-            segment="*",
-            status="open",
-            summary="drift",
-            run_id=run.id,
-            evidence={},
-            first_seen=now,
-            last_seen=now,
-        )
-        s.add(alert)
-        s.flush()
-        s.add(
-            Delivery(
-                alert_id=alert.id,
-                target=SLACK,
-                format="slack",
-                idempotency_key="i1",
-                payload={},
-                status="dead",
-                attempts=8,
-                next_attempt_at=now,
-                created_at=now,
-                last_error=f"POST {SLACK} failed: 500 upstream said no",
-            )
-        )
-        s.commit()
-        ids = {"run": run.id, "alert": alert.id}
+    seeded = seed_alert(
+        factory,
+        report_path=report,
+        dead_delivery={"target": SLACK, "last_error": f"POST {SLACK} failed: 500 upstream said no"},
+    )
+    ids = {"run": seeded.run_id, "alert": seeded.alert_id}
     settings = make_settings(
         migrated_db,
         api_keys=[API_KEY],
@@ -81,9 +43,7 @@ def world(migrated_db, make_settings, tmp_path):
 
 
 async def _get_all(app, paths, peer="127.0.0.1", **kw):
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app, client=(peer, 4000)), base_url="http://sidecar", **kw
-    ) as c:
+    async with page_client(app, peer=peer, **kw) as c:
         return [await c.get(p) for p in paths]
 
 
@@ -128,9 +88,7 @@ def test_login_sets_a_hardened_session_cookie(world):
     app, settings, paths = world
 
     async def flow():
-        async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://sidecar"
-        ) as c:
+        async with page_client(app) as c:
             assert (await c.get("/login")).status_code == 200
             bad = await c.post("/login", data={"key": "nope", "next": "/alerts"})
             assert bad.status_code == 401 and COOKIE not in bad.cookies

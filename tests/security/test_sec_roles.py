@@ -4,13 +4,11 @@ a name (`name:key`), which is what their actions are recorded under."""
 
 from __future__ import annotations
 
-import asyncio
-
-import httpx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from sec_fakes import ADMIN_KEY, API_KEY, OPERATOR_KEY, TENANT_KEY
+from sidecar_calls import ingest
 from starlette.requests import Request
 
 from serving.server.auth import request_segment
@@ -111,28 +109,16 @@ def test_the_sidecar_calls_the_engine_with_a_key_that_may_mark_internal():
     )
 
 
-def _ingest(app, key: str, samples: list[dict]) -> httpx.Response:
-    async def go():
-        async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://s"
-        ) as c:
-            return await c.post(
-                "/v1/ingest", json={"samples": samples}, headers={"authorization": f"Bearer {key}"}
-            )
-
-    return asyncio.run(go())
-
-
 def test_only_operator_keys_ingest_under_a_tenant(migrated_db, make_settings):
     """Was: a global key could ingest samples under any tenant."""
     app = create_app(
         make_settings(migrated_db, api_keys=[API_KEY], operator_keys=[OPERATOR_KEY]),
         session_factory(migrated_db),
     )
-    refused = _ingest(app, API_KEY, [{"id": "g1", "prompt": "p", "tenant": "acme"}])
+    refused = ingest(app, API_KEY, [{"id": "g1", "prompt": "p", "tenant": "acme"}])
     assert refused.status_code == 403 and "operator" in refused.json()["detail"]
-    assert _ingest(app, API_KEY, [{"id": "g2", "prompt": "p", "segment": "web"}]).status_code == 200
+    assert ingest(app, API_KEY, [{"id": "g2", "prompt": "p", "segment": "web"}]).status_code == 200
     assert (
-        _ingest(app, OPERATOR_KEY, [{"id": "g1", "prompt": "p", "tenant": "acme"}]).status_code
+        ingest(app, OPERATOR_KEY, [{"id": "g1", "prompt": "p", "tenant": "acme"}]).status_code
         == 200
     )

@@ -4,11 +4,9 @@ from trusted proxies, and `user` is stored as a keyed pseudonym."""
 
 from __future__ import annotations
 
-import asyncio
-
-import httpx
 import pytest
 from sec_fakes import API_KEY, OPERATOR_KEY, TENANT_KEY
+from sidecar_calls import ingest
 from sqlalchemy import select
 from starlette.requests import Request
 
@@ -18,18 +16,6 @@ from storage.db import session_factory
 from storage.models import Sample
 from vigil.config import load_settings
 from vigil.keys import Principal
-
-
-def _ingest(app, key: str, samples: list[dict]) -> httpx.Response:
-    async def go():
-        async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://s"
-        ) as c:
-            return await c.post(
-                "/v1/ingest", json={"samples": samples}, headers={"authorization": f"Bearer {key}"}
-            )
-
-    return asyncio.run(go())
 
 
 def test_tenant_key_writes_only_its_tenant(migrated_db, make_settings):
@@ -44,7 +30,7 @@ def test_tenant_key_writes_only_its_tenant(migrated_db, make_settings):
         ),
         factory,
     )
-    foreign = _ingest(
+    foreign = ingest(
         app,
         TENANT_KEY,
         [
@@ -53,14 +39,14 @@ def test_tenant_key_writes_only_its_tenant(migrated_db, make_settings):
         ],
     )
     assert foreign.status_code == 403 and "globex" in foreign.json()["detail"]
-    own = _ingest(
+    own = ingest(
         app,
         TENANT_KEY,
         [{"id": "b1", "prompt": "p", "tenant": "acme"}, {"id": "b2", "prompt": "p"}],
     )
     assert own.status_code == 200, own.text
     assert (
-        _ingest(app, OPERATOR_KEY, [{"id": "c1", "prompt": "p", "tenant": "globex"}]).status_code
+        ingest(app, OPERATOR_KEY, [{"id": "c1", "prompt": "p", "tenant": "globex"}]).status_code
         == 200
     )
     with factory() as s:
@@ -157,6 +143,6 @@ def test_ingest_batch_size_is_checked_before_validating_every_sample(
         make_settings(migrated_db, api_keys=[API_KEY], ingest_max_samples=10),
         session_factory(migrated_db),
     )
-    r = _ingest(app, API_KEY, [{"id": f"s{i}", "prompt": "p"} for i in range(5000)])
+    r = ingest(app, API_KEY, [{"id": f"s{i}", "prompt": "p"} for i in range(5000)])
     assert r.status_code == 413 and "limit is 10" in r.json()["detail"]
     assert 1 <= len(validated) <= 11
