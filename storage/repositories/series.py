@@ -22,6 +22,30 @@ from storage.types import to_utc
 MAX_RUNS = 2000  # 30 days of hourly runs is 720
 MAX_RESULT_ROWS = 100_000
 BACKLOG_CAP = 100_000  # a backlog past this is reported as the cap: the scrape stays cheap
+# a ResultPoint's fields, in its order
+RESULT_COLUMNS = (
+    DriftResult.run_id,
+    DriftResult.test,
+    DriftResult.feature,
+    DriftResult.segment,
+    DriftResult.statistic,
+    DriftResult.p_value,
+    DriftResult.threshold,
+    DriftResult.drifted,
+    DriftResult.insufficient,
+)
+
+
+def result_filter(
+    test: str | None, feature: str | None, segment: str | None
+) -> list[ColumnElement[bool]]:
+    """Conditions for results of one test / feature / segment (None: any)."""
+    wanted = (
+        (DriftResult.test, test),
+        (DriftResult.feature, feature),
+        (DriftResult.segment, segment),
+    )
+    return [column == value for column, value in wanted if value is not None]
 
 
 @dataclass(frozen=True)
@@ -97,26 +121,10 @@ def results_for_runs(
 ) -> list[ResultPoint]:
     """Results of the given runs, optionally of one test / feature / segment."""
     out: list[ResultPoint] = []
-    columns = (
-        DriftResult.run_id,
-        DriftResult.test,
-        DriftResult.feature,
-        DriftResult.segment,
-        DriftResult.statistic,
-        DriftResult.p_value,
-        DriftResult.threshold,
-        DriftResult.drifted,
-        DriftResult.insufficient,
-    )
     for ids in chunked(run_ids, 500):
-        query = select(*columns).where(DriftResult.run_id.in_(ids))
-        for column, value in (
-            (DriftResult.test, test),
-            (DriftResult.feature, feature),
-            (DriftResult.segment, segment),
-        ):
-            if value is not None:
-                query = query.where(column == value)
+        query = select(*RESULT_COLUMNS).where(
+            DriftResult.run_id.in_(ids), *result_filter(test, feature, segment)
+        )
         remaining = limit - len(out)
         if remaining <= 0:
             break

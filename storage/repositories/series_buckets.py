@@ -20,7 +20,14 @@ from sqlalchemy.orm import Session
 
 from storage.models import DriftResult, DriftRun, EvalScore, Sample
 from storage.repositories.bucket_quantiles import bucket_quantiles
-from storage.repositories.series import MAX_RESULT_ROWS, MAX_RUNS, ResultPoint, run_filter
+from storage.repositories.series import (
+    MAX_RESULT_ROWS,
+    MAX_RUNS,
+    RESULT_COLUMNS,
+    ResultPoint,
+    result_filter,
+    run_filter,
+)
 from storage.types import to_utc
 
 TRAFFIC_METRICS = ("ttft_ms", "tpot_ms", "latency_ms")
@@ -114,15 +121,7 @@ def worst_results_per_bucket(
     partition = (runs.c.bucket, DriftResult.test, DriftResult.feature, DriftResult.segment)
     ranked = select(
         runs.c.bucket,
-        DriftResult.run_id,
-        DriftResult.test,
-        DriftResult.feature,
-        DriftResult.segment,
-        DriftResult.statistic,
-        DriftResult.p_value,
-        DriftResult.threshold,
-        DriftResult.insufficient,
-        DriftResult.drifted,
+        *RESULT_COLUMNS,
         func.row_number()
         .over(
             partition_by=partition,
@@ -137,14 +136,7 @@ def worst_results_per_bucket(
         )
         .label("rank"),
     ).join(runs, runs.c.id == DriftResult.run_id)
-    for column, value in (
-        (DriftResult.test, test),
-        (DriftResult.feature, feature),
-        (DriftResult.segment, segment),
-    ):
-        if value is not None:
-            ranked = ranked.where(column == value)
-    latest = ranked.subquery()
+    latest = ranked.where(*result_filter(test, feature, segment)).subquery()
     query = (
         select(
             latest.c.run_id,
