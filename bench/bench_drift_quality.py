@@ -194,6 +194,7 @@ def main() -> None:
     ap.add_argument("--device", default="cpu", help="the engine's device for generation")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--before", type=Path, help="an earlier run's summary JSON (the before column)")
+    ap.add_argument("--from-summary", type=Path, help="write the tables of this run's summary")
     ap.add_argument("--pool-only", action="store_true", help="generate and embed the pool only")
     ap.add_argument(
         "--only",
@@ -214,9 +215,13 @@ def main() -> None:
     )
     if args.pool_only or args.only:
         return
-    summary = run_windows(parts, args)
-    path = CACHE / f"summary-{summary['commit']}.json"
-    path.write_text(json.dumps(summary, indent=1))
+    if args.from_summary:  # tables from an earlier run of this pool, nothing rerun
+        path = args.from_summary
+        summary = json.loads(path.read_text())
+    else:
+        summary = run_windows(parts, args)
+        path = CACHE / f"summary-{summary['commit']}.json"
+        path.write_text(json.dumps(summary, indent=1))
     now = rates(summary)
     before = rates(json.loads(args.before.read_text())) if args.before else None
     columns = ["window kind: outcome", "rate [95% Wilson]"]
