@@ -60,15 +60,21 @@ def build_pool(args: argparse.Namespace) -> dict[str, list[dict]]:
     tasks = read_tasks(fetch_sdist(SDIST_CACHE), set(task_app()))
     sizes = {"base": args.base, "held": args.held, "reworded": args.reworded}
     prompts = part_prompts(tasks, sizes)
-    loaded = load_model_files(default_model_path())
-    served = lambda: Generator(loaded, args.threads, args.device)  # noqa: E731
+    models: dict = {}  # loaded only when a part still needs generating
+
+    def loaded():
+        if not models:
+            models["served"] = load_model_files(default_model_path())
+        return models["served"]
+
+    served = lambda: Generator(loaded(), args.threads, args.device)  # noqa: E731
     parts = {}
     wanted = args.only or ("held", "base", "reworded", "sibling")
     for name, seed in (("held", 2_000_000), ("base", 1_000_000), ("reworded", 3_000_000)):
         if name in wanted:
             parts[name] = generate_part(CACHE / f"pool-{name}.jsonl", prompts[name], served, seed)
     sibling = lambda: Generator(  # noqa: E731
-        sibling_model(loaded, tasks, CACHE), args.threads, args.device
+        sibling_model(loaded(), tasks, CACHE), args.threads, args.device
     )
     if "sibling" in wanted:
         parts["sibling"] = generate_part(
@@ -113,10 +119,10 @@ def run_windows(parts: dict[str, pd.DataFrame], args: argparse.Namespace) -> dic
     calibrate_baseline(baseline, window_size=args.window_size)
     setup_s = time.perf_counter() - t0
     print(f"baseline {len(base)}: valid={baseline.valid} {validation.reasons} ({setup_s:.0f} s)")
-    per_kind: dict[str, list[dict]] = {k: [] for k in KINDS}
+    per_kind: dict[str, list[dict]] = {k: [] for k in args.kinds}
     run_s = []
     for i in range(args.windows):
-        for kind in KINDS:
+        for kind in args.kinds:
             w = draw_window(kind, i, parts, args.window_size, args.seed)
             t1 = time.perf_counter()
             outcome = run_drift(
@@ -151,6 +157,16 @@ def run_windows(parts: dict[str, pd.DataFrame], args: argparse.Namespace) -> dic
         "run_s_median": float(np.median(run_s)),
         "windows": per_kind,
     }
+
+
+def merged(paths: list[Path]) -> dict:
+    """One summary from runs of the same commit over different window kinds."""
+    out: dict = {}
+    for path in paths:
+        part = json.loads(path.read_text())
+        windows = {**out.get("windows", {}), **part["windows"]}
+        out = {**part, **out, "windows": windows}
+    return out
 
 
 def rates(summary: dict) -> dict[str, tuple[int, int]]:
@@ -193,8 +209,13 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--device", default="cpu", help="the engine's device for generation")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--before", type=Path, help="an earlier run's summary JSON (the before column)")
-    ap.add_argument("--from-summary", type=Path, help="write the tables of this run's summary")
+    ap.add_argument(
+        "--before", type=Path, nargs="+", help="earlier runs' summary JSON (the before column)"
+    )
+    ap.add_argument(
+        "--from-summary", type=Path, nargs="+", help="write the tables of these runs' summaries"
+    )
+    ap.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS))
     ap.add_argument("--pool-only", action="store_true", help="generate and embed the pool only")
     ap.add_argument(
         "--only",
@@ -215,15 +236,16 @@ def main() -> None:
     )
     if args.pool_only or args.only:
         return
-    if args.from_summary:  # tables from an earlier run of this pool, nothing rerun
-        path = args.from_summary
-        summary = json.loads(path.read_text())
+    if args.from_summary:  # tables from earlier runs of this pool, nothing rerun
+        path = args.from_summary[0]
+        summary = merged(args.from_summary)
     else:
         summary = run_windows(parts, args)
-        path = CACHE / f"summary-{summary['commit']}.json"
+        tag = "" if tuple(args.kinds) == KINDS else "-" + "-".join(args.kinds)
+        path = CACHE / f"summary-{summary['commit']}{tag}.json"
         path.write_text(json.dumps(summary, indent=1))
     now = rates(summary)
-    before = rates(json.loads(args.before.read_text())) if args.before else None
+    before = rates(merged(args.before)) if args.before else None
     columns = ["window kind: outcome", "rate [95% Wilson]"]
     if before:
         columns = ["window kind: outcome", "before", "after"]
@@ -254,7 +276,7 @@ def main() -> None:
         f"per window, baseline build + validate + calibrate {summary['setup_s']:.0f} s",
     ]
     if before:
-        notes.append(f"before: commit {json.loads(args.before.read_text())['commit']}")
+        notes.append(f"before: commit {merged(args.before)['commit']}, after: {summary['commit']}")
     write_results("drift_quality", [table], notes)
 
 
