@@ -69,7 +69,7 @@ def build_pool(args: argparse.Namespace) -> dict[str, list[dict]]:
 
     served = lambda: Generator(loaded(), args.threads, args.device)  # noqa: E731
     parts = {}
-    wanted = args.only or ("held", "base", "reworded", "sibling")
+    wanted = args.only or ("held", "base", "reworded", *(["sibling"] * ("model" in args.kinds)))
     for name, seed in (("held", 2_000_000), ("base", 1_000_000), ("reworded", 3_000_000)):
         if name in wanted:
             parts[name] = generate_part(CACHE / f"pool-{name}.jsonl", prompts[name], served, seed)
