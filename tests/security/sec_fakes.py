@@ -8,7 +8,10 @@ import asyncio
 import threading
 import time
 
+from starlette.requests import Request
+
 from serving.outputs import CompletionOutput, EngineStats, RequestMetrics, RequestOutput
+from vigil.keys import Principal
 
 API_KEY = "sec-test-key-0123456789"
 TENANT_KEY = "sec-tenant-key-0123456789"
@@ -122,3 +125,20 @@ class FakeEngine:
                     return
         finally:
             producer.cancel()
+
+
+def chat_request(
+    headers: dict[str, str], principal: Principal | None, peer: str = "203.0.113.7"
+) -> Request:
+    """A chat-completions request as the engine's auth sees it: its headers, the address it
+    came from, and the principal its key resolved to (None: no key)."""
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/v1/chat/completions",
+        "query_string": b"",
+        "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+        "client": (peer, 1234),
+        "state": {"principal": principal} if principal else {},
+    }
+    return Request(scope)

@@ -7,9 +7,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from sec_fakes import ADMIN_KEY, API_KEY, OPERATOR_KEY, TENANT_KEY
+from sec_fakes import ADMIN_KEY, API_KEY, OPERATOR_KEY, TENANT_KEY, chat_request
 from sidecar_calls import ingest
-from starlette.requests import Request
 
 from serving.server.auth import request_segment
 from sidecar.app import create_app
@@ -21,25 +20,12 @@ SETTINGS = dict(secret_key="sec-test-secret-key-0123456789")
 CLAIMS = {"tenant": "acme", "segment": "vip", "prompt_version": "v7", "channel": "web"}
 
 
-def _request(headers: dict[str, str], principal: Principal) -> Request:
-    scope = {
-        "type": "http",
-        "method": "POST",
-        "path": "/v1/chat/completions",
-        "query_string": b"",
-        "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
-        "client": ("203.0.113.7", 1234),
-        "state": {"principal": principal},
-    }
-    return Request(scope)
-
-
 def test_a_global_key_cannot_file_traffic_under_a_tenant_or_hide_it():
     """Was: a global key's `metadata` tenant/segment were logged as sent and its
     X-Vigil-Internal mark dropped its traffic from the log."""
     settings = load_settings(**SETTINGS)
     seg = request_segment(
-        _request({"x-vigil-internal": "canary"}, Principal("g")), settings, None, CLAIMS
+        chat_request({"x-vigil-internal": "canary"}, Principal("g")), settings, None, CLAIMS
     )
     assert (seg.tenant, seg.segment, seg.internal) == (None, None, None)
     assert seg.prompt_version == "v7" and seg.metadata == {"prompt_version": "v7", "channel": "web"}
@@ -49,7 +35,7 @@ def test_a_global_key_cannot_file_traffic_under_a_tenant_or_hide_it():
 def test_operator_and_admin_keys_label_traffic_and_mark_it_internal(role):
     settings = load_settings(**SETTINGS)
     seg = request_segment(
-        _request({"x-vigil-internal": "judge"}, Principal("o", **role)), settings, None, CLAIMS
+        chat_request({"x-vigil-internal": "judge"}, Principal("o", **role)), settings, None, CLAIMS
     )
     assert (seg.tenant, seg.segment, seg.internal) == ("acme", "vip", "judge")
 

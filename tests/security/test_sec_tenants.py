@@ -5,10 +5,9 @@ from trusted proxies, and `user` is stored as a keyed pseudonym."""
 from __future__ import annotations
 
 import pytest
-from sec_fakes import API_KEY, OPERATOR_KEY, TENANT_KEY
+from sec_fakes import API_KEY, OPERATOR_KEY, TENANT_KEY, chat_request
 from sidecar_calls import ingest
 from sqlalchemy import select
-from starlette.requests import Request
 
 from serving.server.auth import hash_user, request_segment
 from sidecar.app import create_app
@@ -54,19 +53,6 @@ def test_tenant_key_writes_only_its_tenant(migrated_db, make_settings):
     assert tenants == {"b1": "acme", "b2": "acme", "c1": "globex"}
 
 
-def _request(headers: dict[str, str], peer: str, principal: Principal | None) -> Request:
-    scope = {
-        "type": "http",
-        "method": "POST",
-        "path": "/v1/chat/completions",
-        "query_string": b"",
-        "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
-        "client": (peer, 1234),
-        "state": {"principal": principal} if principal else {},
-    }
-    return Request(scope)
-
-
 SETTINGS = dict(trusted_proxies=["10.0.0.0/8"], secret_key="sec-test-secret-key-0123456789")
 
 
@@ -74,10 +60,12 @@ def test_segment_headers_count_only_from_trusted_proxies():
     settings = load_settings(**SETTINGS)
     headers = {"x-vigil-tenant": "globex", "x-vigil-segment": "vip"}
     untrusted = request_segment(
-        _request(headers, "203.0.113.7", Principal("k")), settings, None, None
+        chat_request(headers, Principal("k"), "203.0.113.7"), settings, None, None
     )
     assert untrusted.tenant is None and untrusted.segment is None
-    trusted = request_segment(_request(headers, "10.9.8.7", Principal("k")), settings, None, None)
+    trusted = request_segment(
+        chat_request(headers, Principal("k"), "10.9.8.7"), settings, None, None
+    )
     assert (trusted.tenant, trusted.segment) == ("globex", "vip")
 
 
@@ -86,7 +74,7 @@ def test_tenant_key_traffic_is_logged_under_its_tenant():
     bound = Principal("k", tenant="acme")
     for peer in ("10.0.0.1", "203.0.113.7"):
         seg = request_segment(
-            _request({"x-vigil-tenant": "globex"}, peer, bound),
+            chat_request({"x-vigil-tenant": "globex"}, bound, peer),
             settings,
             None,
             {"tenant": "initech"},
@@ -98,11 +86,11 @@ def test_a_tenant_key_cannot_hide_its_traffic_as_internal():
     settings = load_settings(**SETTINGS)
     marked = {"x-vigil-internal": "canary"}
     operator = request_segment(
-        _request(marked, "203.0.113.7", Principal("k", operator=True)), settings, None, None
+        chat_request(marked, Principal("k", operator=True), "203.0.113.7"), settings, None, None
     )
     assert operator.internal == "canary"
     tenant = request_segment(
-        _request(marked, "203.0.113.7", Principal("k", tenant="acme")), settings, None, None
+        chat_request(marked, Principal("k", tenant="acme"), "203.0.113.7"), settings, None, None
     )
     assert tenant.internal is None and tenant.tenant == "acme"
 
@@ -110,7 +98,7 @@ def test_a_tenant_key_cannot_hide_its_traffic_as_internal():
 @pytest.mark.parametrize("user", ["alice@example.com", "bob", "x" * 256])
 def test_user_is_stored_as_a_keyed_pseudonym(user):
     settings = load_settings(**SETTINGS)
-    seg = request_segment(_request({}, "203.0.113.7", Principal("k")), settings, user, None)
+    seg = request_segment(chat_request({}, Principal("k"), "203.0.113.7"), settings, user, None)
     assert seg.user == hash_user(user, settings.secret_key) and user not in (seg.user, seg.tenant)
     assert "@" not in seg.user and seg.user != hash_user(user, "another-secret-0123456789")
 
