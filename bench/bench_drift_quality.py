@@ -170,18 +170,25 @@ def merged(paths: list[Path]) -> dict:
 
 
 def rates(summary: dict) -> dict[str, tuple[int, int]]:
+    """(hits, windows) per outcome; outcomes of window kinds the run did not have are left out."""
     w = summary["windows"]
-    return {
-        "template_detected": (sum(r["detected"] for r in w["template"]), len(w["template"])),
-        "template_prompt": (sum(r["named"] for r in w["template"]), len(w["template"])),
-        "model_detected": (sum(r["detected"] for r in w["model"]), len(w["model"])),
-        "model_model": (sum(r["named"] for r in w["model"]), len(w["model"])),
-        "none_alarm": (sum(r["detected"] for r in w["none"]), len(w["none"])),
-        "none_results": (
+
+    def count(kind: str, key: str) -> tuple[int, int] | None:
+        return (sum(r[key] for r in w[kind]), len(w[kind])) if kind in w else None
+
+    out = {
+        "template_detected": count("template", "detected"),
+        "template_prompt": count("template", "named"),
+        "model_detected": count("model", "detected"),
+        "model_model": count("model", "named"),
+        "none_alarm": count("none", "detected"),
+    }
+    if "none" in w:
+        out["none_results"] = (
             sum(r["drifted_results"] for r in w["none"]),
             sum(r["results"] for r in w["none"]),
-        ),
-    }
+        )
+    return {k: v for k, v in out.items() if v is not None}
 
 
 LABELS = {
@@ -194,7 +201,10 @@ LABELS = {
 }
 
 
-def fmt(k: int, n: int) -> str:
+def fmt(hits: tuple[int, int] | None) -> str:
+    if hits is None:
+        return "not run"
+    k, n = hits
     lo, hi = wilson(k, n)
     return f"{k}/{n} = {k / n:.0%} [{lo:.0%}, {hi:.0%}]"
 
@@ -255,7 +265,9 @@ def main() -> None:
         columns,
     )
     for key, label in LABELS.items():
-        print(table.add(label, *([fmt(*before[key])] if before else []), fmt(*now[key])))
+        if key in now or (before and key in before):
+            cells = ([fmt(before.get(key))] if before else []) + [fmt(now.get(key))]
+            print(table.add(label, *cells))
     from bench import sibling_model as sib
     from bench.drift_quality_pool import MAX_TOKENS, TEMPERATURE
 
@@ -275,6 +287,23 @@ def main() -> None:
         f"summary: var/drift_quality/{path.name}; run_drift median {summary['run_s_median']:.1f} s "
         f"per window, baseline build + validate + calibrate {summary['setup_s']:.0f} s",
     ]
+    for kind in ("template", "model"):
+        missed = [
+            " + ".join(r["changed"]) or "-"
+            for r in summary["windows"].get(kind, [])
+            if not r["detected"]
+        ]
+        if missed:
+            notes.append(f"after, {kind} windows missed: {'; '.join(missed)}")
+    wrong = sorted(
+        {
+            ",".join(r["causes"])
+            for r in summary["windows"].get("template", [])
+            if r["detected"] and not r["named"]
+        }
+    )
+    if wrong:
+        notes.append(f"after, template windows detected with other causes: {'; '.join(wrong)}")
     if before:
         notes.append(f"before: commit {merged(args.before)['commit']}, after: {summary['commit']}")
     write_results("drift_quality", [table], notes)
