@@ -1,10 +1,9 @@
 """A pooled HTTP/1.1 client for the proxy's upstream, on asyncio and httptools (the parser
 uvicorn runs), built for relaying streams.
 
-Body bytes are handed on per socket read, not per HTTP chunk: everything one read brought is
-one piece, so when the proxy falls behind, pieces grow instead of queueing (the upstream's
-SSE bytes are unchanged; only the HTTP framing differs). Past `MAX_BUFFERED` unread bytes the
-socket stops being read, so a slow client slows its upstream stream and nothing else.
+Body bytes are handed on per socket read, not per HTTP chunk, so a proxy that falls behind
+gets larger pieces instead of a queue (SSE bytes unchanged, only the framing differs). Past
+`MAX_BUFFERED` unread bytes the socket is not read: a slow client slows its stream alone.
 Keep-alive connections are kept per origin (`max_idle` of them); a request that finds its
 pooled connection closed before any answer is sent once more on a new one. Closing an
 `UpstreamResponse` before its end closes its connection: the upstream sees the client leave.
