@@ -234,7 +234,7 @@ def demo_command(args) -> int:
             lead = found.group(1) if found else ""
         alerts = drift_alerts(receiver.received)
         alert = alerts[0]
-        incident = next(
+        incident: dict = next(
             (
                 r["body"]["incident"]
                 for r in receiver.received
