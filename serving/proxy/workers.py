@@ -33,15 +33,12 @@ import threading
 import time
 from typing import Any
 
+from serving.server.process_group import POLL_S, ProcessGroup
 from vigil.config import Settings
 
 log = logging.getLogger("vigil.proxy")
 
-POLL_S = 0.1
-STOP_EXTRA_S = 15.0  # past the drain grace: how long a worker may take to exit
 MAX_AUTO_WORKERS = 8
-# how a worker ends once drained: uvicorn raises the signal it caught again after its shutdown
-DRAINED = frozenset({0, -signal.SIGTERM, -signal.SIGINT})
 
 
 def worker_count(settings: Settings) -> int:
@@ -84,10 +81,13 @@ def _watch_parent(parent_pid: int, server: Any) -> None:
     server.should_exit = True
 
 
-class WorkerGroup:
+class WorkerGroup(ProcessGroup):
+    what = "workers"
+    # how a worker ends once drained: uvicorn raises the signal it caught again after shutdown
+    drained_codes = frozenset({0, -signal.SIGTERM, -signal.SIGINT})
+
     def __init__(self, settings: Settings, socks: list[socket.socket]) -> None:
-        self.settings = settings
-        self.signals = 0
+        super().__init__(settings)
         ctx = multiprocessing.get_context("spawn")
         self.processes = [
             ctx.Process(
@@ -99,41 +99,10 @@ class WorkerGroup:
             for i, sock in enumerate(socks)
         ]
 
-    def on_signal(self, sig: int, frame) -> None:
-        self.signals += 1
-        log.info(
-            "signal %s: forwarding to the workers%s",
-            signal.Signals(sig).name,
-            "" if self.signals == 1 else " (again: they stop without waiting)",
-        )
-        self.terminate()
-
-    def terminate(self) -> None:
-        for process in self.processes:
-            if process.pid is not None and process.is_alive():
-                os.kill(process.pid, signal.SIGTERM)
-
     def supervise(self) -> int:
         """Run until the group is over; the exit code."""
-        while True:
-            gone = [p for p in self.processes if not p.is_alive()]
-            if self.signals and len(gone) == len(self.processes):
-                return 0 if all(p.exitcode in DRAINED for p in gone) else 1
-            if not self.signals and gone:
-                for p in gone:
-                    log.error("%s (pid %s) exited with code %s", p.name, p.pid, p.exitcode)
-                self.end(1)
-                return 1
+        while (code := self.check_members()) is None:
             time.sleep(POLL_S)
-
-    def end(self, code: int) -> int:
-        self.terminate()  # the others drain what they have in flight
-        deadline = time.monotonic() + self.settings.drain_grace_s + STOP_EXTRA_S
-        for process in self.processes:
-            process.join(max(0.0, deadline - time.monotonic()))
-            if process.is_alive():
-                process.kill()
-                process.join(5)
         return code
 
 

@@ -27,12 +27,10 @@ import tempfile
 import time
 from typing import Any
 
+from serving.server.process_group import POLL_S, ProcessGroup
 from vigil.config import Settings
 
 log = logging.getLogger("vigil.serve")
-
-POLL_S = 0.1
-STOP_EXTRA_S = 15.0  # past the drain grace: how long an API process may take to exit
 
 
 def bind_listener(host: str, port: int, reuse_port: bool = False) -> socket.socket:
@@ -57,8 +55,10 @@ def bind_listeners(host: str, port: int, count: int) -> list[socket.socket]:
     return [bind_listener(host, port, reuse_port=True) for _ in range(count)]
 
 
-class ApiGroup:
-    """The N API processes and the parent's signal handling."""
+class ApiGroup(ProcessGroup):
+    """The N API processes around one engine core."""
+
+    what = "API processes"
 
     def __init__(
         self,
@@ -71,10 +71,9 @@ class ApiGroup:
         from serving.engine.frontend.attached_client import CoreAttachment
         from serving.server.api_worker import ApiWorkerSpec, run_api_worker
 
-        self.settings, self.host = settings, host
-        self.signals = 0
+        super().__init__(settings)
+        self.host = host
         ctx = multiprocessing.get_context("spawn")
-        self.processes = []
         for i in range(settings.api_server_count):
             attachment = CoreAttachment(
                 i, host.input_addresses[i], host.output_addresses[i], host.events_address
@@ -101,20 +100,6 @@ class ApiGroup:
             self.host.core_pid,
         )
 
-    def on_signal(self, sig: int, frame) -> None:
-        self.signals += 1
-        log.info(
-            "signal %s: forwarding to the API processes%s",
-            signal.Signals(sig).name,
-            "" if self.signals == 1 else " (again: they stop without waiting)",
-        )
-        self.terminate()
-
-    def terminate(self) -> None:
-        for process in self.processes:
-            if process.is_alive():
-                os.kill(process.pid, signal.SIGTERM)
-
     def supervise(self) -> int:
         """Run until the group is over; the exit code."""
         first = self.host.core
@@ -128,31 +113,10 @@ class ApiGroup:
                     "the engine core exited with code %s before it was ready",
                     first.process.exitcode,
                 )
-                return self.end_group(1)
-            gone = [p for p in self.processes if not p.is_alive()]
-            if self.signals:
-                if len(gone) == len(self.processes):
-                    return 0 if all(p.exitcode == 0 for p in gone) else 1
-            elif gone:
-                for p in gone:
-                    log.error(
-                        "API server process %s (pid %s) exited with code %s: stopping the group",
-                        p.name,
-                        p.pid,
-                        p.exitcode,
-                    )
-                return self.end_group(1)
+                return self.end(1)
+            if (code := self.check_members()) is not None:
+                return code
             time.sleep(POLL_S)
-
-    def end_group(self, code: int) -> int:
-        self.terminate()  # the others drain what they have in flight
-        deadline = time.monotonic() + self.settings.drain_grace_s + STOP_EXTRA_S
-        for process in self.processes:
-            process.join(max(0.0, deadline - time.monotonic()))
-            if process.is_alive():
-                process.kill()
-                process.join(5)
-        return code
 
 
 WORKDIR_PREFIX = "vigil-api-"
@@ -224,7 +188,7 @@ def run_multi_process(settings: Settings) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        group.end_group(0)  # nothing left by now, unless supervise raised
+        group.end(0)  # nothing left by now, unless supervise raised
         for sock in socks:
             sock.close()
         host.shutdown()
