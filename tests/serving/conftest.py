@@ -104,3 +104,16 @@ def write_tiny_tokenizer(tiny_vocab):
         (path / "tokenizer_config.json").write_text(json.dumps(config))
 
     return write
+
+
+@pytest.fixture
+def upstream():
+    """A fake OpenAI-compatible upstream (tests/support/fake_upstream.py) served on a free port;
+    `.url` is its address."""
+    from fake_upstream import FakeUpstream
+    from sidecar_servers import UvicornThread
+
+    fake = FakeUpstream()
+    with UvicornThread(fake.app) as server:
+        fake.url = server.url
+        yield fake

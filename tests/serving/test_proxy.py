@@ -10,7 +10,7 @@ import time
 import httpx
 import openai
 import pytest
-from fake_upstream import WORDS, FakeUpstream, ListSink
+from fake_upstream import WORDS, ListSink
 from sidecar_servers import UvicornThread, free_port
 
 from serving.proxy.main import build_proxy
@@ -22,14 +22,6 @@ CHAT = [
     {"role": "system", "content": "Be terse."},
     {"role": "user", "content": "Where is the cat?"},
 ]
-
-
-@pytest.fixture
-def upstream():
-    fake = FakeUpstream()
-    with UvicornThread(fake.app) as server:
-        fake.url = server.url
-        yield fake
 
 
 def proxy_for(upstream_url: str, tmp_path, **overrides):

@@ -12,7 +12,7 @@ import threading
 import httpx
 import openai
 import pytest
-from fake_upstream import WORDS, FakeUpstream, ListSink
+from fake_upstream import WORDS, ListSink
 from sidecar_servers import UvicornThread
 
 from serving.proxy.main import build_proxy
@@ -21,14 +21,6 @@ from vigil.config import load_settings
 
 CLIENT_KEY = "proxy-client-key-0123456789"
 CHAT = [{"role": "user", "content": "Where is the cat?"}]
-
-
-@pytest.fixture
-def upstream():
-    fake = FakeUpstream()
-    with UvicornThread(fake.app) as server:
-        fake.url = server.url
-        yield fake
 
 
 @pytest.fixture

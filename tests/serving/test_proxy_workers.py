@@ -14,8 +14,8 @@ from types import SimpleNamespace
 import httpx
 import openai
 import pytest
-from fake_upstream import WORDS, FakeUpstream
-from sidecar_servers import UvicornThread, free_port
+from fake_upstream import WORDS
+from sidecar_servers import free_port
 from sqlalchemy import func, select
 
 from serving.proxy import workers
@@ -25,14 +25,6 @@ from storage.models import Sample
 
 KEY = "proxy-workers-key-0123456789"
 CHAT = [{"role": "user", "content": "Where is the cat?"}]
-
-
-@pytest.fixture
-def upstream():
-    fake = FakeUpstream()
-    with UvicornThread(fake.app) as server:
-        fake.url = server.url
-        yield fake
 
 
 def start_group(upstream_url: str, tmp_path, n: int) -> tuple[subprocess.Popen, str, str]:
