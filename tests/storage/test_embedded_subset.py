@@ -5,12 +5,12 @@ the loader's read does not depend on which other rows happen to be embedded."""
 from __future__ import annotations
 
 from collections import Counter
-from datetime import UTC, datetime, timedelta
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import delete
+from window_mixes import HOUR, MODEL, T0, hour_records, mixes
 
 from storage.db import session_factory
 from storage.draw import sample_draw
@@ -19,31 +19,6 @@ from storage.repositories.embed_queue import queue_state, queued_samples, window
 from storage.repositories.embeddings import EmbeddingRow, store_embeddings
 from storage.repositories.samples import read_window
 from storage.repositories.window_cap import stratum_quotas
-
-T0 = datetime(2026, 11, 30, 10, tzinfo=UTC)
-HOUR = timedelta(hours=1)
-MODEL = "all-MiniLM-L6-v2"
-
-mixes = st.dictionaries(
-    st.sampled_from(["web", "api", "rare", "x/y", None]), st.integers(0, 90), min_size=1, max_size=5
-)
-
-
-def _records(mix: dict[str | None, int], tag: str) -> list[dict]:
-    out = []
-    for seg, n in mix.items():
-        for i in range(n):
-            rec = {
-                "id": f"{tag}-{str(seg).replace('/', '.')}-{i}",
-                "timestamp": (T0 + HOUR * (i + 0.5) / (n + 1)).isoformat(),
-                "prompt": f"q {i}",
-                "response": "a",
-                "sample_weight": 1.0 + i % 3,
-            }
-            if seg is not None:
-                rec["segment"] = seg
-            out.append(rec)
-    return out
 
 
 def _embed(session, ids, offset: float = 0.0) -> None:
@@ -82,7 +57,7 @@ def test_the_embedded_rows_are_the_first_by_draw_of_each_segments_read_rows(
     migrated_db, mix, cap, embedded_cap, floor, tag
 ):
     factory = session_factory(migrated_db)
-    records = _records(mix, str(tag))
+    records = hour_records(mix, str(tag))
     _insert(factory, records)
     caps = {"max_rows": cap, "min_per_segment": floor}
     with factory() as s:
@@ -115,7 +90,7 @@ def test_the_embedded_rows_are_the_first_by_draw_of_each_segments_read_rows(
 
 def test_the_read_is_the_same_whatever_else_was_embedded(migrated_db):
     factory = session_factory(migrated_db)
-    records = _records({"web": 90, "api": 60, "rare": 12, None: 30}, "same")
+    records = hour_records({"web": 90, "api": 60, "rare": 12, None: 30}, "same")
     _insert(factory, records)
     caps = {"max_rows": 100, "min_per_segment": 10, "max_embedded_rows": 40}
     with factory() as s:

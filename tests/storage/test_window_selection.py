@@ -5,12 +5,12 @@ fills."""
 from __future__ import annotations
 
 from collections import Counter
-from datetime import UTC, datetime, timedelta
 from hashlib import blake2b
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import delete, select, text
+from window_mixes import HOUR, MODEL, T0, hour_records, mixes, sample_id
 
 from storage.db import session_factory
 from storage.draw import sample_draw
@@ -19,35 +19,6 @@ from storage.models import Sample
 from storage.repositories.embed_queue import queue_state, queued_samples, window_queue
 from storage.repositories.samples import fetch_window, insert_samples
 from storage.repositories.window_cap import stratum_quotas
-
-T0 = datetime(2026, 11, 30, 10, tzinfo=UTC)
-HOUR = timedelta(hours=1)
-MODEL = "all-MiniLM-L6-v2"
-
-mixes = st.dictionaries(
-    st.sampled_from(["web", "api", "rare", "x/y", None]), st.integers(0, 90), min_size=1, max_size=5
-)
-
-
-def _records(mix: dict[str | None, int], tag: str) -> list[dict]:
-    out = []
-    for seg, n in mix.items():
-        for i in range(n):
-            rec = {
-                "id": _id(tag, seg, i),
-                "timestamp": (T0 + HOUR * (i + 0.5) / (n + 1)).isoformat(),
-                "prompt": f"q {i}",
-                "response": "a",
-                "sample_weight": 1.0 + i % 3,
-            }
-            if seg is not None:
-                rec["segment"] = seg
-            out.append(rec)  # fmt: skip
-    return out
-
-
-def _id(tag: str, seg: str | None, i: int) -> str:
-    return f"{tag}-{str(seg).replace('/', '.')}-{i}"
 
 
 def _reset(factory) -> None:
@@ -68,7 +39,7 @@ def test_the_embed_queue_holds_exactly_the_rows_the_window_reads(migrated_db, mi
     factory = session_factory(migrated_db)
     _reset(factory)
     with factory() as s:
-        insert_samples(s, _records(mix, str(tag)))
+        insert_samples(s, hour_records(mix, str(tag)))
         s.commit()
         read = fetch_window(s, T0, T0 + HOUR, max_rows=cap, min_per_segment=floor, with_extra=False)
         queue = window_queue(s, T0, T0 + HOUR, max_rows=cap, min_per_segment=floor)
@@ -82,7 +53,7 @@ def test_the_embed_queue_holds_exactly_the_rows_the_window_reads(migrated_db, mi
     # inside a thinned segment the kept rows are those with the smallest draws
     for seg, n in mix.items():
         kept = sorted(sample_draw(r["id"]) for r in read if r.get("segment") == seg)
-        every = sorted(sample_draw(_id(str(tag), seg, i)) for i in range(n))
+        every = sorted(sample_draw(sample_id(str(tag), seg, i)) for i in range(n))
         assert kept == every[: len(kept)]
 
 
@@ -100,7 +71,7 @@ def test_rows_read_from_the_full_window_were_read_while_it_filled(migrated_db, m
     window close, picks up the difference)."""
     factory = session_factory(migrated_db)
     _reset(factory)
-    records = _records(mix, "f")
+    records = hour_records(mix, "f")
     cut = T0 + HOUR * share
     with factory() as s:
         insert_samples(s, [r for r in records if r["timestamp"] < cut.isoformat()])
@@ -120,7 +91,7 @@ def test_rows_read_from_the_full_window_were_read_while_it_filled(migrated_db, m
             assert before_cut <= early_ids
 
 
-def test_draw_is_a_keyed_63_bit_hash_of_the_id():
+def test_draw_is_a_keyed_63_bit_hash_of_thesample_id():
     ids = [f"s{i}" for i in range(2000)]
     draws = [sample_draw(i) for i in ids]
     assert all(0 <= d < 2**63 for d in draws) and len(set(draws)) == len(ids)
@@ -167,7 +138,7 @@ def test_the_migration_gives_existing_rows_their_draw(tmp_path):
 def test_the_queue_goes_on_past_a_key_without_repeating_or_skipping(migrated_db):
     factory = session_factory(migrated_db)
     with factory() as s:
-        insert_samples(s, _records({"web": 70, "api": 40, None: 9}, "k"))
+        insert_samples(s, hour_records({"web": 70, "api": 40, None: 9}, "k"))
         s.commit()
         queue = window_queue(s, T0, T0 + HOUR, max_rows=50, min_per_segment=5)
         every = [r["id"] for r in queued_samples(s, queue, MODEL, limit=10_000)]
