@@ -11,12 +11,14 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import httpx
 import numpy as np
+from sqlalchemy import create_engine
 from sqlalchemy.engine import make_url
 
 from bench.scale_texts import pairs
@@ -27,6 +29,7 @@ from vigil.config_tenancy import DEFAULT_DEV_OPERATOR_KEY
 HOUR = timedelta(hours=1)
 SEGMENTS = {"web": 0.45, "api": 0.25, "mobile": 0.15, "partner": 0.10, "batch": 0.04, "rare": 0.01}
 BATCH = 1000
+ANALYZE_EVERY = 100_000  # rows between ANALYZE runs where autovacuum is off
 
 
 def records(tag: str, start: datetime, first: int, count: int, total: int, seed: int) -> list[dict]:
@@ -47,34 +50,65 @@ def records(tag: str, start: datetime, first: int, count: int, total: int, seed:
     return out
 
 
-def ingest(base_url: str, tag: str, start: datetime, n: int) -> float:
-    """Seconds to POST n records in batches from two threads."""
+def ingest(
+    base_url: str, tag: str, start: datetime, n: int, analyze: Callable[[], None] | None = None
+) -> float:
+    """Seconds to POST n records in batches from two threads; `analyze` (timed with the rest)
+    after every ANALYZE_EVERY rows. A failed request or a dead thread fails the run."""
     chunks = [(lo, min(BATCH, n - lo)) for lo in range(0, n, BATCH)]
     errors: list[str] = []
 
     def worker(part: list[tuple[int, int]]) -> None:
-        with httpx.Client(
-            base_url=base_url,
-            timeout=120,
-            headers={"Authorization": f"Bearer {DEFAULT_DEV_OPERATOR_KEY}"},
-        ) as client:
-            for lo, count in part:
-                body = json.dumps({"samples": records(tag, start, lo, count, n, seed=lo)})
-                r = client.post(
-                    "/v1/ingest", content=body, headers={"Content-Type": "application/json"}
-                )
-                if r.status_code != 200 or r.json().get("inserted") != count:
-                    errors.append(f"{r.status_code} {r.text[:200]}")
+        try:
+            with httpx.Client(
+                base_url=base_url,
+                timeout=600,
+                headers={"Authorization": f"Bearer {DEFAULT_DEV_OPERATOR_KEY}"},
+            ) as client:
+                for lo, count in part:
+                    body = json.dumps({"samples": records(tag, start, lo, count, n, seed=lo)})
+                    r = client.post(
+                        "/v1/ingest", content=body, headers={"Content-Type": "application/json"}
+                    )
+                    if r.status_code != 200 or r.json().get("inserted") != count:
+                        errors.append(f"{r.status_code} {r.text[:200]}")
+                        return
+        except Exception as exc:  # the thread's death must not pass for a short ingest
+            errors.append(f"{exc.__class__.__name__}: {exc}")
 
     started = time.perf_counter()
-    threads = [threading.Thread(target=worker, args=(chunks[i::2],)) for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise RuntimeError(f"ingest failed: {errors[0]}")
+    per_slice = ANALYZE_EVERY // BATCH
+    for first in range(0, len(chunks), per_slice):
+        part = chunks[first : first + per_slice]
+        threads = [threading.Thread(target=worker, args=(part[i::2],)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise RuntimeError(f"ingest failed: {errors[0]}")
+        if analyze is not None:
+            analyze()
     return time.perf_counter() - started
+
+
+def analyzer(url: str) -> Callable[[], None] | None:
+    """ANALYZE samples, where the database's autovacuum is off (it would refresh the planner's
+    statistics as the table grows by a tenth; without them the ingest's duplicate check, an
+    IN list on the (record_id, tenant) index, turns into a sequential scan per request)."""
+    if not url.startswith("postgresql"):
+        return None
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        if conn.exec_driver_sql("SHOW autovacuum").scalar() == "on":
+            return None
+
+    def analyze() -> None:
+        with engine.connect() as conn:
+            conn.exec_driver_sql("ANALYZE samples")
+            conn.commit()
+
+    return analyze
 
 
 @contextmanager
