@@ -26,8 +26,11 @@ VIGIL_DATABASE_URL, VIGIL_JOURNAL_DIR), and every sampled record is checked to b
 database (at rate 1: one row per answered request). With rate 0 among the rates, served tok/s
 with logging on over off is reported per mode and load. Exit status 1 if a check fails.
 
-API server processes: `--api-server-count 1,4` starts one server per count (`vigil serve
---api-server-count N`: N API processes on one port feeding one engine core; `separate` mode only).
+API server processes: `--api-server-count auto,1,4` starts one server per count (`vigil serve
+--api-server-count N`: N API processes on one port feeding one engine core; above 1: `separate`
+mode only). `auto`, the default as in `vigil serve`, is passed to the server as is and resolved
+here by the server's own function (bench/serving_api_count.py): the tables show `auto (N)`, and
+the processes seen answering are checked against N.
 `--tiny-model DIR` writes a tiny random Llama with a byte tokenizer there and serves it: the
 model costs next to nothing, so the runs measure the API path (CPU comparison of 1 vs 2 below).
 
@@ -58,6 +61,7 @@ import httpx
 from bench.model_shapes import SHAPES
 from bench.process_cpu import api_pids, total_cpu_seconds
 from bench.results_table import Table, write_results
+from bench.serving_api_count import AUTO, label, parse_counts, processes_answering, resolve
 from bench.serving_load import KEY, Job, poisson_schedule, run_load, workload
 from bench.serving_offline import offline
 from bench.serving_server import (
@@ -91,8 +95,10 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--modes", default="inprocess,separate")
     p.add_argument(
         "--api-server-count",
-        default="1",
-        help="API server processes, comma-separated: one server each (above 1: separate mode only)",
+        default=[AUTO],
+        type=parse_counts,
+        help="API server processes, comma-separated numbers or auto (the default, as vigil "
+        "serve): one server each (above 1: separate mode only)",
     )
     p.add_argument(
         "--tiny-model",
@@ -174,10 +180,10 @@ def main() -> None:
     loads = [("concurrency", c) for c in concurrencies] + [("rate", r) for r in rates]
     runs: list[dict] = []
     for mode in args.modes.split(","):
-        for api_servers in [int(n) for n in args.api_server_count.split(",")]:
-            if api_servers > 1 and mode != "separate":
+        for api_setting in args.api_server_count:
+            if api_setting != AUTO and int(api_setting) > 1 and mode != "separate":
                 print(
-                    f"skipped: {api_servers} API servers need the separate engine process, not "
+                    f"skipped: {api_setting} API servers need the separate engine process, not "
                     f"{mode}"
                 )
                 continue
@@ -185,9 +191,9 @@ def main() -> None:
                 if args.server_per_concurrency:
                     for load in loads:
                         seqs = int(load[1]) if load[0] == "concurrency" else max_seqs
-                        runs += serve_runs(args, mode, sample_rate, jobs, [load], seqs, api_servers)
+                        runs += serve_runs(args, mode, sample_rate, jobs, [load], seqs, api_setting)
                 else:
-                    runs += serve_runs(args, mode, sample_rate, jobs, loads, max_seqs, api_servers)
+                    runs += serve_runs(args, mode, sample_rate, jobs, loads, max_seqs, api_setting)
     offline_by_seqs = {}
     for run in runs:
         seqs = (
@@ -213,13 +219,14 @@ def serve_runs(
     jobs: list[Job],
     loads: list,
     max_seqs: int,
-    api_servers: int = 1,
+    api_setting: str = "1",
 ) -> list[dict]:
-    """One server (this mode, API process count and sample rate) through every load; with
-    sampling on, each run carries the storage check: records sampled, rows in the database,
+    """One server (this mode, API process count setting and sample rate) through every load;
+    with sampling on, each run carries the storage check: records sampled, rows in the database,
     nothing journaled/dropped."""
+    api_servers = resolve(api_setting, mode, args.device, max_seqs)
     storage = Storage(Path(tempfile.mkdtemp(prefix="vigil-bench-storage-")))
-    proc = start_server(args, mode, max_seqs, sample_rate, storage, api_servers)
+    proc = start_server(args, mode, max_seqs, sample_rate, storage, api_setting)
     base = f"http://127.0.0.1:{args.port}"
     runs: list[dict] = []
     try:
@@ -227,6 +234,13 @@ def serve_runs(
             "data"
         ][0]["id"]
         answered = run_load(base, model, jobs[:2], 1, 2)["completed"]  # warm-up (logged too)
+        seen = processes_answering(base)
+        if seen != api_servers:
+            print(
+                f"API server count {api_setting} resolved to {api_servers} here, but {seen} "
+                "processes answered",
+                flush=True,
+            )
         pids = api_pids(proc.pid, api_servers, base)
         for kind, value in loads:
             if kind == "rate":
@@ -242,6 +256,8 @@ def serve_runs(
             run = {
                 "mode": mode,
                 "api_servers": api_servers,
+                "api_server_setting": api_setting,
+                "api_processes_seen": seen,
                 "load": f"{kind} {value:g}",
                 "server_max_num_seqs": max_seqs,
                 "sample_rate": sample_rate,
@@ -255,7 +271,7 @@ def serve_runs(
                 run["rows_expected"], run["rows_in_db"] = answered, storage.wait_rows(answered)
             runs.append(run)
             print(json.dumps(run), flush=True)
-            name = f"{mode}-api{api_servers}-rate{sample_rate:g}-{kind}-{value:g}.json"
+            name = f"{mode}-api{api_setting}-rate{sample_rate:g}-{kind}-{value:g}.json"
             (Path(args.json_dir) / name).write_text(json.dumps(run, indent=1))
         counters = _settled_counters(base) if sample_rate > 0 else {}
     finally:
@@ -277,7 +293,7 @@ def serve_runs(
             json.dumps(
                 {
                     "mode": mode,
-                    "api_servers": api_servers,
+                    "api_servers": label(api_setting, api_servers),
                     "sample_rate": sample_rate,
                     "storage": str(storage.db),
                     **check,
@@ -327,6 +343,13 @@ def _server_latency(r: dict) -> str:
     )
 
 
+def _api_servers(r: dict) -> str:
+    """The setting and the count resolved; the processes seen when they differ."""
+    cell = label(r.get("api_server_setting", str(r["api_servers"])), r["api_servers"])
+    seen = r.get("api_processes_seen", r["api_servers"])
+    return cell if seen == r["api_servers"] else f"{cell}, {seen} seen"
+
+
 def report(args, runs: list[dict]) -> bool:
     """Print and keep the tables; False when a logging check failed."""
     shape = f"random {args.shape} weights, " if args.shape else ""
@@ -367,7 +390,7 @@ def report(args, runs: list[dict]) -> bool:
         print(
             table.add(
                 r["mode"],
-                r["api_servers"],
+                _api_servers(r),
                 r["load"],
                 r["server_max_num_seqs"],
                 f"{r['sample_rate']:g}",
@@ -413,14 +436,14 @@ def report(args, runs: list[dict]) -> bool:
             ],
         )
         print(f"## {on_off.title}\n{on_off.header()}")
-        off = {(r["mode"], r["api_servers"], r["load"]): r for r in runs if r["sample_rate"] == 0}
+        off = {(r["mode"], _api_servers(r), r["load"]): r for r in runs if r["sample_rate"] == 0}
         for r in logged:
-            base, check = off.get((r["mode"], r["api_servers"], r["load"])), r["logging"]
+            base, check = off.get((r["mode"], _api_servers(r), r["load"])), r["logging"]
             ok &= check["all_in_db"]
             print(
                 on_off.add(
                     r["mode"],
-                    r["api_servers"],
+                    _api_servers(r),
                     r["load"],
                     f"{r['sample_rate']:g}",
                     f"{base['output_tok_s']:.1f}" if base else "-",

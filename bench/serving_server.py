@@ -138,7 +138,12 @@ class Storage:
 
 
 def server_env(
-    args, mode: str, max_num_seqs: int, sample_rate: float, storage: Storage, api_servers: int = 1
+    args,
+    mode: str,
+    max_num_seqs: int,
+    sample_rate: float,
+    storage: Storage,
+    api_servers: int | str = 1,  # a count or "auto"
 ) -> dict:
     env = dict(
         os.environ,
@@ -164,7 +169,12 @@ def server_env(
 
 
 def start_server(
-    args, mode: str, max_num_seqs: int, sample_rate: float, storage: Storage, api_servers: int = 1
+    args,
+    mode: str,
+    max_num_seqs: int,
+    sample_rate: float,
+    storage: Storage,
+    api_servers: int | str = 1,  # a count or "auto"
 ) -> subprocess.Popen:
     """`vigil serve` (with `api_servers` API processes) once /health answers 200."""
     cmd = [
