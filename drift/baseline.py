@@ -29,7 +29,7 @@ from drift.result import jsonable
 from drift.stattests.mmd import MAX_SAMPLES, MMDReference, prepare_reference
 from drift.stattests.psi import psi_edges
 from drift.stattests.wasserstein import reference_scale
-from drift.templates import TemplateModel, fit_templates
+from drift.templates import TemplateModel, fit_templates, held_out_unseen
 from drift.weights import Population, population_sample
 
 DEFAULT_MAX_SAMPLES = 100_000
@@ -223,7 +223,9 @@ def build_baseline(
     model = None
     if templates and isinstance(source, pd.DataFrame) and "prompt" in source.columns:
         prompts = source["prompt"].to_numpy(dtype=object)[rows].tolist()
-        model = fit_templates([p if isinstance(p, str) else "" for p in prompts])
+        texts = [p if isinstance(p, str) else "" for p in prompts]
+        model = fit_templates(texts)
+        model.held_out = held_out_unseen(texts, seed=seed)
         add_prompt_features(fs_capped, prompts, model)
     ts = fs_capped.timestamps
     info = {

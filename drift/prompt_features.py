@@ -8,9 +8,18 @@
   baseline's templates (its kept head and tail words): a reworded or longer instruction moves
   it while the content's length, which dominates `prompt_chars`, does not.
 
-`new_template_result` names the wording of the window's new templates: the prompts that match
-no baseline template are mined on their own and each template that holds at least
-NEW_MIN_SHARE of the window in NEW_MIN_COUNT prompts drifts. Pure: strings in, arrays out.
+`new_template_result` asks whether the window holds more prompts in wordings the baseline never
+had than stable traffic does, and names those wordings. The null is the baseline's held-out
+unseen rate (drift.templates.held_out_unseen: stable prompts that a model fitted without them
+does not match), smoothed to (k + 1) / (n + 2) so that a baseline with none still allows some;
+the result drifts when at least NEW_MIN_UNSEEN prompts are unseen and a binomial draw at that
+rate reaches the window's count with probability under NEW_ALPHA. A window's share counts, not
+how the new prompts group: a rewording used by 3 % of traffic is as real as one used by 30 %,
+and two reworded templates of 2 prompts each in a 50-prompt window are 4 unseen prompts where
+stable traffic has about none. The unseen prompts are then mined on their own to name their
+wording (each named wording holds NEW_MIN_NAMED of them). Baselines stored without the held-out
+rate keep the older rule: a wording holding NEW_MIN_SHARE of the window in NEW_MIN_COUNT
+prompts. Pure: strings in, arrays out.
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
+from scipy.stats import binom
 
 from drift.features import FeatureSet
 from drift.prompt_parts import split_chat, system_prompt_id
@@ -31,6 +41,10 @@ INSTRUCTION_CHARS = "instruction_chars"
 NEW_TEMPLATE = "new_prompt_template"
 NEW_MIN_SHARE = 0.05
 NEW_MIN_COUNT = 10
+NEW_ALPHA = 0.001
+NEW_MIN_UNSEEN = 3
+NEW_MIN_NAMED = 2
+NEW_MIN_WORDS = 2
 MAX_LISTED = 10
 
 
@@ -61,12 +75,22 @@ def add_prompt_features(
     return fs
 
 
+def unseen_p_value(unseen: int, n: int, held_out: tuple[int, int]) -> tuple[float, float]:
+    """(p, null rate): P(at least `unseen` of `n` stable prompts match no template) at the
+    baseline's smoothed held-out unseen rate."""
+    k0, n0 = held_out
+    rate = (k0 + 1) / (n0 + 2)
+    return float(binom.sf(unseen - 1, n, rate)) if unseen > 0 else 1.0, rate
+
+
 def new_template_result(
     labels: np.ndarray,
     prompts: Sequence[object],
     *,
+    held_out: tuple[int, int] | None = None,
     min_share: float = NEW_MIN_SHARE,
     min_count: int = NEW_MIN_COUNT,
+    alpha: float = NEW_ALPHA,
 ) -> TestResult:
     """The window's new wordings (see module doc); statistic = the window's UNSEEN share."""
     texts = prompt_texts(prompts)
@@ -74,34 +98,43 @@ def new_template_result(
     if n == 0:
         return insufficient(NEW_TEMPLATE, min_share, 0, 0, 1)
     unseen = [t for t, lab in zip(texts, labels, strict=True) if lab == UNSEEN]
+    p_value, rate = (None, None) if held_out is None else unseen_p_value(len(unseen), n, held_out)
+    many = p_value is not None and len(unseen) >= NEW_MIN_UNSEEN and p_value < alpha
     listed = []
     if unseen:
-        model = fit_templates(unseen, min_support=min_share, min_count=3)
+        floor = NEW_MIN_NAMED if held_out is not None else 3
+        model = fit_templates(unseen, min_support=0.0, min_count=floor, min_rows=floor)
         counts = Counter(model.label(unseen))
         for key, count in counts.most_common():
             words = model.templates.get(key, ())
-            if key == UNSEEN or all(w in (MASK, PAD, WILDCARD) or len(w) < 2 for w in words):
-                continue  # prompts that share no wording: no template to name
+            real = [w for w in words if w not in (MASK, PAD, WILDCARD) and len(w) > 1]
+            if key == UNSEEN or len(real) < NEW_MIN_WORDS:
+                continue  # prompts that share a word or none (content alike): no wording to name
             share = count / n
+            big = many if held_out is not None else share >= min_share and count >= min_count
             listed.append(
                 {
                     "template": model.text(key),
                     "count": int(count),
                     "share": float(share),
-                    "big": bool(share >= min_share and count >= min_count),
+                    "big": bool(big),
                 }
             )
+    drifted = many if held_out is not None else any(v["big"] for v in listed)
+    detail: dict[str, object] = {
+        "new": listed[:MAX_LISTED],
+        "n_unseen": len(unseen),
+        "n_current": n,
+        "min_count": min_count if held_out is None else NEW_MIN_UNSEEN,
+    }
+    if rate is not None:
+        detail["baseline_unseen_share"] = rate
     return TestResult(
         test=NEW_TEMPLATE,
         statistic=float(len(unseen) / n),
-        p_value=None,
-        threshold=min_share,
-        drifted=any(v["big"] for v in listed),
-        detail={
-            "new": listed[:MAX_LISTED],
-            "n_unseen": len(unseen),
-            "n_current": n,
-            "min_count": min_count,
-        },
+        p_value=p_value,
+        threshold=min_share if held_out is None else alpha,
+        drifted=bool(drifted),
+        detail=detail,
         feature=PROMPT_TEMPLATE,
     )

@@ -75,7 +75,7 @@ def describe_hit(r: TestResult, share: float | None = None) -> str:
                 f"{fmt_num(v.get('share'), '.0%')} of the window"
                 for v in big[:3]
             )
-            or "prompts in a new wording"
+            or f"{fmt_num(r.statistic, '.0%')} of prompts in wordings the baseline never had"
         )
     if r.test == "eval_trend":
         return f"{words} fell {fmt_num(r.statistic, '.1%')}{_traffic(share)}"

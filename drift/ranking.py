@@ -53,7 +53,9 @@ def samples_behind(result: Mapping[str, Any], sizes: Mapping[str, Mapping[str, i
     slice_n = (sizes.get(result.get("segment") or "*") or {}).get("n_current")
     detail = result.get("detail") or {}
     own = detail.get("n_current_total", detail.get("n_current"))  # MMD subsamples: the whole count
-    if result.get("test") == "new_category":  # the rows holding the new values, not the window
+    if result.get("test") == "new_prompt_template":  # the prompts in new wordings
+        own = detail.get("n_unseen")
+    elif result.get("test") == "new_category":  # the rows holding the new values, not the window
         own = sum(
             int(v.get("count") or 0)
             for v in detail.get("new") or []

@@ -124,7 +124,10 @@ def run_drift(
     if opt.wants("new_category"):
         results += new_category_results(ref, cur)
     if opt.wants(NEW_TEMPLATE) and prompts is not None and PROMPT_TEMPLATE in cur.categorical:
-        results.append(new_template_result(cur.categorical[PROMPT_TEMPLATE], prompts))
+        held_out = None if model is None else model.held_out
+        results.append(
+            new_template_result(cur.categorical[PROMPT_TEMPLATE], prompts, held_out=held_out)
+        )
     timings = {"whole_s": time.perf_counter() - started}
 
     for key in segment_by:

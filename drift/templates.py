@@ -18,7 +18,8 @@ template whose every word it holds in place (content positions match anything).
 
 The model keeps only the frequent prefixes and suffixes and the template word lists (plain JSON:
 `to_dict`/`from_dict`). A prompt that holds no template's words is UNSEEN: counted as such,
-never dropped. Pure: strings in, labels out.
+never dropped; so is free text (prompts that share no edge wording with enough others mine to a
+template of blanks only, which is no template). Pure: strings in, labels out.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ WILDCARD = "<*>"
 MIN_SUPPORT, MIN_COUNT = 0.02, 5
 SIMILARITY = 0.7
 MIN_ROWS = 3
+HELD_OUT_FOLDS = 5
 MAX_WORD_CHARS = 40
 EDGE_CHARS = 4096  # read from each end of a long text: enough for HEAD or TAIL words
 MAX_TEXT_CHARS = 160  # a template's wording as shown to a person
@@ -122,6 +124,9 @@ class TemplateModel:
     head: int = HEAD
     tail: int = TAIL
     similarity: float = SIMILARITY
+    # (unseen, labelled) baseline prompts when each fold is labelled by a model fitted on the
+    # others (held_out_unseen): the rate at which stable traffic matches no template
+    held_out: tuple[int, int] | None = None
     _words: dict[str, list[tuple[int, str]]] | None = field(default=None, repr=False, compare=False)
 
     def mask(self, words: Sequence[str]) -> list[str]:
@@ -166,6 +171,7 @@ class TemplateModel:
             "suffixes": sorted(list(p) for p in self.suffixes),
             "templates": {k: list(v) for k, v in self.templates.items()},
             "counts": dict(self.counts),
+            "held_out": None if self.held_out is None else list(self.held_out),
         }
 
     @classmethod
@@ -180,7 +186,17 @@ class TemplateModel:
             head=int(data["head"]),
             tail=int(data["tail"]),
             similarity=float(data["similarity"]),
+            held_out=_pair(data.get("held_out")),
         )
+
+
+def _pair(value: Any) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    unseen, rows = (int(v) for v in value)
+    if not 0 <= unseen <= rows:
+        raise ValueError(f"held-out unseen count {unseen} of {rows} rows")
+    return unseen, rows
 
 
 def _edge(words: Sequence[str], frequent: frozenset[tuple[str, ...]]) -> list[str]:
@@ -245,6 +261,8 @@ def fit_templates(
         if sizes[cluster.cluster_id] < min_rows:
             continue  # a one-off wording: its prompts (and the window's like them) are UNSEEN
         words = tuple(cluster.log_template_tokens)
+        if all(w in _OPEN or w == NEWLINE for w in words):
+            continue  # prompts sharing no wording (free text): a catch-all is no template
         key = template_id(words)
         templates[key] = words
         counts[key] = counts.get(key, 0) + sizes[cluster.cluster_id]
@@ -257,3 +275,22 @@ def fit_templates(
         tail=tail,
         similarity=similarity,
     )
+
+
+def held_out_unseen(
+    prompts: Sequence[str], *, folds: int = HELD_OUT_FOLDS, seed: int = 0
+) -> tuple[int, int]:
+    """(unseen, labelled): each of `folds` random folds of `prompts` labelled by templates fitted
+    on the other folds. In-sample every baseline prompt matches its own templates, so only
+    prompts the model did not see tell how often stable traffic carries a wording no template
+    holds (one-off wordings, rare templates): the null rate of a window's unseen share."""
+    n = len(prompts)
+    if n < 2 * folds:
+        return 0, 0
+    fold = np.random.default_rng(seed).permutation(n) % folds
+    unseen = 0
+    for k in range(folds):
+        model = fit_templates([p for p, f in zip(prompts, fold, strict=True) if f != k])
+        labels = model.label([p for p, f in zip(prompts, fold, strict=True) if f == k])
+        unseen += int(np.count_nonzero(labels == UNSEEN))
+    return unseen, n
