@@ -25,6 +25,14 @@ at once, as a server sees them, against the same jobs queued at once (bench/prof
 decode-only and mixed steps' wall and GPU time.
 
     python -m bench.bench_profile_step --shape smollm2-135m --staggered 64
+
+`--kernels`: every CUDA kernel of batch decode steps grouped into classes (GEMM, attention,
+norm/activation/rotary/elementwise, sampling/logits, memcpy/memset, other) with GPU ms per step,
+share, the GEMMs' weight bandwidth and the attention's KV bandwidth against 4.8 TB/s, the step
+against its memory roofline, and the top kernels (bench/profile_kernels.py,
+bench/kernel_classes.py). `--batch` takes several batches, run one after the other on one engine.
+
+    python -m bench.bench_profile_step --shape qwen3-4b --batch 64,256 --kernels [--context 384]
 """
 
 from __future__ import annotations
@@ -43,7 +51,11 @@ from serving.sampling_params import SamplingParams
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--shape", default="qwen3-4b")
-    parser.add_argument("--batch", type=int, default=None, help="default: 1 on cuda, 256 on cpu")
+    parser.add_argument(
+        "--batch",
+        default=None,
+        help="default: 1 on cuda, 256 on cpu; with --kernels several, comma-separated",
+    )
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--top", type=int, default=14)
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
@@ -54,7 +66,25 @@ def main() -> None:
     parser.add_argument(
         "--staggered", type=int, default=0, help="profile this many streams at fixed concurrency"
     )
+    parser.add_argument(
+        "--kernels", action="store_true", help="kernel classes of batch decode steps (GPU)"
+    )
+    parser.add_argument(
+        "--context",
+        type=int,
+        default=384,
+        help="--kernels: mean context of the profiled steps (default: bench_throughput's)",
+    )
     args = parser.parse_args()
+    batches = [int(b) for b in args.batch.split(",")] if args.batch else []
+    if len(batches) > 1 and not args.kernels:
+        parser.error("several batches need --kernels")
+    if args.kernels and (args.device != "cuda" or args.prefill or args.staggered):
+        parser.error("--kernels profiles decode steps on the GPU only")
+    args.batch = batches[0] if batches else None
+    if args.kernels:
+        kernel_breakdown(args.shape, batches or [64], args.steps, args.context, args.top)
+        return
     if args.device == "cpu":
         from bench.profile_host import profile_host
 
@@ -151,6 +181,33 @@ def main() -> None:
         torch.cuda.synchronize()
     print(prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=args.top))
     write_results("profile_step", [table])
+
+
+def kernel_breakdown(
+    shape_name: str, batches: list[int], steps: int, context: int, top: int
+) -> None:
+    from bench.kernel_classes import class_table, step_table, top_table
+    from bench.profile_kernels import kv_tokens_needed, profile_batch
+
+    shape = SHAPES[shape_name]
+    hf = hf_random_model(shape)
+    loaded = loaded_from_hf(hf, shape, shape_name)
+    del hf
+    engine = make_engine(
+        loaded,
+        max_num_seqs=max(batches),
+        kv_tokens=kv_tokens_needed(max(batches), context, steps),
+    )
+    profiles, tables = [], []
+    for batch in batches:
+        p = profile_batch(engine, shape_name, shape, batch, steps, context)
+        profiles.append(p)
+        for table in (class_table(p), top_table(p, min(top, 10))):
+            print(f"## {table.markdown()}\n", flush=True)
+            tables.append(table)
+    summary = step_table(profiles)
+    print(f"## {summary.markdown()}", flush=True)
+    write_results("profile_step", [summary, *tables])
 
 
 if __name__ == "__main__":
