@@ -45,8 +45,10 @@ def make_engine(
     kv_cache_dtype: str = "auto",
     device: str = "cuda",
     output=None,
+    max_num_batched_tokens: int = 8192,
 ):
-    """`output`: the engine's output sink factory (None: text outputs)."""
+    """`output`: the engine's output sink factory (None: text outputs);
+    `max_num_batched_tokens`: the scheduler's token budget per step (prompts are chunked by it)."""
     from serving.engine.config import EngineConfig
     from serving.engine.core.llm_engine import LLMEngine
     from serving.engine.worker.runner import kv_bytes_per_block
@@ -62,7 +64,7 @@ def make_engine(
         num_kv_blocks=num_blocks,
         kv_cache_memory_mb=max(1, num_blocks * per_block >> 20),
         max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=8192,
+        max_num_batched_tokens=max_num_batched_tokens,
         enable_prefix_caching=False,
     )
     if kv_cache_dtype != "auto":
