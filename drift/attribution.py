@@ -52,6 +52,8 @@ RESPONSE_FEATURES = frozenset(
     {
         "response_embedding",
         "response_stats",
+        "response_embedding_by_template",
+        "response_stats_by_template",
         "response_chars",
         "completion_tokens",
         "mean_logprob",

@@ -6,6 +6,16 @@ side, with prompts held to the same clusters: `conditional_mmd`
 token statistics one row per sample (mean logprob, mean entropy, log completion tokens, log
 response length; each standardised by the reference's mean and sd). Strata are the frozen
 baseline prompt clusters; rows without a prompt embedding take no part in the conditional tests.
+
+The same two tests also run with the prompt *template* as the stratum (`..._by_template`,
+drift.templates), when the rows carry one: an instruction that changed wording barely moves
+the content-dominated prompt embedding, so a cluster stratum still mixes prompts whose
+instruction changed with those whose did not; a template stratum holds the instruction fixed.
+Rows of new wordings (UNSEEN, absent from the baseline) fall in a stratum the baseline lacks and
+are left out, so responses that changed with a rewording do not read as a model change here,
+while a quieter model that answers the same instructions differently does. The token
+statistics also carry the share of answers cut off by the length limit (finish reason
+"length"), so a model that runs to the limit more often within a template moves them.
 """
 
 from __future__ import annotations
@@ -24,6 +34,9 @@ RESPONSE = "response_embedding"
 RESPONSE_STATS = "response_stats"
 STAT_COLUMNS = ("mean_logprob", "mean_entropy", "completion_tokens", "response_chars")
 LOG_COLUMNS = frozenset({"completion_tokens", "response_chars"})
+TRUNCATED = "truncated"  # finish reason "length": the answer hit the token limit
+TEMPLATE = "prompt_template"
+BY_TEMPLATE = "_by_template"
 
 
 def response_stat_matrices(
@@ -31,10 +44,11 @@ def response_stat_matrices(
 ) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """(reference, window) matrices of the standardised token statistics both sides carry."""
     cols, ref_cols, cur_cols = [], [], []
-    for name in STAT_COLUMNS:
-        if name not in ref.numeric or name not in cur.numeric:
+    for name in (*STAT_COLUMNS, TRUNCATED):
+        pair = _stat_pair(ref, cur, name)
+        if pair is None:
             continue
-        r, c = ref.numeric[name].astype(np.float64), cur.numeric[name].astype(np.float64)
+        r, c = pair
         if name in LOG_COLUMNS:
             r, c = np.log1p(np.maximum(r, 0.0)), np.log1p(np.maximum(c, 0.0))
         finite = r[np.isfinite(r)]
@@ -47,6 +61,26 @@ def response_stat_matrices(
     if not cols:
         return np.empty((ref.n, 0)), np.empty((cur.n, 0)), []
     return np.column_stack(ref_cols), np.column_stack(cur_cols), cols
+
+
+def _stat_pair(ref: FeatureSet, cur: FeatureSet, name: str) -> tuple[np.ndarray, np.ndarray] | None:
+    if name == TRUNCATED:
+        if "finish_reason" not in ref.categorical or "finish_reason" not in cur.categorical:
+            return None
+        return tuple(  # type: ignore[return-value]
+            (fs.categorical["finish_reason"] == "length").astype(np.float64) for fs in (ref, cur)
+        )
+    if name not in ref.numeric or name not in cur.numeric:
+        return None
+    return ref.numeric[name].astype(np.float64), cur.numeric[name].astype(np.float64)
+
+
+def template_strata(fs: FeatureSet) -> tuple[np.ndarray, np.ndarray] | None:
+    """(rows, template label per row) when the rows carry their prompt's template."""
+    labels = fs.categorical.get(TEMPLATE)
+    if labels is None or not len(labels):
+        return None
+    return np.arange(fs.n), np.asarray(labels, dtype=str)
 
 
 def prompt_strata(fs: FeatureSet, frozen: Frozen) -> tuple[np.ndarray, np.ndarray] | None:
@@ -87,9 +121,6 @@ def prompt_mix_results(ref: FeatureSet, cur: FeatureSet, inputs: TestInputs) -> 
 def conditional_results(ref: FeatureSet, cur: FeatureSet, inputs: TestInputs) -> list[TestResult]:
     if not inputs.options.wants("conditional_mmd"):
         return []
-    ref_strata, cur_strata = prompt_strata(ref, inputs.frozen), prompt_strata(cur, inputs.frozen)
-    if ref_strata is None or cur_strata is None:
-        return []
     pairs: list[tuple[str, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
     if RESPONSE in ref.embeddings and RESPONSE in cur.embeddings:
         rb, cb = ref.embeddings[RESPONSE], cur.embeddings[RESPONSE]
@@ -97,12 +128,20 @@ def conditional_results(ref: FeatureSet, cur: FeatureSet, inputs: TestInputs) ->
     ref_stats, cur_stats, cols = response_stat_matrices(ref, cur)
     if cols:
         pairs.append((RESPONSE_STATS, ref_stats, np.arange(ref.n), cur_stats, np.arange(cur.n)))
-    spec, out = get_test("conditional_mmd"), []
-    for name, rv, rrows, cv, crows in pairs:
-        x, sx = _on_rows(rv, rrows, ref_strata)
-        y, sy = _on_rows(cv, crows, cur_strata)
-        res = run_test(spec, name, x, y, inputs, ref_strata=sx, cur_strata=sy)
-        if name == RESPONSE_STATS and not res.insufficient:
-            res = replace(res, detail={**res.detail, "columns": cols})
-        out.append(res)
+    out: list[TestResult] = []
+    by = [
+        ("", prompt_strata(ref, inputs.frozen), prompt_strata(cur, inputs.frozen)),
+        (BY_TEMPLATE, template_strata(ref), template_strata(cur)),
+    ]
+    spec = get_test("conditional_mmd")
+    for suffix, ref_strata, cur_strata in by:
+        if ref_strata is None or cur_strata is None:
+            continue
+        for name, rv, rrows, cv, crows in pairs:
+            x, sx = _on_rows(rv, rrows, ref_strata)
+            y, sy = _on_rows(cv, crows, cur_strata)
+            res = run_test(spec, name + suffix, x, y, inputs, ref_strata=sx, cur_strata=sy)
+            if name == RESPONSE_STATS and not res.insufficient:
+                res = replace(res, detail={**res.detail, "columns": cols})
+            out.append(res)
     return out

@@ -22,6 +22,8 @@ WORDS = {
     "prompt_embedding": "what prompts ask",
     "response_embedding": "what answers say",
     "response_stats": "answer token statistics",
+    "response_embedding_by_template": "what answers say to the same prompt template",
+    "response_stats_by_template": "answer token statistics for the same prompt template",
     "response_chars": "answer length",
     "completion_tokens": "answer length in tokens",
     "mean_logprob": "the model's token confidence",

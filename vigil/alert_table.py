@@ -167,10 +167,15 @@ DRIFT_RULES: tuple[Rule, ...] = (
     Rule(
         "response_conditional_mmd",
         "conditional_mmd",
-        ("response_embedding", "response_stats"),
+        (
+            "response_embedding",
+            "response_stats",
+            "response_embedding_by_template",
+            "response_stats_by_template",
+        ),
         "high",
         "model",
-        "responses changed within matched prompt clusters",
+        "responses changed within matched prompt clusters or prompt templates",
     ),
     Rule(
         "prompt_template_mix",
