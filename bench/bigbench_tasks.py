@@ -1,7 +1,9 @@
 """BIG-bench task examples read straight from the PyPI sdist `bigbench==1.0.0`.
 
 The sdist (about 360 MB) carries every task as `bigbench/benchmark_tasks/<task>/task.json`
-(subtasks one folder deeper). `fetch_sdist` downloads it once with pip into a cache folder;
+(subtasks one folder deeper). `fetch_sdist` downloads it once into a cache folder from the
+package index's JSON API (PEP 691), checking the index's sha256: `pip download` cannot fetch it,
+since preparing the sdist's metadata fails on its direct-URL dependency (bleurt);
 `read_tasks` streams the tarball and parses only the members of the tasks asked for, so nothing
 is extracted to disk. A task's examples keep their `input` and one reference answer: `target`
 (a string or the first of a list) or else the best-scored key of `target_scores`.
@@ -9,15 +11,14 @@ is extracted to disk. A task's examples keep their `input` and one reference ans
 
 from __future__ import annotations
 
+import hashlib
 import json
-import subprocess
-import sys
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-SDIST = "bigbench==1.0.0"
 SDIST_FILE = "bigbench-1.0.0.tar.gz"
+INDEX = "https://pypi.org/simple/bigbench/"
 TASKS_DIR = "bigbench/benchmark_tasks/"
 
 
@@ -29,14 +30,29 @@ class Example:
 
 
 def fetch_sdist(cache: Path) -> Path:
-    """The sdist in `cache`, downloaded with `pip download --no-deps` when absent."""
+    """The sdist in `cache`, downloaded from the package index when absent."""
+    import httpx
+
     path = cache / SDIST_FILE
-    if not path.is_file():
-        cache.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--dest", str(cache), SDIST],
-            check=True,
-        )
+    if path.is_file():
+        return path
+    cache.mkdir(parents=True, exist_ok=True)
+    accept = {"Accept": "application/vnd.pypi.simple.v1+json"}
+    files = httpx.get(INDEX, headers=accept, follow_redirects=True, timeout=60).json()["files"]
+    [entry] = [f for f in files if f["filename"] == SDIST_FILE]
+    digest, part = hashlib.sha256(), path.with_suffix(".part")
+    with (
+        httpx.stream("GET", entry["url"], follow_redirects=True, timeout=600) as r,
+        part.open("wb") as out,
+    ):
+        r.raise_for_status()
+        for chunk in r.iter_bytes(1 << 20):
+            digest.update(chunk)
+            out.write(chunk)
+    if digest.hexdigest() != entry["hashes"]["sha256"]:
+        part.unlink()
+        raise RuntimeError(f"{SDIST_FILE}: sha256 differs from the index's")
+    part.rename(path)
     return path
 
 
