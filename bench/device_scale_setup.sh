@@ -18,7 +18,7 @@ opentelemetry-exporter-http-transport opentelemetry-exporter-otlp-common
 opentelemetry-exporter-otlp-proto-common opentelemetry-exporter-otlp-proto-http opentelemetry-proto
 opentelemetry-sdk opentelemetry-semantic-conventions pydantic pydantic-core pydantic-settings
 python-dotenv pytz sniffio sqlalchemy greenlet starlette typing-inspection typing-extensions ujson
-uvicorn watchfiles"
+uvicorn watchfiles drain3 jsonpickle cachetools"
 mkdir -p .whl .gpuassets
 for name in $PACKAGES; do
   version=$($PY -m pip show "$name" 2>/dev/null | awk '/^Version:/{print $2}')
