@@ -91,7 +91,22 @@ def embed_until_done(settings, factory, windows, now, unread: bool, max_samples:
 
 
 def say(what: str) -> None:
-    print(f"{time.strftime('%H:%M:%S')} {what}", file=sys.stderr, flush=True)
+    print(
+        f"{time.strftime('%H:%M:%S')} [rss {rss_now_mb():,.0f} MB] {what}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def rss_now_mb() -> float:
+    """The process's resident memory now (Linux /proc; 0 elsewhere), beside the peak."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
 
 
 def peak_rss_mb() -> float:

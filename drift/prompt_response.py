@@ -11,11 +11,11 @@ The same two tests also run with the prompt *template* as the stratum (`..._by_t
 drift.templates), when the rows carry one: an instruction that changed wording barely moves
 the content-dominated prompt embedding, so a cluster stratum still mixes prompts whose
 instruction changed with those whose did not; a template stratum holds the instruction fixed.
-Rows of new wordings (UNSEEN, absent from the baseline) fall in a stratum the baseline lacks and
-are left out, so responses that changed with a rewording do not read as a model change here,
-while a quieter model that answers the same instructions differently does. The token
-statistics also carry the share of answers cut off by the length limit (finish reason
-"length"), so a model that runs to the limit more often within a template moves them.
+Rows of no known wording (UNSEEN: free text, or a new wording) are left out, so responses that
+changed with a rewording do not read as a model change here, while a quieter model that
+answers the same instructions differently does. The token statistics also carry the share of
+answers cut off by the length limit (finish reason "length"), so a model that runs to the
+limit more often within a template moves them.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from drift.battery_inputs import Frozen, TestInputs, run_test
 from drift.features import FeatureSet
 from drift.registry import get_test
 from drift.result import TestResult
+from drift.templates import UNSEEN
 
 PROMPT = "prompt_embedding"
 RESPONSE = "response_embedding"
@@ -80,7 +81,9 @@ def template_strata(fs: FeatureSet) -> tuple[np.ndarray, np.ndarray] | None:
     labels = fs.categorical.get(TEMPLATE)
     if labels is None or not len(labels):
         return None
-    return np.arange(fs.n), np.asarray(labels, dtype=str)
+    labels = np.asarray(labels, dtype=str)
+    rows = np.flatnonzero(labels != UNSEEN)  # no template: nothing to hold fixed
+    return rows, labels[rows]
 
 
 def prompt_strata(fs: FeatureSet, frozen: Frozen) -> tuple[np.ndarray, np.ndarray] | None:
