@@ -43,7 +43,7 @@ def measure(config: EmbedConfig, items: list[str], ref: np.ndarray | None) -> di
         "device": embedder.device,
         "dtype": embedder.dtype,
         "threads": config.threads,
-        "batch_tokens": config.batch_tokens,
+        "batch_tokens": embedder.batch_tokens,
         "texts": len(items),
         "seconds": round(seconds, 3),
         "texts_per_s": round(len(items) / seconds, 1),
@@ -59,7 +59,7 @@ def main() -> None:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--dtypes", default="auto")
     ap.add_argument("--threads", type=int)
-    ap.add_argument("--batch-tokens", type=int, default=EmbedConfig.batch_tokens)
+    ap.add_argument("--batch-tokens", default="auto", help="auto (by device) or a number")
     ap.add_argument("--n", type=int, default=2000)
     ap.add_argument("--model")
     ap.add_argument("--ref")

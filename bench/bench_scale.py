@@ -67,6 +67,7 @@ class Timers:
                 return inner(*args, **kwargs)
             finally:
                 self.spent[label] = self.spent.get(label, 0.0) + time.perf_counter() - t
+                say(f"  {label} done in {time.perf_counter() - t:.1f} s")
 
         setattr(owner, name, timed)
 
@@ -92,7 +93,8 @@ def embed_until_done(settings, factory, windows, now, unread: bool, max_samples:
 
 def say(what: str) -> None:
     print(
-        f"{time.strftime('%H:%M:%S')} [rss {rss_now_mb():,.0f} MB] {what}",
+        f"{time.strftime('%H:%M:%S')} [rss {rss_now_mb():,.0f} MB, peak {peak_rss_mb():,.0f}]"
+        f" {what}",
         file=sys.stderr,
         flush=True,
     )

@@ -68,9 +68,10 @@ def _stat_pair(ref: FeatureSet, cur: FeatureSet, name: str) -> tuple[np.ndarray,
     if name == TRUNCATED:
         if "finish_reason" not in ref.categorical or "finish_reason" not in cur.categorical:
             return None
-        return tuple(  # type: ignore[return-value]
+        cut = [
             (fs.categorical["finish_reason"] == "length").astype(np.float64) for fs in (ref, cur)
-        )
+        ]
+        return cut[0], cut[1]
     if name not in ref.numeric or name not in cur.numeric:
         return None
     return ref.numeric[name].astype(np.float64), cur.numeric[name].astype(np.float64)

@@ -32,7 +32,7 @@ class EmbedConfig:
     device: str = "auto"  # auto | cpu | cuda
     dtype: str = "auto"  # auto | fp32 | fp16 | bf16
     threads: int | None = None  # torch CPU threads of the process, set when the model loads on CPU
-    batch_tokens: int = 16_384  # padded tokens in one forward pass
+    batch_tokens: int | str = "auto"  # padded tokens in one forward pass (resolve_batch_tokens)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> EmbedConfig:
@@ -43,6 +43,17 @@ class EmbedConfig:
             settings.embed_threads or settings.torch_threads,
             settings.embed_batch_tokens,
         )
+
+
+CUDA_BATCH_TOKENS = 16_384
+CPU_BATCH_TOKENS = 4_096  # as fast on a CPU; the attention and FFN activations peak far lower
+
+
+def resolve_batch_tokens(setting: int | str, device: str) -> int:
+    """Padded tokens per forward pass: `auto` by the device, a number as given."""
+    if setting == "auto":
+        return CUDA_BATCH_TOKENS if device == "cuda" else CPU_BATCH_TOKENS
+    return int(setting)
 
 
 def _cuda_available() -> bool:

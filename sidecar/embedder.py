@@ -15,7 +15,14 @@ from functools import lru_cache
 
 import numpy as np
 
-from sidecar.embed_device import EmbedConfig, resolve_device, resolve_dtype, token_batches
+from sidecar.embed_device import (
+    CUDA_BATCH_TOKENS,
+    EmbedConfig,
+    resolve_batch_tokens,
+    resolve_device,
+    resolve_dtype,
+    token_batches,
+)
 from vigil.sample_record.limits import SIDECAR_MODEL_NAME
 
 MODEL_NAME = SIDECAR_MODEL_NAME  # defined once, in the record's limits (a leaf every path reads)
@@ -60,7 +67,7 @@ class Embedder:
     model: object  # sentence_transformers.SentenceTransformer
     device: str = "cpu"
     dtype: str = "fp32"
-    batch_tokens: int = EmbedConfig.batch_tokens
+    batch_tokens: int = CUDA_BATCH_TOKENS
 
     @property
     def dim(self) -> int:
@@ -105,7 +112,8 @@ def get_embedder(config: EmbedConfig | None = None) -> Embedder:
     dtype = resolve_dtype(config.dtype, device)
     with _lock:  # the first jobs may ask at once; load the model one time
         model = load_model(config.model_path, device, dtype, config.threads)
-    return Embedder(embedder_name(config.model_path), model, device, dtype, config.batch_tokens)
+    batch = resolve_batch_tokens(config.batch_tokens, device)
+    return Embedder(embedder_name(config.model_path), model, device, dtype, batch)
 
 
 def embed_texts(texts: Sequence[str], *, model_path: str | None = None) -> np.ndarray:

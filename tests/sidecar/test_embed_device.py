@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from sidecar.embed_device import (
     EmbedConfig,
     EmbedDeviceError,
+    resolve_batch_tokens,
     resolve_device,
     resolve_dtype,
     token_batches,
@@ -28,6 +29,18 @@ def test_device_selection():
         resolve_device("cuda", lambda: False)
     with pytest.raises(EmbedDeviceError, match="auto, cpu or cuda"):
         resolve_device("tpu", lambda: True)
+
+
+def test_batch_tokens_follow_the_device_unless_set(monkeypatch):
+    assert resolve_batch_tokens("auto", "cuda") == 16_384
+    assert resolve_batch_tokens("auto", "cpu") == 4_096  # lower activation peak, as fast
+    assert resolve_batch_tokens(2048, "cuda") == 2048
+    assert load_settings().embed_batch_tokens == "auto"
+    monkeypatch.setenv("VIGIL_EMBED_BATCH_TOKENS", "8192")
+    assert load_settings().embed_batch_tokens == 8192
+    monkeypatch.setenv("VIGIL_EMBED_BATCH_TOKENS", "100")
+    with pytest.raises(ConfigError):
+        load_settings()
 
 
 def test_precision_selection():
