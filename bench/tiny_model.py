@@ -51,3 +51,19 @@ def write_tiny_model(out: Path) -> Path:
     tokenizer.save(str(out / "tokenizer.json"))
     marker.write_text(json.dumps(TINY))
     return out
+
+
+def tiny_qwen3(vocab_size: int = 256, max_positions: int = 1024, **extra: object) -> dict:
+    """A Qwen3-like shape small enough for CPU tests (head_dim set, q/k norms, no bias)."""
+    return {
+        **TINY,
+        "model_type": "qwen3",
+        "vocab_size": vocab_size,
+        "head_dim": 16,
+        "rms_norm_eps": 1e-6,
+        "rope_theta": 1000000.0,
+        "max_position_embeddings": max_positions,
+        "hidden_act": "silu",
+        "attention_bias": False,
+        **extra,
+    }

@@ -26,6 +26,7 @@ from bench.kernel_classes import (
     top_table,
 )
 from bench.model_shapes import HBM_BYTES_PER_S, SHAPES, kv_bytes_per_token, weight_bytes
+from bench.tiny_model import tiny_qwen3
 
 NAMES = {
     "nvjet_tst_192x192_64x4_2x1_v_bz_coopB_NNT": GEMM,
@@ -124,22 +125,7 @@ def test_the_step_and_top_tables():
     assert long[0] == "`" + "x" * 17 + "...`" and long[1] == OTHER
 
 
-TINY = {
-    "model_type": "qwen3",
-    "vocab_size": 256,
-    "hidden_size": 64,
-    "intermediate_size": 128,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "head_dim": 16,
-    "rms_norm_eps": 1e-6,
-    "rope_theta": 1000000.0,
-    "max_position_embeddings": 1024,
-    "tie_word_embeddings": True,
-    "hidden_act": "silu",
-    "attention_bias": False,
-}
+TINY = tiny_qwen3()
 
 
 def test_profile_batch_runs_its_steps_at_the_context_and_leaves_the_engine_empty(monkeypatch):

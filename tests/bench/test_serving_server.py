@@ -11,27 +11,12 @@ from engine_fixtures import byte_tokenizer_json
 from safetensors.torch import load_file
 
 from bench.serving_server import prompt_vocab, tokenizer_vocab, write_random_model
+from bench.tiny_model import tiny_qwen3
 from serving.engine import EngineConfig, LLMEngine
 from serving.sampling_params import SamplingParams
 
-TINY_QWEN3 = {  # a Qwen3-like shape, its vocabulary 600 against a 256-token tokenizer
-    "model_type": "qwen3",
-    "vocab_size": 600,
-    "hidden_size": 64,
-    "intermediate_size": 128,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "head_dim": 16,
-    "rms_norm_eps": 1e-6,
-    "rope_theta": 1000000.0,
-    "max_position_embeddings": 512,
-    "tie_word_embeddings": True,
-    "hidden_act": "silu",
-    "attention_bias": False,
-    "bos_token_id": 1,
-    "eos_token_id": 2,
-}
+# a Qwen3-like shape, its vocabulary 600 against a 256-token tokenizer
+TINY_QWEN3 = tiny_qwen3(600, 512, bos_token_id=1, eos_token_id=2)
 
 
 def test_greedy_tokens_stay_inside_the_tokenizer_and_the_directory_is_reused(tmp_path):
