@@ -84,7 +84,7 @@ def template_strata(fs: FeatureSet) -> tuple[np.ndarray, np.ndarray] | None:
         return None
     labels = np.asarray(labels, dtype=str)
     rows = np.flatnonzero(labels != UNSEEN)  # no template: nothing to hold fixed
-    return rows, labels[rows]
+    return (rows, labels[rows]) if rows.size else None
 
 
 def prompt_strata(fs: FeatureSet, frozen: Frozen) -> tuple[np.ndarray, np.ndarray] | None:

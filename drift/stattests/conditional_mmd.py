@@ -44,7 +44,8 @@ _PERM_CHUNK = 256
 
 def _finite_rows(x: np.ndarray, strata: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     x = np.asarray(x, dtype=np.float32)
-    x = x.reshape(len(x), -1)
+    if x.ndim != 2:  # (0, d) stays as it is: reshape cannot infer a width from no rows
+        x = x.reshape(len(x), -1)
     strata = np.asarray(strata)
     if len(strata) != len(x):
         raise ValueError(f"{len(strata)} strata labels for {len(x)} rows")

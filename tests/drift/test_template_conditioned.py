@@ -73,3 +73,25 @@ def test_token_statistics_carry_the_truncated_share():
     k = cols.index(TRUNCATED)
     sd = np.sqrt(0.1 * 0.9)
     assert np.isclose(r[:, k].mean(), 0.0) and np.isclose(c[:, k].mean(), (0.6 - 0.1) / sd)
+
+
+def test_a_window_with_no_known_wording_skips_the_template_tests(baseline):
+    frame = window(np.random.default_rng(92), 60)
+    frame["prompt"] = [f"free text number {i} " + "zz " * (i % 7) for i in range(len(frame))]
+    found = _by_template(run_drift(baseline, frame, segment_by=[], options=ONLY))
+    assert "response_embedding_by_template" not in found
+    assert "response_embedding" in found  # the cluster-conditioned test still runs
+
+
+def test_stratified_mmd_takes_empty_sides():
+    from drift.stattests.conditional_mmd import stratified_mmd_test
+
+    r = stratified_mmd_test(
+        np.zeros((0, 3)),
+        np.zeros((0, 3)),
+        threshold=0.01,
+        rng=np.random.default_rng(0),
+        ref_strata=np.array([], dtype=str),
+        cur_strata=np.array([], dtype=str),
+    )
+    assert r.insufficient
