@@ -16,9 +16,7 @@ set -u
 commit=${1:?the commit the tree is at}
 shift
 out=${OUT:?where the results go}
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  >/dev/null 2>&1 || { echo "wheel install failed"; exit 1; }
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 VIGIL_BENCH_RESULTS_DIR=$out VIGIL_BENCH_COMMIT=$commit
+source "$(dirname "$0")/device_env.sh"
 # a missing package, before any run
 python3 -c "import bench.bench_profile_step, bench.bench_prefill, bench.bench_throughput" || exit 1
 
