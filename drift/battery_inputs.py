@@ -61,6 +61,9 @@ class BatteryOptions:
     cluster_min_samples: int = 50
     cluster_kwargs: dict[str, Any] = field(default_factory=dict)
     tests: tuple[str, ...] | None = None  # restrict to these test names (None: all)
+    # responses compared within prompt templates (drift.prompt_response): off until the
+    # baseline's template labels are cross-fitted (see there)
+    by_template: bool = False
 
     def wants(self, name: str) -> bool:
         return self.tests is None or name in self.tests

@@ -16,6 +16,13 @@ changed with a rewording do not read as a model change here, while a quieter mod
 answers the same instructions differently does. The token statistics also carry the share of
 answers cut off by the length limit (finish reason "length"), so a model that runs to the
 limit more often within a template moves them.
+
+The template-conditioned pair runs only with `BatteryOptions(by_template=True)`: the baseline's
+rows carry in-sample template labels (a prompt close to a template takes its label when the
+model is fitted on it, while a like prompt in a window stays unseen and is left out), so a
+stratum holds different prompts on the two sides and the test fires on stable traffic (a null
+pair of `vigil check` files at p = 1/1000). Cross-fitted baseline labels (each row labelled by
+a model fitted without it, as drift.templates.held_out_unseen does) would remove that.
 """
 
 from __future__ import annotations
@@ -135,8 +142,9 @@ def conditional_results(ref: FeatureSet, cur: FeatureSet, inputs: TestInputs) ->
     out: list[TestResult] = []
     by = [
         ("", prompt_strata(ref, inputs.frozen), prompt_strata(cur, inputs.frozen)),
-        (BY_TEMPLATE, template_strata(ref), template_strata(cur)),
     ]
+    if inputs.options.by_template:
+        by.append((BY_TEMPLATE, template_strata(ref), template_strata(cur)))
     spec = get_test("conditional_mmd")
     for suffix, ref_strata, cur_strata in by:
         if ref_strata is None or cur_strata is None:

@@ -20,7 +20,7 @@ from drift.prompt_response import TRUNCATED, response_stat_matrices
 from drift.run import run_drift
 from tests.drift.test_template_attribution import ANSWER_SHIFT, window
 
-ONLY = BatteryOptions(tests=("conditional_mmd", "new_prompt_template"))
+ONLY = BatteryOptions(tests=("conditional_mmd", "new_prompt_template"), by_template=True)
 
 
 @pytest.fixture(scope="module")
@@ -81,6 +81,12 @@ def test_a_window_with_no_known_wording_skips_the_template_tests(baseline):
     found = _by_template(run_drift(baseline, frame, segment_by=[], options=ONLY))
     assert "response_embedding_by_template" not in found
     assert "response_embedding" in found  # the cluster-conditioned test still runs
+
+
+def test_template_conditioned_tests_are_off_by_default(baseline):
+    report = run_drift(baseline, window(np.random.default_rng(93), 150), segment_by=[])
+    features = {r.feature for r in report.results_for(test="conditional_mmd")}
+    assert "response_embedding" in features and "response_embedding_by_template" not in features
 
 
 def test_stratified_mmd_takes_empty_sides():
