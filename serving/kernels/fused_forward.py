@@ -16,6 +16,7 @@ import torch
 from serving.attention.base import AttentionBackend, AttentionMetadata
 from serving.kernels import gemv as gemv_kernels
 from serving.kernels.fused_ops import rms_norm, rotary_inplace, silu_and_mul
+from serving.kernels.linear import linear
 from serving.kernels.qkv_rope_cache import qkv_rope_cache
 
 
@@ -73,7 +74,7 @@ def fused_forward(
 
 def _project(module: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     if isinstance(module, torch.nn.Linear):
-        return gemv_kernels.linear(x, module.weight, module.bias)
+        return linear(x, module.weight, module.bias)
     return module(x)  # the tensor-parallel linears dispatch the same way themselves
 
 

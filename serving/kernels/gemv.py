@@ -291,10 +291,3 @@ def gemv_rms_norm(
 
 # the engine's switch, read at every call; graphs captured before a change keep the old path
 ENABLED = True
-
-
-def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """F.linear, through `gemv` where it applies."""
-    if ENABLED and gemv_applies(x, weight):
-        return gemv(x, weight, bias)
-    return torch.nn.functional.linear(x, weight, bias)

@@ -187,12 +187,17 @@ def paged_decode(
     k_scale: float = 1.0,
     v_scale: float = 1.0,
     num_splits: int | None = None,
+    block_n: int = DECODE_BLOCK_N,
+    num_warps: int = 4,
+    num_stages: int = 2,
 ) -> torch.Tensor:
     """Attention for sequences with one query token each, written into `out` (same layout as query).
 
     query/out: [num_tokens, num_q_heads, head_dim]; the query row of sequence i is
     query_start_loc[i]. Caches: [num_blocks, block_size, num_kv_heads, head_dim] (bf16/fp16 or
-    float8_e4m3fn with k_scale/v_scale). `max_seq_len` is only a hint that picks the split count.
+    float8_e4m3fn with k_scale/v_scale). `max_seq_len` is only a hint that picks the split count;
+    `block_n`, `num_warps` and `num_stages` are the decode kernel's launch
+    (bench/bench_decode_tuning.py sweeps them).
     """
     require_triton()
     num_seqs = seq_lens.shape[0]
@@ -245,12 +250,12 @@ def paged_decode(
         GROUP_PAD=max(16, triton.next_power_of_2(group)),
         HEAD_DIM=head_dim,
         D_PAD=d_pad,
-        BLOCK_N=DECODE_BLOCK_N,
+        BLOCK_N=block_n,
         NUM_SPLITS=num_splits,
         FP8=k_cache.dtype == torch.float8_e4m3fn,
         USE_PDL=use_pdl,
-        num_warps=4,
-        num_stages=2,
+        num_warps=num_warps,
+        num_stages=num_stages,
         launch_pdl=use_pdl,
     )
     if num_splits > 1:

@@ -20,7 +20,7 @@ from torch import nn
 
 from serving.distributed.context import ParallelContext
 from serving.distributed.partition import vocab_range, vocab_shard_size
-from serving.kernels.gemv import linear
+from serving.kernels.linear import linear
 
 
 class ColumnParallelLinear(nn.Module):
