@@ -91,5 +91,5 @@ def test_first_call_inside_a_capture_takes_cublas_untimed():
     stream = torch.cuda.Stream()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.stream(stream), torch.cuda.graph(graph):
-        assert skinny_gemm.choose(x, w, None) == skinny_gemm.CUBLAS
+        assert skinny_gemm.choose(x, w, None) is skinny_gemm.CUBLAS
     assert (777, 1111, 32, torch.bfloat16, x.device) not in skinny_gemm._CHOSEN
