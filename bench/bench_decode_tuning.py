@@ -96,7 +96,7 @@ def _attention_seconds(case, splits: int, bn: int, warps: int, stages: int) -> f
     return gemv_tuning.graph_seconds(calls, replays=9) / 10
 
 
-def bench_attention(cases: list[tuple[int, int]]) -> Table:
+def bench_attention(cases: list[tuple[int, int]], only_shape: str | None) -> Table:
     table = Table(
         "paged decode attention launch sweep (bf16 KV, block size 16)",
         ["shape (Hq/Hk/D)", "batch", "ctx", "default us", "default % HBM", "default launch",
@@ -104,6 +104,8 @@ def bench_attention(cases: list[tuple[int, int]]) -> Table:
     )  # fmt: skip
     print(f"\n## {table.title}\n{table.header()}", flush=True)
     shapes = {"qwen3-4b": (32, 8, 128), "smollm2": (9, 3, 64)}
+    if only_shape:
+        shapes = {only_shape: shapes[only_shape]}
     for (label, (hq, hk, d)), (batch, ctx) in itertools.product(shapes.items(), cases):
         q, kc, vc, meta = paged_case(batch, ctx, 1, hq, hk, d)
         out = torch.empty_like(q)
@@ -118,6 +120,7 @@ def bench_attention(cases: list[tuple[int, int]]) -> Table:
         for launch in itertools.product((1, 2, 4), (32, 64, 128), (4, 8), (1, 2, 3)):
             try:
                 results[launch] = timed(*launch)
+                print(f"  {label} {batch}x{ctx} {launch}: {results[launch] * 1e6:.1f} us", flush=True)
             except Exception as exc:  # noqa: BLE001 - out of shared memory: not a candidate
                 print(f"  {launch}: {type(exc).__name__}", flush=True)
         best = min(results, key=results.get)
@@ -136,13 +139,14 @@ def main() -> None:
     parser.add_argument("--only", default="gemm,attention")
     parser.add_argument("--rows", default="16,32,64,128")
     parser.add_argument("--cases", default="64:386,256:390,128:640")
+    parser.add_argument("--attention-shape", choices=["qwen3-4b", "smollm2"], default=None)
     args = parser.parse_args()
     tables = []
     if "gemm" in args.only:
         tables.append(bench_gemm([int(r) for r in args.rows.split(",")]))
     if "attention" in args.only:
         cases = [tuple(int(v) for v in c.split(":")) for c in args.cases.split(",")]
-        tables.append(bench_attention(cases))  # type: ignore[arg-type]
+        tables.append(bench_attention(cases, args.attention_shape))  # type: ignore[arg-type]
     write_results("decode_tuning", tables)
 
 

@@ -43,13 +43,14 @@ from bench.model_shapes import HBM_BYTES_PER_S, SHAPES, decode_step_bytes
 from bench.pinned_host import pinned, spread
 from bench.results_table import Table, write_results
 from serving.kernels import gemv as gemv_kernels
+from serving.kernels import skinny_gemm
 from serving.kernels import pdl
 from serving.sampling_params import SamplingParams
 
 COLUMNS = [
     "shape",
     "batch",
-    "gemv",
+    "Triton projections",
     "PDL",
     "norm in GEMV up to",
     "async",
@@ -102,10 +103,10 @@ def bench_shape(name: str, batches: list[int], args, rows: list[dict], table: Ta
     modes = {"both": [False, True], "on": [True], "off": [False]}[args.async_scheduling]
     default_norm = gemv_kernels.MAX_FUSED_NORM_FEATURES
     for batch in batches:
-        # the one-token GEMV only runs at batch 1: other batches run once
+        # the one-token GEMV at batch 1, the skinny GEMM up to its row limit, cuBLAS above
         gemv_modes = (
             {"both": [False, True], "on": [True], "off": [False]}[args.gemv]
-            if batch == 1
+            if batch <= skinny_gemm.MAX_ROWS
             else [True]
         )
         pdl_modes = {"both": ["off", "auto"], "on": ["auto"], "off": ["off"]}[
@@ -126,7 +127,7 @@ def bench_shape(name: str, batches: list[int], args, rows: list[dict], table: Ta
         for use_gemv, pdl_mode, norm_limit in [
             (g, p, m) for g in gemv_modes for p in pdl_modes for m in norm_limits
         ]:
-            gemv_kernels.ENABLED = use_gemv
+            gemv_kernels.ENABLED = skinny_gemm.ENABLED = use_gemv
             gemv_kernels.MAX_FUSED_NORM_FEATURES = norm_limit
             pdl.set_mode(pdl_mode)
             # recaptured with this projection path and launch mode
@@ -147,7 +148,7 @@ def bench_shape(name: str, batches: list[int], args, rows: list[dict], table: Ta
                     "batch": batch,
                     "kv": args.kv_cache_dtype,
                     "async_scheduling": on,
-                    "gemv": use_gemv and batch == 1,
+                    "triton_projections": use_gemv and batch <= skinny_gemm.MAX_ROWS,
                     "pdl": pdl_label,
                     "fused_norm_max": norm_limit,
                     "engine_tok_s": ours,
@@ -167,7 +168,7 @@ def bench_shape(name: str, batches: list[int], args, rows: list[dict], table: Ta
                     table.add(
                         label,
                         batch,
-                        "on" if use_gemv and batch == 1 else "-",
+                        ("on" if use_gemv else "off") if batch <= skinny_gemm.MAX_ROWS else "-",
                         pdl_label,
                         norm_limit,
                         "on" if on else "off",
@@ -180,7 +181,7 @@ def bench_shape(name: str, batches: list[int], args, rows: list[dict], table: Ta
                     ),
                     flush=True,
                 )
-        gemv_kernels.ENABLED = True
+        gemv_kernels.ENABLED = skinny_gemm.ENABLED = True
         gemv_kernels.MAX_FUSED_NORM_FEATURES = default_norm
         pdl.set_mode("auto")
     del engine, hf, loaded
@@ -336,7 +337,8 @@ def main() -> None:
         "--gemv",
         default="on",
         choices=["both", "on", "off"],
-        help="batch 1: projections as one-token GEMVs (serving/kernels/gemv.py) or cuBLAS",
+        help="projections as Triton kernels (batch 1: the GEMV, serving/kernels/gemv.py; up to "
+        "skinny_gemm.MAX_ROWS: the skinny GEMM, tuned against cuBLAS) or cuBLAS alone",
     )
     parser.add_argument(
         "--programmatic-launch",

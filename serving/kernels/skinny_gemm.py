@@ -25,7 +25,8 @@ from serving.kernels.pdl import launch_next, wait_for_prior
 log = logging.getLogger("vigil.kernels")
 
 MIN_ROWS = 2  # one row is the GEMV's (serving/kernels/gemv.py)
-MAX_ROWS = 128  # above this the GEMMs approach the compute bound, where cuBLAS's tiles win
+# at 128 rows cuBLAS was faster on every projection measured (bench/results/decode_tuning.md)
+MAX_ROWS = 64
 CUBLAS = "cublas"  # the candidate that hands the shape back to torch
 
 
@@ -110,19 +111,15 @@ if HAS_TRITON:  # pragma: no cover - GPU machine
     _TRITON_CONFIGS = [
         triton.Config({"BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": sk}, num_warps=w, num_stages=s)
         for bn, bk, sk, w, s in [
+            (16, 256, 1, 4, 3),
             (32, 128, 1, 4, 4),
             (32, 256, 1, 4, 3),
             (32, 128, 2, 4, 4),
-            (32, 256, 2, 4, 3),
             (32, 128, 4, 4, 4),
             (64, 128, 1, 4, 4),
             (64, 128, 2, 4, 4),
-            (64, 256, 1, 8, 3),
             (64, 128, 4, 4, 4),
             (128, 64, 1, 8, 4),
-            (128, 128, 1, 8, 3),
-            (16, 256, 1, 4, 3),
-            (16, 256, 2, 4, 3),
         ]
     ]
     CONFIGS: list = [CUBLAS, *_TRITON_CONFIGS]

@@ -30,7 +30,7 @@ def _case(m: int, n: int, k: int, bias: bool = False):
 
 
 @pytest.mark.parametrize("n,k", SHAPES)
-@pytest.mark.parametrize("m", [2, 17, 64, 128])
+@pytest.mark.parametrize("m", [2, 17, 33, 64])
 def test_every_candidate_matches_the_fp32_product(m, n, k):
     x, w, _, ref = _case(m, n, k)
     cublas_err = (F.linear(x, w).float() - ref).abs().mean()
@@ -52,7 +52,7 @@ def test_bias_and_strided_rows():
     assert torch.equal(out, out2)
 
 
-@pytest.mark.parametrize("m,expect", [(1, "gemv"), (64, "skinny"), (129, "cublas")])
+@pytest.mark.parametrize("m,expect", [(1, "gemv"), (64, "skinny"), (65, "cublas")])
 def test_linear_dispatches_by_row_count(m, expect, monkeypatch):
     x, w, _, ref = _case(m, 2560, 2560)
     seen = []
