@@ -120,7 +120,8 @@ def bench_attention(cases: list[tuple[int, int]], only_shape: str | None) -> Tab
         for launch in itertools.product((1, 2, 4), (32, 64, 128), (4, 8), (1, 2, 3)):
             try:
                 results[launch] = timed(*launch)
-                print(f"  {label} {batch}x{ctx} {launch}: {results[launch] * 1e6:.1f} us", flush=True)
+                us = results[launch] * 1e6
+                print(f"  {label} {batch}x{ctx} {launch}: {us:.1f} us", flush=True)
             except Exception as exc:  # noqa: BLE001 - out of shared memory: not a candidate
                 print(f"  {launch}: {type(exc).__name__}", flush=True)
         best = min(results, key=results.get)

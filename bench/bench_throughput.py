@@ -43,8 +43,7 @@ from bench.model_shapes import HBM_BYTES_PER_S, SHAPES, decode_step_bytes
 from bench.pinned_host import pinned, spread
 from bench.results_table import Table, write_results
 from serving.kernels import gemv as gemv_kernels
-from serving.kernels import skinny_gemm
-from serving.kernels import pdl
+from serving.kernels import pdl, skinny_gemm
 from serving.sampling_params import SamplingParams
 
 COLUMNS = [
