@@ -21,7 +21,7 @@ from bench.bench_kernels import paged_case
 from bench.model_shapes import SHAPES
 from bench.results_table import Table, write_results
 from serving.kernels import gemv_tuning, skinny_gemm
-from serving.kernels.paged_decode import choose_num_splits, paged_decode
+from serving.kernels.paged_decode import choose_num_splits, decode_launch, paged_decode
 
 HBM = 4.8e12
 
@@ -90,7 +90,7 @@ def _attention_seconds(case, splits: int, bn: int, warps: int, stages: int) -> f
         for _ in range(10):
             paged_decode(
                 q, kc, vc, meta.block_tables, meta.seq_lens, meta.query_start_loc, out, d**-0.5,
-                ctx, num_splits=splits, block_n=bn, num_warps=warps, num_stages=stages,
+                ctx, num_splits=splits, launch=(bn, warps, stages),
             )  # fmt: skip
 
     return gemv_tuning.graph_seconds(calls, replays=9) / 10
@@ -114,7 +114,8 @@ def bench_attention(cases: list[tuple[int, int]], only_shape: str | None) -> Tab
         def timed(*launch: int, case=(q, kc, vc, meta, out, d, ctx)) -> float:
             return _attention_seconds(case, *launch)
 
-        default = (choose_num_splits(batch, hk, ctx), 64, 4, 2)
+        splits = choose_num_splits(batch, hk, ctx)
+        default = (splits, *decode_launch(d, splits))
         base = timed(*default)
         results = {}
         for launch in itertools.product((1, 2, 4), (32, 64, 128), (4, 8), (1, 2, 3)):

@@ -164,6 +164,15 @@ def _merge_kernel(
     )
 
 
+def decode_launch(head_dim: int, num_splits: int) -> tuple[int, int, int]:
+    """(BLOCK_N, warps, stages) of the decode kernel. Split programs of 64-wide heads hold few
+    key tiles: 128-key tiles in one stage halve their loop (SmolLM2, 64 sequences at context 386:
+    9.6 against 12.3 us; unsplit launches measured no better, bench/results/decode_tuning.md)."""
+    if head_dim <= 64 and num_splits > 1:
+        return 128, 4, 1
+    return DECODE_BLOCK_N, 4, 2
+
+
 def choose_num_splits(num_seqs: int, num_kv_heads: int, max_seq_len: int) -> int:
     """Power-of-two split count: enough programs to fill the GPU, at least one tile per split."""
     programs = max(1, num_seqs * num_kv_heads)
@@ -187,17 +196,14 @@ def paged_decode(
     k_scale: float = 1.0,
     v_scale: float = 1.0,
     num_splits: int | None = None,
-    block_n: int = DECODE_BLOCK_N,
-    num_warps: int = 4,
-    num_stages: int = 2,
+    launch: tuple[int, int, int] | None = None,
 ) -> torch.Tensor:
     """Attention for sequences with one query token each, written into `out` (same layout as query).
 
     query/out: [num_tokens, num_q_heads, head_dim]; the query row of sequence i is
     query_start_loc[i]. Caches: [num_blocks, block_size, num_kv_heads, head_dim] (bf16/fp16 or
     float8_e4m3fn with k_scale/v_scale). `max_seq_len` is only a hint that picks the split count;
-    `block_n`, `num_warps` and `num_stages` are the decode kernel's launch
-    (bench/bench_decode_tuning.py sweeps them).
+    `launch` (BLOCK_N, warps, stages) overrides `decode_launch` (bench/bench_decode_tuning.py).
     """
     require_triton()
     num_seqs = seq_lens.shape[0]
@@ -213,6 +219,7 @@ def paged_decode(
     if num_splits is None:
         num_splits = choose_num_splits(num_seqs, num_kv_heads, max_seq_len)
     d_pad = triton.next_power_of_2(head_dim)
+    block_n, num_warps, num_stages = launch or decode_launch(head_dim, num_splits)
     if num_splits > 1:
         part_out = torch.empty(
             (num_seqs, num_q_heads, num_splits, head_dim), dtype=torch.float32, device=query.device
