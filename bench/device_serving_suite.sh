@@ -7,7 +7,7 @@
 # 4: shows whether the clients bound the TTFT), qburst (the burst on the Qwen3-4B shape), s64 q64
 # (64 and 256 streams, a server each whose max_num_seqs is the concurrency, as the offline engine
 # it is compared with), s64x2 (s64 with 2 API servers: at 64 streams one API process can be the
-# limit), s256x4 (SmolLM2 at 256 streams with 4 API servers), and the servers as a user starts
+# limit), s64x3 (64 streams, one server with 3 API processes), s256x4 (SmolLM2 at 256 streams with 4 API servers), and the servers as a user starts
 # them, API server count left at its default (auto, shown as "auto (N)"): s64d q64d (64 streams),
 # s256d q256d (256 streams). The other runs name --api-server-count 1 (bench_serving's default is
 # auto, as vigil serve's). The ratio runs (s64, s64x2, q64, s256x4 and the d runs) take 1,536 jobs
@@ -45,6 +45,7 @@ for run in $runs; do
     s64x2) serve s64x2 330 --shape smollm2-135m --api-server-count 2 --server-per-concurrency --concurrency 64,256 "${ratio_jobs[@]}" ;;
     s256x4) serve s256x4 260 --shape smollm2-135m --api-server-count 4 --concurrency 256 "${ratio_jobs[@]}" ;;
     q64) serve q64 480 "${one[@]}" --shape qwen3-4b --server-per-concurrency --concurrency 64,256 "${ratio_jobs[@]}" ;;
+    s64x3) serve s64x3 200 --shape smollm2-135m --api-server-count 3 --concurrency 64 "${ratio_jobs[@]}" ;;
     s64d) serve s64d 200 --shape smollm2-135m --concurrency 64 "${ratio_jobs[@]}" ;;
     s256d) serve s256d 200 --shape smollm2-135m --concurrency 256 "${ratio_jobs[@]}" ;;
     q64d) serve q64d 300 --shape qwen3-4b --concurrency 64 "${ratio_jobs[@]}" ;;
