@@ -155,6 +155,15 @@ RUNBOOKS: dict[str, tuple[str, tuple[str, str, str]]] = {
             "set prompt_version on the new template, rebuild the baseline once accepted",
         ),
     ),
+    "instruction_words_shift": (
+        "Prompts use an instruction word or word pair of the application's templates more or "
+        "less often: part of a template reworded, or one template's traffic moved.",
+        (
+            "the words named in the alert, and which templates hold them (the report's templates)",
+            "the prompt change's diff and rollout (which client or service sends it)",
+            "whether answers moved with it (the response alerts in this incident)",
+        ),
+    ),
     "new_system_prompt": (
         "Requests carry a system prompt the baseline never saw.",
         (

@@ -16,8 +16,9 @@ prompts and is not a model change. Per segment:
   the rule's kind stays and the attribution says `unclear` instead of guessing.
 
 Prompt-side features include the template mix (`prompt_template`: a silent rewording moves it
-while the content keeps the prompt embedding still), the system-prompt hash and the length of
-the instruction (drift.prompt_features). Each attribution lists the evidence it stands on.
+while the content keeps the prompt embedding still), the system-prompt hash, the length of
+the instruction and the shares of its words (drift.prompt_features). Each attribution lists
+the evidence it stands on.
 
 Only proposals whose evidence is prompt/response statistics are attributed: one that names its
 own cause (a new model_version or prompt_version value) keeps its rule's kind.
@@ -46,6 +47,7 @@ PROMPT_FEATURES = frozenset(
         "prompt_template",
         "system_prompt",
         "instruction_chars",
+        "instruction_words",
     }
 )
 RESPONSE_FEATURES = frozenset(

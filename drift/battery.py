@@ -6,8 +6,9 @@ normalised Wasserstein; KS p-values Benjamini–Hochberg adjusted across the fea
 pair), eval scores also the eval trend; categoricals the categorical tests (chi-square,
 Jensen–Shannon); embeddings the embedding tests run per feature (MMD) and, with a cluster
 model, the new-cluster and cluster-growth checks; prompt embeddings also the cluster-mix test,
-and responses the prompt-conditioned MMD (drift.prompt_response). Results carry the feature
-name; the caller sets the segment.
+and responses the prompt-conditioned MMD (drift.prompt_response); the prompts' instruction
+word sets the instruction n-gram shares (drift.stattests.instruction_ngrams). Results carry the
+feature name; the caller sets the segment.
 """
 
 from __future__ import annotations
@@ -21,10 +22,12 @@ from drift.battery_inputs import BatteryOptions, Frozen, Levels, TestInputs, run
 from drift.clusters import cluster_results
 from drift.eval_trend import eval_trend_test
 from drift.features import FeatureSet
+from drift.instruction_words import INSTRUCTION_WORDS
 from drift.multitest import benjamini_hochberg
 from drift.prompt_response import conditional_results, prompt_mix_results
 from drift.registry import find_test, get_test, tests_for
 from drift.result import TestResult
+from drift.stattests.instruction_ngrams import NAME as NGRAMS
 from drift.stattests.mmd import MMDReference
 
 __all__ = ["BatteryOptions", "Frozen", "Levels", "run_battery"]
@@ -86,6 +89,13 @@ def run_battery(
                 out.append(res.with_context(feature=name))
     out += prompt_mix_results(ref, cur, inputs)
     out += conditional_results(ref, cur, inputs)
+    if (
+        opt.wants(NGRAMS)
+        and INSTRUCTION_WORDS in ref.word_sets
+        and INSTRUCTION_WORDS in cur.word_sets
+    ):
+        r, c = ref.word_sets[INSTRUCTION_WORDS], cur.word_sets[INSTRUCTION_WORDS]
+        out.append(run_test(get_test(NGRAMS), INSTRUCTION_WORDS, r, c, inputs))
     return out
 
 

@@ -71,7 +71,7 @@ def calibrate_baseline(
     base = options or BatteryOptions()
     stats_by: dict[tuple[str, str], list[float]] = defaultdict(list)
     pvals_by: dict[tuple[str, str], list[float]] = defaultdict(list)
-    calibrated = [s for s in all_tests() if s.per_feature]
+    calibrated = [s for s in all_tests() if s.per_feature or s.calibrated]
     # p-value tests stricter than CAL_ALPHA (MMD's 0.001) run at CAL_ALPHA, so a permutation
     # test's count can stay at CAL_PERMUTATIONS
     plain = Levels(

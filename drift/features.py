@@ -5,7 +5,9 @@ latency_ms, ttft_ms, tpot_ms, queue_ms, mean_logprob, mean_entropy, and every ev
 (`eval_score`, `eval_<name>`). Categorical: finish_reason, and `tool` (multi-valued: one value
 per tool named). Embeddings: prompt_embedding / response_embedding, kept as (row indices,
 matrix) blocks because the sidecar embeds only some rows. `sample_weight` is kept as the row
-weights (drift.weights). Missing columns are simply absent; missing values are NaN / None.
+weights (drift.weights). Word sets (`word_sets`: one tuple of strings per row) hold what is
+tested as sets, the prompts' instruction n-grams (added by drift.prompt_features). Missing
+columns are simply absent; missing values are NaN / None.
 
 Bad input is an InputError naming the row and field (mixed vector dimensions, a non-positive
 weight). What can be read is read: an empty vector or one holding NaN/inf counts as "not
@@ -60,6 +62,8 @@ class FeatureSet:
     keys: dict[str, np.ndarray] = field(default_factory=dict)
     timestamps: np.ndarray | None = None  # epoch seconds
     weights: np.ndarray | None = None  # sample_weight = 1 / sampling probability (drift.weights)
+    # one tuple of strings per row (instruction n-grams: drift.instruction_words), tested as sets
+    word_sets: dict[str, np.ndarray] = field(default_factory=dict)
 
     def take(self, idx: np.ndarray) -> FeatureSet:
         """The rows at `idx` (in that order), embeddings remapped."""
@@ -80,6 +84,7 @@ class FeatureSet:
             keys={k: v[idx] for k, v in self.keys.items()},
             timestamps=None if self.timestamps is None else self.timestamps[idx],
             weights=None if self.weights is None else self.weights[idx],
+            word_sets={k: v[idx] for k, v in self.word_sets.items()},
         )
 
     def categorical_values(self, name: str) -> np.ndarray:
@@ -112,6 +117,7 @@ class FeatureSet:
             "keys": {k: encode_array(v) for k, v in self.keys.items()},
             "timestamps": None if self.timestamps is None else encode_array(self.timestamps),
             "weights": None if self.weights is None else encode_array(self.weights),
+            "word_sets": {k: encode_array(v) for k, v in self.word_sets.items()},
         }
 
     @classmethod
@@ -127,6 +133,7 @@ class FeatureSet:
             keys={k: decode_array(v) for k, v in data["keys"].items()},
             timestamps=None if data.get("timestamps") is None else decode_array(data["timestamps"]),
             weights=None if data.get("weights") is None else decode_array(data["weights"]),
+            word_sets={k: decode_array(v) for k, v in (data.get("word_sets") or {}).items()},
         )
 
 

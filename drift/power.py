@@ -25,9 +25,9 @@ Tests adjusted across features (KS, Benjamini–Hochberg) run at α / m, the lev
 moved feature among m. The reference is half the baseline, so the power is a little below that
 of the whole baseline (conservative). The prompt-mix test (`cluster_mix`) is simulated on the
 prompt embeddings, where the job runs it; the prompt-conditioned tests need prompt strata and
-are listed as not simulated. Costly tests (MMD) run against a reference of at most
-COSTLY_REFERENCE rows (the window's drift job uses up to `mmd_max_samples`), so their figure is
-an upper bound on the smallest effect they detect.
+the instruction n-gram test word sets, so they are listed as not simulated. Costly tests
+(MMD) run against a reference of at most COSTLY_REFERENCE rows (the window's drift job uses up
+to `mmd_max_samples`), so their figure is an upper bound on the smallest effect they detect.
 
 Cost: (1 + steps) x repeats test runs per test and feature; with the defaults about one
 calibration's worth on a 3,000-row baseline.

@@ -6,7 +6,10 @@
   changed system prompt shows as a new value without its text leaving the record;
 - `instruction_chars` (numeric): the length of the wording the prompt shares with the
   baseline's templates (its kept head and tail words): a reworded or longer instruction moves
-  it while the content's length, which dominates `prompt_chars`, does not.
+  it while the content's length, which dominates `prompt_chars`, does not;
+- `instruction_words` (a word set per row, `FeatureSet.word_sets`): that same kept wording's
+  words and word pairs (drift.instruction_words), whose shares the `instruction_ngrams` test
+  compares (drift.stattests.instruction_ngrams).
 
 `new_template_result` asks whether the window holds more prompts in wordings the baseline never
 had than stable traffic does, and names those wordings. The null is the baseline's held-out
@@ -31,6 +34,7 @@ import numpy as np
 from scipy.stats import binom
 
 from drift.features import FeatureSet
+from drift.instruction_words import INSTRUCTION_WORDS, instruction_ngrams
 from drift.prompt_parts import split_chat, system_prompt_id
 from drift.result import TestResult, insufficient
 from drift.templates import MASK, PAD, UNSEEN, WILDCARD, TemplateModel, fit_templates, prompt_view
@@ -63,7 +67,7 @@ def instruction_chars(model: TemplateModel, prompts: Sequence[str]) -> np.ndarra
 def add_prompt_features(
     fs: FeatureSet, prompts: Sequence[object], model: TemplateModel
 ) -> FeatureSet:
-    """`fs` with the three prompt-wording features of its rows (one prompt per row), in place."""
+    """`fs` with the four prompt-wording features of its rows (one prompt per row), in place."""
     texts = prompt_texts(prompts)
     if len(texts) != fs.n:
         raise ValueError(f"{len(texts)} prompts for {fs.n} rows")
@@ -72,6 +76,7 @@ def add_prompt_features(
         [system_prompt_id(split_chat(t).system) for t in texts], dtype=object
     )
     fs.numeric[INSTRUCTION_CHARS] = instruction_chars(model, texts)
+    fs.word_sets[INSTRUCTION_WORDS] = instruction_ngrams(model, texts)
     return fs
 
 

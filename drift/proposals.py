@@ -17,6 +17,7 @@ WORDS = {
     "prompt_chars": "prompt length",
     "prompt_tokens": "prompt length in tokens",
     "instruction_chars": "instruction length",
+    "instruction_words": "instruction words",
     "prompt_template": "prompt templates",
     "system_prompt": "system prompts",
     "prompt_embedding": "what prompts ask",
@@ -79,6 +80,16 @@ def describe_hit(r: TestResult, share: float | None = None) -> str:
             )
             or f"{fmt_num(r.statistic, '.0%')} of prompts in wordings the baseline never had"
         )
+    if r.test == "instruction_ngrams":
+        moved = [v for v in r.detail.get("moved") or [] if isinstance(v, dict)]
+        return (
+            ", ".join(
+                f"“{clean_text(v.get('ngram'))}” in {_pct(v.get('window_share'))} of prompts, "
+                f"was {_pct(v.get('baseline_share'))}"
+                for v in moved[:3]
+            )
+            or f"{words} moved"
+        ) + _traffic(share)
     if r.test == "eval_trend":
         return f"{words} fell {fmt_num(r.statistic, '.1%')}{_traffic(share)}"
     if r.test == "new_cluster":
@@ -87,6 +98,10 @@ def describe_hit(r: TestResult, share: float | None = None) -> str:
         return f"a small group in {words} grew {fmt_num(r.statistic)}x{_traffic(share)}"
     times = effect(r.to_dict())
     return f"{words} moved {fmt_num(times, '.1f')}× the alert threshold{_traffic(share)}"
+
+
+def _pct(share: object) -> str:
+    return fmt_num(share, ".0%").replace("%", " %")
 
 
 def _share(segment: str, sizes: Mapping[str, Mapping[str, int]] | None) -> float | None:

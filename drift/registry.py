@@ -3,7 +3,8 @@
 Every test is `func(reference, current, *, threshold, rng, min_samples, **frozen) -> TestResult`.
 The spec says everything the battery and calibration need to run it without naming it:
 
-- `kind`: which features it applies to (numeric, categorical, embedding);
+- `kind`: which features it applies to (numeric, categorical, embedding, word_set: one set of
+  strings per row, `FeatureSet.word_sets`);
 - `direction`: how `threshold` is read — "statistic": drift when statistic > threshold;
   "p_value": drift when p ≤ threshold and the statistic is above the calibrated effect floor
   (p-value tests take `effect_floor`); `verdict` is that one rule, which every test applies;
@@ -11,7 +12,8 @@ The spec says everything the battery and calibration need to run it without nami
 - `per_feature`: run on each feature of its kind by the battery (the prompt-mix and
   prompt-conditioned tests are run by drift.prompt_response instead);
 - `adjusted_across_features`: its p-values are Benjamini–Hochberg adjusted across the features
-  of one segment (KS); `costly`: calibration runs it on a few chunks only (MMD).
+  of one segment (KS); `costly`: calibration runs it on a few chunks only (MMD);
+  `calibrated`: calibration runs it though it is not per feature (instruction n-grams).
 
 Adding a test is one module in drift/stattests that calls `register` (found by discovery).
 """
@@ -32,7 +34,7 @@ from drift.result import TestResult
 if TYPE_CHECKING:
     from drift.battery_inputs import TestInputs
 
-Kind = Literal["numeric", "categorical", "embedding"]
+Kind = Literal["numeric", "categorical", "embedding", "word_set"]
 Direction = Literal["statistic", "p_value"]
 TestFunc = Callable[..., TestResult]
 ArgsFunc = Callable[["TestInputs", str], dict[str, Any]]
@@ -79,6 +81,7 @@ class TestSpec:
     per_feature: bool = True
     adjusted_across_features: bool = False
     costly: bool = False
+    calibrated: bool = False  # run by calibration even when not per feature
 
     @property
     def takes_effect_floor(self) -> bool:

@@ -41,6 +41,7 @@ from drift.segments import (
     segment_rows,
     segment_values,
 )
+from drift.stattests.instruction_ngrams import NAME as NGRAMS
 from drift.weights import Population, block_rows_to_original, population_sample, weighting_detail
 
 
@@ -200,6 +201,7 @@ _ALL_TESTS = (
     "cluster_mix",
     "conditional_mmd",
     NEW_TEMPLATE,
+    NGRAMS,
 )
 
 

@@ -193,6 +193,14 @@ DRIFT_RULES: tuple[Rule, ...] = (
         "prompt",
         "prompts in a wording the baseline never had take a share of the window",
     ),
+    Rule(
+        "instruction_words_shift",
+        "instruction_ngrams",
+        ("instruction_words",),
+        "high",
+        "prompt",
+        "the share of prompts using an instruction word or word pair shifted (a rewording)",
+    ),
     # a value the baseline never had (drift.new_values.new_values_test), named in the summary
     _new_value("new_model_version", ("model_version",), "high", "model", "a model version"),
     _new_value("new_prompt_version", ("prompt_version",), "moderate", "prompt", "a prompt version"),

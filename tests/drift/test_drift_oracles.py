@@ -50,6 +50,7 @@ def test_registry_lists_every_kind():
         "cluster_mix",
         "conditional_mmd",
     }
+    assert {s.name for s in registry.tests_for("word_set")} == {"instruction_ngrams"}
     with pytest.raises(KeyError, match="unknown drift test 'nope'"):
         get_test("nope")
 

@@ -93,6 +93,11 @@ def test_every_result_formats_and_serialises(test):
                     {"value": None},
                     "junk",
                 ],
+                "moved": [
+                    {"ngram": "s\ud800x", "baseline_share": stat, "window_share": p},
+                    {"ngram": None},
+                    "junk",
+                ],
             },
             feature="f\ud800",
             segment="*" if drifted else "tenant=a\udfff",

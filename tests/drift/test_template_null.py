@@ -5,7 +5,8 @@ same templates and new content, they raise prompt-side alerts at a known, small 
 Oracle: with the templates' mix unchanged, each window's template shares are a multinomial
 draw, so the Jensen–Shannon test (its null quantile at 0.999, drift.stattests.categorical) and
 the new-wording check (nothing new to find) should fire in at most 1 of 20 windows; the
-length of the instruction (PSI/KS/Wasserstein, calibrated) likewise."""
+length of the instruction (PSI/KS/Wasserstein, calibrated) and the shares of its words
+(instruction_ngrams, calibrated) likewise."""
 
 from __future__ import annotations
 
@@ -18,10 +19,25 @@ from drift.run import run_drift
 from drift.validate import validate_baseline
 from tests.drift.test_template_attribution import window
 
-PROMPT_RULES = {"prompt_template_mix", "new_prompt_template", "new_system_prompt", "token_psi"}
+PROMPT_RULES = {
+    "prompt_template_mix",
+    "new_prompt_template",
+    "new_system_prompt",
+    "token_psi",
+    "instruction_words_shift",
+}
 WINDOWS = 20
 CHEAP = BatteryOptions(
-    tests=("psi", "ks", "wasserstein", "chi2", "js", "new_category", "new_prompt_template")
+    tests=(
+        "psi",
+        "ks",
+        "wasserstein",
+        "chi2",
+        "js",
+        "new_category",
+        "new_prompt_template",
+        "instruction_ngrams",
+    )
 )
 
 
@@ -30,6 +46,7 @@ def test_stable_templates_raise_prompt_alerts_at_the_calibrated_rate():
     assert validate_baseline(baseline).valid
     calibrate_baseline(baseline, window_size=300, options=CHEAP)
     assert "js:prompt_template" in baseline.calibration["tests"]
+    assert "instruction_ngrams:instruction_words" in baseline.calibration["tests"]
     fired = []
     for i in range(WINDOWS):
         report = run_drift(
