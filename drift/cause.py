@@ -274,6 +274,13 @@ def _moved_sentence(r: Mapping[str, Any], lead: ranking.Ranked, proposals: Seque
             "%", " %", 1
         )
     )
+    moved = (r.get("detail") or {}).get("moved") if r.get("test") == "instruction_ngrams" else None
+    m = moved[0] if isinstance(moved, list) and moved and isinstance(moved[0], dict) else {}
+    shares = (m.get("window_share"), m.get("baseline_share"))
+    if all(isinstance(v, int | float) for v in shares):  # the words say more than a statistic
+        return f"{what} {where}: “{clean_text(str(m.get('ngram', '')))}” in " + (
+            f"{m['window_share']:.0%} of prompts, was {m['baseline_share']:.0%}"
+        ).replace("%", " %")
     feature = clean_text(str(r.get("feature") or "")).replace("_", " ")
     return f"{what} {where}: {feature} {lead.effect:.1f}× its threshold"
 

@@ -156,6 +156,34 @@ def test_without_new_values_the_largest_moved_slice_leads():
     assert cause.order == ["prompt_embedding_mmd|tenant=acme", "token_psi|tenant=tiny"]
 
 
+def test_moved_instruction_words_are_named_in_the_headline():
+    moved = [
+        {"ngram": "article", "baseline_share": 0.28, "window_share": 0.0},
+        {"ngram": "french", "baseline_share": 0.2, "window_share": 0.01},
+    ]
+    result = {
+        "test": "instruction_ngrams",
+        "feature": "instruction_words",
+        "segment": "*",
+        "drifted": True,
+        "statistic": 6.0,
+        "threshold": 0.001,
+        "p_value": 0.0005,
+        "detail": {"n_current": 300, "moved": moved},
+    }
+    proposal = {
+        "rule": "instruction_words_shift",
+        "kind": "prompt",
+        "segment": "*",
+        "evidence": {"results": [result]},
+    }
+    cause = explain([result], {"*": {"n_current": 300}}, [proposal], {}, [0.0] * 300)
+    assert cause.headline.startswith(
+        "Prompts moved across all traffic: “article” in 0 % of prompts, was 28 %"
+    ), cause.headline
+    assert "threshold" not in cause.headline
+
+
 def test_shared_preambles_are_not_topics():
     texts = [
         V2_PREAMBLE + p
