@@ -1,10 +1,11 @@
 """GEMM for a decode batch of a few dozen rows: y = x @ W.T, x [M, K] with M <= MAX_ROWS.
 
 At M = 64 a decode step's GEMMs are still weight reads (64 FLOP per weight byte against the
-H200's ~206 at which they turn compute-bound), yet cuBLAS's picks reach 46-68 % of HBM bandwidth
-on Qwen3-4B's projections (bench/results/profile_step.md): its tiles leave SMs idle when N is
-small (an o or down projection of 2,560 outputs in 192- or 64-wide tiles is 14-40 programs
-without split-K). Here a program holds all M rows of x (padded to BLOCK_M for the tensor cores)
+H200's ~206 at which they turn compute-bound), and cuBLAS's picks reach 46-68 % of HBM bandwidth
+on Qwen3-4B's projections (bench/results/profile_step.md). This kernel reads them no faster
+(0.90-1.09x of cuBLAS at 16-64 rows, bench/results/decode_tuning.md); it pays on small models,
+whose projections are launch-bound (SmolLM2: 1.1-1.3x), and where a norm or activation kernel can
+be read inside it. Here a program holds all M rows of x (padded to BLOCK_M for the tensor cores)
 and streams BLOCK_N whole rows of W over one of SPLIT_K contiguous ranges of K; with SPLIT_K > 1
 a second kernel sums the fp32 partials and rounds once, as cuBLAS does. A `Prologue` reads the
 input through an RMSNorm (with the residual add; one program writes the sum) or SiLU-and-mul,
