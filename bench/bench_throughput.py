@@ -43,7 +43,7 @@ from bench.model_shapes import HBM_BYTES_PER_S, SHAPES, decode_step_bytes
 from bench.pinned_host import pinned, spread
 from bench.results_table import Table, write_results
 from serving.kernels import gemv as gemv_kernels
-from serving.kernels import pdl, skinny_dispatch, skinny_gemm
+from serving.kernels import pdl, skinny_gemm
 from serving.sampling_params import SamplingParams
 
 COLUMNS = [
@@ -126,7 +126,7 @@ def bench_shape(name: str, batches: list[int], args, rows: list[dict], table: Ta
         for use_gemv, pdl_mode, norm_limit in [
             (g, p, m) for g in gemv_modes for p in pdl_modes for m in norm_limits
         ]:
-            gemv_kernels.ENABLED = skinny_dispatch.ENABLED = use_gemv
+            gemv_kernels.ENABLED = skinny_gemm.ENABLED = use_gemv
             gemv_kernels.MAX_FUSED_NORM_FEATURES = norm_limit
             pdl.set_mode(pdl_mode)
             # recaptured with this projection path and launch mode
@@ -180,7 +180,7 @@ def bench_shape(name: str, batches: list[int], args, rows: list[dict], table: Ta
                     ),
                     flush=True,
                 )
-        gemv_kernels.ENABLED = skinny_dispatch.ENABLED = True
+        gemv_kernels.ENABLED = skinny_gemm.ENABLED = True
         gemv_kernels.MAX_FUSED_NORM_FEATURES = default_norm
         pdl.set_mode("auto")
     del engine, hf, loaded

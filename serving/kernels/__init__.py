@@ -12,9 +12,8 @@ points are the Python wrappers:
 - `serving.kernels.fused_forward.fused_forward(model, ids, positions, kv_caches, meta, backend)`
 - `serving.kernels.gemv.gemv / gemv_silu / gemv_rms_norm`  (one decode token; configurations chosen
   by `serving.kernels.gemv_tuning`)
-- `serving.kernels.skinny_dispatch.skinny_linear / skinny_rms_norm / skinny_silu`  (2-64 decode
-  rows, the norm or activation read inside on short rows; timed per shape against cuBLAS, which
-  is kept where faster)
+- `serving.kernels.skinny_gemm.skinny_linear`  (2-64 decode rows; timed per shape against cuBLAS,
+  which it keeps where faster)
 - `serving.kernels.linear.linear`  (what the model's projections call: GEMV, skinny GEMM or cuBLAS)
 - `serving.kernels.logit_stats.logit_stats(logits)`  (the sampler's lse, entropy and argmax per row)
 """

@@ -15,7 +15,6 @@ import torch
 
 from serving.attention.base import AttentionBackend, AttentionMetadata
 from serving.kernels import gemv as gemv_kernels
-from serving.kernels import skinny_dispatch
 from serving.kernels.fused_ops import rms_norm, rotary_inplace, silu_and_mul
 from serving.kernels.linear import linear
 from serving.kernels.qkv_rope_cache import qkv_rope_cache
@@ -95,29 +94,14 @@ def _norm_project(
         return gemv_kernels.gemv_rms_norm(
             hidden, residual, norm.weight, norm.eps, module.weight, module.bias
         )
-    if hidden.shape[-1] <= gemv_kernels.MAX_FUSED_NORM_FEATURES and _plain(module, hidden):
-        return skinny_dispatch.skinny_rms_norm(
-            hidden, residual, norm.weight, norm.eps, module.weight, module.bias
-        )
     if residual is None:
         return _project(module, rms_norm(hidden, norm.weight, norm.eps)), hidden
     return _project(module, rms_norm(hidden, norm.weight, norm.eps, residual=residual)), residual
 
 
-def _plain(module: torch.nn.Module, x: torch.Tensor) -> bool:
-    """A single-device linear without bias where the skinny GEMM takes x's rows."""
-    return (
-        isinstance(module, torch.nn.Linear)
-        and module.bias is None
-        and skinny_dispatch.skinny_applies(x, module.weight)
-    )
-
-
 def _down(module: torch.nn.Module, gate_up: torch.Tensor) -> torch.Tensor:
     """down_proj(silu(gate) * up), the activation read inside a one-token GEMV on short rows."""
     weight = module.weight
-    if _plain(module, gate_up) and weight.shape[1] <= gemv_kernels.MAX_FUSED_SILU_FEATURES:
-        return skinny_dispatch.skinny_silu(gate_up, weight)
     if not (gemv_kernels.ENABLED and gemv_kernels.gemv_applies(gate_up, weight)):
         return module(silu_and_mul(gate_up))
     if weight.shape[1] <= gemv_kernels.MAX_FUSED_SILU_FEATURES:

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from serving.kernels.gemv import gemv_applies
 from serving.kernels.linear import linear
-from serving.kernels.skinny_dispatch import skinny_applies
+from serving.kernels.skinny_gemm import skinny_applies
 
 
 @pytest.mark.parametrize("rows", [1, 2, 64, 300])
