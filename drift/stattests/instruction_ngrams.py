@@ -111,13 +111,19 @@ def max_abs_z_null(x: np.ndarray, n_cur: int, members: np.ndarray) -> np.ndarray
 
 
 def named(grams: Sequence[str], x: np.ndarray, z: np.ndarray, limit: int = MAX_NAMED) -> list[int]:
-    """The n-grams that moved most (largest |z| first), at most `limit`, leaving out one held by
-    exactly the same prompts as a word pair or word already named ("following article" with
-    "article"): it says nothing new."""
+    """The n-grams that moved most (largest |z| first; n-grams of function words alone, "the",
+    after the others: a person reads the rewording from its content words), at most `limit`,
+    leaving out one held by exactly the same prompts as a word pair or word already named
+    ("following article" with "article"): it says nothing new."""
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    function_only = [all(w in ENGLISH_STOP_WORDS for w in g.split(" ")) for g in grams]
     out: list[int] = []
-    for j in np.argsort(-np.abs(z), kind="stable"):
-        if len(out) == limit or z[j] == 0:
+    for j in np.lexsort((-np.abs(z), function_only)):
+        if len(out) == limit:
             break
+        if z[j] == 0:
+            continue
         words = set(grams[j].split(" "))
         if any(
             (words <= set(grams[i].split(" ")) or set(grams[i].split(" ")) <= words)

@@ -242,3 +242,15 @@ def test_the_drift_run_tests_names_and_attributes_a_partial_rewording():
     off = BatteryOptions(tests=("psi", "new_prompt_template"))
     quiet = run_drift(again, _frame(draw(rng, 300, REWORDED)), segment_by=[], options=off)
     assert not quiet.results_for(test="instruction_ngrams")
+
+
+def test_content_words_are_named_before_function_words():
+    """“the” moved more than “article”, yet the rewording reads from “article”; a word pair held
+    by exactly the prompts of a named word adds nothing and is left out; unmoved n-grams never."""
+    from drift.stattests.instruction_ngrams import named
+
+    grams = ["the", "article", "the article", "summary", "of the"]
+    x = np.array([[1, 1, 1, 0, 1], [1, 1, 1, 0, 0], [1, 0, 0, 1, 1], [0, 0, 0, 1, 0]])
+    z = np.array([5.0, 3.0, 3.0, 0.0, 4.0])
+    picked = [grams[j] for j in named(grams, x, z)]
+    assert picked == ["article", "the", "of the"]
