@@ -6,7 +6,7 @@ on Qwen3-4B's projections (bench/results/profile_step.md). This kernel reads the
 (0.90-1.09x of cuBLAS at 16-64 rows, bench/results/decode_tuning.md); it pays on small models,
 whose projections are launch-bound (SmolLM2: 1.1-1.3x). Reading the RMSNorm or SiLU-and-mul
 inside it on short rows was tried and measured no faster end to end (SmolLM2 at 64 rows), so
-those stay separate kernels. Here a program holds all M rows of x (padded to BLOCK_M for the
+those stay separate kernels. Each program holds all M rows of x (padded to BLOCK_M for the
 tensor cores) and streams BLOCK_N whole rows of W over one of SPLIT_K contiguous ranges of K; with
 SPLIT_K > 1 a second kernel sums the fp32 partials and rounds once, as cuBLAS does. The
 configuration is chosen per (N, K, BLOCK_M) on the first call by timing every candidate the way a
