@@ -234,17 +234,13 @@ def _choose(key: tuple, x, weight, bias, silu, residual, norm):
             "GEMV %s first called inside a CUDA-graph capture: untuned configuration", key[:2]
         )
         return _CONFIGS[0]
-    copies = gemv_tuning.copies_for(weight.numel() * weight.element_size(), x.device)
-    weights = [weight] + [weight.clone() for _ in range(copies - 1)]
-    launches = weights * (2 if copies == 1 else 1)  # at least two: each overlaps the one before
     scratch = torch.empty_like(residual) if residual is not None else None
 
-    def chain(config) -> None:
-        for w in launches:
-            _run(config, x, w, bias, silu, residual, norm, scratch)
+    def launch(config, w: torch.Tensor) -> None:
+        _run(config, x, w, bias, silu, residual, norm, scratch)
 
-    _CHOSEN[key] = config = gemv_tuning.fastest(_CONFIGS, chain)
-    return config  # the copies go with this frame
+    _CHOSEN[key] = config = gemv_tuning.fastest_over_copies(_CONFIGS, weight, launch)
+    return config
 
 
 def gemv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:

@@ -36,6 +36,23 @@ def copies_for(weight_bytes: int, device: torch.device) -> int:
     return max(1, min(MAX_COPIES, math.ceil(L2_MULTIPLE * l2 / max(1, weight_bytes))))
 
 
+def fastest_over_copies(
+    configs: Sequence[Any], weight: torch.Tensor, launch: Callable[[Any, torch.Tensor], None]
+) -> Any:
+    """The fastest of `configs` for `weight`, each timed as a chain of `launch(config, w)` over
+    the weight and enough copies of it to overflow the L2 (at least two launches, so that each
+    overlaps the one before, as in a decode step). The copies live only for the timing."""
+    copies = copies_for(weight.numel() * weight.element_size(), weight.device)
+    weights = [weight] + [weight.clone() for _ in range(copies - 1)]
+    launches = weights * (2 if copies == 1 else 1)
+
+    def chain(config: Any) -> None:
+        for w in launches:
+            launch(config, w)
+
+    return fastest(configs, chain)
+
+
 def fastest(configs: Sequence[Any], run_chain: Callable[[Any], None]) -> Any:
     """The configuration whose chain replays fastest (median of REPLAYS); configurations that fail
     to compile or launch on this device are skipped."""

@@ -202,15 +202,9 @@ def choose(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> 
     if torch.cuda.is_current_stream_capturing():
         log.warning("GEMM %s first called inside a CUDA-graph capture: cuBLAS", key[:3])
         return CUBLAS
-    copies = gemv_tuning.copies_for(weight.numel() * weight.element_size(), x.device)
-    launches = [weight] + [weight.clone() for _ in range(copies - 1)]
-    launches = launches * (2 if copies == 1 else 1)
-
-    def chain(config) -> None:
-        for w in launches:
-            run(config, x, w, bias)
-
-    _CHOSEN[key] = config = gemv_tuning.fastest(CONFIGS, chain)
+    _CHOSEN[key] = config = gemv_tuning.fastest_over_copies(
+        CONFIGS, weight, lambda config, w: run(config, x, w, bias)
+    )
     log.info("GEMM %s x %s: %s", x.shape[0], tuple(weight.shape), config)
     return config
 
