@@ -30,10 +30,20 @@ def word(token: str) -> str:
     return _PUNCT.sub("", token.lower())
 
 
+def masked_view(model: TemplateModel, prompt: str) -> list[str]:
+    """One prompt's view with the template model's mask applied (kept words, MASK elsewhere)."""
+    return model.mask(prompt_view(prompt, model.head, model.tail))
+
+
 def instruction_runs(model: TemplateModel, prompt: str) -> list[list[str]]:
     """The runs of adjacent kept words of one prompt's view, in order."""
+    return runs_of(masked_view(model, prompt))
+
+
+def runs_of(masked: Sequence[str]) -> list[list[str]]:
+    """The runs of adjacent kept words of a masked view, in order."""
     runs: list[list[str]] = [[]]
-    for token in model.mask(prompt_view(prompt, model.head, model.tail)):
+    for token in masked:
         w = "" if token in _BREAKS else word(token)
         if w:
             runs[-1].append(w)

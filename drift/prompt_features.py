@@ -34,10 +34,10 @@ import numpy as np
 from scipy.stats import binom
 
 from drift.features import FeatureSet
-from drift.instruction_words import INSTRUCTION_WORDS, instruction_ngrams
+from drift.instruction_words import INSTRUCTION_WORDS, masked_view, ngrams, runs_of
 from drift.prompt_parts import split_chat, system_prompt_id
 from drift.result import TestResult, insufficient
-from drift.templates import MASK, PAD, UNSEEN, WILDCARD, TemplateModel, fit_templates, prompt_view
+from drift.templates import MASK, PAD, UNSEEN, WILDCARD, TemplateModel, fit_templates
 
 PROMPT_TEMPLATE = "prompt_template"
 SYSTEM_PROMPT = "system_prompt"
@@ -57,11 +57,12 @@ def prompt_texts(values: Sequence[object]) -> list[str]:
 
 
 def instruction_chars(model: TemplateModel, prompts: Sequence[str]) -> np.ndarray:
-    out = np.empty(len(prompts), dtype=np.float64)
-    for i, p in enumerate(prompts):
-        kept = [w for w in model.mask(prompt_view(p, model.head, model.tail)) if len(w) > 1]
-        out[i] = float(len(" ".join(kept)))
-    return out
+    return _chars([masked_view(model, p) for p in prompts])
+
+
+def _chars(views: Sequence[Sequence[str]]) -> np.ndarray:
+    """The length of each masked view's kept wording (its words of more than one character)."""
+    return np.asarray([len(" ".join(w for w in v if len(w) > 1)) for v in views], dtype=np.float64)
 
 
 def add_prompt_features(
@@ -75,8 +76,12 @@ def add_prompt_features(
     fs.categorical[SYSTEM_PROMPT] = np.asarray(
         [system_prompt_id(split_chat(t).system) for t in texts], dtype=object
     )
-    fs.numeric[INSTRUCTION_CHARS] = instruction_chars(model, texts)
-    fs.word_sets[INSTRUCTION_WORDS] = instruction_ngrams(model, texts)
+    views = [masked_view(model, t) for t in texts]  # masked once for both features
+    fs.numeric[INSTRUCTION_CHARS] = _chars(views)
+    words = np.empty(len(views), dtype=object)
+    for i, v in enumerate(views):
+        words[i] = ngrams(runs_of(v))
+    fs.word_sets[INSTRUCTION_WORDS] = words
     return fs
 
 
