@@ -11,7 +11,10 @@ per-token cost barely depends on the context at these lengths. The engine runs w
 tokenizer (no detokenization), like HF's token-id generate. Each batch runs with async scheduling
 off and on (`--async-scheduling both`, the default), on the same engine one after the other.
 Each row is the median of `--passes` timed passes (default 3) on fixed CPUs (bench/pinned_host.py),
-with the pass-to-pass spread, (slowest - fastest) / median, beside it.
+with the pass-to-pass spread, (slowest - fastest) / median, beside it. As an offline caller, the
+engine hands out finished outputs only (`--outputs final`; `cumulative`: every step's, as a
+streaming caller reads them), and the start-up heap is frozen out of full garbage collections
+once the engine is built, as in the served engine core (`--freeze-heap off` to compare).
 
     python -m bench.bench_throughput [--shapes ...] [--batches 1,16,64,256] [--json F]
     python -m bench.bench_throughput --device cuda --shapes smollm2-135m,qwen3-4b --batches 1 \
@@ -42,9 +45,10 @@ from bench.hf_random import hf_random_model, loaded_from_hf, make_engine
 from bench.model_shapes import HBM_BYTES_PER_S, SHAPES, decode_step_bytes
 from bench.pinned_host import pinned, spread
 from bench.results_table import Table, write_results
+from serving.heap import freeze_startup_heap
 from serving.kernels import gemv as gemv_kernels
 from serving.kernels import pdl, skinny_gemm
-from serving.sampling_params import SamplingParams
+from serving.sampling_params import RequestOutputKind, SamplingParams
 
 COLUMNS = [
     "shape",
@@ -53,6 +57,8 @@ COLUMNS = [
     "PDL",
     "norm in GEMV up to",
     "async",
+    "outputs",
+    "heap",
     "engine tok/s",
     "HF tok/s",
     "engine/HF",
@@ -62,8 +68,15 @@ COLUMNS = [
 ]
 
 
-def run_engine(engine, prompts: list[list[int]], new_tokens: int) -> tuple[float, int]:
-    params = SamplingParams(max_tokens=new_tokens, temperature=0.0, ignore_eos=True)
+def run_engine(
+    engine, prompts: list[list[int]], new_tokens: int, outputs: str = "final"
+) -> tuple[float, int]:
+    """`outputs`: "final" (only finished requests' outputs, as an offline caller reads them) or
+    "cumulative" (every advanced request's output each step, as a streaming caller reads them)."""
+    kind = RequestOutputKind.FINAL_ONLY if outputs == "final" else RequestOutputKind.CUMULATIVE
+    params = SamplingParams(
+        max_tokens=new_tokens, temperature=0.0, ignore_eos=True, output_kind=kind
+    )
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     for i, p in enumerate(prompts):
@@ -98,8 +111,11 @@ def bench_shape(name: str, batches: list[int], args, rows: list[dict], table: Ta
     engine = make_engine(
         loaded, max_num_seqs=max(batches), kv_tokens=kv_tokens, kv_cache_dtype=args.kv_cache_dtype
     )
+    if args.freeze_heap == "on":  # as the served engine core does once ready (serving/heap.py)
+        freeze_startup_heap()
     g = torch.Generator().manual_seed(0)
     modes = {"both": [False, True], "on": [True], "off": [False]}[args.async_scheduling]
+    output_modes = {"both": ["cumulative", "final"]}.get(args.outputs, [args.outputs])
     default_norm = gemv_kernels.MAX_FUSED_NORM_FEATURES
     for batch in batches:
         # the one-token GEMV at batch 1, the skinny GEMM up to its row limit, cuBLAS above
@@ -133,12 +149,12 @@ def bench_shape(name: str, batches: list[int], args, rows: list[dict], table: Ta
             engine.runner.gpu.release_graphs()
             run_engine(engine, prompts, 8)
             pdl_label = "on" if pdl.enabled(torch.device("cuda")) else "off"
-            for on in modes:
+            for on, outputs in [(a, o) for a in modes for o in output_modes]:
                 engine.set_async_scheduling(on)
                 passes = []
                 with pinned(threads=None):  # the engine's threads as set; its CPUs fixed
                     for _ in range(max(1, args.passes)):
-                        t, generated = run_engine(engine, prompts, args.new)
+                        t, generated = run_engine(engine, prompts, args.new, outputs)
                         assert generated == batch * args.new, (generated, batch * args.new)
                         passes.append(generated / t)
                 ours = statistics.median(passes)
@@ -147,6 +163,8 @@ def bench_shape(name: str, batches: list[int], args, rows: list[dict], table: Ta
                     "batch": batch,
                     "kv": args.kv_cache_dtype,
                     "async_scheduling": on,
+                    "outputs": outputs,
+                    "heap": args.freeze_heap,
                     "triton_projections": use_gemv and batch <= skinny_gemm.MAX_ROWS,
                     "pdl": pdl_label,
                     "fused_norm_max": norm_limit,
@@ -171,6 +189,8 @@ def bench_shape(name: str, batches: list[int], args, rows: list[dict], table: Ta
                         pdl_label,
                         norm_limit,
                         "on" if on else "off",
+                        outputs,
+                        "frozen" if args.freeze_heap == "on" else "unfrozen",
                         f"{ours:.0f}",
                         hf_s,
                         ratio,
@@ -183,6 +203,8 @@ def bench_shape(name: str, batches: list[int], args, rows: list[dict], table: Ta
         gemv_kernels.ENABLED = skinny_gemm.ENABLED = True
         gemv_kernels.MAX_FUSED_NORM_FEATURES = default_norm
         pdl.set_mode("auto")
+    if args.freeze_heap == "on":
+        gc.unfreeze()
     del engine, hf, loaded
     gc.collect()
     torch.cuda.empty_cache()
@@ -330,6 +352,20 @@ def main() -> None:
         help="timed passes per row on fixed CPUs: the median is reported, with (max-min)/median",
     )
     parser.add_argument("--json", default=None)
+    parser.add_argument(
+        "--outputs",
+        default="final",
+        choices=["final", "cumulative", "both"],
+        help="what the engine hands out per request: the finished output only (an offline "
+        "caller, vLLM's LLM.generate) or every step's cumulative output (a streaming caller)",
+    )
+    parser.add_argument(
+        "--freeze-heap",
+        default="on",
+        choices=["on", "off"],
+        help="freeze the start-up heap out of full garbage collections once the engine is "
+        "built, as the served engine core does (serving/heap.py)",
+    )
     parser.add_argument("--kv-cache-dtype", default="auto", choices=["auto", "fp8"])
     parser.add_argument("--async-scheduling", default="both", choices=["both", "on", "off"])
     parser.add_argument(

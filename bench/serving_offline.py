@@ -1,5 +1,6 @@
 """bench_serving's peer: the same jobs through the offline engine (LLMEngine) in the benchmark's
-process, with the served engine core's settings."""
+process, with the served engine core's settings, reading finished outputs only, as an offline
+caller does (vLLM's LLM.generate)."""
 
 from __future__ import annotations
 
@@ -50,14 +51,19 @@ def offline(args, jobs: list[Job], max_num_seqs: int) -> dict:
 
 
 def _offline_pass(engine, jobs: list[Job], prefix: str) -> dict:
-    from serving.sampling_params import SamplingParams
+    from serving.sampling_params import RequestOutputKind, SamplingParams
 
     start, tokens = time.perf_counter(), 0
     for job in jobs:
         engine.add_request(
             f"{prefix}{job.index}",
             job.prompt_ids,
-            SamplingParams(max_tokens=job.max_tokens, temperature=0.0, ignore_eos=True),
+            SamplingParams(
+                max_tokens=job.max_tokens,
+                temperature=0.0,
+                ignore_eos=True,
+                output_kind=RequestOutputKind.FINAL_ONLY,  # results read at the end
+            ),
         )
     while engine.has_unfinished_requests():
         for out in engine.step():

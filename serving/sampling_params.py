@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 
 
 class SamplingParamsError(ValueError):
@@ -11,6 +12,15 @@ class SamplingParamsError(ValueError):
     def __init__(self, param: str, message: str):
         super().__init__(message)
         self.param = param
+
+
+class RequestOutputKind(Enum):
+    """What `LLMEngine.step()` hands out for a request (vLLM's names): every step's cumulative
+    output (a streaming caller), or only the finished one (an offline caller that reads results
+    at the end: no output object is built for each of its tokens)."""
+
+    CUMULATIVE = "cumulative"
+    FINAL_ONLY = "final_only"
 
 
 @dataclass
@@ -34,6 +44,7 @@ class SamplingParams:
     # (the prompt is then computed in full: its prefix-cache hits carry no logits)
     prompt_logprobs: int | None = None
     include_stop_str_in_output: bool = False
+    output_kind: RequestOutputKind = RequestOutputKind.CUMULATIVE
 
     def validate(self) -> None:
         checks = [

@@ -256,7 +256,7 @@ class LLMEngine(Generic[Out]):
         outputs: list[Out] = []
         for req in progressed.values():
             out = self.output.request_output(req)
-            if out is not None:  # None: the engine core's processor batched it (TokenRows)
+            if out is not None:  # None: batched (TokenRows) or a FINAL_ONLY request still running
                 outputs.append(out)
             if req.is_finished:
                 del self.requests[req.request_id]

@@ -17,6 +17,7 @@ from serving.detokenizer import IncrementalDetokenizer
 from serving.engine.core.request import Request, Sequence
 from serving.engine.worker.runner import SampleResult
 from serving.outputs import CompletionOutput, ListPrefix, RequestOutput, TokenLogprob
+from serving.sampling_params import RequestOutputKind
 from serving.stop import StopStringMatcher
 
 
@@ -119,7 +120,8 @@ class TokenRecorder:
 
 class OutputProcessor(TokenRecorder):
     """The text sink: cumulative `RequestOutput`s (text with stop strings applied, token ids,
-    logprobs, means, metrics)."""
+    logprobs, means, metrics), or only the final one for a request that asks for that
+    (`RequestOutputKind.FINAL_ONLY`, as an offline caller does)."""
 
     def completion(self, seq: Sequence) -> CompletionOutput:
         """O(1) per running sequence: token ids and logprob entries are snapshots of the
@@ -149,8 +151,11 @@ class OutputProcessor(TokenRecorder):
             mean_entropy=seq.entropy_sum / n if n else None,
         )
 
-    def request_output(self, req: Request) -> RequestOutput:
+    def request_output(self, req: Request) -> RequestOutput | None:
+        """The request's cumulative output; None while a FINAL_ONLY request runs."""
         finished = req.is_finished
+        if not finished and req.params.output_kind is RequestOutputKind.FINAL_ONLY:
+            return None
         if finished and req.metrics.finished_time is None:
             req.metrics.finished_time = time.monotonic()
         seqs = req.seqs if len(req.seqs) == 1 else sorted(req.seqs, key=lambda s: s.index)

@@ -9,7 +9,7 @@ import torch
 from engine_fixtures import greedy, make_engine, run_to_completion, save_tiny_model
 
 from serving.loader import load_model_files
-from serving.sampling_params import SamplingParams, SamplingParamsError
+from serving.sampling_params import RequestOutputKind, SamplingParams, SamplingParamsError
 
 
 @pytest.fixture(scope="module")
@@ -92,6 +92,27 @@ def test_streamed_deltas_add_up_to_the_text_and_metrics_are_ordered(engine):
     )
     stats = engine.stats()
     assert (stats.prompt_tokens_total, stats.generation_tokens_total) == (10, 20)
+
+
+def test_final_only_requests_hand_out_their_finished_output_alone(engine):
+    """A FINAL_ONLY request (an offline caller) gets one output, when it finishes, equal to the
+    last cumulative output of the same request; a cumulative request beside it still streams."""
+    final_only = greedy(20, output_kind=RequestOutputKind.FINAL_ONLY)
+    engine.add_request("f", PROMPT, final_only)
+    engine.add_request("f2", PROMPT[:4], greedy(12, n=2, output_kind=RequestOutputKind.FINAL_ONLY))
+    engine.add_request("c", PROMPT, greedy(20))
+    seen: dict[str, list] = {"f": [], "f2": [], "c": []}
+    while engine.has_unfinished_requests():
+        for out in engine.step():
+            seen[out.request_id].append(out)
+    assert len(seen["c"]) == 20 and len(seen["f"]) == 1 and len(seen["f2"]) == 1
+    f, c = seen["f"][0], seen["c"][-1]
+    assert f.finished and f.outputs[0].finish_reason == "length"
+    assert f.outputs[0].token_ids == c.outputs[0].token_ids
+    assert f.outputs[0].text == f.outputs[0].delta == c.outputs[0].text
+    assert f.outputs[0].mean_logprob == pytest.approx(c.outputs[0].mean_logprob)
+    assert [len(o.token_ids) for o in seen["f2"][0].outputs] == [12, 12]
+    assert not engine.has_unfinished_requests()
 
 
 def test_context_length_ends_a_request(tiny):
