@@ -9,7 +9,8 @@
 # it is compared with), s64x2 (s64 with 2 API servers: at 64 streams one API process can be the
 # limit), s64x3 (64 streams, one server with 3 API processes), s256x4 (SmolLM2 at 256 streams with 4 API servers), and the servers as a user starts
 # them, API server count left at its default (auto, shown as "auto (N)"): s64d q64d (64 streams),
-# s256d q256d (256 streams). The other runs name --api-server-count 1 (bench_serving's default is
+# s256d q256d (256 streams); s64dc8 is s64d from 8 client processes (at 64 streams the 4 clients
+# each use most of a core parsing events: shows whether they bound the served rate). The other runs name --api-server-count 1 (bench_serving's default is
 # auto, as vigil serve's). The ratio runs (s64, s64x2, q64, s256x4 and the d runs) take 1,536 jobs
 # and two offline passes: 512-job runs last 2-5 s and vary by a fifth from run to run. Groups that
 # fit a 10-minute call: q1 s1 burst qburst; the GPU tests and s256x4; s64; s64x2 q64; s64d s256d;
@@ -47,6 +48,7 @@ for run in $runs; do
     q64) serve q64 480 "${one[@]}" --shape qwen3-4b --server-per-concurrency --concurrency 64,256 "${ratio_jobs[@]}" ;;
     s64x3) serve s64x3 200 --shape smollm2-135m --api-server-count 3 --concurrency 64 "${ratio_jobs[@]}" ;;
     s64d) serve s64d 200 --shape smollm2-135m --concurrency 64 "${ratio_jobs[@]}" ;;
+    s64dc8) serve s64dc8 200 --shape smollm2-135m --concurrency 64 --client-procs 8 "${ratio_jobs[@]}" ;;
     s256d) serve s256d 200 --shape smollm2-135m --concurrency 256 "${ratio_jobs[@]}" ;;
     q64d) serve q64d 300 --shape qwen3-4b --concurrency 64 "${ratio_jobs[@]}" ;;
     q256d) serve q256d 270 --shape qwen3-4b --concurrency 256 "${ratio_jobs[@]}" ;;
