@@ -10,8 +10,8 @@
 # limit), s64x3 (64 streams, one server with 3 API processes), s256x4 (SmolLM2 at 256 streams with 4 API servers), and the servers as a user starts
 # them, API server count left at its default (auto, shown as "auto (N)"): s64d q64d (64 streams),
 # s256d q256d (256 streams); s64dc8 is s64d from 8 client processes (at 64 streams the 4 clients
-# each use most of a core parsing events: shows whether they bound the served rate). The other runs name --api-server-count 1 (bench_serving's default is
-# auto, as vigil serve's). The ratio runs (s64, s64x2, q64, s256x4 and the d runs) take 1,536 jobs
+# each use most of a core parsing events: shows whether they bound the served rate). The other
+# runs name --api-server-count 1 (bench_serving's default is auto, as vigil serve's). The ratio runs (s64, s64x2, q64, s256x4 and the d runs) take 1,536 jobs
 # and two offline passes: 512-job runs last 2-5 s and vary by a fifth from run to run. Groups that
 # fit a 10-minute call: q1 s1 burst qburst; the GPU tests and s256x4; s64; s64x2 q64; s64d s256d;
 # q64d q256d.
