@@ -3,7 +3,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: install run demo test test-setup doctor lint bench clean
+.PHONY: install run demo test test-fast test-setup doctor lint bench clean
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
@@ -33,9 +33,17 @@ demo: install
 test-setup:
 	python3 -m vigil.devtools.doctor --fix
 
+# Pytest spreads the tests over one worker per core (pytest-xdist; work stealing evens out the
+# long end-to-end tests) and prints the 20 slowest on every run.
+PYTEST := $(PY) -m pytest -q -ra -n auto --dist worksteal --durations=20
+
 # test-setup before install: make builds prerequisites left to right
 test: test-setup install lint
-	$(PY) -m pytest -q -ra tests
+	$(PYTEST) tests
+
+# the inner loop: everything but the tests that start real engine, sidecar or demo processes
+test-fast: install
+	$(PYTEST) -m "not processes" tests
 
 # what this machine has: Python, torch build, models, PostgreSQL, Chromium, GPU
 doctor:
