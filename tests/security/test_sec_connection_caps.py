@@ -51,7 +51,9 @@ def test_connections_past_a_key_check_count_against_the_larger_cap(migrated_db):
         sidecar_max_unauthenticated_per_address=3,
     )
     request = (
-        b"GET /alerts HTTP/1.1\r\nHost: s\r\nAuthorization: Bearer " + API_KEY.encode() + b"\r\n\r\n"
+        b"GET /alerts HTTP/1.1\r\nHost: s\r\nAuthorization: Bearer "
+        + API_KEY.encode()
+        + b"\r\n\r\n"
     )
     with sidecar_server(settings) as url, ExitStack() as stack:
         port = _port(url)
