@@ -9,10 +9,10 @@ like the engine's own traffic.
 
 Keys: the request guard checks the client's Vigil key before the body; the upstream gets
 `VIGIL_PROXY_UPSTREAM_API_KEY`, never the client's key unless
-`VIGIL_PROXY_FORWARD_CLIENT_KEY`, and even then never an operator or admin key. A client that disconnects closes its upstream connection, so
-the upstream stops generating. An upstream that cannot be reached is a 502, one silent past
-`VIGIL_PROXY_TIMEOUT_S` a 504; one that breaks off mid-stream breaks the client's stream
-off too (no clean end), so the client sees the failure.
+`VIGIL_PROXY_FORWARD_CLIENT_KEY`, and even then never an operator or admin key. A client that
+disconnects closes its upstream connection, so the upstream stops generating. An upstream that
+cannot be reached is a 502, one silent past `VIGIL_PROXY_TIMEOUT_S` a 504; one that breaks off
+mid-stream breaks the client's stream off too (no clean end), so the client sees the failure.
 """
 
 from __future__ import annotations
@@ -170,13 +170,10 @@ class ProxyApp:
                 if logged and upstream.status == 200
                 else None
             )
-            pieces = exchange.pieces if exchange else None
-            times = exchange.times if exchange else None
             async for piece in upstream.pieces():
                 await write({"type": "http.response.body", "body": piece, "more_body": True})
-                if pieces is not None:
-                    pieces.append(piece)
-                    times.append(_clock())
+                if exchange is not None:
+                    exchange.keep(piece, _clock())
             watch.finishing = True  # the server reports a finished response as a disconnect
             await write({"type": "http.response.body", "body": b"", "more_body": False})
             if exchange is not None:
