@@ -150,7 +150,7 @@ class Settings(EngineSettings, DeliverySettings, TenancySettings, JudgeSettings,
     # open connections one client address may hold, and of those the ones on which no request
     # has yet passed a key check (a trusted proxy's address is held to the process cap only)
     max_connections_per_address: int = Field(1024, gt=0)  # engine API, per API process
-    max_unauthenticated_per_address: int = Field(256, gt=0)
+    max_unauthenticated_per_address: int = Field(512, gt=0)
     sidecar_max_connections_per_address: int = Field(64, gt=0)
     sidecar_max_unauthenticated_per_address: int = Field(16, gt=0)
     # failed key checks (API, ingest, page login) per client address per minute before it gets

@@ -67,15 +67,15 @@ def deadline_protocol(
     connection cap and per-address caps; pass it as `uvicorn.Config(http=...)`."""
     if header_timeout_s <= 0 or max_connections < 1:
         raise ValueError("header_timeout_s and max_connections must be positive")
-    caps = caps or AddressCaps(max_connections, max_connections)
+    limits = caps or AddressCaps(max_connections, max_connections)
     too_slow = _raw_response(
         b"408 Request Timeout", f"request headers did not arrive within {header_timeout_s:g} s"
     )
     too_many = _raw_response(b"503 Service Unavailable", "too many open connections; retry shortly")
     too_many_here = _raw_response(
         b"429 Too Many Requests",
-        f"this address holds too many open connections (at most {caps.per_address}, of them "
-        f"{caps.unauthenticated} before a key is checked); close some and retry",
+        f"this address holds too many open connections (at most {limits.per_address}, of them "
+        f"{limits.unauthenticated} before a key is checked); close some and retry",
     )
     by_address: dict[str, set[Any]] = {}  # this server's open connections per client address
 
@@ -95,10 +95,10 @@ def deadline_protocol(
                 self._refuse(transport, too_many)
                 return
             address = self.client[0] if self.client else None
-            if address is not None and not from_trusted_proxy(address, list(caps.exempt)):
+            if address is not None and not from_trusted_proxy(address, list(limits.exempt)):
                 held = by_address.setdefault(address, set())
-                if len(held) >= caps.per_address or (
-                    sum(not c.authenticated() for c in held) >= caps.unauthenticated
+                if len(held) >= limits.per_address or (
+                    sum(not c.authenticated() for c in held) >= limits.unauthenticated
                 ):
                     log.warning("%s holds %d connections: refusing a new one", address, len(held))
                     self._refuse(transport, too_many_here)

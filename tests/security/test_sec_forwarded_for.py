@@ -75,3 +75,17 @@ def test_rotating_forwarded_for_does_not_escape_the_key_throttle(server, path):
     with server(settings) as url:
         answers = [_guess(url, path, f"198.51.100.{i}") for i in range(1, 7)]
     assert answers[:3] == [401, 401, 401] and set(answers[3:]) == {429}, answers
+
+
+def test_every_server_vigil_runs_is_configured_through_uvicorn_config():
+    """A uvicorn.Config built anywhere else would bring uvicorn's proxy headers back."""
+    import pathlib
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    builders = [
+        str(path.relative_to(root))
+        for package in ("serving", "sidecar", "vigil", "dashboards", "storage", "alerts")
+        for path in (root / package).rglob("*.py")
+        if "uvicorn.Config(" in path.read_text() or "uvicorn.run(" in path.read_text()
+    ]
+    assert builders == ["vigil/http_server.py"], builders

@@ -198,6 +198,8 @@ def test_an_operator_key_never_reaches_the_upstream(upstream, tmp_path):
         upstream.url, tmp_path, proxy_forward_client_key=True, operator_keys=[operator_key]
     )
     with UvicornThread(app) as server:
-        openai.OpenAI(base_url=server.url + "/v1", api_key=operator_key, max_retries=0).models.list()
+        openai.OpenAI(
+            base_url=server.url + "/v1", api_key=operator_key, max_retries=0
+        ).models.list()
         client(server).models.list()
     assert upstream.seen_auth == [f"Bearer {UPSTREAM_KEY}", f"Bearer {CLIENT_KEY}"]
