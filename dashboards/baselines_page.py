@@ -1,11 +1,13 @@
 """`/baselines`: each baseline's window, size, status and validation verdict, thresholds, the
 smallest change each test detects at the window size (drift.power), the judge's measured
-validity, and age; build, validate and activate from the page (admin key). The operations
+validity, and age; build, validate and activate from the page (admin key; building and
+validating run as background jobs whose state the page lists). The operations
 themselves are the sidecar's (`sidecar.baselines`), handed in as `BaselineOps` so this package
 does not import it."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -16,6 +18,7 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy.orm import Session, sessionmaker
 
+from dashboards.baseline_jobs import BaselineJobs
 from dashboards.refused import refused
 from dashboards.templating import page
 from drift.power_report import PowerReport
@@ -106,13 +109,32 @@ def _parse_time(value: str, field: str) -> datetime:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
+def _baseline_id(value: str) -> int:
+    try:
+        baseline_id = int(value)
+    except ValueError:
+        raise HTTPException(422, "id: a baseline id") from None
+    if not 1 <= baseline_id < 2**31:  # no row has it (and the database cannot hold it)
+        raise HTTPException(404, f"no baseline {baseline_id}")
+    return baseline_id
+
+
+def _validated(ops: BaselineOps, baseline_id: int) -> str:
+    valid, reasons = ops.validate(baseline_id, datetime.now(UTC))
+    return f"baseline {baseline_id}: " + ("valid" if valid else "rejected: " + "; ".join(reasons))
+
+
 def build_baselines_router(
     session_factory: sessionmaker[Session],
     viewer: Callable[..., Any],
     ops: BaselineOps | None,
     judge_note: str | None = None,
+    jobs: BaselineJobs | None = None,
 ) -> APIRouter:
+    """Building and validating run as background jobs (`jobs`, one worker thread): the page
+    answers at once and lists each job's state."""
     router = APIRouter()
+    jobs = jobs or BaselineJobs()
 
     @router.get("/baselines", response_class=HTMLResponse)
     def baselines(message: str | None = None) -> HTMLResponse:
@@ -125,6 +147,7 @@ def build_baselines_router(
             actions=ops is not None,
             message=(message or "")[:300],
             judge_note=judge_note,
+            jobs=jobs.latest(),
         )
 
     @router.post("/baselines/{action}")
@@ -142,33 +165,31 @@ def build_baselines_router(
         form = {
             k: v[0] for k, v in parse_qs(raw.decode("utf-8", "replace"), max_num_fields=4).items()
         }
-        now = datetime.now(UTC)
-        try:
-            if action == "build":
-                start, end = (
-                    _parse_time(form.get("start", ""), "start"),
-                    _parse_time(form.get("end", ""), "end"),
+        if action == "build":
+            start, end = (
+                _parse_time(form.get("start", ""), "start"),
+                _parse_time(form.get("end", ""), "end"),
+            )
+            job = jobs.submit(
+                f"build a baseline from {start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M} UTC",
+                lambda: f"built baseline {ops.build(start, end, datetime.now(UTC))} (candidate)",
+            )
+            message = f"job {job.id} started: {job.what} (its state shows below)"
+        elif action in ("validate", "activate"):
+            baseline_id = _baseline_id(form.get("id", ""))
+            if action == "validate":
+                job = jobs.submit(
+                    f"validate baseline {baseline_id}", lambda: _validated(ops, baseline_id)
                 )
-                message = f"built baseline {ops.build(start, end, now)} (candidate)"
-            elif action in ("validate", "activate"):
-                try:
-                    baseline_id = int(form.get("id", ""))
-                except ValueError:
-                    raise HTTPException(422, "id: a baseline id") from None
-                if not 1 <= baseline_id < 2**31:  # no row has it (and the database cannot hold it)
-                    raise HTTPException(404, f"no baseline {baseline_id}")
-                if action == "validate":
-                    valid, reasons = ops.validate(baseline_id, now)
-                    message = f"baseline {baseline_id}: " + (
-                        "valid" if valid else "rejected: " + "; ".join(reasons)
-                    )
-                else:
-                    ops.activate(baseline_id, now)
-                    message = f"baseline {baseline_id} is active"
+                message = f"job {job.id} started: {job.what} (its state shows below)"
             else:
-                raise HTTPException(404, f"unknown action {action!r}")
-        except (ValueError, LookupError) as exc:  # BaselineError is a ValueError: a refusal, shown
-            message = f"{action} refused: {exc}"
+                try:  # one short transaction, off the event loop
+                    await asyncio.to_thread(ops.activate, baseline_id, datetime.now(UTC))
+                    message = f"baseline {baseline_id} is active"
+                except (ValueError, LookupError) as exc:  # BaselineError is a ValueError
+                    message = f"{action} refused: {exc}"
+        else:
+            raise HTTPException(404, f"unknown action {action!r}")
         return RedirectResponse("/baselines?message=" + quote(message[:300]), status_code=303)
 
     return router

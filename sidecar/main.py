@@ -30,7 +30,7 @@ from sidecar.scheduler import (
 )
 from sidecar.watchdog import Watchdog
 from vigil.config import Settings, get_settings, load_settings
-from vigil.http_server import protocol_for
+from vigil.http_server import uvicorn_config
 
 log = logging.getLogger("vigil.sidecar")
 
@@ -136,16 +136,12 @@ class Sidecar:
 
 
 def server_config(settings: Settings, app: FastAPI):
-    """uvicorn's config for the sidecar: its address, the header deadline and connection cap."""
-    import uvicorn
-
-    return uvicorn.Config(
-        app,
-        host=settings.sidecar_host,
-        port=settings.sidecar_port,
+    """uvicorn's config for the sidecar: its address, the header deadline, the connection caps
+    and no proxy headers (vigil.http_server.uvicorn_config)."""
+    return uvicorn_config(
+        app, settings, sidecar=True, host=settings.sidecar_host, port=settings.sidecar_port,
         log_level="info",
-        http=protocol_for(settings, sidecar=True),
-    )
+    )  # fmt: skip
 
 
 def sidecar_command(args) -> int:

@@ -4,8 +4,10 @@ replies and prompt/response excerpts, so every one of them needs a caller.
 Accepted, in order: `Authorization: Bearer <key>` (API use); the `vigil_session` cookie a browser
 gets from `POST /login` (signed, HttpOnly, SameSite=Strict, Secure behind https, expiring, and
 backed by a `page_sessions` row that `POST /logout` revokes); a user name in
-`forward_auth_header` when the request comes from a trusted proxy. Tenant-bound keys are
-refused (403): the pages show every tenant's alerts. A browser without credentials is sent to
+`forward_auth_header` when the request comes from a trusted proxy. Pages are for readers
+(global keys) and admins: tenant-bound keys are refused (403), the pages show every tenant's
+alerts, and so are operator keys, which file traffic (gateways, importers, the sidecar's own
+judge and canaries) and read nothing. A browser without credentials is sent to
 the login page, an API client gets a 401.
 """
 
@@ -72,7 +74,8 @@ def verify_session(
     key ends its sessions). Forgeries stop here, before the database is asked."""
     payload, _, sig = token.partition(".")
     want = hmac.new(_session_key(secret), payload.encode(), hashlib.sha256).hexdigest()
-    if not sig or not hmac.compare_digest(sig, want):
+    # as bytes: a str holding non-ASCII (a forged cookie) would make compare_digest raise
+    if not sig or not hmac.compare_digest(sig.encode(), want.encode()):
         return None
     try:
         session_id, key_id, expires = (
@@ -84,6 +87,12 @@ def verify_session(
         return None
     principal = keyring.by_id(key_id)
     return principal and SessionClaim(dataclasses.replace(principal, via="session"), session_id)
+
+
+def _not_a_reader(principal: Principal) -> str:
+    if principal.tenant is not None:
+        return "a tenant-bound key cannot read pages that show every tenant"
+    return "an operator key files traffic; pages need a global or admin key"
 
 
 def safe_next(target: str | None) -> str:
@@ -163,8 +172,9 @@ class PageAuth:
                 "missing API key: send 'Authorization: Bearer <key>' or log in",
                 headers={"WWW-Authenticate": "Bearer"},
             )
-        if not principal.can_view_all:
-            raise HTTPException(403, "a tenant-bound key cannot read pages that show every tenant")
+        if principal is not ANONYMOUS and not principal.can_view_all:
+            raise HTTPException(403, _not_a_reader(principal))
+        request.state.principal = principal  # the connection is past a key check (http_server)
         return principal
 
     def router(self) -> APIRouter:

@@ -1,7 +1,8 @@
 """Engines and sessions from a database URL (SQLite or PostgreSQL), the same code on both.
 
 SQLite: WAL mode (readers never block the writer), foreign keys on (cascading deletes), a busy
-timeout (concurrent writers wait instead of failing), and the file's folder is created.
+timeout (concurrent writers wait instead of failing), and the file's folder is created; the
+file itself is created 0600 (it holds prompts), and SQLite gives its WAL files the same mode.
 PostgreSQL (psycopg 3): `pool_pre_ping` so a connection killed server-side is replaced on
 checkout, and a connect timeout so an unreachable server fails fast instead of hanging.
 
@@ -10,6 +11,8 @@ Repository functions take a `Session` and never commit; wrap work in `session_sc
 
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -41,13 +44,26 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur.close()
 
 
+def _private_file(path: Path) -> None:
+    """The SQLite file holds prompts and responses: create it (and its folder) 0600 before
+    SQLite opens it, and tighten one an older version left readable. SQLite gives its WAL,
+    shared-memory and rollback journal files the database file's mode."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
+    for file in (path, *(path.with_name(path.name + s) for s in ("-wal", "-shm", "-journal"))):
+        with contextlib.suppress(FileNotFoundError, PermissionError):
+            if file.stat().st_mode & 0o077:
+                os.chmod(file, 0o600)
+
+
 def make_engine(url: str | URL, **kwargs) -> Engine:
     """A new Engine for `url` (sqlite:///path or postgresql+psycopg://...); see module doc."""
     url = make_url(url)
     backend = url.get_backend_name()
     if backend == "sqlite":
-        if not _is_memory(url):
-            Path(url.database or "").expanduser().parent.mkdir(parents=True, exist_ok=True)
+        if not _is_memory(url) and not url.query.get("uri"):
+            _private_file(Path(url.database or "").expanduser())
         connect_args = kwargs.pop("connect_args", {})
         connect_args.setdefault("check_same_thread", False)
         connect_args.setdefault("timeout", SQLITE_BUSY_TIMEOUT_MS / 1000)

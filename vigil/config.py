@@ -147,6 +147,12 @@ class Settings(EngineSettings, DeliverySettings, TenancySettings, JudgeSettings,
     api_docs: bool = False  # /openapi.json on both services (plain JSON; no Swagger page, no CDN)
     max_connections: int = Field(2048, gt=0)  # engine API, per API process
     sidecar_max_connections: int = Field(256, gt=0)
+    # open connections one client address may hold, and of those the ones on which no request
+    # has yet passed a key check (a trusted proxy's address is held to the process cap only)
+    max_connections_per_address: int = Field(1024, gt=0)  # engine API, per API process
+    max_unauthenticated_per_address: int = Field(512, gt=0)
+    sidecar_max_connections_per_address: int = Field(64, gt=0)
+    sidecar_max_unauthenticated_per_address: int = Field(16, gt=0)
     # failed key checks (API, ingest, page login) per client address per minute before it gets
     # 429s (vigil/auth_throttle.py); 0: no limit
     auth_failures_per_minute: int = Field(20, ge=0)

@@ -11,17 +11,31 @@ stops when the request's headers are complete; when it runs out, the client gets
 connection is closed. The connection cap is checked as each connection opens, before a byte is
 read.
 
-    config = uvicorn.Config(
-        app, ..., http=deadline_protocol(header_timeout_s=10, max_connections=2048)
-    )
+One client address may hold at most `per_address` of the open connections, and at most
+`unauthenticated` connections on which no request has yet passed a key check (the request
+guard or the page check put a `principal` in the request's state): half-open sockets from one
+address cannot take the slots every other client needs. Past either, a new connection from
+that address gets a 429 and is closed. A trusted proxy's address carries many clients and is
+held to the process cap only.
+
+The address is the TCP peer: uvicorn's `proxy_headers` is off in every server Vigil runs
+(`uvicorn_config`), so no `X-Forwarded-For` replaces it before Vigil's own trusted-proxy check
+(`vigil/auth_throttle.py`) decides whom to believe.
+
+    config = uvicorn_config(app, settings, sidecar=False, host=..., port=...)
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
+from typing import Any
 
+import uvicorn
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+from vigil.keys import from_trusted_proxy
 
 log = logging.getLogger("vigil.http")
 
@@ -34,20 +48,41 @@ def _raw_response(status: bytes, message: str) -> bytes:
     )
 
 
+@dataclass(frozen=True)
+class AddressCaps:
+    """Per client address: open connections, and those not yet past a key check."""
+
+    per_address: int
+    unauthenticated: int
+    exempt: tuple[str, ...] = ()  # trusted proxies: the process cap only
+
+
 def deadline_protocol(
-    header_timeout_s: float, max_connections: int, base: type[asyncio.Protocol] = AutoHTTPProtocol
+    header_timeout_s: float,
+    max_connections: int,
+    base: type[asyncio.Protocol] = AutoHTTPProtocol,
+    caps: AddressCaps | None = None,
 ) -> type[asyncio.Protocol]:
-    """uvicorn's HTTP protocol (httptools, or h11 without it) with a header deadline and a
-    connection cap; pass it as `uvicorn.Config(http=...)`."""
+    """uvicorn's HTTP protocol (httptools, or h11 without it) with a header deadline, a
+    connection cap and per-address caps; pass it as `uvicorn.Config(http=...)`."""
     if header_timeout_s <= 0 or max_connections < 1:
         raise ValueError("header_timeout_s and max_connections must be positive")
+    limits = caps or AddressCaps(max_connections, max_connections)
     too_slow = _raw_response(
         b"408 Request Timeout", f"request headers did not arrive within {header_timeout_s:g} s"
     )
     too_many = _raw_response(b"503 Service Unavailable", "too many open connections; retry shortly")
+    too_many_here = _raw_response(
+        b"429 Too Many Requests",
+        f"this address holds too many open connections (at most {limits.per_address}, of them "
+        f"{limits.unauthenticated} before a key is checked); close some and retry",
+    )
+    by_address: dict[str, set[Any]] = {}  # this server's open connections per client address
 
     class DeadlineProtocol(base):  # type: ignore[misc, valid-type]
         _header_timer: asyncio.TimerHandle | None = None
+        _address: str | None = None
+        _authenticated = False
 
         def connection_made(self, transport) -> None:
             super().connection_made(transport)
@@ -57,13 +92,36 @@ def deadline_protocol(
                     len(self.connections) - 1,
                     max_connections,
                 )
-                transport.write(too_many)
-                transport.close()
+                self._refuse(transport, too_many)
                 return
+            address = self.client[0] if self.client else None
+            if address is not None and not from_trusted_proxy(address, list(limits.exempt)):
+                held = by_address.setdefault(address, set())
+                if len(held) >= limits.per_address or (
+                    sum(not c.authenticated() for c in held) >= limits.unauthenticated
+                ):
+                    log.warning("%s holds %d connections: refusing a new one", address, len(held))
+                    self._refuse(transport, too_many_here)
+                    return
+                held.add(self)
+                self._address = address
             self._arm()
+
+        def _refuse(self, transport, answer: bytes) -> None:
+            transport.write(answer)
+            transport.close()
+
+        def authenticated(self) -> bool:
+            """Whether a request on this connection has passed a key check (sticky)."""
+            if not self._authenticated and self.cycle is not None:
+                state = self.cycle.scope.get("state") or {}
+                self._authenticated = state.get("principal") is not None
+            return self._authenticated
 
         def data_received(self, data: bytes) -> None:
             before = self.cycle
+            if before is not None:
+                self.authenticated()  # read the finished request's state before the next one
             if self._header_timer is None and (before is None or before.response_complete):
                 self._arm()  # the first bytes of the next request on a kept-alive connection
             super().data_received(data)
@@ -72,6 +130,12 @@ def deadline_protocol(
 
         def connection_lost(self, exc) -> None:
             self._disarm()
+            if self._address is not None:
+                held = by_address.get(self._address)
+                if held is not None:
+                    held.discard(self)
+                    if not held:
+                        del by_address[self._address]
             super().connection_lost(exc)
 
         def _arm(self) -> None:
@@ -96,5 +160,30 @@ def deadline_protocol(
 
 def protocol_for(settings, *, sidecar: bool) -> type[asyncio.Protocol]:
     """The protocol class for the engine API (`sidecar=False`) or the sidecar."""
-    cap = settings.sidecar_max_connections if sidecar else settings.max_connections
-    return deadline_protocol(settings.header_timeout_s, cap)
+    if sidecar:
+        cap = settings.sidecar_max_connections
+        caps = AddressCaps(
+            settings.sidecar_max_connections_per_address,
+            settings.sidecar_max_unauthenticated_per_address,
+            tuple(settings.trusted_proxies),
+        )
+    else:
+        cap = settings.max_connections
+        caps = AddressCaps(
+            settings.max_connections_per_address,
+            settings.max_unauthenticated_per_address,
+            tuple(settings.trusted_proxies),
+        )
+    return deadline_protocol(settings.header_timeout_s, cap, caps=caps)
+
+
+def uvicorn_config(app: Any, settings, *, sidecar: bool, **options: Any) -> uvicorn.Config:
+    """uvicorn's config for one of Vigil's servers: the header deadline and the connection caps,
+    and no proxy headers (uvicorn would otherwise let any loopback peer's `X-Forwarded-For`
+    and `X-Forwarded-Proto` replace the client address before Vigil's trusted-proxy check)."""
+    for owned in ("proxy_headers", "forwarded_allow_ips", "http"):
+        if owned in options:
+            raise TypeError(f"{owned} is set by vigil.http_server.uvicorn_config")
+    return uvicorn.Config(
+        app, proxy_headers=False, http=protocol_for(settings, sidecar=sidecar), **options
+    )

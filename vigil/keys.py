@@ -42,8 +42,9 @@ class Principal:
 
     @property
     def can_view_all(self) -> bool:
-        """Pages show every tenant's alerts: tenant-bound keys may not read them."""
-        return self.admin or self.tenant is None
+        """Pages show every tenant's alerts: global and admin keys read them; tenant-bound keys
+        may not, nor operator keys, which file traffic and read nothing."""
+        return self.admin or (self.tenant is None and not self.operator)
 
     @property
     def may_label_others(self) -> bool:

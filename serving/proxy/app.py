@@ -9,10 +9,10 @@ like the engine's own traffic.
 
 Keys: the request guard checks the client's Vigil key before the body; the upstream gets
 `VIGIL_PROXY_UPSTREAM_API_KEY`, never the client's key unless
-`VIGIL_PROXY_FORWARD_CLIENT_KEY`. A client that disconnects closes its upstream connection, so
-the upstream stops generating. An upstream that cannot be reached is a 502, one silent past
-`VIGIL_PROXY_TIMEOUT_S` a 504; one that breaks off mid-stream breaks the client's stream
-off too (no clean end), so the client sees the failure.
+`VIGIL_PROXY_FORWARD_CLIENT_KEY`, and even then never an operator or admin key. A client that
+disconnects closes its upstream connection, so the upstream stops generating. An upstream that
+cannot be reached is a 502, one silent past `VIGIL_PROXY_TIMEOUT_S` a 504; one that breaks off
+mid-stream breaks the client's stream off too (no clean end), so the client sees the failure.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from serving.proxy.exchange import Exchange
 from serving.proxy.upstream import UpstreamError, UpstreamPool
 from serving.server.server_send import server_send
 from serving.traffic.logger import ObservedRequest, TrafficLogger
+from vigil.asgi_guard import ANONYMOUS
 from vigil.config import Settings
 
 log = logging.getLogger("vigil.proxy")
@@ -64,6 +65,15 @@ def _error(status: int, message: str, kind: str) -> tuple[int, bytes]:
     return status, json.dumps(
         {"error": {"message": message, "type": kind, "param": None, "code": None}}
     ).encode()
+
+
+def _forwardable(scope) -> bool:
+    """Whether the client's key may go upstream: a global or tenant key may, an operator or
+    admin key (Vigil's own: gateways, the sidecar's judge and canaries) never leaves Vigil; its
+    requests get `VIGIL_PROXY_UPSTREAM_API_KEY` instead. With no keys configured (development),
+    the client's key is the upstream's."""
+    principal = (scope.get("state") or {}).get("principal")
+    return principal is None or principal is ANONYMOUS or not principal.may_label_others
 
 
 class ProxyApp:
@@ -120,7 +130,7 @@ class ProxyApp:
 
     def _headers(self, scope) -> list[tuple[bytes, bytes]]:
         headers = [(k, v) for k, v in scope["headers"] if k in _FORWARDED]
-        if self.settings.proxy_forward_client_key:
+        if self.settings.proxy_forward_client_key and _forwardable(scope):
             headers += [(k, v) for k, v in scope["headers"] if k == b"authorization"]
         elif self.upstream_auth is not None:
             headers.append(self.upstream_auth)
@@ -160,13 +170,10 @@ class ProxyApp:
                 if logged and upstream.status == 200
                 else None
             )
-            pieces = exchange.pieces if exchange else None
-            times = exchange.times if exchange else None
             async for piece in upstream.pieces():
                 await write({"type": "http.response.body", "body": piece, "more_body": True})
-                if pieces is not None:
-                    pieces.append(piece)
-                    times.append(_clock())
+                if exchange is not None:
+                    exchange.keep(piece, _clock())
             watch.finishing = True  # the server reports a finished response as a disconnect
             await write({"type": "http.response.body", "body": b"", "more_body": False})
             if exchange is not None:

@@ -8,11 +8,18 @@ piece that completed it. Without `usage` in the answer (a stream without
 `stream_options.include_usage`), the completion tokens are the count of events that carried
 text, one token per event as vLLM and SGLang stream. Entropy is not known from an upstream
 (top-k log-probabilities do not give it).
+
+The answer's bytes come from an upstream Vigil does not control: at most `MAX_KEPT_BYTES` of
+one answer are kept, events are found in one linear pass however finely the bytes were split,
+and JSON nested past the parser's stack is skipped like any other bytes that are not JSON.
 """
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +29,11 @@ from serving.server.auth import request_segment
 from serving.traffic.logger import Observation
 from serving.traffic.record import RequestStats
 from vigil.config import Settings
+
+# the most of one answer kept for reading: far past any context length in text, so only a
+# runaway or hostile upstream reaches it; such an answer is relayed whole but not sampled
+MAX_KEPT_BYTES = 8 * 1024 * 1024
+_EVENT_END = re.compile(rb"\r?\n\r?\n")  # a blank line ends an SSE event (CRLF or LF)
 
 
 @dataclass
@@ -44,11 +56,28 @@ class Exchange:
     pieces: list[bytes] = field(default_factory=list)
     times: list[float] = field(default_factory=list)  # perf_counter seconds of each piece
     end_time: float = 0.0  # epoch seconds
+    kept: int = 0  # bytes of the answer kept so far
+    overflow: bool = False  # the answer passed MAX_KEPT_BYTES: relayed, never read
+
+    def keep(self, piece: bytes, at: float) -> None:
+        """Keep a relayed piece for reading later, up to MAX_KEPT_BYTES of the answer; past it
+        the pieces are let go (the answer is relayed whole but not sampled)."""
+        if self.overflow:
+            return
+        self.kept += len(piece)
+        if self.kept > MAX_KEPT_BYTES:
+            self.overflow = True
+            self.pieces, self.times = [], []
+            return
+        self.pieces.append(piece)
+        self.times.append(at)
 
     def observe(self, settings: Settings) -> Observation | None:
+        if self.overflow:
+            return None
         try:
             request = json.loads(self.body)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: JSON nested past the C stack
             return None
         if not isinstance(request, dict):
             return None
@@ -107,31 +136,37 @@ class Exchange:
         return out, model
 
     def _whole(self):
-        try:
-            payload = json.loads(b"".join(self.pieces))
-        except ValueError:
-            return
+        payload = _json(b"".join(self.pieces))
         if isinstance(payload, dict):
             yield payload, None
 
     def _events(self):
-        buffer = b""
-        for piece, at in zip(self.pieces, self.times, strict=True):
-            buffer += piece
-            *events, buffer = buffer.replace(b"\r\n", b"\n").split(b"\n\n")
-            for event in events:
-                for line in event.split(b"\n"):
-                    if not line.startswith(b"data:"):
-                        continue
-                    data = line[5:].strip()
-                    if data == b"[DONE]":
-                        continue
-                    try:
-                        payload = json.loads(data)
-                    except ValueError:
-                        continue
-                    if isinstance(payload, dict):
-                        yield payload, at
+        """Each complete SSE event's JSON payloads, with the arrival of the piece that completed
+        the event (its blank line). One pass over the joined answer: linear in its size however
+        finely the upstream split it; an unfinished last event is not read."""
+        raw = b"".join(self.pieces)
+        ends = list(itertools.accumulate(len(p) for p in self.pieces))
+        start = 0
+        for separator in _EVENT_END.finditer(raw):
+            event, start = raw[start : separator.start()], separator.end()
+            at = self.times[bisect.bisect_left(ends, separator.end())]
+            for line in event.replace(b"\r\n", b"\n").split(b"\n"):
+                if not line.startswith(b"data:"):
+                    continue
+                data = line[5:].strip()
+                if data == b"[DONE]":
+                    continue
+                payload = _json(data)
+                if isinstance(payload, dict):
+                    yield payload, at
+
+
+def _json(data: bytes) -> Any:
+    """The parsed JSON, or None for bytes that are not JSON or nest too deep to parse."""
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):
+        return None
 
 
 def _list(value: Any) -> list:

@@ -19,7 +19,7 @@ from serving.traffic.sampler import TrafficSampler
 from vigil.asgi_guard import RequestGuard
 from vigil.auth_throttle import throttle_from_settings
 from vigil.config import Settings, load_settings
-from vigil.http_server import protocol_for
+from vigil.http_server import uvicorn_config
 from vigil.keys import KeyRing
 
 log = logging.getLogger("vigil.proxy")
@@ -80,15 +80,16 @@ def freeze_startup_heap() -> None:
 
 
 def proxy_config(settings: Settings, app: Any) -> uvicorn.Config:
-    return uvicorn.Config(
+    return uvicorn_config(
         app,
+        settings,
+        sidecar=False,
         host=settings.host,
         port=settings.port,
         lifespan="on",
         log_level="info",
         access_log=False,
         loop="uvloop",
-        http=protocol_for(settings, sidecar=False),
         timeout_keep_alive=5,
         timeout_graceful_shutdown=max(5, int(settings.drain_grace_s)),
     )

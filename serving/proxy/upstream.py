@@ -4,9 +4,11 @@ uvicorn runs), built for relaying streams.
 Body bytes are handed on per socket read, not per HTTP chunk, so a proxy that falls behind
 gets larger pieces instead of a queue (SSE bytes unchanged, only the framing differs). Past
 `MAX_BUFFERED` unread bytes the socket is not read: a slow client slows its stream alone.
-Keep-alive connections are kept per origin (`max_idle` of them); a request that finds its
-pooled connection closed before any answer is sent once more on a new one. Closing an
-`UpstreamResponse` before its end closes its connection: the upstream sees the client leave.
+An answer whose status line and headers run past `MAX_HEAD_BYTES` is refused (502), so a
+hostile upstream cannot grow the header list without end. Keep-alive connections are kept per
+origin (`max_idle` of them); a request that finds its pooled connection closed before any
+answer is sent once more on a new one. Closing an `UpstreamResponse` before its end closes its
+connection: the upstream sees the client leave.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from urllib.parse import urlsplit
 import httptools
 
 MAX_BUFFERED = 256 * 1024
+MAX_HEAD_BYTES = 64 * 1024  # status line and headers; past it the answer is refused (502)
 
 
 class UpstreamError(Exception):
@@ -45,6 +48,7 @@ class _Connection(asyncio.Protocol):
         self.headers: list[tuple[bytes, bytes]] = []
         self.pieces: list[bytes] = []
         self.buffered = 0
+        self.head_bytes = 0
         self.head_done = False
         self.complete = False
         self.keep_alive = False  # llhttp answers this inside its callbacks only
@@ -70,10 +74,15 @@ class _Connection(asyncio.Protocol):
         self.received_any = True
         if self.timer is not None:
             self.last = self.loop.time()
+        if not self.head_done:
+            self.head_bytes += len(data)
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError as exc:
             self.error = f"the upstream's answer is not valid HTTP ({exc})"
+            self.transport.close()
+        if not self.head_done and self.head_bytes > MAX_HEAD_BYTES and self.error is None:
+            self.error = f"the upstream's headers ran past {MAX_HEAD_BYTES} bytes"
             self.transport.close()
         self._wake()
         if self.buffered > MAX_BUFFERED and not self.paused and not self.complete:

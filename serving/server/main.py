@@ -22,7 +22,7 @@ from serving.server.api_server_count import resolve_api_server_count
 from serving.server.app import create_app
 from serving.server.state import Phase
 from vigil.config import Settings, load_settings
-from vigil.http_server import protocol_for
+from vigil.http_server import uvicorn_config
 
 log = logging.getLogger("vigil.serve")
 
@@ -71,8 +71,10 @@ class DrainingServer(uvicorn.Server):
 
 def build_server(settings: Settings, app: FastAPI | None = None, **app_kwargs) -> DrainingServer:
     app = app or create_app(settings, **app_kwargs)
-    config = uvicorn.Config(
+    config = uvicorn_config(
         app,
+        settings,
+        sidecar=False,
         host=settings.host,
         port=settings.port,
         lifespan="on",
@@ -80,7 +82,6 @@ def build_server(settings: Settings, app: FastAPI | None = None, **app_kwargs) -
         access_log=False,
         timeout_graceful_shutdown=5,
         timeout_keep_alive=5,
-        http=protocol_for(settings, sidecar=False),
     )
     return DrainingServer(config, app)
 

@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 from seed_history import seed_history
 from sidecar_servers import API_KEY
 
+from dashboards.baseline_jobs import BaselineJobs
 from dashboards.baselines_page import BaselineOps, build_baselines_router
 from sidecar.app import create_app
 from storage.db import session_factory
@@ -79,9 +80,10 @@ def test_build_and_validate_go_through_the_ops(migrated_db):
         activate=lambda i, now: None,
     )
     app = FastAPI()
+    jobs = BaselineJobs()
     app.include_router(
         build_baselines_router(
-            session_factory(migrated_db), lambda: Principal("k", admin=True), ops
+            session_factory(migrated_db), lambda: Principal("k", admin=True), ops, jobs=jobs
         )
     )
     client = TestClient(app)
@@ -90,10 +92,18 @@ def test_build_and_validate_go_through_the_ops(migrated_db):
         data={"start": "2026-11-28T00:00:00Z", "end": "2026-11-29T00:00:00"},
         follow_redirects=False,
     )
-    assert unquote(r.headers["location"]).endswith("built baseline 7 (candidate)")
+    assert unquote(r.headers["location"]).endswith(
+        "job 1 started: build a baseline from 2026-11-28 00:00 to 2026-11-29 00:00 UTC "
+        "(its state shows below)"
+    )
+    assert jobs.wait(1, timeout=10).outcome == "built baseline 7 (candidate)"
     assert calls[0][1].isoformat() == "2026-11-28T00:00:00+00:00" and calls[0][2].tzinfo is not None
     r = client.post("/baselines/validate", data={"id": "7"}, follow_redirects=False)
-    assert unquote(r.headers["location"]).endswith("baseline 7: rejected: halves drift: psi")
+    assert "job 2 started: validate baseline 7" in unquote(r.headers["location"])
+    done = jobs.wait(2, timeout=10)
+    assert (done.state, done.outcome) == ("done", "baseline 7: rejected: halves drift: psi")
+    table = client.get("/baselines").text.split('id="baseline-jobs"')[1].split("</table>")[0]
+    assert "built baseline 7 (candidate)" in table and "halves drift: psi" in table
     assert client.post("/baselines/build", data={"start": "yesterday"}).status_code == 422
     assert client.post("/baselines/validate", data={"id": "x"}).status_code == 422
     assert client.post("/baselines/explode", data={}).status_code == 404

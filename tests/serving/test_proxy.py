@@ -188,3 +188,18 @@ def test_the_client_key_is_forwarded_only_when_configured(upstream, tmp_path):
     with UvicornThread(app) as server:
         client(server).models.list()
     assert upstream.seen_auth == [f"Bearer {CLIENT_KEY}"]
+
+
+def test_an_operator_key_never_reaches_the_upstream(upstream, tmp_path):
+    """The sidecar's judge and canaries call the proxy with Vigil's own operator key (as in
+    `vigil up --proxy`); with client keys forwarded, that key still stays inside Vigil."""
+    operator_key = "vigil-operator-key-0123456789"
+    app, _ = proxy_for(
+        upstream.url, tmp_path, proxy_forward_client_key=True, operator_keys=[operator_key]
+    )
+    with UvicornThread(app) as server:
+        openai.OpenAI(
+            base_url=server.url + "/v1", api_key=operator_key, max_retries=0
+        ).models.list()
+        client(server).models.list()
+    assert upstream.seen_auth == [f"Bearer {UPSTREAM_KEY}", f"Bearer {CLIENT_KEY}"]
