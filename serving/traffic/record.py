@@ -11,6 +11,7 @@ from serving.traffic.sampler import SampleDecision
 from serving.traffic.segments import SegmentInfo
 from vigil.redact import redact_pii
 from vigil.sample_record import limits
+from vigil.sample_record.names import safe_name
 
 
 @dataclass
@@ -138,8 +139,9 @@ def _within(value: float | None, lo: float, hi: float) -> float | None:
 
 
 def _label(value: str | None, max_chars: int) -> str | None:
-    """A short label column: storable, cut to its column, empty means absent."""
-    return (_storable(value)[:max_chars] or None) if value is not None else None
+    """A short label column: the record's safe name characters (others become `_`), cut to its
+    column, empty means absent."""
+    return (safe_name(value[:max_chars]) or None) if value is not None else None
 
 
 def _tool_names(tools: list[str]) -> list[str]:
