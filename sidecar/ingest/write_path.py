@@ -1,5 +1,7 @@
 """The one write path of every ingest route (`POST /v1/ingest`, the OTLP receiver): the
-caller's rules (sidecar.ingest.policy), its quota (sidecar.ingest.quota), then storage."""
+caller's rules (sidecar.ingest.policy), its quota (sidecar.ingest.quota), the one redaction
+step (vigil.record_redaction, which storage's writer applies to the engine's traffic), then
+storage."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from sidecar.ingest.schema import IngestResult
 from storage.types import utcnow
 from vigil.config import Settings
 from vigil.keys import Principal
+from vigil.record_redaction import RecordRedaction
 from vigil.sample_record import SampleRecord
 
 
@@ -23,6 +26,7 @@ class IngestPath:
     session_factory: sessionmaker[Session]
     policy: IngestPolicy
     quota: IngestQuota
+    redaction: RecordRedaction
 
     @classmethod
     def from_settings(
@@ -33,6 +37,7 @@ class IngestPath:
             session_factory,
             IngestPolicy.from_settings(settings),
             IngestQuota(settings.ingest_rows_per_minute),
+            RecordRedaction.from_settings(settings),
         )
 
     def store(self, samples: list[SampleRecord], principal: Principal) -> IngestResult:
@@ -63,6 +68,8 @@ class IngestPath:
                     ),
                     headers={"Retry-After": retry_after_seconds(wait)},
                 )
+        for sample in samples:  # the one redaction step (vigil.record_redaction)
+            self.redaction.sample(sample)
         with self.session_factory() as session:
             result = ingest_records(
                 session, samples, now=now, max_future_skew_s=settings.max_future_skew_s

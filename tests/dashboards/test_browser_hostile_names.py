@@ -91,8 +91,12 @@ def _pwned(browser, url: str) -> dict:
             ran.append(frame.evaluate("() => typeof window.__pwned !== 'undefined'"))
         except Exception:  # noqa: BLE001 - a frame the CSP forbids eval in ran nothing either
             ran.append(False)
-    seen = {"ran": any(ran), "dialogs": dialogs, "frames": [f.url for f in page.frames],
-            "evidently": [f.content() for f in page.frames if f.url.endswith("/evidently")]}
+    seen = {
+        "ran": any(ran),
+        "dialogs": dialogs,
+        "frames": [f.url for f in page.frames],
+        "evidently": [f.content() for f in page.frames if f.url.endswith("/evidently")],
+    }
     context.close()
     return seen
 

@@ -35,9 +35,11 @@ def test_hostile_label_values_round_trip_through_the_exposition(migrated_db, mak
         s.flush()
         s.add(EvalScore(sample_id="m-1", name=HOSTILE[:64], score=2.0, created_at=now))
         s.commit()
-    text = TestClient(create_app(make_settings(migrated_db), factory)).get(
-        "/metrics", headers={"Authorization": f"Bearer {API_KEY}"}
-    ).text
+    text = (
+        TestClient(create_app(make_settings(migrated_db), factory))
+        .get("/metrics", headers={"Authorization": f"Bearer {API_KEY}"})
+        .text
+    )
     families = {f.name: f for f in text_string_to_metric_families(text)}
     assert not any("injected" in name for name in families)
     drift = [s.labels for s in families["vigil_drift_statistic"].samples]
