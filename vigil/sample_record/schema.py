@@ -22,7 +22,7 @@ A record is one JSON object. Rules (the caps live in `vigil.sample_record.limits
   `client:` prefix) names the model; a name with a known dimension (the sidecar's own
   all-MiniLM-L6-v2: 384) must match it. Storage keeps these vectors under `client:<name>`
   (`client:unknown` without a name), apart from the sidecar's own, and refuses a vector whose
-  dimension differs from the first one stored for that `client:` model.
+  dimension differs from the first one its tenant stored for that `client:` model.
 - Unknown fields are kept (storage puts them in the row's `extra` column) when they are JSON
   values: names 1-128 characters, finite numbers, integers within 64 bits, at most 16 levels
   deep and 10,000 values per record.
