@@ -18,6 +18,7 @@ DEFAULT_MAX_PAST_SKEW_S = 7200.0
 DEFAULT_WEIGHT_SPREAD = 10.0
 DEFAULT_EVAL_BOUND = 100.0
 DEFAULT_ROWS_PER_MINUTE = 60_000
+DEFAULT_BYTES_PER_MINUTE = 64 * 1024 * 1024  # ~1 MB/s: 60,000 rows of 1 KB
 
 
 class TenancySettings(BaseSettings):
@@ -51,6 +52,9 @@ class TenancySettings(BaseSettings):
     # rows one tenant may ingest per minute (a key without a tenant counts as its own); past it
     # a 429 with Retry-After; 0: no limit
     ingest_rows_per_minute: int = Field(DEFAULT_ROWS_PER_MINUTE, ge=0)
+    # bytes one tenant may ingest per minute, counted as the stored records' JSON size (texts,
+    # vectors, unknown fields); past it a 429 with Retry-After; 0: no limit
+    ingest_bytes_per_minute: int = Field(DEFAULT_BYTES_PER_MINUTE, ge=0)
 
     @field_validator("eval_scales")
     @classmethod

@@ -10,6 +10,8 @@ A record is one JSON object. Rules (the caps live in `vigil.sample_record.limits
   `VIGIL_MAX_FUTURE_SKEW_S` (default 300 s) is refused (`check_not_future`).
 - `tenant`, `segment`, `prompt_version`, `model_version`, each entry of `tools`: 1-128
   characters; `finish_reason` 1-32; `prompt`, `response` at most 1,000,000; at most 256 tools.
+- Names (those fields, `embedding_model`, evaluator names, field names and every key inside
+  unknown fields) hold only letters A-Z a-z, digits, space and . _ - : / @ +.
 - No text anywhere (field names, nested values included) may hold NUL or a lone surrogate.
 - Numbers are JSON numbers (never strings or booleans) and finite (no NaN/inf):
   `prompt_tokens`, `completion_tokens` integers in [0, 1e7] (3.0 counts as 3);
