@@ -19,8 +19,12 @@ BIG = "x" * 20_000
 
 
 def test_a_tenant_under_its_row_quota_is_stopped_by_its_byte_quota(migrated_db, make_settings):
-    settings = make_settings(migrated_db, tenant_keys={TENANT_KEY: "acme"},
-                             ingest_rows_per_minute=1000, ingest_bytes_per_minute=100_000)  # fmt: skip
+    settings = make_settings(
+        migrated_db,
+        tenant_keys={TENANT_KEY: "acme"},
+        ingest_rows_per_minute=1000,
+        ingest_bytes_per_minute=100_000,
+    )
     factory = session_factory(migrated_db)
     app = create_app(settings, factory)
     batch = [{"id": f"b-{i}", "prompt": BIG} for i in range(4)]  # ~80 KB, 4 rows
