@@ -17,6 +17,7 @@ from serving.traffic.segments import segment_from_request
 from sidecar.app import create_app
 from storage.db import session_factory
 from storage.models import Sample
+from vigil.config import load_settings
 from vigil.sample_record import RecordError, validate_record
 from vigil.sample_record.names import check_name, name_problem, safe_name
 
@@ -83,3 +84,11 @@ def test_a_name_is_safe_exactly_when_every_character_is_in_the_set(text):
     if not safe:
         with pytest.raises(RecordError, match="names use only"):
             validate_record(_base(segment=text or "<"))
+
+
+def test_configured_tenant_names_follow_the_same_rule():
+    """A tenant key's tenant labels all its traffic: an unsafe one is refused at start-up, not
+    turned into records every path then refuses."""
+    with pytest.raises(ValueError, match="VIGIL_TENANT_KEYS: the tenant 'a<b' holds '<'"):
+        load_settings(tenant_keys={"tenant-key-0123456789": "a<b"})
+    assert load_settings(tenant_keys={"tenant-key-0123456789": "acme corp"}).tenant_keys
