@@ -252,6 +252,8 @@ class SampleWriter:
     def _replay_chunk(self, records: list[dict[str, Any]]) -> None:
         items = []
         for raw in records:
+            if self.redaction:  # a journal an older writer left may hold unredacted records
+                raw = self.redaction.record(raw)
             try:
                 items.append((raw, sample_from_record(raw, source=self.source)))
             except RecordError as exc:

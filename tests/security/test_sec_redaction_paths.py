@@ -22,6 +22,7 @@ from serving.traffic.segments import segment_from_request
 from sidecar.app import create_app
 from storage.db import session_factory
 from storage.models import Sample
+from storage.journal import Journal
 from storage.writer import SampleWriter
 from vigil.pseudonym import hash_user
 
@@ -86,3 +87,20 @@ def test_every_write_path_stores_redacted_rows(migrated_db, make_settings, tmp_p
     by_id = {r.id: r for r in rows}
     assert by_id["ingest-1"].extra["user"] == hash_user(EMAIL, settings.secret_key)
     assert by_id["ingest-1"].extra["metadata"] == {"contact": "mail [EMAIL] or call [PHONE]"}
+
+
+def test_a_journal_left_unredacted_is_redacted_on_replay(migrated_db, make_settings):
+    """A journal an older writer spilled holds records as sent: replay applies the step too."""
+    settings = make_settings(migrated_db, redact_pii=True)
+    journal = Journal(settings.journal_dir)
+    journal.append([{"id": "old-1", "prompt": TEXT, "user": EMAIL, "timestamp": time.time()}])
+    journal.close()
+    writer = SampleWriter.from_settings(settings)
+    deadline = time.monotonic() + 10
+    while writer.replayed < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert writer.close()
+    with session_factory(migrated_db)() as s:
+        row = s.get(Sample, "old-1")
+    assert row.prompt == "mail [EMAIL] or call [PHONE]"
+    assert row.extra == {"user": hash_user(EMAIL, settings.secret_key)}
