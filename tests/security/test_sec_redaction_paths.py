@@ -21,8 +21,8 @@ from serving.traffic.sampler import TrafficSampler
 from serving.traffic.segments import segment_from_request
 from sidecar.app import create_app
 from storage.db import session_factory
-from storage.models import Sample
 from storage.journal import Journal
+from storage.models import Sample
 from storage.writer import SampleWriter
 from vigil.pseudonym import hash_user
 
