@@ -184,6 +184,14 @@ RUNBOOKS: dict[str, tuple[str, tuple[str, str, str]]] = {
             "re-run the hour with `vigil report --hours 1`",
         ),
     ),
+    "monitor_report_failed": (
+        "The hour was checked and its alerts sent, but its HTML report could not be written.",
+        (
+            "the sidecar's log for the error (the alert's evidence quotes it)",
+            "the report directory's disk space and permissions",
+            "the run's results and alerts on the alert pages, which do not need the report",
+        ),
+    ),
     "monitor_no_baseline": (
         "No active baseline yet: drift is not measured.",
         ("/baselines: build one over a steady period", "validate it", "activate it"),

@@ -14,10 +14,10 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from dashboards.report.render import fmt
+from dashboards.report.render import evidently_path, fmt
 from storage.models import Alert, Delivery, DriftResult, DriftRun
 from vigil.config import Settings
-from vigil.security_headers import REPORT_CSP
+from vigil.security_headers import EVIDENTLY_CSP, REPORT_CSP
 
 TEMPLATES = FilePath(__file__).resolve().parent / "templates"
 RowId = Annotated[
@@ -109,17 +109,31 @@ def build_router(settings: Settings, session_factory: sessionmaker[Session]) -> 
             runs=[_run_view(r, counts.get(r.id, 0)) for r in runs],
         )
 
-    @router.get("/reports/{run_id}", response_class=HTMLResponse)
-    def report(run_id: RowId) -> FileResponse:
+    def report_file(run_id: int) -> FilePath:
         with session_factory() as session:
             run = session.get(DriftRun, run_id)
         if run is None:
             raise HTTPException(404, f"no drift run {run_id}")
         if not run.report_path or not FilePath(run.report_path).is_file():
             raise HTTPException(404, f"drift run {run_id} has no report (status {run.status})")
+        return FilePath(run.report_path)
+
+    @router.get("/reports/{run_id}", response_class=HTMLResponse)
+    def report(run_id: RowId) -> FileResponse:
         return FileResponse(
-            run.report_path, media_type="text/html", headers={"Content-Security-Policy": REPORT_CSP}
+            report_file(run_id),
+            media_type="text/html",
+            headers={"Content-Security-Policy": REPORT_CSP},
         )
+
+    @router.get("/reports/{run_id}/evidently", response_class=HTMLResponse)
+    def evidently(run_id: RowId) -> FileResponse:
+        """The report's Evidently page, for its sandboxed frame (vigil.security_headers)."""
+        path = evidently_path(report_file(run_id))
+        if not path.is_file():
+            raise HTTPException(404, f"drift run {run_id}'s report has no Evidently page")
+        headers = {"Content-Security-Policy": EVIDENTLY_CSP, "X-Frame-Options": "SAMEORIGIN"}
+        return FileResponse(path, media_type="text/html", headers=headers)
 
     @router.get("/alerts", response_class=HTMLResponse)
     def alerts() -> HTMLResponse:

@@ -37,6 +37,7 @@ from storage.journal import Journal
 from storage.records import RecordError, format_timestamp, sample_from_record
 from storage.sink import Item, SampleSink
 from storage.types import utcnow
+from vigil.record_redaction import RecordRedaction
 
 log = logging.getLogger(__name__)
 
@@ -55,12 +56,14 @@ class SampleWriter:
         retry_max_s: float = 15.0,
         engine: Engine | None = None,
         start: bool = True,
+        redaction: RecordRedaction | None = None,
     ):
         self.engine = engine or make_engine(database_url)
         self.journal = Journal(journal_dir)
         self.sink = SampleSink(self.engine, self.journal.dir / "dead-letter.jsonl", source)
         self.batch_size, self.flush_interval_s, self.source = batch_size, flush_interval_s, source
         self.retry_initial_s, self.retry_max_s = retry_initial_s, retry_max_s
+        self.redaction = redaction  # the one redaction step, before the queue and the journal
         self._queue = BatchQueue(queue_size)
         self._lock = threading.Lock()  # counters touched by submitting threads
         self._stop = threading.Event()
@@ -85,7 +88,8 @@ class SampleWriter:
         s = settings or get_settings()
         return cls(
             s.database_url, s.journal_dir, batch_size=s.writer_batch_size,
-            flush_interval_s=s.writer_flush_interval_s, queue_size=s.writer_queue_size, **kwargs,
+            flush_interval_s=s.writer_flush_interval_s, queue_size=s.writer_queue_size,
+            redaction=RecordRedaction.from_settings(s), **kwargs,
         )  # fmt: skip
 
     def start(self) -> None:
@@ -117,7 +121,7 @@ class SampleWriter:
         Never waits on the database; only a full queue costs a journal fsync."""
         if self._closed:
             return False
-        raw = dict(record)
+        raw = self.redaction.record(record) if self.redaction else dict(record)
         raw.setdefault("id", None)
         try:
             if raw["id"] is None:
@@ -248,6 +252,8 @@ class SampleWriter:
     def _replay_chunk(self, records: list[dict[str, Any]]) -> None:
         items = []
         for raw in records:
+            if self.redaction:  # a journal an older writer left may hold unredacted records
+                raw = self.redaction.record(raw)
             try:
                 items.append((raw, sample_from_record(raw, source=self.source)))
             except RecordError as exc:

@@ -217,6 +217,11 @@ CONDITIONS: dict[str, tuple[tuple[str, str, str], ...]] = {  # kind: (rule id, s
     ),
     "monitoring": (
         ("monitor_window_failed", "high", "a drift window failed or was skipped: not checked"),
+        (
+            "monitor_report_failed",
+            "moderate",
+            "a drift run's report could not be written: its results and alerts stand",
+        ),
         ("monitor_no_baseline", "review", "no active baseline yet: drift is not measured"),
         (
             "monitor_baseline_invalid",

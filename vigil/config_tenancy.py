@@ -12,12 +12,14 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings
 
 from vigil.keys import bare_key
+from vigil.sample_record.names import name_problem
 
 DEFAULT_DEV_OPERATOR_KEY = "vigil-dev-operator-key"
 DEFAULT_MAX_PAST_SKEW_S = 7200.0
 DEFAULT_WEIGHT_SPREAD = 10.0
 DEFAULT_EVAL_BOUND = 100.0
 DEFAULT_ROWS_PER_MINUTE = 60_000
+DEFAULT_BYTES_PER_MINUTE = 64 * 1024 * 1024  # ~1 MB/s: 60,000 rows of 1 KB
 
 
 class TenancySettings(BaseSettings):
@@ -51,6 +53,20 @@ class TenancySettings(BaseSettings):
     # rows one tenant may ingest per minute (a key without a tenant counts as its own); past it
     # a 429 with Retry-After; 0: no limit
     ingest_rows_per_minute: int = Field(DEFAULT_ROWS_PER_MINUTE, ge=0)
+    # bytes one tenant may ingest per minute, counted as the stored records' JSON size (texts,
+    # vectors, unknown fields); past it a 429 with Retry-After; 0: no limit
+    ingest_bytes_per_minute: int = Field(DEFAULT_BYTES_PER_MINUTE, ge=0)
+
+    @field_validator("tenant_keys")
+    @classmethod
+    def _tenant_names_are_safe(cls, keys: dict[str, str]) -> dict[str, str]:
+        """A tenant name labels every record, page and alert of its tenant: the record's safe
+        name characters only (vigil.sample_record NAME_CHARS), 1-128 of them."""
+        for tenant in keys.values():
+            problem = name_problem(tenant) if len(tenant) <= 128 else "is over 128 characters"
+            if problem:
+                raise ValueError(f"VIGIL_TENANT_KEYS: the tenant {tenant[:40]!r} {problem}")
+        return keys
 
     @field_validator("eval_scales")
     @classmethod

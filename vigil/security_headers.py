@@ -4,8 +4,11 @@
 `Referrer-Policy: no-referrer` (links out of a page, e.g. to a webhook receiver, carry no page
 address with ids in it), `X-Frame-Options: DENY`, and a Content-Security-Policy unless the
 response set its own: pages load scripts and styles from this origin only and cannot be framed.
-A drift report carries `REPORT_CSP` (its Evidently part is one self-contained document with
-inline scripts; it may load nothing and send nothing anywhere).
+A drift report carries `REPORT_CSP`: no script at all, and it may frame only this origin (its
+Evidently page). That page, a self-contained document of inline scripts, carries
+`EVIDENTLY_CSP`: `sandbox allow-scripts` puts it in an opaque origin (no cookie, no storage, no
+same-origin request to the sidecar) even when opened directly, and it may load nothing and send
+nothing anywhere.
 """
 
 from __future__ import annotations
@@ -15,8 +18,13 @@ PAGE_CSP = (
     "frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
 )
 REPORT_CSP = (
-    "default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; "
-    "img-src data:; font-src data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+    "default-src 'none'; script-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+    "frame-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+)
+EVIDENTLY_CSP = (
+    "sandbox allow-scripts; default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; "
+    "style-src 'unsafe-inline'; img-src data:; font-src data:; frame-ancestors 'self'; "
+    "base-uri 'none'; form-action 'none'"
 )
 
 _ALWAYS = (

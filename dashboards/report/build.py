@@ -186,15 +186,14 @@ def write_run_report(
         eval_pictures=eval_trend_pictures(base_frame, scores, results, to_utc(window[1])),
         incident=incident, unsent=unsent_fields(frame),
     )  # fmt: skip
-    html, why, verdict = EvidentlyPart(*evidently)
-    page = render_report(ctx, html, why, verdict)
-    if html is not None and len(page.encode("utf-8")) > MAX_REPORT_BYTES:
+    html, why, verdict, legend = EvidentlyPart(*evidently)
+    if html is not None and len(html.encode("utf-8")) > MAX_REPORT_BYTES:
         # many features make Evidently's page grow: keep the bound, keep Vigil's sections
-        size_mb = len(page.encode("utf-8")) / 2**20
-        page = render_report(ctx, None, f"Evidently's page left out: with it the report would be "
-                                        f"{size_mb:.1f} MB, over the "
-                                        f"{MAX_REPORT_BYTES / 2**20:.1f} MB bound")  # fmt: skip
-    return write_report(report_dir, run_id, page)
+        size_mb = len(html.encode("utf-8")) / 2**20
+        html, why = None, (f"Evidently's page left out: it would be {size_mb:.1f} MB, over the "
+                           f"{MAX_REPORT_BYTES / 2**20:.1f} MB bound")  # fmt: skip
+    page = render_report(ctx, why, verdict, with_evidently=html is not None, legend=legend)
+    return write_report(report_dir, run_id, page, html)
 
 
 def segment_counts(frame: pd.DataFrame, keys: tuple[str, ...]) -> dict[str, dict[str, int]]:

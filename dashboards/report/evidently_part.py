@@ -2,6 +2,10 @@
 
 Both sides are bounded to `max_rows` rows by a seeded sample, so the page costs the same
 whatever the traffic (Evidently's HTML is ~4 MB of JS bundle regardless of the data size).
+
+Evidently never sees a name a client chose: its HTML embeds column names raw inside `<script>`
+JSON, so eval score columns (named by the sender) reach it as `eval_1`, `eval_2`, ... and
+`EvidentlyPart.columns` says which evaluator each stands for, for Vigil's own (escaped) page.
 """
 
 from __future__ import annotations
@@ -36,6 +40,15 @@ class EvidentlyPart(NamedTuple):
     html: str | None
     why_not: str | None  # why the page is left out, when it is
     verdict: EvidentlyVerdict | None = None
+    columns: tuple[tuple[str, str], ...] = ()  # (the name Evidently shows, the column it is)
+
+
+def neutral_names(columns: list[str]) -> dict[str, str]:
+    """Column -> the name Evidently gets: Vigil's own feature names as they are, every other
+    column (an eval score a client named) `eval_<n>` in order."""
+    others = (c for c in columns if c not in NUMERIC_FEATURES)
+    numbered = {column: f"eval_{n}" for n, column in enumerate(others, 1)}
+    return {column: numbered.get(column, column) for column in columns}
 
 
 def preload() -> None:
@@ -96,12 +109,14 @@ def evidently_html(
     from evidently import DataDefinition, Dataset, Report
     from evidently.presets import DataDriftPreset
 
-    definition = DataDefinition(numerical_columns=columns)
-    ref = _bounded(reference[columns], max_rows, seed)
-    cur = _bounded(current[columns], max_rows, seed + 1)
+    names = neutral_names(columns)
+    definition = DataDefinition(numerical_columns=list(names.values()))
+    ref = _bounded(reference[columns], max_rows, seed).rename(columns=names)
+    cur = _bounded(current[columns], max_rows, seed + 1).rename(columns=names)
     snapshot = Report([DataDriftPreset()]).run(
         Dataset.from_pandas(cur, data_definition=definition),
         Dataset.from_pandas(ref, data_definition=definition),
     )
     verdict = verdict_of(snapshot.dict(), len(columns), max(len(ref), len(cur)))
-    return EvidentlyPart(snapshot.get_html_str(as_iframe=False), None, verdict)
+    legend = tuple((shown, column) for column, shown in names.items() if shown != column)
+    return EvidentlyPart(snapshot.get_html_str(as_iframe=False), None, verdict, legend)

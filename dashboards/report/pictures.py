@@ -39,9 +39,21 @@ def svg_frame(body: list[str], label: str) -> str:
     )
 
 
+def bin_edges(values: np.ndarray, bins: int = BINS) -> np.ndarray:
+    """`bins` + 1 increasing edges over finite `values`. A range too narrow for floats to split
+    into `bins` (equal values, or values an ulp or so apart, as rounded timings often are) gets
+    edges centred on it instead of numpy's "Too many bins for data range" error."""
+    lo, hi = float(values.min()), float(values.max())
+    edges = np.linspace(lo, hi, bins + 1)
+    if not np.all(np.diff(edges) > 0):
+        pad = max(0.5, abs(lo) * 1e-6)
+        edges = np.linspace(lo - pad, hi + pad, bins + 1)
+    return edges
+
+
 def histogram_svg(ref: np.ndarray, cur: np.ndarray, bins: int = BINS) -> str:
     """Side-by-side density bars per shared bin: reference grey, window blue."""
-    edges = np.histogram_bin_edges(np.concatenate([ref, cur]), bins=bins)
+    edges = bin_edges(np.concatenate([ref, cur]), bins)
     dens = [np.histogram(x, bins=edges)[0] / max(len(x), 1) for x in (ref, cur)]
     top = max(float(max(d.max() for d in dens)), 1e-12)
     slot = (W - 2 * PAD) / bins
@@ -113,7 +125,10 @@ def embedding_picture(
         if column not in frame.columns:
             return np.empty((0, 0))
         vectors = [v for v in frame[column] if isinstance(v, np.ndarray | list) and len(v)]
-        return np.vstack(vectors).astype(np.float64) if vectors else np.empty((0, 0))
+        if not vectors:
+            return np.empty((0, 0))
+        dim = pd.Series([len(v) for v in vectors]).mode().iloc[0]  # rows of another model: left out
+        return np.vstack([v for v in vectors if len(v) == dim]).astype(np.float64)
 
     ref, cur = stack(baseline), stack(window)
     if not len(ref) or not len(cur) or ref.shape[1] != cur.shape[1]:

@@ -47,9 +47,7 @@ def build_proxy(
         writer = SampleWriter.from_settings(settings)
         close_writer = writer.close
     sampler = TrafficSampler(settings.sample_rate, settings.segment_min_per_hour, seed=sampler_seed)
-    traffic = TrafficLogger(
-        sampler, writer if log_traffic else None, model_version=None, redact=settings.redact_pii
-    )
+    traffic = TrafficLogger(sampler, writer if log_traffic else None, model_version=None)
     proxy = ProxyApp(settings, traffic, close_writer=close_writer)
     guarded = RequestGuard(
         proxy,

@@ -96,7 +96,6 @@ def create_app(
         sampler,
         writer if log_traffic else None,
         model_version=settings.model_version,
-        redact=settings.redact_pii,
         spans=spans,
     )
     state = ServerState(

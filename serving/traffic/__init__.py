@@ -1,8 +1,9 @@
 """Which finished requests get logged, and in what shape: the bridge from serving to storage.
 
 `TrafficLogger` takes finished requests off the request path (an O(1) hand-off), decides with
-`TrafficSampler` (base rate + per-segment hourly minimum, weight = 1/probability), optionally
-redacts PII, builds the sample record and submits it to storage's writer.
+`TrafficSampler` (base rate + per-segment hourly minimum, weight = 1/probability), builds the
+sample record and submits it to storage's writer, which applies the one redaction step
+(vigil.record_redaction).
 """
 
 from serving.traffic.logger import FinishedRequest, TrafficLogger

@@ -1,7 +1,7 @@
 """Hand finished requests from the request path to storage, without ever making it wait.
 
-`TrafficLogger.log()` is an O(1) append; a daemon thread does the sampling decision, the
-redaction and the record building, then `writer.submit()` (itself non-blocking). If the hand-off
+`TrafficLogger.log()` is an O(1) append; a daemon thread does the sampling decision and the
+record building, then `writer.submit()` (itself non-blocking; the writer redacts). If the hand-off
 queue is full, the caller builds and submits its own record (backpressure under overload, as the
 writer spills to its journal when its own queue is full) rather than lose it.
 """
@@ -82,7 +82,6 @@ class TrafficLogger:
         sink: RecordSink | None,
         *,
         model_version: str | None,
-        redact: bool = False,
         max_pending: int = 10_000,
         spans: SpanSink | None = None,
     ):
@@ -90,7 +89,6 @@ class TrafficLogger:
         self.sink = sink
         self.spans = spans
         self.model_version = model_version
-        self.redact = redact
         self.counters = LoggerCounters()
         self._count_lock = threading.Lock()  # counters are bumped from two threads
         self._queue: queue.Queue = queue.Queue(maxsize=max_pending)
@@ -162,7 +160,6 @@ class TrafficLogger:
                 item.segment,
                 decision,
                 model_version=self.model_version,
-                redact=self.redact,
                 extra={"request_id": item.output.request_id, "choice_index": choice.index},
             )
             accepted = self.sink is not None and self.sink.submit(record)
@@ -187,7 +184,6 @@ class TrafficLogger:
                 stats,
                 seen.segment,
                 decision,
-                redact=self.redact,
                 extra=extra,
                 model_version=model_version or self.model_version,
             )

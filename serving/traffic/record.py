@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from serving.outputs import CompletionOutput, RequestOutput
 from serving.traffic.sampler import SampleDecision
 from serving.traffic.segments import SegmentInfo
-from vigil.redact import redact_pii
 from vigil.sample_record import limits
+from vigil.sample_record.names import safe_name
 
 
 @dataclass
@@ -75,16 +75,14 @@ def build_record(
     decision: SampleDecision,
     *,
     model_version: str | None,
-    redact: bool = False,
     extra: dict | None = None,
 ) -> dict:
     """The sample record for storage's writer, valid under the one record schema
     (`vigil.sample_record`): text made storable and cut to its caps, statistics clamped to
     their ranges (NaN/inf become null). Fields outside the fixed set (user, metadata, request
-    ids from `extra`) sit at the top level, where storage keeps them in the row's `extra`."""
-
-    def scrub(text: str) -> str:
-        return _storable(redact_pii(text) if redact else text)
+    ids from `extra`) sit at the top level, where storage keeps them in the row's `extra`.
+    PII redaction is storage's writer's (vigil.record_redaction, the one step of every path)."""
+    scrub = _storable
 
     record: dict = {
         "id": str(uuid.uuid4()),
@@ -138,8 +136,9 @@ def _within(value: float | None, lo: float, hi: float) -> float | None:
 
 
 def _label(value: str | None, max_chars: int) -> str | None:
-    """A short label column: storable, cut to its column, empty means absent."""
-    return (_storable(value)[:max_chars] or None) if value is not None else None
+    """A short label column: the record's safe name characters (others become `_`), cut to its
+    column, empty means absent."""
+    return (safe_name(value[:max_chars]) or None) if value is not None else None
 
 
 def _tool_names(tools: list[str]) -> list[str]:

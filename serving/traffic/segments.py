@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from vigil.internal import INTERNAL_HEADER, MAX_REASON_CHARS
+from vigil.sample_record.names import safe_name
 
 MAX_LEN = 128  # the samples table's String(128) columns
 
@@ -39,9 +40,11 @@ def _storable(value: object) -> str:
 
 
 def _clean(value: object) -> str | None:
+    """A label the record schema accepts: characters outside its safe set (vigil.sample_record
+    NAME_CHARS) become `_`, since a served request cannot be refused for its label."""
     if value is None:
         return None
-    return _storable(value).strip()[:MAX_LEN] or None
+    return safe_name(str(value).strip()[:MAX_LEN]) or None
 
 
 def segment_from_request(
@@ -50,8 +53,8 @@ def segment_from_request(
     metadata: Mapping[str, object] | None = None,
 ) -> SegmentInfo:
     """Resolve tenant/segment/prompt_version; header > metadata > user. Values are cut to 128
-    chars."""
-    meta = {_storable(k): _storable(v) for k, v in (metadata or {}).items()}
+    chars; labels and metadata keys keep only the record's safe name characters."""
+    meta = {safe_name(str(k)) or "_": _storable(v) for k, v in (metadata or {}).items()}
     lowered = {k.lower(): v for k, v in headers.items()}
 
     def pick(header: str, meta_key: str) -> str | None:

@@ -1,5 +1,7 @@
 """The one write path of every ingest route (`POST /v1/ingest`, the OTLP receiver): the
-caller's rules (sidecar.ingest.policy), its quota (sidecar.ingest.quota), then storage."""
+caller's rules (sidecar.ingest.policy), its quota (sidecar.ingest.quota), the one redaction
+step (vigil.record_redaction, which storage's writer applies to the engine's traffic), then
+storage."""
 
 from __future__ import annotations
 
@@ -9,11 +11,12 @@ from sqlalchemy.orm import Session, sessionmaker
 from starlette.exceptions import HTTPException
 
 from sidecar.ingest.policy import IngestPolicy
-from sidecar.ingest.quota import IngestQuota, retry_after_seconds
+from sidecar.ingest.quota import BYTES, IngestQuota, retry_after_seconds
 from sidecar.ingest.schema import IngestResult
 from storage.types import utcnow
 from vigil.config import Settings
 from vigil.keys import Principal
+from vigil.record_redaction import RecordRedaction
 from vigil.sample_record import SampleRecord
 
 
@@ -23,6 +26,7 @@ class IngestPath:
     session_factory: sessionmaker[Session]
     policy: IngestPolicy
     quota: IngestQuota
+    redaction: RecordRedaction
 
     @classmethod
     def from_settings(
@@ -32,7 +36,11 @@ class IngestPath:
             settings,
             session_factory,
             IngestPolicy.from_settings(settings),
-            IngestQuota(settings.ingest_rows_per_minute),
+            IngestQuota(
+                settings.ingest_rows_per_minute,
+                bytes_per_minute=settings.ingest_bytes_per_minute,
+            ),
+            RecordRedaction.from_settings(settings),
         )
 
     def store(self, samples: list[SampleRecord], principal: Principal) -> IngestResult:
@@ -50,19 +58,9 @@ class IngestPath:
         now = utcnow()
         clipped = self.policy.apply(samples, principal, now)
         if not principal.may_label_others:  # operator and admin imports are not metered
-            wait = self.quota.take(principal.tenant or f"key:{principal.key_id}", len(samples))
-            if wait:
-                raise HTTPException(
-                    429,
-                    (
-                        f"ingest quota of {settings.ingest_rows_per_minute} rows per minute "
-                        f"(VIGIL_INGEST_ROWS_PER_MINUTE) reached for "
-                        f"{'tenant ' + repr(principal.tenant) if principal.tenant else 'this key'}"
-                        "; "
-                        f"nothing was stored, retry in {retry_after_seconds(wait)} s"
-                    ),
-                    headers={"Retry-After": retry_after_seconds(wait)},
-                )
+            self._meter(samples, principal)
+        for sample in samples:  # the one redaction step (vigil.record_redaction)
+            self.redaction.sample(sample)
         with self.session_factory() as session:
             result = ingest_records(
                 session, samples, now=now, max_future_skew_s=settings.max_future_skew_s
@@ -70,3 +68,33 @@ class IngestPath:
             session.commit()
         result.weights_clipped = clipped
         return result
+
+    def _meter(self, samples: list[SampleRecord], principal: Principal) -> None:
+        """Count the batch's rows and bytes against the sender's quota; 429 past either."""
+        nbytes = sum(len(record_json(sample)) for sample in samples)
+        sender = principal.tenant or f"key:{principal.key_id}"
+        wait, unit = self.quota.take_batch(sender, len(samples), nbytes)
+        if not wait:
+            return
+        who = f"tenant {principal.tenant!r}" if principal.tenant else "this key"
+        if unit == BYTES:
+            quota = (
+                f"ingest quota of {self.settings.ingest_bytes_per_minute} bytes per minute "
+                f"(VIGIL_INGEST_BYTES_PER_MINUTE) reached for {who}: this batch stores "
+                f"{nbytes} bytes"
+            )
+        else:
+            quota = (
+                f"ingest quota of {self.settings.ingest_rows_per_minute} rows per minute "
+                f"(VIGIL_INGEST_ROWS_PER_MINUTE) reached for {who}"
+            )
+        raise HTTPException(
+            429,
+            f"{quota}; nothing was stored, retry in {retry_after_seconds(wait)} s",
+            headers={"Retry-After": retry_after_seconds(wait)},
+        )
+
+
+def record_json(sample: SampleRecord) -> bytes:
+    """The record as stored, in JSON: what the byte quota counts."""
+    return sample.__pydantic_serializer__.to_json(sample, exclude_none=True)

@@ -43,6 +43,7 @@ from sidecar.jobs.drift_health import (
     give_up_after_failure,
     give_up_exhausted,
     report_baseline_health,
+    report_or_alert,
 )
 from sidecar.jobs.embed import model_name, run_embed_job
 from sidecar.jobs.eval_frame import trailing_eval_frame
@@ -210,13 +211,13 @@ def run_window(
                          resolve_absent=resolve_absent, cause=cause)
             if baseline else []
         )  # fmt: skip
-        path = write_run_report(
+        incident = incident_view(session, fired, settings.public_url)
+        path = report_or_alert(session, settings, run_id, now, lambda: write_run_report(
             run_id=run_id, window=(start, end), now=now, frame=frame, baseline_row=active,
             baseline_frame=base_frame, results=results, segment_sizes=sizes, alerts=fired,
             report_dir=settings.report_dir, public_url=settings.public_url,
-            evidently=evidently, note=note, eval_frame=evals,
-            incident=incident_view(session, fired, settings.public_url),
-        )  # fmt: skip
+            evidently=evidently, note=note, eval_frame=evals, incident=incident,
+        ), resolve=resolve_absent)  # fmt: skip
         if resolve_absent:  # the scheduled job: report on the monitor's own health
             report_baseline_health(session, settings, active, baseline, now)
             raise_condition(session, WINDOW_FAILED, healthy=True, now=now, settings=settings)
@@ -231,13 +232,13 @@ def run_window(
         }
         summary["drifted"] = sum(1 for r in results if r["drifted"])
         finish_drift_run(
-            session, run_id, num_samples=len(frame), summary=summary, report_path=str(path), now=now
-        )
+            session, run_id, num_samples=len(frame), summary=summary,
+            report_path=str(path) if path else None, now=now,
+        )  # fmt: skip
         if advance_cursor:
             set_cursor(session, CURSOR, to_utc(end).isoformat(), now)
         session.commit()
         log.info("drift run %s done: %d samples, %d drifted results, %d alerts, report %s",
                  run_id, len(frame), summary["drifted"], len(fired), path)  # fmt: skip
-        return WindowOutcome(
-            start, end, run_id, "done", len(frame), [a.id for a in fired], str(path)
-        )
+        report = str(path) if path else None
+        return WindowOutcome(start, end, run_id, "done", len(frame), [a.id for a in fired], report)

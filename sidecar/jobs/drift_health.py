@@ -1,6 +1,8 @@
 """The drift job watching itself: silence must mean "no drift", never "nothing ran".
 
-A failed window raises `monitor_window_failed` (retried up to MAX_ATTEMPTS claims); a window
+A failed window raises `monitor_window_failed` (retried up to MAX_ATTEMPTS claims); a report
+that cannot be written raises `monitor_report_failed` while the run's results and alerts stand;
+a window
 given up (MAX_ATTEMPTS claims, or input it cannot read) is marked `skipped`, the cursor moves
 past it and the alert says so; windows checked without an active baseline raise a `review`
 reminder, against one that is not validated a page. Each resolves once the cause is gone (the
@@ -10,7 +12,9 @@ next clean window, or activation in sidecar.baselines).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import datetime
+from pathlib import Path
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
@@ -29,6 +33,36 @@ MAX_ATTEMPTS = 3  # claims of one window before the job gives it up (the run bec
 WINDOW_FAILED = "monitor_window_failed"
 NO_BASELINE = "monitor_no_baseline"  # none active yet: a reminder (review), not a page
 BASELINE_INVALID = "monitor_baseline_invalid"  # the active one is not validated: a page
+REPORT_FAILED = "monitor_report_failed"
+
+
+def report_or_alert(
+    session: Session,
+    settings: Settings,
+    run_id: int,
+    now: datetime,
+    write: Callable[[], Path],
+    *,
+    resolve: bool,
+) -> Path | None:
+    """The run's report, written by `write`; when that fails the run's results and alerts still
+    stand (the caller commits them): the failure becomes its own `monitor_report_failed` alert
+    and None is returned. `resolve`: a report written resolves an open one."""
+    try:
+        path = write()
+    except Exception as exc:  # noqa: BLE001 - any rendering failure must not cost the run
+        log.exception("drift run %s: the report could not be written", run_id)
+        error = f"{exc.__class__.__name__}: {exc}"[:300]
+        raise_condition(
+            session, REPORT_FAILED, healthy=False, now=now, settings=settings,
+            evidence={"run_id": run_id, "error": error},
+            summary=f"The drift report of run {run_id} could not be written ({error}); "
+            "the run's results and alerts stand.",
+        )  # fmt: skip
+        return None
+    if resolve:
+        raise_condition(session, REPORT_FAILED, healthy=True, now=now, settings=settings)
+    return path
 
 
 def give_up_after_failure(

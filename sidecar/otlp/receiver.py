@@ -50,7 +50,6 @@ def convert(
     settings = ingest.settings
     options = MapOptions(
         secret=settings.secret_key,
-        redact=settings.redact_pii,
         labels_others=principal.may_label_others,
     )
     records: list[SampleRecord] = []

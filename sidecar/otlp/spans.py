@@ -4,9 +4,9 @@ A span is GenAI when one of its attributes starts with `gen_ai.`: that test look
 attribute keys, so other spans cost one pass over their keys. A GenAI span of another
 operation than a generation (embeddings, tools, agents) is skipped too. The record's `id` is
 `otel-<trace id>-<span id>`, so an exporter's retry is stored once. User and session ids are
-stored as keyed pseudonyms (vigil.pseudonym), never as sent; texts are redacted when
-`VIGIL_REDACT_PII` is on and cut to the record's caps; a span without content still gives its
-token counts, timings and finish reason.
+stored as keyed pseudonyms (vigil.pseudonym), never as sent; texts are cut to the record's caps
+(the write path's one step, vigil.record_redaction, redacts them); a span without content
+still gives its token counts, timings and finish reason.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from sidecar.otlp import names
 from sidecar.otlp.content import span_content
 from sidecar.otlp.values import attributes, number, text
 from vigil.pseudonym import hash_user
-from vigil.redact import redact_pii
 from vigil.sample_record import limits
 
 RESOURCE_KEYS = frozenset(names.TENANT + names.SEGMENT + names.PROMPT_VERSION + ("service.name",))
@@ -28,7 +27,6 @@ RESOURCE_KEYS = frozenset(names.TENANT + names.SEGMENT + names.PROMPT_VERSION + 
 @dataclass(frozen=True)
 class MapOptions:
     secret: str  # keys the pseudonyms
-    redact: bool
     labels_others: bool  # the key may name a tenant (operator and admin keys)
 
 
@@ -47,7 +45,6 @@ def _label(value: str | None, cap: int) -> str | None:
 def _scrub(value: str | None, options: MapOptions) -> str | None:
     if value is None:
         return None
-    value = redact_pii(value) if options.redact else value
     if not value.isascii():  # ASCII holds no lone surrogate
         value = value.encode("utf-8", "replace").decode("utf-8")
     if "\x00" in value:

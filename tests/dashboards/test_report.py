@@ -11,6 +11,7 @@ from report_args import report_args
 
 import dashboards.report.build as build
 from dashboards.report.evidently_part import NUMERIC_FEATURES
+from dashboards.report.render import evidently_path
 
 
 def frame(seed: int, n: int = 200) -> pd.DataFrame:
@@ -30,7 +31,9 @@ def test_report_keeps_the_size_bound_and_is_shareable(tmp_path, monkeypatch):
     assert evidently[0] is not None and len(evidently[0]) > 1_000_000  # the real page, JS bundle
     common = report_args(tmp_path, current, reference, run_id=7, evidently=evidently)
     full = build.write_run_report(**common)
-    assert "DataDrift" in full.read_text() and full.stat().st_size <= build.MAX_REPORT_BYTES
+    beside = evidently_path(full)  # Evidently's page, framed by the report
+    assert "mean_logprob" in beside.read_text() and beside.stat().st_size <= build.MAX_REPORT_BYTES
+    assert 'sandbox="allow-scripts"' in full.read_text()
     assert oct(os.stat(full).st_mode & 0o777) == "0o600"  # it quotes prompts
 
     monkeypatch.setattr(build, "MAX_REPORT_BYTES", 1_000_000)  # a page that would not fit
@@ -38,6 +41,7 @@ def test_report_keeps_the_size_bound_and_is_shareable(tmp_path, monkeypatch):
     text = small.read_text()
     assert small.stat().st_size < 1_000_000 and "Vigil drift report" in text
     assert "page left out" in text and "over the 1.0 MB bound" in text
+    assert not evidently_path(small).exists() and "<iframe" not in text
 
 
 def test_every_result_renders_whatever_its_fields_hold(tmp_path):

@@ -23,6 +23,7 @@ from serving.traffic.redact import redact_pii
 from storage.db import session_scope
 from storage.models import Sample
 from storage.writer import SampleWriter
+from vigil.record_redaction import RecordRedaction
 
 
 def _rows(url: str) -> list[Sample]:
@@ -35,7 +36,8 @@ def _rows(url: str) -> list[Sample]:
 def _serve(url: str, tmp_path, **overrides):
     # the test client stands in for the operator's gateway: its x-vigil-* headers are trusted
     settings = make_settings(database_url=url, **{"trusted_proxies": ["127.0.0.1/32"], **overrides})
-    writer = SampleWriter(url, tmp_path / "journal", flush_interval_s=0.05)
+    writer = SampleWriter(url, tmp_path / "journal", flush_interval_s=0.05,
+                          redaction=RecordRedaction.from_settings(settings))  # fmt: skip
     app = create_app(settings, engine=shared_engine(), writer=writer, sampler_seed=0)
     return settings, writer, ServerThread(app)
 

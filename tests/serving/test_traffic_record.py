@@ -15,6 +15,8 @@ from serving.traffic.record import build_record, stats_from_output
 from serving.traffic.sampler import SampleDecision, TrafficSampler
 from serving.traffic.segments import segment_from_request
 from storage.records import sample_from_record
+from vigil.pseudonym import hash_user
+from vigil.record_redaction import RecordRedaction
 
 
 def _output(
@@ -52,7 +54,7 @@ def test_segment_precedence_header_over_metadata_over_user():
     assert segment_from_request({}, user="u-42").tenant == "u-42"
     assert segment_from_request({}, user=None).key() == (None, None)
     assert len(segment_from_request({"x-vigil-segment": "s" * 500}).segment) == 128
-    assert segment_from_request({}, metadata={"segment": "a\x00\ud800"}).segment == "a\ufffd?"
+    assert segment_from_request({}, metadata={"segment": "a\x00\ud800"}).segment == "a__"
 
 
 def test_stats_from_engine_timestamps():
@@ -77,20 +79,21 @@ def test_record_matches_the_storage_contract_and_redacts():
         seg,
         SampleDecision(True, 0.25),
         model_version="mv1",
-        redact=True,
         extra={"request_id": "req-1"},
     )
+    record = RecordRedaction("s3cret", pii=True).record(record)  # what storage's writer applies
     uuid.UUID(record["id"], version=4)
     assert record["sample_weight"] == 4.0
     assert record["prompt"] == "user: mail me at [EMAIL]" and record["response"] == "call [PHONE]"
-    assert record["user"] == "[EMAIL]" and record["metadata"] == {"team": "ops [PHONE]"}
+    user = hash_user("carol@example.com", "s3cret")
+    assert record["user"] == user and record["metadata"] == {"team": "ops [PHONE]"}
     parsed = sample_from_record(record)  # storage's validator accepts it unchanged
     row = parsed.row
     assert row["segment"] == "beta" and row["model_version"] == "mv1"
     assert row["prompt_tokens"] == 7 and row["completion_tokens"] == 5
     assert row["timestamp"].timestamp() == 1_700_000_000.0
     assert row["extra"] == {
-        "user": "[EMAIL]",
+        "user": user,
         "metadata": {"team": "ops [PHONE]"},
         "request_id": "req-1",
     }
@@ -118,7 +121,7 @@ class _ListSink:
 
 def test_logger_writes_one_record_per_choice_off_thread_and_flushes_on_close():
     sink = _ListSink()
-    logger = TrafficLogger(TrafficSampler(1.0, 0), sink, model_version="mv", redact=False)
+    logger = TrafficLogger(TrafficSampler(1.0, 0), sink, model_version="mv")
     for _ in range(20):
         logger.log(FinishedRequest(_output(n_tokens=(3, 4)), segment_from_request({}), ["t"]))
     assert logger.close(timeout=10)
@@ -146,9 +149,7 @@ class _StalledThreadSink(_ListSink):
 
 def test_logger_overflow_builds_records_on_the_caller_instead_of_dropping():
     sink = _StalledThreadSink()
-    logger = TrafficLogger(
-        TrafficSampler(1.0, 0), sink, model_version="mv", redact=False, max_pending=1
-    )
+    logger = TrafficLogger(TrafficSampler(1.0, 0), sink, model_version="mv", max_pending=1)
     for _ in range(6):  # the thread is stuck on the first, the queue holds one: the rest overflow
         logger.log(FinishedRequest(_output(), segment_from_request({})))
     inline = len(sink.records)

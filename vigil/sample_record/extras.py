@@ -8,6 +8,7 @@ from typing import Any
 
 from vigil.sample_record import limits
 from vigil.sample_record.fields import storable_text
+from vigil.sample_record.names import name_problem
 
 
 def check_field_name(name: Any) -> str:
@@ -15,10 +16,10 @@ def check_field_name(name: Any) -> str:
         raise ValueError(f"field names must be strings, got {type(name).__name__}")
     if not 1 <= len(name) <= limits.MAX_FIELD_NAME_CHARS:
         raise ValueError(f"field names must be 1-{limits.MAX_FIELD_NAME_CHARS} characters")
-    try:
-        return storable_text(name)
-    except ValueError as exc:
-        raise ValueError(f"a field name {exc}") from None
+    problem = name_problem(name)
+    if problem:
+        raise ValueError(f"the field name {name[:40]!r} {problem}")
+    return name
 
 
 def check_eval_score(name: str, value: Any) -> float:
@@ -68,10 +69,9 @@ def _walk(value: Any, path: str, depth: int, budget: list[int]) -> None:
         for key, item in value.items():
             if not isinstance(key, str):
                 raise ValueError(f"{path}: object keys must be strings")
-            try:
-                storable_text(key)
-            except ValueError as exc:
-                raise ValueError(f"{path}: a key {exc}") from None
+            problem = name_problem(key)
+            if problem:
+                raise ValueError(f"{path}: the key {key[:40]!r} {problem}")
             _walk(item, f"{path}.{key[:40]}", depth + 1, budget)
     elif isinstance(value, list):
         for i, item in enumerate(value):

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, Field, WithJsonSchema
 
 from vigil.sample_record import limits
+from vigil.sample_record.names import check_name
 
 _RFC3339 = re.compile(
     r"^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$"
@@ -84,6 +85,10 @@ def _storable_if_text(value: Any) -> Any:
     return storable_text(value) if isinstance(value, str) else value
 
 
+def _name_if_text(value: Any) -> Any:
+    return check_name(value) if isinstance(value, str) else value
+
+
 def _real(lo: float | None = None, hi: float | None = None, **bounds: float) -> Any:
     """The Field of a finite float in [lo, hi] (plus `gt`/`lt` bounds)."""
     return Field(strict=True, allow_inf_nan=False, ge=lo, le=hi, **bounds)  # type: ignore[call-overload]
@@ -96,11 +101,21 @@ def _text(max_chars: int, min_chars: int = 0, **kw: Any) -> Any:
 
 # Spelled out as Annotated aliases (not built by a function) so type checkers read them as types.
 _Storable = BeforeValidator(_storable_if_text)
+_Name = BeforeValidator(_name_if_text)  # a name a client chooses: the safe characters only
+_NAME_SCHEMA = {"pattern": limits.NAME_PATTERN}
 Text = Annotated[str, _text(limits.MAX_TEXT_CHARS), _Storable]
-Key = Annotated[str, _text(limits.MAX_KEY_CHARS, 1), _Storable]
-FinishReason = Annotated[str, _text(limits.MAX_FINISH_REASON_CHARS, 1), _Storable]
+Key = Annotated[str, _text(limits.MAX_KEY_CHARS, 1, json_schema_extra=_NAME_SCHEMA), _Name]
+FinishReason = Annotated[
+    str, _text(limits.MAX_FINISH_REASON_CHARS, 1, json_schema_extra=_NAME_SCHEMA), _Name
+]
 ModelName = Annotated[
-    str, _text(limits.MAX_MODEL_NAME_CHARS + len(limits.CLIENT_MODEL_PREFIX), 1), _Storable
+    str,
+    _text(
+        limits.MAX_MODEL_NAME_CHARS + len(limits.CLIENT_MODEL_PREFIX),
+        1,
+        json_schema_extra=_NAME_SCHEMA,
+    ),
+    _Name,
 ]
 SampleId = Annotated[str, _text(limits.MAX_ID_CHARS, 1, pattern=limits.ID_PATTERN), _Storable]
 # constraints before the BeforeValidator, so that the JSON Schema states them

@@ -4,6 +4,12 @@ from __future__ import annotations
 
 MAX_ID_CHARS = 64  # samples.id is String(64)
 ID_PATTERN = r"^[A-Za-z0-9._:\-]+$"  # UUIDs, request ids; no spaces or control characters
+# Names a client chooses (tenant, segment, prompt_version, model_version, embedding_model,
+# finish_reason, tool and evaluator names, field names and the keys of unknown fields) label
+# pages, reports, metric series and alerts. They hold only these characters, none of which any
+# renderer (HTML, JSON inside <script>, Prometheus exposition, PromQL) treats as markup.
+NAME_CHARS = "letters A-Z a-z, digits, space and . _ - : / @ +"
+NAME_PATTERN = r"^[A-Za-z0-9._:/@+ \-]+$"
 MAX_KEY_CHARS = 128  # tenant, segment, prompt_version, model_version, tool names
 # a drift segment label `<key>=<value>` (drift_results.segment, alerts.segment): a key of up to
 # 15 characters (`prompt_version`), '=', and a value of up to MAX_KEY_CHARS

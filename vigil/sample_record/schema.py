@@ -10,6 +10,8 @@ A record is one JSON object. Rules (the caps live in `vigil.sample_record.limits
   `VIGIL_MAX_FUTURE_SKEW_S` (default 300 s) is refused (`check_not_future`).
 - `tenant`, `segment`, `prompt_version`, `model_version`, each entry of `tools`: 1-128
   characters; `finish_reason` 1-32; `prompt`, `response` at most 1,000,000; at most 256 tools.
+- Names (those fields, `embedding_model`, evaluator names, field names and every key inside
+  unknown fields) hold only letters A-Z a-z, digits, space and . _ - : / @ +.
 - No text anywhere (field names, nested values included) may hold NUL or a lone surrogate.
 - Numbers are JSON numbers (never strings or booleans) and finite (no NaN/inf):
   `prompt_tokens`, `completion_tokens` integers in [0, 1e7] (3.0 counts as 3);
@@ -22,7 +24,7 @@ A record is one JSON object. Rules (the caps live in `vigil.sample_record.limits
   `client:` prefix) names the model; a name with a known dimension (the sidecar's own
   all-MiniLM-L6-v2: 384) must match it. Storage keeps these vectors under `client:<name>`
   (`client:unknown` without a name), apart from the sidecar's own, and refuses a vector whose
-  dimension differs from the first one stored for that `client:` model.
+  dimension differs from the first one its tenant stored for that `client:` model.
 - Unknown fields are kept (storage puts them in the row's `extra` column) when they are JSON
   values: names 1-128 characters, finite numbers, integers within 64 bits, at most 16 levels
   deep and 10,000 values per record.
