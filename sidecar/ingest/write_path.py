@@ -35,9 +35,12 @@ class IngestPath:
             IngestQuota(settings.ingest_rows_per_minute),
         )
 
-    def store(self, samples: list[SampleRecord], principal: Principal) -> IngestResult:
+    def store(
+        self, samples: list[SampleRecord], principal: Principal, *, metered: bool = True
+    ) -> IngestResult:
         """Check, meter and store `samples` for `principal`; HTTPException (403/413/422/429) on
-        a refusal, in which case nothing is stored. Idempotent on (tenant, `id`)."""
+        a refusal, in which case nothing is stored. Idempotent on (tenant, `id`). `metered`
+        False: rows already counted by `meter` (the OTLP join buffer's spans)."""
         from sidecar.ingest.records import ingest_records
 
         settings = self.settings
@@ -49,20 +52,8 @@ class IngestPath:
             )
         now = utcnow()
         clipped = self.policy.apply(samples, principal, now)
-        if not principal.may_label_others:  # operator and admin imports are not metered
-            wait = self.quota.take(principal.tenant or f"key:{principal.key_id}", len(samples))
-            if wait:
-                raise HTTPException(
-                    429,
-                    (
-                        f"ingest quota of {settings.ingest_rows_per_minute} rows per minute "
-                        f"(VIGIL_INGEST_ROWS_PER_MINUTE) reached for "
-                        f"{'tenant ' + repr(principal.tenant) if principal.tenant else 'this key'}"
-                        "; "
-                        f"nothing was stored, retry in {retry_after_seconds(wait)} s"
-                    ),
-                    headers={"Retry-After": retry_after_seconds(wait)},
-                )
+        if metered:
+            self.meter(principal, len(samples))
         with self.session_factory() as session:
             result = ingest_records(
                 session, samples, now=now, max_future_skew_s=settings.max_future_skew_s
@@ -70,3 +61,29 @@ class IngestPath:
             session.commit()
         result.weights_clipped = clipped
         return result
+
+    @staticmethod
+    def sender(principal: Principal) -> str:
+        """Whom a quota counts: the tenant, or a key without one."""
+        return principal.tenant or f"key:{principal.key_id}"
+
+    def meter(self, principal: Principal, rows: int) -> None:
+        """Count `rows` against the caller's quota, or raise 429 (nothing counted). Operator
+        and admin imports are not metered."""
+        if principal.may_label_others:
+            return
+        wait = self.quota.take(self.sender(principal), rows)
+        if wait:
+            self.refuse(principal, wait)
+
+    def refuse(self, principal: Principal, wait: float) -> None:
+        raise HTTPException(
+            429,
+            (
+                f"ingest quota of {self.settings.ingest_rows_per_minute} rows per minute "
+                f"(VIGIL_INGEST_ROWS_PER_MINUTE) reached for "
+                f"{'tenant ' + repr(principal.tenant) if principal.tenant else 'this key'}; "
+                f"nothing was stored, retry in {retry_after_seconds(wait)} s"
+            ),
+            headers={"Retry-After": retry_after_seconds(wait)},
+        )
