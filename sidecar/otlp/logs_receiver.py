@@ -11,7 +11,7 @@ sample when the span comes, or is dropped with the span's wait when it never doe
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from typing import Any
 
@@ -33,8 +33,12 @@ from vigil.keys import Principal
 LOGS_PATH = "/v1/logs"
 
 
-def pieces_by_span(request: Any, refusals: Refusals) -> dict[Key, list[dict[str, Any]]]:
+def pieces_by_span(
+    request: Any, refusals: Refusals
+) -> tuple[dict[Key, list[dict[str, Any]]], Counter[Key]]:
+    """The content pieces of each span, and how many log records gave them."""
     found: dict[Key, list[dict[str, Any]]] = defaultdict(list)
+    records: Counter[Key] = Counter()
     position = 0
     for resource_logs in request.resource_logs:
         for scope_logs in resource_logs.scope_logs:
@@ -47,8 +51,10 @@ def pieces_by_span(request: Any, refusals: Refusals) -> dict[Key, list[dict[str,
                 if len(record.trace_id) != 16 or len(record.span_id) != 8:
                     refusals.add("no_span_context", REASONS["no_span_context"])
                     continue
-                found[(record.trace_id.hex(), record.span_id.hex())] += pieces
-    return found
+                key = (record.trace_id.hex(), record.span_id.hex())
+                found[key] += pieces
+                records[key] += 1
+    return found, records
 
 
 def receive_logs(
@@ -72,7 +78,7 @@ def receive_logs(
             ingest.quota.charge(sender, settings.ingest_max_samples)
         return JSONResponse({"detail": exc.reason}, status_code=exc.status)
     refusals = Refusals()
-    pieces = pieces_by_span(request, refusals)
+    pieces, records = pieces_by_span(request, refusals)
     if pieces:
         with ingest.session_factory() as session:
             done, refused = hold_logs(
@@ -81,7 +87,7 @@ def receive_logs(
             )  # fmt: skip
             session.commit()
         for key in refused:
-            refusals.add("join_buffer_full", REASONS["join_buffer_full"], len(pieces[key]))
+            refusals.add("join_buffer_full", REASONS["join_buffer_full"], records[key])
         store_joined(ingest, done)
     tally.count("logs", refusals.reasons)
     return answer(kind, refusals, ExportLogsServiceResponse, "rejected_log_records", "log records")

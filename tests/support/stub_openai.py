@@ -82,7 +82,12 @@ class StubOpenAI:
                 self, ident: str, model: str, answer: str, usage: dict[str, int] | None
             ) -> None:
                 chunks: list[dict[str, Any]] = []
-                base = {"id": ident, "object": "chat.completion.chunk", "created": 0, "model": model}
+                base = {
+                    "id": ident,
+                    "object": "chat.completion.chunk",
+                    "created": 0,
+                    "model": model,
+                }
                 words = answer.split(" ")
                 for i, word in enumerate(words):
                     delta = {"content": word if i == 0 else " " + word}
