@@ -6,13 +6,33 @@ process (each instrumentation patches the client and reads its settings once):
     python instrumented_chats.py PACKAGE SIDECAR_URL KEY STUB_URL [PROMPT ...]
 
 PACKAGE is a key of `PACKAGES`; its content-capture settings are those each package documents.
+With `VIGIL_TEST_CHATS` naming a JSON file of `{"prompt", "at"}` (epoch seconds), those chats
+run instead, each on a clock of its own that starts at its `at` (epoch seconds) and moves one
+millisecond per reading (the process's `time.time_ns` is replaced before OpenTelemetry imports
+it), so the SDK stamps spans and log records in past windows, with durations that do not depend
+on how busy the machine is: traffic of past windows through the real packages.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
+import time
 from typing import Any
+
+_real_time_ns = time.time_ns
+_virtual_ns: list[int] = []  # set: the virtual clock's next reading
+
+
+def _time_ns() -> int:
+    if not _virtual_ns:
+        return _real_time_ns()
+    _virtual_ns[0] += 1_000_000
+    return _virtual_ns[0]
+
+
+time.time_ns = _time_ns  # before OpenTelemetry imports it
 
 # package -> (environment for content capture, instrumentor factory, the pip name)
 PACKAGES: dict[str, dict[str, Any]] = {
@@ -62,7 +82,9 @@ def _instrumentor(package: str) -> Any:
     return OpenAIInstrumentor()
 
 
-def run(package: str, sidecar: str, key: str, stub: str, prompts: list[str]) -> None:
+def run(
+    package: str, sidecar: str, key: str, stub: str, prompts: list[str], at: list[float]
+) -> None:
     os.environ.update(PACKAGES[package]["env"])
     from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -92,6 +114,8 @@ def run(package: str, sidecar: str, key: str, stub: str, prompts: list[str]) -> 
 
     client = openai.OpenAI(base_url=stub, api_key="stub-key")
     for i, prompt in enumerate(prompts):
+        if at:
+            _virtual_ns[:] = [int(at[i] * 1e9)]
         messages = [{"role": "user", "content": prompt}]
         if i % 3 == 2:  # every third chat streamed, with the usage chunk
             stream = client.chat.completions.create(
@@ -104,6 +128,7 @@ def run(package: str, sidecar: str, key: str, stub: str, prompts: list[str]) -> 
                 pass
         else:
             client.chat.completions.create(model="gpt-4o-mini", messages=messages)
+    _virtual_ns.clear()
     providers = [tracer_provider, logger_provider]
     if PACKAGES[package].get("logs_first"):
         providers.reverse()
@@ -113,4 +138,9 @@ def run(package: str, sidecar: str, key: str, stub: str, prompts: list[str]) -> 
 
 if __name__ == "__main__":
     package, sidecar, key, stub, *prompts = sys.argv[1:]
-    run(package, sidecar, key, stub, prompts or list(DEFAULT_PROMPTS))
+    times: list[float] = []
+    if os.environ.get("VIGIL_TEST_CHATS"):
+        with open(os.environ["VIGIL_TEST_CHATS"]) as f:
+            chats = json.load(f)
+        prompts, times = [c["prompt"] for c in chats], [c["at"] for c in chats]
+    run(package, sidecar, key, stub, prompts or list(DEFAULT_PROMPTS), times)
