@@ -20,7 +20,7 @@ class OtlpSettings(BaseSettings):
     """A base of `vigil.config.Settings`, never used alone."""
 
     otlp_max_span_attributes: int = Field(256, gt=0)  # more: the span is refused alone
-    otlp_max_spans: int = Field(20_000, gt=0)  # spans (of any kind) in one request
+    otlp_max_spans: int = Field(5_000, gt=0)  # spans (or log records) in one request
     otlp_join_wait_s: float = Field(30.0, gt=0)  # how long a span waits for its log records
     otlp_join_max_rows: int = Field(20_000, gt=0)  # waiting spans and log records per sender
     otlp_join_interval_s: int = Field(10, gt=0)  # the otlp_join job: expired spans written

@@ -102,8 +102,10 @@ def decode(
     max_bytes: int,
     signal: Signal = TRACES,
     max_items: int | None = None,
+    max_generation: int | None = None,
 ) -> tuple[Any, str]:
-    """The request and the media type to answer in."""
+    """The request and the media type to answer in. `max_generation`: in OTLP/JSON, how many
+    items with GenAI or OpenInference attributes may come (counted before parsing)."""
     kind = media_type(content_type)
     raw = inflate(body, encoding, max_bytes)
     request = signal.message()
@@ -121,7 +123,14 @@ def decode(
         raise BadPayload(400, f"the body is not JSON ({str(exc)[:120]})") from None
     if not isinstance(document, dict):
         raise BadPayload(400, f"an OTLP/JSON body is an object with {signal.json_levels[0]!r}")
-    _check_count(_ids_to_base64(document, signal), signal, max_items)
+    count, generation = _ids_to_base64(document, signal)
+    _check_count(count, signal, max_items)
+    if max_generation is not None and generation > max_generation:
+        raise BadPayload(
+            413,
+            f"{generation} GenAI spans in one request; the limit is {max_generation} "
+            "(VIGIL_INGEST_MAX_SAMPLES): export smaller batches",
+        )
     try:
         json_format.ParseDict(
             document, request, ignore_unknown_fields=True, max_recursion_depth=MAX_JSON_DEPTH
@@ -152,18 +161,28 @@ def _check_count(count: int, signal: Signal, max_items: int | None) -> None:
 _ID_KEYS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
 
 
-def _ids_to_base64(document: dict[str, Any], signal: Signal) -> int:
-    """Rewrite hex ids as base64 in place; the number of items."""
+def _is_generation(item: Any) -> bool:
+    return any(
+        isinstance(kv, dict)
+        and isinstance(kv.get("key"), str)
+        and (kv["key"].startswith("gen_ai.") or kv["key"] == "openinference.span.kind")
+        for kv in _list(_get(item, "attributes"))
+    )
+
+
+def _ids_to_base64(document: dict[str, Any], signal: Signal) -> tuple[int, int]:
+    """Rewrite hex ids as base64 in place; the number of items, and of GenAI items."""
     (top, middle, items), (jtop, jmiddle, jitems) = signal.levels, signal.json_levels
-    count = 0
+    count = generation = 0
     for resource in _list(_get(document, jtop, top)):
         for scope in _list(_get(resource, jmiddle, middle)):
             for item in _list(_get(scope, jitems, items)):
                 count += 1
+                generation += _is_generation(item)
                 _convert(item)
                 for link in _list(_get(item, "links")):
                     _convert(link)
-    return count
+    return count, generation
 
 
 def _convert(item: Any) -> None:

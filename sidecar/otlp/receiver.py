@@ -144,6 +144,7 @@ def receive_traces(
             settings.ingest_max_bytes,
             TRACES,
             settings.otlp_max_spans,
+            settings.ingest_max_samples,
         )
     except BadPayload as exc:
         if exc.status == 413:

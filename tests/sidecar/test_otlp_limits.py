@@ -65,7 +65,7 @@ def test_past_the_sample_cap_is_a_413_charged_to_the_quota(client):
 
 
 def test_past_the_span_count_json_is_refused_before_it_is_parsed(client):
-    spans = [{"traceId": "ab" * 16, "spanId": "cd" * 8, "name": "x"}] * 401
+    spans = [{"traceId": "ab" * 16, "spanId": "cd" * 8, "name": "x"}] * 401  # not GenAI
     started = time.perf_counter()
     r = client.post("/v1/traces", json={"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]})
     assert r.status_code == 413 and "VIGIL_OTLP_MAX_SPANS" in r.json()["detail"]
@@ -90,3 +90,10 @@ def test_one_future_dated_span_is_refused_alone_not_the_batch(client):
     answer = ExportTraceServiceResponse.FromString(r.content).partial_success
     assert answer.rejected_spans == 1 and "future" in answer.error_message
     assert stored(client) == 2
+
+
+def test_past_the_sample_cap_json_is_refused_before_it_is_parsed(client):
+    attributes = [{"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}}]
+    spans = [{"traceId": "ab" * 16, "spanId": "cd" * 8, "attributes": attributes}] * 51
+    r = client.post("/v1/traces", json={"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]})
+    assert r.status_code == 413 and "51 GenAI spans" in r.json()["detail"]

@@ -98,11 +98,15 @@ def run(
     resource = Resource.create({"service.name": "shop", "vigil.segment": "matrix"})
     tracer_provider = TracerProvider(resource=resource)
     tracer_provider.add_span_processor(
-        BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{sidecar}/v1/traces", headers=headers))
+        BatchSpanProcessor(
+            OTLPSpanExporter(endpoint=f"{sidecar}/v1/traces", headers=headers, timeout=60)
+        )
     )
     logger_provider = LoggerProvider(resource=resource)
     logger_provider.add_log_record_processor(
-        BatchLogRecordProcessor(OTLPLogExporter(endpoint=f"{sidecar}/v1/logs", headers=headers))
+        BatchLogRecordProcessor(
+            OTLPLogExporter(endpoint=f"{sidecar}/v1/logs", headers=headers, timeout=60)
+        )
     )
     from opentelemetry import _logs
 
