@@ -13,8 +13,8 @@ attribute). What current instrumentations emit:
   `gen_ai.completion`).
 
 A piece is (part, text, order, finish reason): the part is `system`, `prompt` or `response`;
-pieces of one span are joined in order (the record's time, then its place in the request, then
-the choice index).
+pieces of one span are joined in order: answers by choice index, then each by the record's time
+and its place in the request.
 """
 
 from __future__ import annotations
@@ -55,12 +55,9 @@ def _choice(body: Any, order: list[int]) -> list[dict[str, Any]]:
     message = body.get("message")
     text, _ = _messages_text(message, []) if message is not None else (None, None)
     finish = body.get("finish_reason")
-    return _piece(
-        "response",
-        text,
-        [*order, index if isinstance(index, int) and not isinstance(index, bool) else 0],
-        finish if isinstance(finish, str) else None,
-    )
+    if isinstance(index, int) and not isinstance(index, bool):
+        order = [index, *order[1:]]
+    return _piece("response", text, order, finish if isinstance(finish, str) else None)
 
 
 def log_pieces(record: Any, position: int) -> list[dict[str, Any]] | str:
@@ -70,7 +67,7 @@ def log_pieces(record: Any, position: int) -> list[dict[str, Any]] | str:
     name = event_name(record, attrs)
     if name not in CONTENT_EVENTS:
         return "not_content_event"
-    order = [int(record.time_unix_nano or record.observed_time_unix_nano), position]
+    order = [0, int(record.time_unix_nano or record.observed_time_unix_nano), position]
     body = plain(record.body) if record.HasField("body") else None
     if name in SYSTEM_EVENTS or name in PROMPT_EVENTS:
         text, _ = _messages_text(body, []) if body is not None else (None, None)
