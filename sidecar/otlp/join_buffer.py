@@ -108,18 +108,19 @@ def hold_spans(
     """Join `spans` with their waiting logs. Returns (completed, stored without waiting: the
     buffer is full); the others now wait. Does not commit."""
     logs = _by_key(_rows(session, sender, (s.key for s in spans), "log"))
-    done, full = [], []
+    done, full, gone = [], [], []
     room = max_rows - waiting(session, sender)
     for span in spans:
         pieces = _pieces(logs.get(span.key, []))
         if complete(pieces):
-            _delete(session, logs.pop(span.key))
+            gone += logs.pop(span.key)
             done.append(Held(span.key, merge(span.record, pieces), span.principal))
         elif room <= 0:
             full.append(span)
         else:
             room -= 1
             session.add(_row(sender, span.key, "span", _span_body(span), now, wait_s))
+    _delete(session, gone)
     return done, full
 
 
@@ -135,14 +136,14 @@ def hold_logs(
     not commit."""
     spans = _by_key(_rows(session, sender, pieces, "span"))
     earlier = _by_key(_rows(session, sender, spans, "log"))
-    done, refused = [], set()
+    done, refused, gone = [], set(), []
     room = max_rows - waiting(session, sender)
     for key, new in pieces.items():
         if key in spans:
             gathered = _pieces(earlier.get(key, [])) + new
             if complete(gathered):
                 span = spans[key][0]
-                _delete(session, spans[key] + earlier.get(key, []))
+                gone += spans[key] + earlier.get(key, [])
                 held = _held(span)
                 done.append(Held(key, merge(held.record, gathered), held.principal))
                 continue
@@ -151,6 +152,7 @@ def hold_logs(
             continue
         room -= 1
         session.add(_row(sender, key, "log", new, now, wait_s))
+    _delete(session, gone)
     return done, refused
 
 
@@ -166,17 +168,19 @@ def expire(session: Session, now: datetime, limit: int = 1000) -> tuple[list[Hel
         )
     )
     spans = [row for row in expired if row.kind == "span"]
-    out = []
+    out: list[Held] = []
+    used: list[OtlpPending] = []  # log rows joined to an expired span
     for sender, rows in _by_sender(spans).items():
         logs = _by_key(_rows(session, sender, ((r.trace_id, r.span_id) for r in rows), "log"))
         for row in rows:
             key = (row.trace_id, row.span_id)
             held = _held(row)
             pieces = _pieces(logs.get(key, []))
-            _delete(session, logs.pop(key, []))
+            used += logs.pop(key, [])
             out.append(Held(key, merge(held.record, pieces), held.principal))
-    _delete(session, expired)
-    return out, sum(1 for row in expired if row.kind == "log")
+    joined_ids = {row.id for row in used}
+    _delete(session, expired + [row for row in used if row not in expired])
+    return out, sum(1 for row in expired if row.kind == "log" and row.id not in joined_ids)
 
 
 def _by_sender(rows: list[OtlpPending]) -> dict[str, list[OtlpPending]]:
