@@ -2,7 +2,7 @@
 through `POST /v1/ingest` (JSON sample records), `POST /v1/traces` (the same records as
 GenAI spans with semconv 1.37 content attributes, OTLP protobuf and OTLP/JSON), and
 `POST /v1/traces` plus `POST /v1/logs` (spans without text and their content log records, joined
-in the database: bench.otlp_log_bodies), in batches,
+in the database: bench.otlp_bodies), in batches,
 against the sidecar app under uvicorn on loopback, SQLite and (when reachable) PostgreSQL.
 
     .venv/bin/python -m bench.bench_otlp_ingest [--rows 3000] [--batch 500] [--rounds 3] \
@@ -15,7 +15,6 @@ the paths with each other rather than bound the sidecar; each path's rows get fr
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import socket
 import statistics
@@ -28,15 +27,10 @@ from pathlib import Path
 import httpx
 import psycopg
 import uvicorn
-from google.protobuf import json_format
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from sqlalchemy.engine import make_url
 
-from bench.otlp_log_bodies import span_and_log_bodies
+from bench.otlp_bodies import otlp_json, span_and_log_bodies, spans_of
 from bench.results_table import Table, write_results
 from storage.db import dispose_engines
 
@@ -61,52 +55,6 @@ def records(n: int, tag: str) -> list[dict]:
         }
         for i in range(n)
     ]
-
-
-def spans_of(batch: list[dict]) -> list:
-    memory = InMemorySpanExporter()
-    provider = TracerProvider(resource=Resource.create({"service.name": "bench"}))
-    provider.add_span_processor(SimpleSpanProcessor(memory))
-    tracer = provider.get_tracer("bench")
-    for r in batch:
-        end = int(r["timestamp"] * 1e9)
-        span = tracer.start_span(
-            "chat smollm2",
-            start_time=end - int(r["latency_ms"] * 1e6),
-            attributes={
-                "gen_ai.operation.name": "chat",
-                "gen_ai.request.model": r["model_version"],
-                "gen_ai.usage.input_tokens": r["prompt_tokens"],
-                "gen_ai.usage.output_tokens": r["completion_tokens"],
-                "gen_ai.response.finish_reasons": [r["finish_reason"]],
-                "vigil.segment": r["segment"],
-                "gen_ai.input.messages": json.dumps(
-                    [{"role": "user", "parts": [{"type": "text", "content": r["prompt"]}]}]
-                ),
-                "gen_ai.output.messages": json.dumps(
-                    [
-                        {
-                            "role": "assistant",
-                            "finish_reason": "stop",
-                            "parts": [{"type": "text", "content": r["response"]}],
-                        }
-                    ]
-                ),
-            },
-        )
-        span.end(end_time=end)
-    provider.shutdown()
-    return list(memory.get_finished_spans())
-
-
-def otlp_json(spans: list) -> bytes:
-    document = json_format.MessageToDict(encode_spans(spans))
-    for rs in document.get("resourceSpans", []):
-        for ss in rs.get("scopeSpans", []):
-            for span in ss.get("spans", []):
-                for key in ("traceId", "spanId"):
-                    span[key] = base64.b64decode(span[key]).hex()
-    return json.dumps(document).encode()
 
 
 def bodies(kind: str, rows: list[dict], batch: int) -> list[tuple[bytes, str]]:
