@@ -158,3 +158,14 @@ def test_a_sender_of_only_unmappable_spans_shows_on_the_health_page(world):
     [sender] = health["otlp"]["senders_with_only_unmapped_spans"]
     assert sender["spans"] == 1 and "not a GenAI generation span" in sender["reason"]
     assert "acme" not in str(health)  # the key's digest names the sender, not its tenant
+
+
+def test_a_span_and_its_logs_join_across_replicas(world):
+    settings, factory, _app, clients = world
+    with UvicornThread(create_app(settings, factory)) as replica, httpx.Client(
+        base_url=replica.url, timeout=30, headers={"Authorization": f"Bearer {TENANT_A}"}
+    ) as other:  # fmt: skip
+        post(clients[TENANT_A], "/v1/traces", traces_request([chat_span(60)]))
+        post(other, "/v1/logs", logs_request(legacy_events(60, "Where?", "There.")))
+    [row] = samples(factory).values()
+    assert (row.prompt, row.response) == ("Be brief.\nWhere?", "There.") and pending(factory) == 0
