@@ -26,6 +26,7 @@ from sidecar.otlp.join_buffer import Key, hold_logs
 from sidecar.otlp.log_content import log_pieces
 from sidecar.otlp.receiver import answer
 from sidecar.otlp.records import Refusals, store_joined
+from sidecar.otlp.spans import MapOptions, _scrub
 from sidecar.otlp.tally import REASONS, OtlpTally
 from storage.types import utcnow
 from vigil.keys import Principal
@@ -34,9 +35,10 @@ LOGS_PATH = "/v1/logs"
 
 
 def pieces_by_span(
-    request: Any, refusals: Refusals
+    request: Any, refusals: Refusals, options: MapOptions
 ) -> tuple[dict[Key, list[dict[str, Any]]], Counter[Key]]:
-    """The content pieces of each span, and how many log records gave them."""
+    """The content pieces of each span (redacted and cut before they wait anywhere), and how
+    many log records gave them."""
     found: dict[Key, list[dict[str, Any]]] = defaultdict(list)
     records: Counter[Key] = Counter()
     position = 0
@@ -52,6 +54,8 @@ def pieces_by_span(
                     refusals.add("no_span_context", REASONS["no_span_context"])
                     continue
                 key = (record.trace_id.hex(), record.span_id.hex())
+                for piece in pieces:
+                    piece["text"] = _scrub(piece["text"], options)
                 found[key] += pieces
                 records[key] += 1
     return found, records
@@ -78,7 +82,8 @@ def receive_logs(
             ingest.quota.charge(sender, settings.ingest_max_samples)
         return JSONResponse({"detail": exc.reason}, status_code=exc.status)
     refusals = Refusals()
-    pieces, records = pieces_by_span(request, refusals)
+    options = MapOptions(settings.secret_key, settings.redact_pii, principal.may_label_others)
+    pieces, records = pieces_by_span(request, refusals, options)
     if pieces:
         with ingest.session_factory() as session:
             done, refused = hold_logs(

@@ -169,3 +169,17 @@ def test_a_span_and_its_logs_join_across_replicas(world):
         post(other, "/v1/logs", logs_request(legacy_events(60, "Where?", "There.")))
     [row] = samples(factory).values()
     assert (row.prompt, row.response) == ("Be brief.\nWhere?", "There.") and pending(factory) == 0
+
+
+@pytest.mark.parametrize("world", [{"redact_pii": True}], indirect=True)
+def test_log_content_is_redacted_before_it_waits_or_is_stored(world):
+    _settings, factory, _app, clients = world
+    post(
+        clients[API_KEY], "/v1/logs", logs_request(legacy_events(70, "I am jane@example.com", "Hi"))
+    )
+    with factory() as s:
+        [waiting] = s.scalars(select(OtlpPending)).all()
+        assert "jane@example.com" not in waiting.body and "[EMAIL]" in waiting.body
+    post(clients[API_KEY], "/v1/traces", traces_request([chat_span(70)]))
+    [row] = samples(factory).values()
+    assert row.prompt == "Be brief.\nI am [EMAIL]"
