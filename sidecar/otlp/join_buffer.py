@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, func, select, tuple_
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from sidecar.otlp.log_content import joined
@@ -33,7 +33,7 @@ from vigil.keys import Principal
 
 Key = tuple[str, str]  # (trace id hex, span id hex)
 MAX_PIECES_PER_SPAN = 64  # log rows one span may gather
-CHUNK = 200  # keys per IN clause
+CHUNK = 500  # values per IN clause
 
 
 @dataclass
@@ -63,17 +63,20 @@ def complete(pieces: list[dict[str, Any]]) -> bool:
 
 
 def _rows(session: Session, sender: str, keys: Iterable[Key], kind: str) -> list[OtlpPending]:
-    keys = list(dict.fromkeys(keys))
+    """The sender's rows of `kind` for `keys`: looked up by span id (the index's last column;
+    one bound value per key), the trace id checked here."""
+    wanted = set(keys)
+    span_ids = sorted({span_id for _, span_id in wanted})
     found: list[OtlpPending] = []
-    for i in range(0, len(keys), CHUNK):
+    for i in range(0, len(span_ids), CHUNK):
         found += session.scalars(
             select(OtlpPending).where(
                 OtlpPending.sender == sender,
                 OtlpPending.kind == kind,
-                tuple_(OtlpPending.trace_id, OtlpPending.span_id).in_(keys[i : i + CHUNK]),
+                OtlpPending.span_id.in_(span_ids[i : i + CHUNK]),
             )
         )
-    return found
+    return [row for row in found if (row.trace_id, row.span_id) in wanted]
 
 
 def waiting(session: Session, sender: str) -> int:

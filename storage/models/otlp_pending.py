@@ -1,7 +1,7 @@
 """The `otlp_pending` table: the OTLP join buffer (sidecar.otlp.join_buffer).
 
 A GenAI span whose content comes as log records, and log records whose span has not come yet,
-wait here keyed by (sender, trace id, span id), so the pair may arrive in either order, in
+wait here keyed by (sender, trace id, span id), looked up by (sender, span id), so the pair may arrive in either order, in
 different requests, at different replicas. Each row expires (`expires_at`); the otlp_join job
 writes expired spans as samples without text and deletes expired log records.
 """
@@ -19,7 +19,7 @@ from storage.types import UTCDateTime
 
 class OtlpPending(Base):
     __tablename__ = "otlp_pending"
-    __table_args__ = (Index("ix_otlp_pending_key", "sender", "trace_id", "span_id"),)
+    __table_args__ = (Index("ix_otlp_pending_key", "sender", "span_id"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     sender: Mapped[str] = mapped_column(String(160))  # the tenant, or the key of a global key

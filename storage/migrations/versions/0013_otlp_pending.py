@@ -28,7 +28,7 @@ def upgrade() -> None:
         sa.Column("expires_at", sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("id"),
     )
-    op.create_index("ix_otlp_pending_key", "otlp_pending", ["sender", "trace_id", "span_id"])
+    op.create_index("ix_otlp_pending_key", "otlp_pending", ["sender", "span_id"])
     op.create_index(op.f("ix_otlp_pending_expires_at"), "otlp_pending", ["expires_at"])
 
 
