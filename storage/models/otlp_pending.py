@@ -1,9 +1,10 @@
 """The `otlp_pending` table: the OTLP join buffer (sidecar.otlp.join_buffer).
 
 A GenAI span whose content comes as log records, and log records whose span has not come yet,
-wait here keyed by (sender, trace id, span id), looked up by (sender, span id), so the pair may arrive in either order, in
-different requests, at different replicas. Each row expires (`expires_at`); the otlp_join job
-writes expired spans as samples without text and deletes expired log records.
+wait here keyed by (sender, trace id, span id) (looked up by sender and span id), so the pair
+may arrive in either order, in different requests, at different replicas. Each row expires
+(`expires_at`); the otlp_join job writes expired spans as samples without text and deletes
+expired log records.
 """
 
 from __future__ import annotations
