@@ -1,6 +1,8 @@
 """The sidecar's OTLP receiver vs its own ingest API on the same records: rows stored per second
-through `POST /v1/ingest` (JSON sample records) and `POST /v1/traces` (the same records as
-GenAI spans with semconv 1.37 content attributes, OTLP protobuf and OTLP/JSON), in batches,
+through `POST /v1/ingest` (JSON sample records), `POST /v1/traces` (the same records as
+GenAI spans with semconv 1.37 content attributes, OTLP protobuf and OTLP/JSON), and
+`POST /v1/traces` plus `POST /v1/logs` (spans without text and their content log records, joined
+in the database: bench.otlp_bodies), in batches,
 against the sidecar app under uvicorn on loopback, SQLite and (when reachable) PostgreSQL.
 
     .venv/bin/python -m bench.bench_otlp_ingest [--rows 3000] [--batch 500] [--rounds 3] \
@@ -13,7 +15,6 @@ the paths with each other rather than bound the sidecar; each path's rows get fr
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import socket
 import statistics
@@ -26,14 +27,10 @@ from pathlib import Path
 import httpx
 import psycopg
 import uvicorn
-from google.protobuf import json_format
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from sqlalchemy.engine import make_url
 
+from bench.otlp_bodies import otlp_json, span_and_log_bodies, spans_of
 from bench.results_table import Table, write_results
 from storage.db import dispose_engines
 
@@ -60,58 +57,15 @@ def records(n: int, tag: str) -> list[dict]:
     ]
 
 
-def spans_of(batch: list[dict]) -> list:
-    memory = InMemorySpanExporter()
-    provider = TracerProvider(resource=Resource.create({"service.name": "bench"}))
-    provider.add_span_processor(SimpleSpanProcessor(memory))
-    tracer = provider.get_tracer("bench")
-    for r in batch:
-        end = int(r["timestamp"] * 1e9)
-        span = tracer.start_span(
-            "chat smollm2",
-            start_time=end - int(r["latency_ms"] * 1e6),
-            attributes={
-                "gen_ai.operation.name": "chat",
-                "gen_ai.request.model": r["model_version"],
-                "gen_ai.usage.input_tokens": r["prompt_tokens"],
-                "gen_ai.usage.output_tokens": r["completion_tokens"],
-                "gen_ai.response.finish_reasons": [r["finish_reason"]],
-                "vigil.segment": r["segment"],
-                "gen_ai.input.messages": json.dumps(
-                    [{"role": "user", "parts": [{"type": "text", "content": r["prompt"]}]}]
-                ),
-                "gen_ai.output.messages": json.dumps(
-                    [
-                        {
-                            "role": "assistant",
-                            "finish_reason": "stop",
-                            "parts": [{"type": "text", "content": r["response"]}],
-                        }
-                    ]
-                ),
-            },
-        )
-        span.end(end_time=end)
-    provider.shutdown()
-    return list(memory.get_finished_spans())
-
-
-def otlp_json(spans: list) -> bytes:
-    document = json_format.MessageToDict(encode_spans(spans))
-    for rs in document.get("resourceSpans", []):
-        for ss in rs.get("scopeSpans", []):
-            for span in ss.get("spans", []):
-                for key in ("traceId", "spanId"):
-                    span[key] = base64.b64decode(span[key]).hex()
-    return json.dumps(document).encode()
-
-
 def bodies(kind: str, rows: list[dict], batch: int) -> list[tuple[bytes, str]]:
     out = []
     for i in range(0, len(rows), batch):
         part = rows[i : i + batch]
         if kind == "ingest":
             out.append((json.dumps({"samples": part}).encode(), "application/json"))
+        elif kind == "traces+logs":
+            traces, logs = span_and_log_bodies(part)
+            out += [(traces, "/v1/traces"), (logs, "/v1/logs")]
         elif kind == "otlp-protobuf":
             out.append((encode_spans(spans_of(part)).SerializeToString(), "application/x-protobuf"))
         else:
@@ -172,6 +126,8 @@ def run(
                     path = "/v1/ingest" if kind == "ingest" else "/v1/traces"
                     start, cpu_start = time.perf_counter(), time.process_time()
                     for body, content_type in payloads:
+                        if content_type.startswith("/v1/"):  # traces+logs: the path in its place
+                            path, content_type = content_type, "application/x-protobuf"
                         r = client.post(path, content=body, headers={"Content-Type": content_type})
                         assert r.status_code == 200, r.text[:300]
                         if kind == "ingest":
@@ -198,7 +154,7 @@ def main() -> int:
     p.add_argument("--pg-url", default="postgresql+psycopg://postgres@127.0.0.1:5432/test")
     p.add_argument("--no-pg", action="store_true")
     args = p.parse_args()
-    kinds = ["ingest", "otlp-protobuf", "otlp-json"]
+    kinds = ["ingest", "otlp-protobuf", "otlp-json", "traces+logs"]
     table = Table(
         f"rows stored per second, batches of {args.batch}",
         [
@@ -206,8 +162,10 @@ def main() -> int:
             "/v1/ingest rows/s",
             "OTLP protobuf rows/s",
             "OTLP/JSON rows/s",
+            "traces+logs rows/s",
             "protobuf / ingest",
             "JSON / ingest",
+            "traces+logs / ingest",
         ],
     )
     cpu_table = Table(
@@ -217,8 +175,10 @@ def main() -> int:
             "/v1/ingest",
             "OTLP protobuf",
             "OTLP/JSON",
+            "traces+logs",
             "ingest / protobuf",
             "ingest / JSON",
+            "ingest / traces+logs",
         ],
     )
     print(table.header(), flush=True)
@@ -261,8 +221,10 @@ def main() -> int:
                     f"{r['ingest']:,.0f}",
                     f"{r['otlp-protobuf']:,.0f}",
                     f"{r['otlp-json']:,.0f}",
+                    f"{r['traces+logs']:,.0f}",
                     f"{r['otlp-protobuf'] / r['ingest']:.2f}",
                     f"{r['otlp-json'] / r['ingest']:.2f}",
+                    f"{r['traces+logs'] / r['ingest']:.2f}",
                 ),
                 flush=True,
             )
@@ -271,8 +233,10 @@ def main() -> int:
                 f"{c['ingest']:,.0f}",
                 f"{c['otlp-protobuf']:,.0f}",
                 f"{c['otlp-json']:,.0f}",
+                f"{c['traces+logs']:,.0f}",
                 f"{c['ingest'] / c['otlp-protobuf']:.2f}",
                 f"{c['ingest'] / c['otlp-json']:.2f}",
+                f"{c['ingest'] / c['traces+logs']:.2f}",
             )
     print(cpu_table.markdown(), flush=True)
     write_results(
@@ -286,7 +250,8 @@ def main() -> int:
             "the CPU table counts the one process's CPU time, which other work on a shared machine "
             "does not inflate the way it stretches wall time",
             "OTLP rows carry the same text, token counts, finish reason, segment, model and "
-            "latency as the ingest rows",
+            "latency as the ingest rows; traces+logs rows are complete when stored (the span "
+            "and its content log record joined through the otlp_pending table)",
         ],
     )
     return 0

@@ -18,7 +18,9 @@ from sidecar.http_errors import install_error_handlers
 from sidecar.ingest.routes import INGEST_PATH, build_ingest_router, require_api_key
 from sidecar.ingest.write_path import IngestPath
 from sidecar.limits import RequestGuard, body_limit
+from sidecar.otlp.logs_receiver import LOGS_PATH, build_logs_router
 from sidecar.otlp.receiver import TRACES_PATH, build_otlp_router
+from sidecar.otlp.tally import OtlpTally, health_status
 from sidecar.page_auth import PageAuth
 from sidecar.same_origin import SameOriginActions
 from vigil.auth_throttle import AuthThrottle, throttle_from_settings
@@ -42,9 +44,13 @@ def create_app(
     _add_middleware(app, settings, keyring, throttle)
     install_error_handlers(app, settings)
     write_path = IngestPath.from_settings(settings, session_factory)
-    app.include_router(build_health_router(session_factory, status))
+    app.state.otlp_tally = tally = OtlpTally()
+    app.include_router(
+        build_health_router(session_factory, lambda: {**status(), **health_status(tally)})
+    )
     app.include_router(build_ingest_router(settings, write_path))
-    app.include_router(build_otlp_router(write_path, require_api_key))
+    app.include_router(build_otlp_router(write_path, require_api_key, tally))
+    app.include_router(build_logs_router(write_path, require_api_key, tally))
     _include_pages(
         app, settings, session_factory, PageAuth(settings, keyring, throttle, session_factory)
     )
@@ -60,7 +66,7 @@ def _add_middleware(
         RequestGuard,
         keyring=keyring,
         protected=("/v1/",),
-        max_bytes=body_limit((INGEST_PATH, TRACES_PATH), settings.ingest_max_bytes),
+        max_bytes=body_limit((INGEST_PATH, TRACES_PATH, LOGS_PATH), settings.ingest_max_bytes),
         body_timeout_s=settings.body_timeout_s,
         throttle=throttle,
         trusted_proxies=tuple(settings.trusted_proxies),
@@ -78,6 +84,7 @@ def _include_pages(
     from sidecar.baseline_ops import baseline_ops
     from sidecar.canary.metrics import CanaryCollector
     from sidecar.metrics import build_registry, metrics_router
+    from sidecar.otlp.tally import OtlpCollector
 
     app.include_router(pages.router())
     app.include_router(
@@ -85,6 +92,7 @@ def _include_pages(
     )
     app.state.metrics_registry = build_registry(settings, session_factory)
     app.state.metrics_registry.register(CanaryCollector(session_factory))
+    app.state.metrics_registry.register(OtlpCollector(app.state.otlp_tally))
     app.include_router(
         metrics_router(app.state.metrics_registry), dependencies=[Depends(pages.require_viewer)]
     )

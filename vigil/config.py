@@ -19,6 +19,7 @@ from sqlalchemy.exc import ArgumentError
 from vigil.config_delivery import DEFAULT_SECRET, DeliverySettings
 from vigil.config_engine import DEFAULT_DEV_API_KEY, EngineSettings
 from vigil.config_judge import JudgeSettings
+from vigil.config_otlp import OtlpSettings
 from vigil.config_tenancy import DEFAULT_DEV_OPERATOR_KEY, TenancySettings
 from vigil.sample_record.limits import DEFAULT_MAX_FUTURE_SKEW_S, MAX_SAMPLE_WEIGHT, MIN_SAMPLE_RATE
 
@@ -34,12 +35,14 @@ class ConfigError(ValueError):
     """Start-up configuration is invalid; the message names the variables at fault."""
 
 
-class Settings(EngineSettings, DeliverySettings, TenancySettings, JudgeSettings, BaseSettings):
+class Settings(
+    EngineSettings, DeliverySettings, TenancySettings, JudgeSettings, OtlpSettings, BaseSettings
+):
     """Every `VIGIL_*` setting. Declared apart, inherited here: the engine's (model, batching,
     KV cache, API servers) in `vigil.config_engine`, webhook delivery in `vigil.config_delivery`,
     the keys of each role (tenant, operator, admin) and the bounds on one tenant's data (ingest
     policy and quota) in `vigil.config_tenancy`, the LLM judge's endpoint, model and key in
-    `vigil.config_judge`."""
+    `vigil.config_judge`, the OTLP receivers' budget and join buffer in `vigil.config_otlp`."""
 
     model_config = SettingsConfigDict(
         env_prefix="VIGIL_", env_file=".env", env_file_encoding="utf-8", extra="ignore"

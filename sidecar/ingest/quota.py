@@ -85,6 +85,36 @@ class IngestQuota:
                 return max(entry[0] + self.window_s - now, 1e-9)
         return self.window_s
 
+    def wait_for_room(self, sender: str) -> float:
+        """The seconds until `sender` may send one more row (0: now); nothing counted."""
+        if self.limit <= 0:
+            return 0.0
+        now = self.clock()
+        with self._lock:
+            used = self._used.get(sender) or deque()
+            inside = [(stamp, n) for stamp, n in used if stamp > now - self.window_s]
+            total = sum(n for _, n in inside)
+            if total < self.limit:
+                return 0.0
+            freed = 0
+            for stamp, n in inside:
+                freed += n
+                if total - freed < self.limit:
+                    return stamp + self.window_s - now
+            return self.window_s
+
+    def charge(self, sender: str, rows: int) -> None:
+        """Count work that was refused (a batch past a cap) against `sender`, up to one full
+        quota, so a sender of oversized batches soon meets a 429 before its body is parsed."""
+        if self.limit <= 0 or rows <= 0:
+            return
+        with self._lock:
+            used = self._used.pop(sender, None) or deque()
+            used.append((self.clock(), min(rows, self.limit)))
+            self._used[sender] = used
+            while len(self._used) > self.max_tenants:
+                self._used.popitem(last=False)
+
 
 def retry_after_seconds(wait: float) -> str:
     return str(max(1, math.ceil(wait)))

@@ -43,9 +43,12 @@ class IngestPath:
             RecordRedaction.from_settings(settings),
         )
 
-    def store(self, samples: list[SampleRecord], principal: Principal) -> IngestResult:
+    def store(
+        self, samples: list[SampleRecord], principal: Principal, *, metered: bool = True
+    ) -> IngestResult:
         """Check, meter and store `samples` for `principal`; HTTPException (403/413/422/429) on
-        a refusal, in which case nothing is stored. Idempotent on (tenant, `id`)."""
+        a refusal, in which case nothing is stored. Idempotent on (tenant, `id`). `metered`
+        False: rows already counted by `meter` (the OTLP join buffer's spans)."""
         from sidecar.ingest.records import ingest_records
 
         settings = self.settings
@@ -57,8 +60,8 @@ class IngestPath:
             )
         now = utcnow()
         clipped = self.policy.apply(samples, principal, now)
-        if not principal.may_label_others:  # operator and admin imports are not metered
-            self._meter(samples, principal)
+        if metered:
+            self.meter(principal, len(samples), sum(len(record_json(x)) for x in samples))
         for sample in samples:  # the one redaction step (vigil.record_redaction)
             self.redaction.sample(sample)
         with self.session_factory() as session:
@@ -69,13 +72,23 @@ class IngestPath:
         result.weights_clipped = clipped
         return result
 
-    def _meter(self, samples: list[SampleRecord], principal: Principal) -> None:
-        """Count the batch's rows and bytes against the sender's quota; 429 past either."""
-        nbytes = sum(len(record_json(sample)) for sample in samples)
-        sender = principal.tenant or f"key:{principal.key_id}"
-        wait, unit = self.quota.take_batch(sender, len(samples), nbytes)
-        if not wait:
+    @staticmethod
+    def sender(principal: Principal) -> str:
+        """Whom a quota counts: the tenant, or a key without one."""
+        return principal.tenant or f"key:{principal.key_id}"
+
+    def meter(self, principal: Principal, rows: int, nbytes: int = 0) -> None:
+        """Count `rows` and `nbytes` against the caller's quota, or raise 429 (nothing counted).
+        Operator and admin imports are not metered."""
+        if principal.may_label_others:
             return
+        wait, unit = self.quota.take_batch(self.sender(principal), rows, nbytes)
+        if wait:
+            self.refuse(principal, wait, unit, nbytes)
+
+    def refuse(
+        self, principal: Principal, wait: float, unit: str | None = None, nbytes: int = 0
+    ) -> None:
         who = f"tenant {principal.tenant!r}" if principal.tenant else "this key"
         if unit == BYTES:
             quota = (

@@ -57,10 +57,14 @@ def _count(value: float | None) -> float | None:
 
 
 def span_record(
-    span: Any, resource: Mapping[str, Any], options: MapOptions
+    span: Any,
+    resource: Mapping[str, Any],
+    options: MapOptions,
+    attrs: Mapping[str, Any] | None = None,
 ) -> dict[str, Any] | str:
-    """The record of a GenAI span (`is_genai` first), or a skip reason (a str)."""
-    attrs = attributes(span.attributes)
+    """The record of a GenAI span (`is_genai` first), or a skip reason (a str). `attrs`: the
+    span's attributes when already read (or translated, sidecar.otlp.openinference)."""
+    attrs = attributes(span.attributes) if attrs is None else attrs
     operation = text(attrs, names.OPERATION)
     if operation is not None and operation not in names.GENERATION_OPERATIONS:
         return f"operation {operation[:40]!r} is not a generation"

@@ -14,6 +14,7 @@ from storage.models.canary import CanaryBaseline, CanaryResult, CanaryRun
 from storage.models.drift import Baseline, BaselineSample, DriftResult, DriftRun
 from storage.models.incident import Incident
 from storage.models.jobs import JobCursor, JobLock
+from storage.models.otlp_pending import OtlpPending
 from storage.models.page_session import PageSession
 from storage.models.samples import Embedding, EvalScore, Sample
 
@@ -35,6 +36,7 @@ __all__ = [
     "Incident",
     "JobCursor",
     "JobLock",
+    "OtlpPending",
     "PageSession",
     "Sample",
 ]

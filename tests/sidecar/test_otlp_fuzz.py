@@ -1,6 +1,7 @@
-"""Span shapes from hypothesis (known GenAI names and others, every AnyValue kind, odd ids and
-times, as protobuf or OTLP/JSON) sent over real HTTP: always 200 or a 4xx, never a 5xx, and
-every answer a valid OTLP response or a reason."""
+"""Span and log-record shapes from hypothesis (known GenAI and OpenInference names and others,
+the GenAI content events, every AnyValue kind, odd ids and times, as protobuf or OTLP/JSON) sent
+over real HTTP: always 200 or a 4xx, never a 5xx, and every answer a valid OTLP response or a
+reason; the join buffer never holds more than its size."""
 
 from __future__ import annotations
 
@@ -10,16 +11,23 @@ import httpx
 from google.protobuf import json_format
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsServiceRequest,
+    ExportLogsServiceResponse,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from sidecar_servers import API_KEY, UvicornThread
+from sqlalchemy import func, select
 
 from sidecar.app import create_app
 from sidecar.otlp import names
+from sidecar.otlp.log_content import CONTENT_EVENTS
 from storage.db import session_factory
+from storage.models import OtlpPending
 
 KNOWN = sorted(
     {
@@ -42,6 +50,18 @@ KNOWN = sorted(
         "gen_ai.completion",
         "gen_ai.prompt.0.content",
         "gen_ai.completion.0.finish_reason",
+        "openinference.span.kind",
+        "llm.input_messages.0.message.content",
+        "llm.input_messages.0.message.contents.1.message_content.text",
+        "llm.output_messages.0.message.tool_calls.0.tool_call.function.name",
+        "llm.output_messages.0.message.content",
+        "input.value",
+        "input.mime_type",
+        "output.value",
+        "output.mime_type",
+        "llm.invocation_parameters",
+        "llm.token_count.prompt",
+        "llm.model_name",
     }
 )
 texts = st.text(max_size=40)
@@ -69,9 +89,9 @@ def any_values(depth: int = 2):
     leaves = st.one_of(
         texts.map(lambda v: AnyValue(string_value=v)),
         messages.map(lambda m: AnyValue(string_value=json.dumps(m))),
-        st.sampled_from(["chat", "embeddings", "stop", "text_completion"]).map(
-            lambda v: AnyValue(string_value=v)
-        ),
+        st.sampled_from(
+            ["chat", "embeddings", "stop", "text_completion", "LLM", "CHAIN", "application/json"]
+        ).map(lambda v: AnyValue(string_value=v)),
         st.integers(-(2**63), 2**63 - 1).map(lambda v: AnyValue(int_value=v)),
         st.floats(allow_nan=True, allow_infinity=True).map(lambda v: AnyValue(double_value=v)),
         st.booleans().map(lambda v: AnyValue(bool_value=v)),
@@ -158,6 +178,71 @@ def test_span_shapes_never_get_a_5xx(migrated_db, make_settings):
                 ExportTraceServiceResponse.FromString(r.content)
             elif r.status_code >= 400:
                 assert r.json()["detail"], r.text
+
+        check()
+    assert seen.get(200, 0) >= 10, seen
+
+
+log_records = st.fixed_dictionaries(
+    {
+        "trace_id": st.sampled_from([b"\x01" * 16, b""]) | st.binary(max_size=17),
+        "span_id": st.sampled_from([b"\x02" * 8, b""]) | st.binary(max_size=9),
+        "event_name": st.sampled_from(sorted(CONTENT_EVENTS)) | texts,
+        "time_unix_nano": st.integers(0, 2**64 - 1),
+        "body": st.none() | any_values(),
+        "attributes": attribute_lists,
+    }
+)
+
+
+def logs_of(batch: list[dict]) -> ExportLogsServiceRequest:
+    request = ExportLogsServiceRequest()
+    scope = request.resource_logs.add().scope_logs.add()
+    for spec in batch:
+        record = scope.log_records.add(
+            trace_id=spec["trace_id"],
+            span_id=spec["span_id"],
+            event_name=spec["event_name"],
+            time_unix_nano=spec["time_unix_nano"],
+        )
+        if spec["body"] is not None:
+            record.body.CopyFrom(spec["body"])
+        record.attributes.extend(KeyValue(key=k, value=v) for k, v in spec["attributes"])
+    return request
+
+
+def test_log_record_shapes_never_get_a_5xx_and_the_buffer_stays_bounded(migrated_db, make_settings):
+    factory = session_factory(migrated_db)
+    app = create_app(
+        make_settings(migrated_db, ingest_max_bytes=200_000, otlp_join_max_rows=20), factory
+    )
+    seen: dict[int, int] = {}
+    with (
+        UvicornThread(app) as server,
+        httpx.Client(
+            base_url=server.url, timeout=30, headers={"Authorization": f"Bearer {API_KEY}"}
+        ) as client,
+    ):
+
+        @settings(max_examples=60, deadline=None, derandomize=True, database=None,
+                  suppress_health_check=list(HealthCheck))  # fmt: skip
+        @given(batch=st.lists(log_records, max_size=5), as_json=st.booleans())
+        def check(batch, as_json) -> None:
+            request = logs_of(batch)
+            if as_json:
+                r = client.post("/v1/logs", content=json_format.MessageToJson(request),
+                                headers={"Content-Type": "application/json"})  # fmt: skip
+            else:
+                r = client.post("/v1/logs", content=request.SerializeToString(),
+                                headers={"Content-Type": "application/x-protobuf"})  # fmt: skip
+            seen[r.status_code] = seen.get(r.status_code, 0) + 1
+            assert r.status_code < 500, r.text[:500]
+            if r.status_code == 200 and not as_json:
+                ExportLogsServiceResponse.FromString(r.content)
+            elif r.status_code >= 400:
+                assert r.json()["detail"], r.text
+            with factory() as s:
+                assert s.scalar(select(func.count()).select_from(OtlpPending)) <= 20
 
         check()
     assert seen.get(200, 0) >= 10, seen

@@ -1,7 +1,8 @@
 """POST /v1/traces with spans from the real OpenTelemetry SDK, sent by its OTLP/HTTP protobuf
 exporter (plain and gzip) and as OTLP/JSON to the sidecar under uvicorn, on SQLite and
 PostgreSQL: semconv 1.37 content, deprecated names and vLLM's attributes all map; other spans
-are skipped, bad GenAI spans rejected alone with their reason, bad payloads refused whole."""
+are skipped and bad GenAI spans rejected alone, each counted with its reason in partial_success;
+bad payloads are refused whole."""
 
 from __future__ import annotations
 
@@ -127,12 +128,14 @@ def test_other_spans_are_skipped_bad_genai_spans_rejected_alone_and_retries_stor
         r = export_json(server.url, API_KEY, spans)
         assert r.status_code == 200, r.text
         partial = r.json()["partialSuccess"]
-        assert int(partial["rejectedSpans"]) == 2
+        # every span not stored is counted, the skipped ones too, each with its reason
+        assert int(partial["rejectedSpans"]) == 4
         assert (
             "prompt_tokens" in partial["errorMessage"]
             and "'prompt' or 'prompt_tokens'" in partial["errorMessage"]
         )
-        assert "2 spans skipped" in partial["errorMessage"]
+        assert "1 x not a GenAI generation span" in partial["errorMessage"]
+        assert "1 x a GenAI span of another operation" in partial["errorMessage"]
     assert [row.prompt_tokens for row in rows(server)] == [22]
 
 
