@@ -29,6 +29,13 @@ from typing import Any
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
+from alerts.incident_members import (
+    INHIBITED_KINDS,
+    led_by_trigger_lead,
+    members,
+    open_members,
+    ranked,
+)
 from alerts.incident_payloads import build_incident_payload
 from alerts.lifecycle import silenced
 from alerts.proposal import SEVERITY_RANK
@@ -40,7 +47,9 @@ from vigil.config import Settings
 
 DRIFT_GROUP = "drift"
 ENGINE_GROUP = "engine"
-INHIBITED_KINDS = frozenset({"model", "eval"})  # what a failing canary already explains
+LOWEST_SEVERITY = min(SEVERITY_RANK, key=SEVERITY_RANK.__getitem__)
+__all__ = ["INHIBITED_KINDS", "attach", "close_if_done", "inhibitor", "members", "notify",
+           "open_members", "ranked", "refresh"]  # fmt: skip
 
 
 def group_of(alert: Alert) -> str:
@@ -49,22 +58,6 @@ def group_of(alert: Alert) -> str:
     if alert.kind == "engine":
         return ENGINE_GROUP
     return alert.dedupe_key
-
-
-def open_members(session: Session, incident: Incident) -> list[Alert]:
-    return list(
-        session.scalars(
-            select(Alert)
-            .where(Alert.incident_id == incident.id, Alert.status == "open")
-            .order_by(Alert.id)
-        )
-    )
-
-
-def members(session: Session, incident_id: int) -> list[Alert]:
-    return list(
-        session.scalars(select(Alert).where(Alert.incident_id == incident_id).order_by(Alert.id))
-    )
 
 
 def attach(
@@ -91,7 +84,7 @@ def attach(
             incident = Incident(
                 group_key=key,
                 status="open",
-                severity=lead.severity,
+                severity=LOWEST_SEVERITY,  # raised by `refresh` from the members it counts
                 kind=lead.kind,
                 headline=lead.summary,
                 first_seen=now,
@@ -111,6 +104,8 @@ def attach(
     session.flush()
     for incident in touched:
         refresh(session, incident)
+        if incident.opened_severity is None:
+            incident.opened_severity = incident.severity
     return touched
 
 
@@ -138,24 +133,14 @@ def inhibitor(session: Session, incident: Incident) -> Incident | None:
     ).first()
 
 
-def ranked(incident: Incident, alerts: list[Alert], inhibited: bool) -> list[Alert]:
-    """Members in the order they are shown and told: uninhibited first, then by severity, then
-    by the cause's ranking (traffic share x effect, `drift.ranking`), then by id."""
-    order = {k: i for i, k in enumerate((incident.cause or {}).get("order") or [])}
-    return sorted(
-        alerts,
-        key=lambda a: (
-            inhibited and a.kind in INHIBITED_KINDS,
-            -SEVERITY_RANK[a.severity],
-            order.get(a.dedupe_key, len(order)),
-            a.id,
-        ),
-    )
-
-
 def refresh(session: Session, incident: Incident) -> list[Alert]:
-    """Severity, kind, headline and inhibition from the open members; returns them ranked."""
+    """Severity, kind, headline and inhibition from the open members; returns them ranked.
+    The severity is the highest the incident reached: a member resolving (by hand or because
+    its rule stopped firing) never lowers it, so the page and the resolve tell what paged."""
     alive = open_members(session, incident)
+    # what it reached stays, except a level only inhibited members set (never paged)
+    reached = (incident.severity if incident.inhibited_by is None else LOWEST_SEVERITY,
+               incident.notified_severity or LOWEST_SEVERITY)  # fmt: skip
     engine = inhibitor(session, incident)
     inhibited = engine is not None
     alive = ranked(incident, alive, inhibited)
@@ -163,7 +148,9 @@ def refresh(session: Session, incident: Incident) -> list[Alert]:
     incident.inhibited_by = engine.id if engine is not None and alive and not counted else None
     scope = counted or alive
     if scope:
-        incident.severity = max((a.severity for a in scope), key=SEVERITY_RANK.__getitem__)
+        incident.severity = max(
+            (*reached, *(a.severity for a in scope)), key=SEVERITY_RANK.__getitem__
+        )
         incident.kind = scope[0].kind
         headline = (
             (incident.cause or {}).get("headline") if incident.group_key == DRIFT_GROUP else None
@@ -226,7 +213,7 @@ def close_if_done(
         _enqueue(
             session,
             incident,
-            members(session, incident.id),
+            led_by_trigger_lead(session, incident),
             told,
             event="resolve",
             now=now,

@@ -16,6 +16,7 @@ from storage.models.incident import Incident
 from storage.models.jobs import JobCursor, JobLock
 from storage.models.page_session import PageSession
 from storage.models.samples import Embedding, EvalScore, Sample
+from storage.models.silence import Silence
 
 __all__ = [
     "SEGMENT_LABEL",
@@ -37,4 +38,5 @@ __all__ = [
     "JobLock",
     "PageSession",
     "Sample",
+    "Silence",
 ]

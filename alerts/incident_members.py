@@ -1,0 +1,64 @@
+"""An incident's members: which are open, the order they are shown and told in (the lead
+first), and which one led its trigger (the resolve is led by the same alert). Functions take the
+caller's session and never commit."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from alerts.proposal import SEVERITY_RANK
+from storage.models import Alert, Delivery, Incident
+
+INHIBITED_KINDS = frozenset({"model", "eval"})  # what a failing canary already explains
+
+
+def open_members(session: Session, incident: Incident) -> list[Alert]:
+    return list(
+        session.scalars(
+            select(Alert)
+            .where(Alert.incident_id == incident.id, Alert.status == "open")
+            .order_by(Alert.id)
+        )
+    )
+
+
+def members(session: Session, incident_id: int) -> list[Alert]:
+    return list(
+        session.scalars(select(Alert).where(Alert.incident_id == incident_id).order_by(Alert.id))
+    )
+
+
+def ranked(incident: Incident, alerts: list[Alert], inhibited: bool) -> list[Alert]:
+    """Members in the order they are shown and told: uninhibited first, then by severity, then
+    by the cause's ranking (traffic share x effect, `drift.ranking`), then by id."""
+    order = {k: i for i, k in enumerate((incident.cause or {}).get("order") or [])}
+    return sorted(
+        alerts,
+        key=lambda a: (
+            inhibited and a.kind in INHIBITED_KINDS,
+            -SEVERITY_RANK[a.severity],
+            order.get(a.dedupe_key, len(order)),
+            a.id,
+        ),
+    )
+
+
+def trigger_lead_id(session: Session, incident_id: int) -> int | None:
+    """The alert that led the incident's latest trigger notification (its deliveries name it)."""
+    return session.scalars(
+        select(Delivery.alert_id)
+        .where(
+            Delivery.incident_id == incident_id,
+            Delivery.idempotency_key.like(f"vigil-i{incident_id}-trigger-%"),
+        )
+        .order_by(Delivery.id.desc())
+        .limit(1)
+    ).first()
+
+
+def led_by_trigger_lead(session: Session, incident: Incident) -> list[Alert]:
+    """Every member ranked, the trigger's lead first: the resolve speaks of what paged."""
+    everyone = ranked(incident, members(session, incident.id), inhibited=False)
+    lead_id = trigger_lead_id(session, incident.id)
+    return sorted(everyone, key=lambda a: a.id != lead_id)
