@@ -6,7 +6,9 @@ File format (every key optional; unknown keys are errors so a typo never passes 
       pager: {url: "https://events.pagerduty.com/v2/enqueue", format: pagerduty,
               routing_key_env: PD_ROUTING_KEY}      # or routing_key: "..."
       chat: {url: "https://hooks.slack.com/services/...", format: slack}
-    routes:                   # severity -> target names; a severity left out goes to "default"
+      tickets: {url: "https://tickets.example.com/hook", type: ticket}  # page | chat | ticket
+    routes:                   # severity -> target names; a severity left out goes to "default",
+                              # except `review` (set-up notices): to `type: ticket` targets only
       critical: [pager, chat, default]
       high: [chat, default]
     rules:                    # first match wins; fields left out keep the proposal's values
@@ -41,6 +43,7 @@ from typing import Any
 from alerts.routing import (
     DEFAULT_GROUP,
     MATCH_KEYS,
+    TARGET_TYPES,
     Decision,
     Match,
     Rule,
@@ -75,7 +78,7 @@ RULE_KEYS = {
     "next_steps",
 }
 MAX_STEPS, MAX_STEP_CHARS = 10, 500
-TARGET_KEYS = {"url", "format", "routing_key", "routing_key_env"}
+TARGET_KEYS = {"url", "format", "routing_key", "routing_key_env", "type"}
 TOP_KEYS = {"targets", "routes", "rules"}
 # values quoted in error messages: YAML aliases can nest one list a billion times over
 _SHORT = reprlib.Repr()
@@ -187,7 +190,10 @@ def _parse_target(name: str, spec: Any, fail) -> Target:
             raise fail(f"{where}.routing_key_env", f"environment variable {env[:80]} is not set")
     if fmt == "pagerduty" and not key:
         raise fail(where, "a pagerduty target needs `routing_key` or `routing_key_env`")
-    return Target(name, url, fmt, key)
+    kind = spec.get("type", "chat" if fmt == "slack" else "page")
+    if kind not in TARGET_TYPES:
+        raise fail(f"{where}.type", f"{_show(kind)} is not one of {', '.join(TARGET_TYPES)}")
+    return Target(name, url, fmt, key, kind)
 
 
 def _parse_rule(index: int, spec: Any, known: set[str], fail) -> Rule:
