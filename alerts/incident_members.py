@@ -62,3 +62,38 @@ def led_by_trigger_lead(session: Session, incident: Incident) -> list[Alert]:
     everyone = ranked(incident, members(session, incident.id), inhibited=False)
     lead_id = trigger_lead_id(session, incident.id)
     return sorted(everyone, key=lambda a: a.id != lead_id)
+
+
+def expected_members(session: Session, group: list[Alert]) -> tuple[list[Incident], list[Alert]]:
+    """(the open incidents marked expected that hold some of `group`, the rest of `group`): an
+    expected change's members keep firing into it; anything else opens or joins another."""
+    joined = {a.incident_id for a in group if a.incident_id is not None}
+    if not joined:
+        return [], group
+    expected = list(
+        session.scalars(
+            select(Incident).where(
+                Incident.id.in_(joined),
+                Incident.status == "open",
+                Incident.expected_at.is_not(None),
+            )
+        )
+    )
+    ids = {i.id for i in expected}
+    return expected, [a for a in group if a.incident_id not in ids]
+
+
+def open_incident_for(session: Session, key: str, group: list[Alert]) -> Incident | None:
+    """The open, not expected, incident these alerts join: the one they already belong to, else
+    their group's newest."""
+    joined = {a.incident_id for a in group if a.incident_id is not None}
+    query = select(Incident).where(Incident.status == "open", Incident.expected_at.is_(None))
+    if joined:
+        found = session.scalars(
+            query.where(Incident.id.in_(joined)).order_by(Incident.id.desc())
+        ).first()
+        if found is not None:
+            return found
+    return session.scalars(
+        query.where(Incident.group_key == key).order_by(Incident.id.desc())
+    ).first()

@@ -29,10 +29,13 @@ from typing import Any
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
+from alerts import silences
 from alerts.incident_members import (
     INHIBITED_KINDS,
+    expected_members,
     led_by_trigger_lead,
     members,
+    open_incident_for,
     open_members,
     ranked,
 )
@@ -41,6 +44,7 @@ from alerts.lifecycle import silenced
 from alerts.proposal import SEVERITY_RANK
 from alerts.routing import match_values
 from alerts.rules_file import RuleSet, Target
+from alerts.silences import silencing
 from storage.models import Alert, Delivery, Incident
 from vigil.alert_table import DRIFT_RULE_NAMES
 from vigil.config import Settings
@@ -76,9 +80,14 @@ def attach(
         by_group[group_of(alert)].append(alert)
     touched = []
     for key in sorted(by_group):  # one lock order for concurrent callers
-        group = by_group[key]
         _lock(session, "vigil-incident:" + key)
-        incident = _open_incident(session, key, group)
+        kept, group = expected_members(session, by_group[key])
+        for incident in kept:  # members of an expected change stay in it, quietly
+            incident.last_seen = now
+            touched.append(incident)
+        if not group:
+            continue
+        incident = open_incident_for(session, key, group)
         if incident is None:
             lead = max(group, key=lambda a: SEVERITY_RANK[a.severity])
             incident = Incident(
@@ -107,20 +116,6 @@ def attach(
         if incident.opened_severity is None:
             incident.opened_severity = incident.severity
     return touched
-
-
-def _open_incident(session: Session, key: str, group: list[Alert]) -> Incident | None:
-    joined = {a.incident_id for a in group if a.incident_id is not None}
-    query = select(Incident).where(Incident.status == "open")
-    if joined:
-        found = session.scalars(
-            query.where(Incident.id.in_(joined)).order_by(Incident.id.desc())
-        ).first()
-        if found is not None:
-            return found
-    return session.scalars(
-        query.where(Incident.group_key == key).order_by(Incident.id.desc())
-    ).first()
 
 
 def inhibitor(session: Session, incident: Incident) -> Incident | None:
@@ -172,6 +167,12 @@ def notify(
     ):
         return []
     if silenced(incident, severity, now) or all(silenced(a, a.severity, now) for a in alive):
+        return []
+    if incident.expected_at is not None:  # "this was expected": re-baselining, not re-told
+        return []
+    inhibited_now = inhibitor(session, incident) is not None
+    counted = [a for a in alive if not (inhibited_now and a.kind in INHIBITED_KINDS)]
+    if silencing(silences.active(session, now), counted or alive) is not None:
         return []
     inhibited = incident.inhibited_by is not None or inhibitor(session, incident) is not None
     targets: dict[str, Target] = {}
