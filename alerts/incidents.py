@@ -53,7 +53,7 @@ DRIFT_GROUP = "drift"
 ENGINE_GROUP = "engine"
 LOWEST_SEVERITY = min(SEVERITY_RANK, key=SEVERITY_RANK.__getitem__)
 __all__ = ["INHIBITED_KINDS", "attach", "close_if_done", "inhibitor", "members", "notify",
-           "open_members", "ranked", "refresh"]  # fmt: skip
+           "open_members", "ranked", "refresh", "enqueue"]  # fmt: skip
 
 
 def group_of(alert: Alert) -> str:
@@ -179,7 +179,7 @@ def notify(
     for alert in alive:
         if not (inhibited and alert.kind in INHIBITED_KINDS):
             targets.update((t.name, t) for t in _targets(rules, alert))
-    rows = _enqueue(
+    rows = enqueue(
         session,
         incident,
         alive,
@@ -211,7 +211,7 @@ def close_if_done(
         rules.targets[name] for name in incident.notified_targets or [] if name in rules.targets
     ]
     if incident.notifications:
-        _enqueue(
+        enqueue(
             session,
             incident,
             led_by_trigger_lead(session, incident),
@@ -234,7 +234,7 @@ def _targets(rules: RuleSet, alert: Alert) -> tuple[Target, ...]:
     return rules.targets_for(alert.severity, rule if rule is not None and rule.enabled else None)
 
 
-def _enqueue(
+def enqueue(
     session: Session,
     incident: Incident,
     ranked_members: list[Alert],

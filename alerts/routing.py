@@ -98,12 +98,23 @@ def match_values(
     return [{**base, "test": e.get("test"), "feature": e.get("feature")} for e in entries]
 
 
+@dataclass(frozen=True)
+class Escalation:
+    """Per route (severity): re-send an unacknowledged incident's trigger every
+    `repeat_interval_s`, and after `after_s` unacknowledged also page `to`."""
+
+    repeat_interval_s: int | None = None
+    after_s: int | None = None
+    to: tuple[str, ...] = ()
+
+
 @dataclass
 class RuleSet:
     rules: tuple[Rule, ...] = ()
     targets: dict[str, Target] = field(default_factory=dict)
     routes: dict[str, tuple[str, ...]] = field(default_factory=dict)
     groups: dict[str, tuple[str, ...]] = field(default_factory=dict)  # "default" -> env targets
+    escalations: dict[str, Escalation] = field(default_factory=dict)  # severity -> escalation
 
     def rule_for(self, candidates: list[dict[str, Any]]) -> Rule | None:
         """The first configured rule matching any of `match_values(...)`."""
@@ -120,6 +131,14 @@ class RuleSet:
                 out[member] = self.targets[member]
         if implicit and severity in TICKET_ONLY_BY_DEFAULT:
             return tuple(t for t in self.targets.values() if t.type == "ticket")
+        return tuple(out.values())
+
+    def named(self, names: tuple[str, ...]) -> tuple[Target, ...]:
+        """Targets by name or group name."""
+        out: dict[str, Target] = {}
+        for name in names:
+            for member in self.groups.get(name, (name,)):
+                out[member] = self.targets[member]
         return tuple(out.values())
 
     def decide(self, proposal: Proposal, default_cooldown_s: int) -> Decision | None:

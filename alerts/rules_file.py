@@ -11,6 +11,8 @@ File format (every key optional; unknown keys are errors so a typo never passes 
                               # except `review` (set-up notices): to `type: ticket` targets only
       critical: [pager, chat, default]
       high: [chat, default]
+    escalation:               # per route: unacknowledged incidents re-sent, then escalated
+      critical: {repeat_interval_s: 3600, after_s: 1800, to: [manager]}
     rules:                    # first match wins; fields left out keep the proposal's values
       - name: psi_prompt_tokens
         match: {test: psi, feature: [prompt_tokens, "prompt_char*"]}   # globs, all must match
@@ -40,6 +42,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from alerts.escalation_rules import parse_escalation
 from alerts.routing import (
     DEFAULT_GROUP,
     MATCH_KEYS,
@@ -79,7 +82,7 @@ RULE_KEYS = {
 }
 MAX_STEPS, MAX_STEP_CHARS = 10, 500
 TARGET_KEYS = {"url", "format", "routing_key", "routing_key_env", "type"}
-TOP_KEYS = {"targets", "routes", "rules"}
+TOP_KEYS = {"targets", "routes", "rules", "escalation"}
 # values quoted in error messages: YAML aliases can nest one list a billion times over
 _SHORT = reprlib.Repr()
 _SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxdict, _SHORT.maxstring = 3, 4, 4, 60
@@ -164,7 +167,8 @@ def parse_rules(data: Any, settings: Settings, *, source: str = "<rules>") -> Ru
     if not isinstance(raw_rules, list):
         raise fail("rules", "expected a list of rules")
     rules = [_parse_rule(i, spec, known, fail) for i, spec in enumerate(raw_rules)]
-    return RuleSet(tuple(rules), targets, routes, groups)
+    escalations = parse_escalation(data.get("escalation"), known, fail, _names)
+    return RuleSet(tuple(rules), targets, routes, groups, escalations)
 
 
 def _parse_target(name: str, spec: Any, fail) -> Target:

@@ -68,6 +68,7 @@ JOBS: tuple[JobSpec, ...] = (
     JobSpec("retention", "sidecar.jobs.retention:run_retention_job", "retention_interval_s"),
     JobSpec("sequential", "sidecar.jobs.sequential:run_sequential_job", "sequential_interval_s"),
     JobSpec("canary", "sidecar.canary.job:run_canary_job", "canary_interval_s"),
+    JobSpec("escalate", "sidecar.jobs.escalate:run_escalation_job", "escalation_interval_s"),
     JobSpec("rebaseline", "sidecar.jobs.rebaseline:run_rebaseline_job", "rebaseline_interval_s"),
     JobSpec(
         "baseline_reminder",
