@@ -104,6 +104,12 @@ def build_incident_payload(
             },
         }
         blocks = list(body.get("blocks") or [])
+        if event == "trigger":  # Slack calls /slack/actions back (sidecar/slack_actions.py)
+            blocks.append({"type": "actions", "block_id": f"vigil-incident-{incident.id}",
+                           "elements": [{"type": "button", "action_id": "vigil_acknowledge",
+                                         "value": str(incident.id), "style": "primary",
+                                         "text": {"type": "plain_text",
+                                                  "text": "Acknowledge"}}]})  # fmt: skip
         text = f"[{state}] {_esc(incident.headline)} <{i_url}|Open incident>"
         return {**body, "text": text[:SLACK_TEXT_MAX],
                 "blocks": [header, lead_block, listed, *blocks[2:]],
