@@ -82,9 +82,9 @@ def attach(
     for key in sorted(by_group):  # one lock order for concurrent callers
         _lock(session, "vigil-incident:" + key)
         kept, group = expected_members(session, by_group[key])
-        for incident in kept:  # members of an expected change stay in it, quietly
-            incident.last_seen = now
-            touched.append(incident)
+        for quiet in kept:  # members of an expected change stay in it, quietly
+            quiet.last_seen = now
+            touched.append(quiet)
         if not group:
             continue
         incident = open_incident_for(session, key, group)
