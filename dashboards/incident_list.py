@@ -1,5 +1,6 @@
 """The incidents on-call looks at first: each one's headline, severity, since when, how many
-alerts it holds (open of all) and who acknowledged, snoozed, silenced or expected it. Used by the
+alerts it holds (open of all) and who acknowledged, snoozed, silenced (alerts/silences.py) or
+expected it. Used by the
 overview (open ones, the most severe first) and by `/incidents` and `/api/v1/incidents` (filters
 by state, severity and segment)."""
 
@@ -13,6 +14,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from alerts import silences
 from dashboards.segment_incidents import cause_involvement
 from storage.models import Alert, Incident
 from storage.types import to_utc
@@ -88,11 +90,22 @@ def list_incidents(
         ):
             counts[(incident_id, status)] += n
             segments[incident_id].add(segment)
+    alive: dict[int, list[Alert]] = {i: [] for i in ids}
+    if ids:
+        for alert in session.scalars(
+            select(Alert).where(Alert.incident_id.in_(ids), Alert.status == "open")
+        ):
+            alive[alert.incident_id].append(alert)
+    held = silences.active(session, now)
     rows = []
     for incident in incidents:
         state = state_of(incident, now)
         if not _matches(incident, wanted, state, segments[incident.id]):
             continue
+        silence = silences.silencing(held, alive[incident.id]) if state != "resolved" else None
+        on_call = ack_words(incident, state)
+        if silence is not None:
+            on_call += f"; silenced by #{silence.id} until {to_utc(silence.ends_at):%m-%d %H:%M}"
         rows.append(
             {
                 "id": incident.id,
@@ -100,7 +113,8 @@ def list_incidents(
                 "severity": incident.severity,
                 "kind": incident.kind,
                 "state": state,
-                "on_call": ack_words(incident, state),
+                "on_call": on_call,
+                "silenced_by": silence.id if silence is not None else None,
                 "since": to_utc(incident.first_seen),
                 "age_s": (now - to_utc(incident.first_seen)).total_seconds(),
                 "open_members": counts[(incident.id, "open")],

@@ -49,6 +49,8 @@ def test_silence_api_and_the_incident_page(world):
                        headers=ADMIN_AUTH).status_code == 422  # fmt: skip
     listed = client.get("/api/v1/silences", headers=VIEW).json()["silences"]
     assert [s["id"] for s in listed] == [made.json()["id"]]
+    listed = client.get("/api/v1/incidents", headers=VIEW).json()["incidents"][0]
+    assert listed["silenced_by"] == made.json()["id"] and "silenced by #" in listed["on_call"]
     page = client.get(f"/incidents/{incident_id}", headers=VIEW).text
     assert f"silence #{made.json()['id']}" in page  # its one alert (prompt_psi, web) matches
     expired = client.post(f"/api/v1/silences/{made.json()['id']}/expire", headers=ADMIN_AUTH)
