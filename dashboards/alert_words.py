@@ -94,21 +94,23 @@ def effect_phrase(r: Row) -> str:
     if r.test == "new_category":
         new = [v for v in d.get("new") or [] if isinstance(v, dict)]
         named = ", ".join(
-            f"{v.get('value')} ({v['share']:.0%} of traffic)"
+            f"{v.get('value')} ({100 * v['share']:.0f} % of traffic)"
             if isinstance(v.get("share"), int | float)
             else str(v.get("value"))
             for v in ([v for v in new if v.get("big")] or new)[:3]
         )
         what = r.feature.replace("_", " ")
-        return f"New {what} values appeared" + (f": {named}" if named else "")
+        shown = [v for v in new if v.get("big")] or new
+        head = f"A new {what} appeared" if len(shown) == 1 else f"New {what} values appeared"
+        return head + (f": {named}" if named else "")
     if r.test == "new_cluster" and r.statistic is not None:
-        return f"A new kind of prompt is {r.statistic:.0%} of traffic"
+        return f"A new kind of prompt is {100 * r.statistic:.0f} % of traffic"
     if r.test == "cluster_mix":
         a, b = d.get("baseline_outside_share"), d.get("window_outside_share")
         if isinstance(a, int | float) and isinstance(b, int | float):
             return (
-                f"Prompts moved to new topics: {b:.0%} fall outside the baseline's topics "
-                f"(was {a:.0%})"
+                f"Prompts moved to new topics: {100 * b:.0f} % fall outside the baseline's "
+                f"topics (was {100 * a:.0f} %)"
             )
         return "The mix of prompt topics changed"
     if r.feature in EMBEDDING_WORDS:
