@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 from alerts.payloads import (
+    ALERTMANAGER_SEVERITY,
     PAGERDUTY_SEVERITY,
     PAGERDUTY_SUMMARY_MAX,
     SLACK_TEXT_MAX,
@@ -42,6 +43,8 @@ def incident_document(incident: Any, members: list[Any], public_url: str) -> dic
     return {
         "id": incident.id, "url": incident_url(incident, public_url), "status": incident.status,
         "headline": incident.headline, "severity": incident.severity, "kind": incident.kind,
+        "labels": {"alertname": f"vigil_{incident.group_key.split('|')[0]}_incident",
+                   "severity": ALERTMANAGER_SEVERITY[incident.severity]},
         "first_seen": _iso(incident.first_seen), "last_seen": _iso(incident.last_seen),
         "run_id": incident.run_id, "size": len(members), "cause": cause,
         "members": [{"alert_id": a.id, "rule": a.rule, "kind": a.kind, "segment": a.segment,
@@ -101,6 +104,12 @@ def build_incident_payload(
             },
         }
         blocks = list(body.get("blocks") or [])
+        if event == "trigger":  # Slack calls /slack/actions back (sidecar/slack_actions.py)
+            blocks.append({"type": "actions", "block_id": f"vigil-incident-{incident.id}",
+                           "elements": [{"type": "button", "action_id": "vigil_acknowledge",
+                                         "value": str(incident.id), "style": "primary",
+                                         "text": {"type": "plain_text",
+                                                  "text": "Acknowledge"}}]})  # fmt: skip
         text = f"[{state}] {_esc(incident.headline)} <{i_url}|Open incident>"
         return {**body, "text": text[:SLACK_TEXT_MAX],
                 "blocks": [header, lead_block, listed, *blocks[2:]],

@@ -29,18 +29,31 @@ from typing import Any
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
+from alerts import silences
+from alerts.incident_members import (
+    INHIBITED_KINDS,
+    expected_members,
+    led_by_trigger_lead,
+    members,
+    open_incident_for,
+    open_members,
+    ranked,
+)
 from alerts.incident_payloads import build_incident_payload
 from alerts.lifecycle import silenced
 from alerts.proposal import SEVERITY_RANK
 from alerts.routing import match_values
 from alerts.rules_file import RuleSet, Target
+from alerts.silences import silencing
 from storage.models import Alert, Delivery, Incident
 from vigil.alert_table import DRIFT_RULE_NAMES
 from vigil.config import Settings
 
 DRIFT_GROUP = "drift"
 ENGINE_GROUP = "engine"
-INHIBITED_KINDS = frozenset({"model", "eval"})  # what a failing canary already explains
+LOWEST_SEVERITY = min(SEVERITY_RANK, key=SEVERITY_RANK.__getitem__)
+__all__ = ["INHIBITED_KINDS", "attach", "close_if_done", "inhibitor", "members", "notify",
+           "open_members", "ranked", "refresh", "enqueue"]  # fmt: skip
 
 
 def group_of(alert: Alert) -> str:
@@ -49,22 +62,6 @@ def group_of(alert: Alert) -> str:
     if alert.kind == "engine":
         return ENGINE_GROUP
     return alert.dedupe_key
-
-
-def open_members(session: Session, incident: Incident) -> list[Alert]:
-    return list(
-        session.scalars(
-            select(Alert)
-            .where(Alert.incident_id == incident.id, Alert.status == "open")
-            .order_by(Alert.id)
-        )
-    )
-
-
-def members(session: Session, incident_id: int) -> list[Alert]:
-    return list(
-        session.scalars(select(Alert).where(Alert.incident_id == incident_id).order_by(Alert.id))
-    )
 
 
 def attach(
@@ -83,15 +80,20 @@ def attach(
         by_group[group_of(alert)].append(alert)
     touched = []
     for key in sorted(by_group):  # one lock order for concurrent callers
-        group = by_group[key]
         _lock(session, "vigil-incident:" + key)
-        incident = _open_incident(session, key, group)
+        kept, group = expected_members(session, by_group[key])
+        for quiet in kept:  # members of an expected change stay in it, quietly
+            quiet.last_seen = now
+            touched.append(quiet)
+        if not group:
+            continue
+        incident = open_incident_for(session, key, group)
         if incident is None:
             lead = max(group, key=lambda a: SEVERITY_RANK[a.severity])
             incident = Incident(
                 group_key=key,
                 status="open",
-                severity=lead.severity,
+                severity=LOWEST_SEVERITY,  # raised by `refresh` from the members it counts
                 kind=lead.kind,
                 headline=lead.summary,
                 first_seen=now,
@@ -111,21 +113,9 @@ def attach(
     session.flush()
     for incident in touched:
         refresh(session, incident)
+        if incident.opened_severity is None:
+            incident.opened_severity = incident.severity
     return touched
-
-
-def _open_incident(session: Session, key: str, group: list[Alert]) -> Incident | None:
-    joined = {a.incident_id for a in group if a.incident_id is not None}
-    query = select(Incident).where(Incident.status == "open")
-    if joined:
-        found = session.scalars(
-            query.where(Incident.id.in_(joined)).order_by(Incident.id.desc())
-        ).first()
-        if found is not None:
-            return found
-    return session.scalars(
-        query.where(Incident.group_key == key).order_by(Incident.id.desc())
-    ).first()
 
 
 def inhibitor(session: Session, incident: Incident) -> Incident | None:
@@ -138,24 +128,14 @@ def inhibitor(session: Session, incident: Incident) -> Incident | None:
     ).first()
 
 
-def ranked(incident: Incident, alerts: list[Alert], inhibited: bool) -> list[Alert]:
-    """Members in the order they are shown and told: uninhibited first, then by severity, then
-    by the cause's ranking (traffic share x effect, `drift.ranking`), then by id."""
-    order = {k: i for i, k in enumerate((incident.cause or {}).get("order") or [])}
-    return sorted(
-        alerts,
-        key=lambda a: (
-            inhibited and a.kind in INHIBITED_KINDS,
-            -SEVERITY_RANK[a.severity],
-            order.get(a.dedupe_key, len(order)),
-            a.id,
-        ),
-    )
-
-
 def refresh(session: Session, incident: Incident) -> list[Alert]:
-    """Severity, kind, headline and inhibition from the open members; returns them ranked."""
+    """Severity, kind, headline and inhibition from the open members; returns them ranked.
+    The severity is the highest the incident reached: a member resolving (by hand or because
+    its rule stopped firing) never lowers it, so the page and the resolve tell what paged."""
     alive = open_members(session, incident)
+    # what it reached stays, except a level only inhibited members set (never paged)
+    reached = (incident.severity if incident.inhibited_by is None else LOWEST_SEVERITY,
+               incident.notified_severity or LOWEST_SEVERITY)  # fmt: skip
     engine = inhibitor(session, incident)
     inhibited = engine is not None
     alive = ranked(incident, alive, inhibited)
@@ -163,7 +143,9 @@ def refresh(session: Session, incident: Incident) -> list[Alert]:
     incident.inhibited_by = engine.id if engine is not None and alive and not counted else None
     scope = counted or alive
     if scope:
-        incident.severity = max((a.severity for a in scope), key=SEVERITY_RANK.__getitem__)
+        incident.severity = max(
+            (*reached, *(a.severity for a in scope)), key=SEVERITY_RANK.__getitem__
+        )
         incident.kind = scope[0].kind
         headline = (
             (incident.cause or {}).get("headline") if incident.group_key == DRIFT_GROUP else None
@@ -186,12 +168,18 @@ def notify(
         return []
     if silenced(incident, severity, now) or all(silenced(a, a.severity, now) for a in alive):
         return []
+    if incident.expected_at is not None:  # "this was expected": re-baselining, not re-told
+        return []
+    inhibited_now = inhibitor(session, incident) is not None
+    counted = [a for a in alive if not (inhibited_now and a.kind in INHIBITED_KINDS)]
+    if silencing(silences.active(session, now), counted or alive) is not None:
+        return []
     inhibited = incident.inhibited_by is not None or inhibitor(session, incident) is not None
     targets: dict[str, Target] = {}
     for alert in alive:
         if not (inhibited and alert.kind in INHIBITED_KINDS):
             targets.update((t.name, t) for t in _targets(rules, alert))
-    rows = _enqueue(
+    rows = enqueue(
         session,
         incident,
         alive,
@@ -223,10 +211,10 @@ def close_if_done(
         rules.targets[name] for name in incident.notified_targets or [] if name in rules.targets
     ]
     if incident.notifications:
-        _enqueue(
+        enqueue(
             session,
             incident,
-            members(session, incident.id),
+            led_by_trigger_lead(session, incident),
             told,
             event="resolve",
             now=now,
@@ -246,7 +234,7 @@ def _targets(rules: RuleSet, alert: Alert) -> tuple[Target, ...]:
     return rules.targets_for(alert.severity, rule if rule is not None and rule.enabled else None)
 
 
-def _enqueue(
+def enqueue(
     session: Session,
     incident: Incident,
     ranked_members: list[Alert],

@@ -24,6 +24,14 @@ PAGERDUTY_SEVERITY = {
     "moderate": "warning",
     "review": "info",
 }
+# Alertmanager's conventional `severity` label: critical pages, warning is looked at in hours,
+# info is a notice; Vigil's high pages too
+ALERTMANAGER_SEVERITY = {
+    "critical": "critical",
+    "high": "critical",
+    "moderate": "warning",
+    "review": "info",
+}
 PAGERDUTY_SUMMARY_MAX = 1024  # Events v2 truncates longer summaries
 SLACK_TEXT_MAX = 3000  # a section block's text limit
 SLACK_HEADER_MAX = 150
@@ -77,6 +85,12 @@ def alert_document(alert: Any, public_url: str, rules: RuleSet | None = None) ->
         "rule": alert.rule,
         "kind": alert.kind,
         "severity": alert.severity,
+        "labels": {
+            "alertname": alert.rule,
+            "severity": ALERTMANAGER_SEVERITY[alert.severity],
+            "kind": alert.kind,
+            "segment": alert.segment,
+        },  # fmt: skip
         "segment": alert.segment,
         "status": alert.status,
         "summary": alert.summary,

@@ -17,6 +17,12 @@ from vigil.config import ConfigError
 
 DEFAULT_GROUP = "default"
 MATCH_KEYS = ("rule", "test", "feature", "kind", "segment")
+# what a target is for: `page` wakes someone (PagerDuty, and any generic webhook unless the rules
+# file says otherwise), `chat` is read by people on shift, `ticket` is worked through in hours
+TARGET_TYPES = ("page", "chat", "ticket")
+# severities whose default route (no `routes` entry, no rule's routes) reaches ticket targets
+# only: a monitor-set-up notice ("no baseline yet") pages nobody on a fresh install
+TICKET_ONLY_BY_DEFAULT = frozenset({"review"})
 
 
 class RulesError(ConfigError):
@@ -29,6 +35,7 @@ class Target:
     url: str
     format: str = "generic"
     routing_key: str | None = None  # PagerDuty Events v2 integration key
+    type: str = "page"  # one of TARGET_TYPES
 
 
 @dataclass(frozen=True)
@@ -91,12 +98,23 @@ def match_values(
     return [{**base, "test": e.get("test"), "feature": e.get("feature")} for e in entries]
 
 
+@dataclass(frozen=True)
+class Escalation:
+    """Per route (severity): re-send an unacknowledged incident's trigger every
+    `repeat_interval_s`, and after `after_s` unacknowledged also page `to`."""
+
+    repeat_interval_s: int | None = None
+    after_s: int | None = None
+    to: tuple[str, ...] = ()
+
+
 @dataclass
 class RuleSet:
     rules: tuple[Rule, ...] = ()
     targets: dict[str, Target] = field(default_factory=dict)
     routes: dict[str, tuple[str, ...]] = field(default_factory=dict)
     groups: dict[str, tuple[str, ...]] = field(default_factory=dict)  # "default" -> env targets
+    escalations: dict[str, Escalation] = field(default_factory=dict)  # severity -> escalation
 
     def rule_for(self, candidates: list[dict[str, Any]]) -> Rule | None:
         """The first configured rule matching any of `match_values(...)`."""
@@ -105,7 +123,18 @@ class RuleSet:
     def targets_for(self, severity: str, rule: Rule | None = None) -> tuple[Target, ...]:
         names = rule.routes if rule is not None and rule.routes is not None else None
         if names is None:
-            names = self.routes.get(severity, (DEFAULT_GROUP,))
+            names = self.routes.get(severity)
+        implicit = names is None
+        out: dict[str, Target] = {}
+        for name in names if names is not None else (DEFAULT_GROUP,):
+            for member in self.groups.get(name, (name,)):
+                out[member] = self.targets[member]
+        if implicit and severity in TICKET_ONLY_BY_DEFAULT:
+            return tuple(t for t in self.targets.values() if t.type == "ticket")
+        return tuple(out.values())
+
+    def named(self, names: tuple[str, ...]) -> tuple[Target, ...]:
+        """Targets by name or group name."""
         out: dict[str, Target] = {}
         for name in names:
             for member in self.groups.get(name, (name,)):

@@ -6,9 +6,13 @@ File format (every key optional; unknown keys are errors so a typo never passes 
       pager: {url: "https://events.pagerduty.com/v2/enqueue", format: pagerduty,
               routing_key_env: PD_ROUTING_KEY}      # or routing_key: "..."
       chat: {url: "https://hooks.slack.com/services/...", format: slack}
-    routes:                   # severity -> target names; a severity left out goes to "default"
+      tickets: {url: "https://tickets.example.com/hook", type: ticket}  # page | chat | ticket
+    routes:                   # severity -> target names; a severity left out goes to "default",
+                              # except `review` (set-up notices): to `type: ticket` targets only
       critical: [pager, chat, default]
       high: [chat, default]
+    escalation:               # per route: unacknowledged incidents re-sent, then escalated
+      critical: {repeat_interval_s: 3600, after_s: 1800, to: [manager]}
     rules:                    # first match wins; fields left out keep the proposal's values
       - name: psi_prompt_tokens
         match: {test: psi, feature: [prompt_tokens, "prompt_char*"]}   # globs, all must match
@@ -38,9 +42,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from alerts.escalation_rules import parse_escalation
 from alerts.routing import (
     DEFAULT_GROUP,
     MATCH_KEYS,
+    TARGET_TYPES,
     Decision,
     Match,
     Rule,
@@ -75,8 +81,8 @@ RULE_KEYS = {
     "next_steps",
 }
 MAX_STEPS, MAX_STEP_CHARS = 10, 500
-TARGET_KEYS = {"url", "format", "routing_key", "routing_key_env"}
-TOP_KEYS = {"targets", "routes", "rules"}
+TARGET_KEYS = {"url", "format", "routing_key", "routing_key_env", "type"}
+TOP_KEYS = {"targets", "routes", "rules", "escalation"}
 # values quoted in error messages: YAML aliases can nest one list a billion times over
 _SHORT = reprlib.Repr()
 _SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxdict, _SHORT.maxstring = 3, 4, 4, 60
@@ -161,7 +167,8 @@ def parse_rules(data: Any, settings: Settings, *, source: str = "<rules>") -> Ru
     if not isinstance(raw_rules, list):
         raise fail("rules", "expected a list of rules")
     rules = [_parse_rule(i, spec, known, fail) for i, spec in enumerate(raw_rules)]
-    return RuleSet(tuple(rules), targets, routes, groups)
+    escalations = parse_escalation(data.get("escalation"), known, fail, _names)
+    return RuleSet(tuple(rules), targets, routes, groups, escalations)
 
 
 def _parse_target(name: str, spec: Any, fail) -> Target:
@@ -187,7 +194,10 @@ def _parse_target(name: str, spec: Any, fail) -> Target:
             raise fail(f"{where}.routing_key_env", f"environment variable {env[:80]} is not set")
     if fmt == "pagerduty" and not key:
         raise fail(where, "a pagerduty target needs `routing_key` or `routing_key_env`")
-    return Target(name, url, fmt, key)
+    kind = spec.get("type", "chat" if fmt == "slack" else "page")
+    if kind not in TARGET_TYPES:
+        raise fail(f"{where}.type", f"{_show(kind)} is not one of {', '.join(TARGET_TYPES)}")
+    return Target(name, url, fmt, key, kind)
 
 
 def _parse_rule(index: int, spec: Any, known: set[str], fail) -> Rule:

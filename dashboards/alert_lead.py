@@ -141,6 +141,15 @@ def _new_values(r: Row) -> str:
     return ", ".join(named)
 
 
+def at_floor(r: Row) -> int:
+    """The permutation count when the result's p-value is the test's floor 1/(B+1), else 0: such
+    a p-value says "at least this rare", not how far past the threshold the shift went."""
+    b = (r.detail or {}).get("permutations")
+    if isinstance(b, int) and b > 0 and r.p_value is not None and r.statistic is not None:
+        return b if r.p_value <= 1.0 / (b + 1) * (1 + 1e-9) else 0
+    return 0
+
+
 def result_phrase(r: Row) -> str:
     """`<test> on <feature> for <who>` and how far it moved, in words a person can weigh."""
     head = f"{r.test} on {r.feature} for {who(r.segment)}"
@@ -151,6 +160,12 @@ def result_phrase(r: Row) -> str:
     if r.test == "new_cluster" and r.statistic is not None:
         return f"{head}: a new group of prompts is {r.statistic:.0%} of the window{times}"
     if direction_of(r.test) == "p_value" and r.p_value is not None and r.threshold is not None:
+        floor = at_floor(r)
+        if floor:
+            return (
+                f"{head}: p = {r.p_value:.2g}, the smallest its {floor} permutations can give"
+                f" (threshold {r.threshold:.2g}); the statistic is {r.statistic:.3g}"
+            )
         return f"{head}: p = {r.p_value:.2g}, at or below its threshold {r.threshold:.2g}" + (
             f" ({x:.1f}× on the -log10 p scale)" if x else ""
         )
@@ -163,11 +178,15 @@ def result_phrase(r: Row) -> str:
 
 
 def lead_sentence(
-    summary: str, own: Sequence[Row], window: str | None, window_samples: int | None
+    summary: str,
+    own: Sequence[Row],
+    window: str | None,
+    window_samples: int | None,
+    lead: Row | None = None,
 ) -> str:
-    """One sentence: the alert's own worst result, the samples behind it and the other own
-    results."""
-    lead = lead_row(own)
+    """One sentence: the alert's own worst result (or `lead`), the samples behind it and the
+    other own results."""
+    lead = lead if lead is not None else lead_row(own)
     if lead is None:
         return summary
     size = ""

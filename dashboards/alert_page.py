@@ -1,7 +1,8 @@
-"""`/alerts/{id}`: one sentence of the alert's own result (dashboards/alert_lead.py) and how far
-past its threshold, that signal over the last days (chart), the run's results with the alert's
-own first, example prompts from the moved region for embedding alerts, the action
-timeline and the on-call actions; evidence JSON behind a toggle."""
+"""`/alerts/{id}`: one sentence of what moved, by how much, for whom and since when
+(dashboards/alert_words.py), then the statistics behind it (dashboards/alert_lead.py), that
+signal over the last days (chart), the run's results with the alert's own first, example prompts
+behind its own signal (dashboards/alert_examples.py), the action timeline and the on-call
+actions; evidence JSON behind a toggle."""
 
 from __future__ import annotations
 
@@ -10,51 +11,20 @@ from datetime import datetime
 from pathlib import Path
 from urllib.parse import urlencode
 
-import pandas as pd
 from fastapi import HTTPException
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from alerts.lifecycle import actions
 from alerts.runbooks import runbook
-from dashboards.alert_lead import lead_row, lead_sentence, own_rows, table_rows
+from dashboards.alert_examples import examples_for
+from dashboards.alert_lead import lead_sentence, own_rows, table_rows
+from dashboards.alert_words import effect_sentence, effect_size
 from dashboards.timeline import notifications, opened
-from storage.models import Alert, Delivery, DriftResult, DriftRun, Embedding, Incident
-from storage.repositories.samples import fetch_window
+from storage.models import Alert, Delivery, DriftResult, DriftRun, Incident
 from storage.types import to_utc
 
-MAX_EXAMPLES = 8
-EMBEDDING_TESTS = ("mmd", "new_cluster", "cluster_growth")
 MAX_RUN_RESULTS = 5000
-
-
-def example_prompts(session: Session, run: DriftRun, results: list[DriftResult]) -> list[str]:
-    """Prompts of the window's new clusters (the moved region), as the report picks them."""
-    from dashboards.report.build import cluster_views
-
-    novel = [r for r in results if r.test == "new_cluster" and r.drifted]
-    if not novel:
-        return []
-    model = session.scalar(select(Embedding.model).limit(1))
-    frame = pd.DataFrame(
-        fetch_window(session, run.window_start, run.window_end, embedding_model=model)
-    )
-    if not len(frame):
-        return []
-    rows = [
-        {
-            "test": r.test,
-            "feature": r.feature,
-            "segment": r.segment,
-            "drifted": r.drifted,
-            "detail": r.detail,
-        }
-        for r in novel
-    ]
-    examples: list[str] = []
-    for view in cluster_views(rows, frame):
-        examples += view.examples
-    return examples[:MAX_EXAMPLES]
 
 
 def alert_context(session: Session, alert_id: int, now: datetime, range_: str = "7d") -> dict:
@@ -76,8 +46,11 @@ def alert_context(session: Session, alert_id: int, now: datetime, range_: str = 
         )
         window = f"{to_utc(run.window_start):%Y-%m-%d %H:%M} → {to_utc(run.window_end):%H:%M} UTC"
     own = own_rows(row.evidence, results)
-    lead = lead_sentence(row.summary, own, window, run.num_samples if run is not None else None)
-    worst = lead_row(own)
+    worst = max([r for r in own if r.drifted] or own, key=effect_size, default=None)
+    lead = effect_sentence(worst, row.summary, to_utc(row.first_seen))
+    statistics = lead_sentence(
+        row.summary, own, window, run.num_samples if run is not None else None, lead=worst
+    )
     table, left_out = table_rows(row.segment, own, results)
     chart = None
     if worst is not None:
@@ -90,14 +63,7 @@ def alert_context(session: Session, alert_id: int, now: datetime, range_: str = 
                 "segment": worst.segment,
             }
         )
-    mine = [
-        r for r in results if r.segment == row.segment
-    ] or results  # the alert's segment's clusters
-    examples = (
-        example_prompts(session, run, mine)
-        if run is not None and row.kind in ("prompt", "response", "persona")
-        else []
-    )
+    examples = examples_for(session, run, own) if run is not None else []
     # the notifications that spoke for it: its incident's (members never notify on their own)
     spoke = (
         (Delivery.incident_id == row.incident_id)
@@ -128,6 +94,7 @@ def alert_context(session: Session, alert_id: int, now: datetime, range_: str = 
         "left_out": left_out,
         "range": range_,
         "lead": lead,
+        "statistics": statistics,
         "chart": chart,
         "examples": examples,
         "deliveries": deliveries,

@@ -16,7 +16,7 @@ from fastapi.responses import HTMLResponse
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from alerts import incident_lifecycle
+from alerts import incident_lifecycle, silences
 from alerts.incidents import INHIBITED_KINDS, inhibitor, members, ranked
 from alerts.lifecycle import actions
 from alerts.runbooks import runbook
@@ -80,6 +80,9 @@ def incident_context(
         "timeline": timeline,
         "has_report": run is not None and bool(run.report_path) and Path(run.report_path).is_file(),
         "snoozed": incident.snoozed_until is not None and to_utc(incident.snoozed_until) > now,
+        "silenced_by": silences.silencing(silences.active(session, now), alive)
+        if incident.status == "open"
+        else None,
     }
 
 

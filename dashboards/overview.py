@@ -1,6 +1,7 @@
-"""`/`: what moved, since when, for whom — the latest run's drifted results, open alerts by
-severity and the active baseline as tables (no JavaScript needed), and the chart sections that
-load their series from `/api/v1/series`."""
+"""`/`: the open incidents first (the most severe one's headline is the page's first sentence;
+each with its severity, since when, its alerts and who is on it), then open incidents and alerts
+by severity, the active baseline, and as evidence the latest run's drifted results (no
+JavaScript needed), and the chart sections that load their series from `/api/v1/series`."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from dashboards.alert_lead import ratio
 from dashboards.charts import direction_of
+from dashboards.incident_list import list_incidents
 from dashboards.moved import rank_moved
 from dashboards.segment_page import segment_href
 from storage.models import Alert, DriftResult, DriftRun
@@ -66,6 +68,10 @@ def overview_context(session: Session, range_: str, now: datetime) -> dict:
     by_severity = {s: 0 for s in SEVERITIES}
     for a in open_alerts:
         by_severity[a.severity] = by_severity.get(a.severity, 0) + 1
+    incidents = list_incidents(session, now)
+    incidents_by_severity = {s: 0 for s in SEVERITIES}
+    for i in incidents:
+        incidents_by_severity[i["severity"]] = incidents_by_severity.get(i["severity"], 0) + 1
     baseline = None
     if active is not None:
         baseline = {
@@ -93,6 +99,8 @@ def overview_context(session: Session, range_: str, now: datetime) -> dict:
         "baseline": baseline,
         "run": run,
         "by_severity": by_severity,
+        "incidents": incidents[:MAX_ROWS],
+        "incidents_by_severity": incidents_by_severity,
         "open_alerts": open_alerts[:MAX_ROWS],
         "range": range_,
     }

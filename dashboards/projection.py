@@ -34,8 +34,13 @@ def svg_scatter(
     highlight: set[int],
     size: int = 520,
     pad: int = 16,
+    axes: bool = False,
 ) -> str:
-    """Baseline points grey, window points blue, highlighted window points red (drawn last)."""
+    """Baseline points grey, window points blue, highlighted window points red (drawn last).
+    `axes`: the two components' axes, named, and a legend (for a picture read without the page
+    around it)."""
+    if axes:
+        pad = max(pad, 28)
     points = (
         np.vstack([baseline_xy, window_xy])
         if len(baseline_xy) + len(window_xy)
@@ -72,5 +77,26 @@ def svg_scatter(
         if 0 <= i < len(placed):
             x, y = placed[i]
             parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="#d62728" class="n"/>')
+    if axes:
+        parts.append(_axes_and_legend(size, pad))
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _axes_and_legend(size: int, pad: int) -> str:
+    """Both axes with their names, and which colour is which."""
+    end = size - pad
+    return (
+        f'<g class="axes" stroke="#555" stroke-width="1">'
+        f'<line x1="{pad}" y1="{end}" x2="{end}" y2="{end}"/>'
+        f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{end}"/></g>'
+        f'<text x="{size / 2:.0f}" y="{size - 8}" font-size="11" text-anchor="middle">'
+        "1st principal component</text>"
+        f'<text x="12" y="{size / 2:.0f}" font-size="11" text-anchor="middle" '
+        f'transform="rotate(-90 12 {size / 2:.0f})">2nd principal component</text>'
+        f'<g class="legend" font-size="11">'
+        f'<circle cx="{pad + 10}" cy="{pad - 12}" r="4" fill="#9e9e9e"/>'
+        f'<text x="{pad + 18}" y="{pad - 8}">baseline</text>'
+        f'<circle cx="{pad + 90}" cy="{pad - 12}" r="4" fill="#1f77b4"/>'
+        f'<text x="{pad + 98}" y="{pad - 8}">this window</text></g>'
+    )

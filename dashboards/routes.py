@@ -16,9 +16,11 @@ from dashboards.api import Range, build_api_router
 from dashboards.baselines_page import BaselineOps, build_baselines_router, judge_validity
 from dashboards.charts import warm_registry
 from dashboards.cluster_page import build_cluster_router
+from dashboards.incident_list_routes import build_incident_list_router
 from dashboards.incident_page import build_incident_router
 from dashboards.overview import overview_context
 from dashboards.segment_page import build_segment_router
+from dashboards.silence_routes import build_silence_router
 from dashboards.templating import STATIC, page
 from vigil.config import Settings
 
@@ -51,6 +53,8 @@ def build_dashboard_router(
     )
     router.include_router(build_api_router(session_factory))
     router.include_router(build_alert_router(settings, session_factory, viewer))
+    router.include_router(build_incident_list_router(session_factory))
+    router.include_router(build_silence_router(session_factory, viewer))  # before the actions
     router.include_router(build_incident_router(settings, session_factory, viewer))
     router.include_router(build_segment_router(session_factory))
     router.include_router(build_cluster_router(session_factory))

@@ -11,10 +11,12 @@ from storage.types import to_utc
 
 
 def opened(row: Any) -> dict[str, Any]:
-    """The entry for an alert's or incident's opening, at the severity it has now."""
+    """The entry for an alert's or incident's opening, at the severity it opened at (an
+    incident records it; an alert's severity is fixed by its rule)."""
+    severity = getattr(row, "opened_severity", None) or row.severity
     return {
         "at": to_utc(row.first_seen),
-        "what": f"opened ({row.severity})",
+        "what": f"opened ({severity})",
         "who": "vigil",
         "note": "",
     }

@@ -51,7 +51,11 @@ def run_battery(
         if name not in cur.numeric:
             continue
         r, c = ref.numeric[name], cur.numeric[name]
-        out += [run_test(spec, name, r, c, inputs) for spec in numeric]
+        centres = central_values(r, c)
+        out += [
+            replace(res, detail={**res.detail, **centres})
+            for res in (run_test(spec, name, r, c, inputs) for spec in numeric)
+        ]
         if name.startswith("eval_") and opt.wants("eval_trend"):
             res = eval_trend_test(
                 r,
@@ -96,6 +100,19 @@ def run_battery(
     ):
         r, c = ref.word_sets[INSTRUCTION_WORDS], cur.word_sets[INSTRUCTION_WORDS]
         out.append(run_test(get_test(NGRAMS), INSTRUCTION_WORDS, r, c, inputs))
+    return out
+
+
+def central_values(ref: np.ndarray, cur: np.ndarray) -> dict[str, float]:
+    """Medians and means of both sides (finite values): what a person reads the change in, in
+    the feature's own unit ("answers are 38 % shorter")."""
+    out: dict[str, float] = {}
+    for side, values in (("reference", ref), ("window", cur)):
+        finite = np.asarray(values, dtype=np.float64)
+        finite = finite[np.isfinite(finite)]
+        if finite.size:
+            out[f"{side}_median"] = float(np.median(finite))
+            out[f"{side}_mean"] = float(finite.mean())
     return out
 
 

@@ -23,6 +23,7 @@ from sidecar.otlp.receiver import TRACES_PATH, build_otlp_router
 from sidecar.otlp.tally import OtlpTally, health_status
 from sidecar.page_auth import PageAuth
 from sidecar.same_origin import SameOriginActions
+from sidecar.slack_actions import build_slack_router
 from vigil.auth_throttle import AuthThrottle, throttle_from_settings
 from vigil.config import Settings
 from vigil.keys import KeyRing
@@ -51,6 +52,7 @@ def create_app(
     app.include_router(build_ingest_router(settings, write_path))
     app.include_router(build_otlp_router(write_path, require_api_key, tally))
     app.include_router(build_logs_router(write_path, require_api_key, tally))
+    app.include_router(build_slack_router(settings, session_factory))  # signed by Slack
     _include_pages(
         app, settings, session_factory, PageAuth(settings, keyring, throttle, session_factory)
     )

@@ -6,6 +6,9 @@ from __future__ import annotations
 from vigil.asgi_guard import BodyTooLarge, RequestGuard
 
 PAGE_MAX_BYTES = 16 * 1024  # every route but ingest: a login form at most
+# Slack's button callbacks carry the message they came from (a few blocks of at most 3000 chars)
+SLACK_MAX_BYTES = 64 * 1024
+SLACK_PREFIX = "/slack/"
 
 __all__ = ["PAGE_MAX_BYTES", "BodyTooLarge", "RequestGuard", "body_limit"]
 
@@ -15,6 +18,8 @@ def body_limit(ingest_paths: str | tuple[str, ...], ingest_max_bytes: int):
     paths = (ingest_paths,) if isinstance(ingest_paths, str) else ingest_paths
 
     def limit(path: str) -> int:
-        return ingest_max_bytes if path.startswith(paths) else PAGE_MAX_BYTES
+        if path.startswith(paths):
+            return ingest_max_bytes
+        return SLACK_MAX_BYTES if path.startswith(SLACK_PREFIX) else PAGE_MAX_BYTES
 
     return limit

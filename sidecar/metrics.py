@@ -36,8 +36,10 @@ from storage.repositories.series import (
     eval_means,
     latest_done_run,
     open_alert_counts,
+    open_incident_counts,
     results_for_runs,
 )
+from vigil.alert_table import SEVERITIES
 from vigil.config import Settings
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -108,6 +110,7 @@ class SidecarCollector(Collector):
                 else []
             )
             alerts = open_alert_counts(session)
+            incidents = open_incident_counts(session)
             outbox = delivery_counts(session)
             runs = drift_run_counts(session, now - timedelta(hours=24))
             means = eval_means(session, now - timedelta(hours=24))
@@ -170,6 +173,18 @@ class SidecarCollector(Collector):
         )
         for (severity, kind), n in sorted(alerts.items()):
             open_alerts.add_metric([severity, kind], float(n))
+        open_incidents = GaugeMetricFamily(
+            "vigil_incidents_open", "Open incidents (one event each).", labels=["severity"]
+        )
+        unacknowledged = GaugeMetricFamily(
+            "vigil_incidents_unacknowledged",
+            "Open incidents nobody has acknowledged.",
+            labels=["severity"],
+        )
+        for severity in SEVERITIES:  # zeros too: rules compare, not test presence
+            counts = {ack: incidents.get((severity, ack), 0) for ack in (True, False)}
+            open_incidents.add_metric([severity], float(sum(counts.values())))
+            unacknowledged.add_metric([severity], float(counts[False]))
         deliveries = GaugeMetricFamily(
             "vigil_deliveries",
             "Webhook outbox rows by status (pending, delivered, dead).",
@@ -202,6 +217,8 @@ class SidecarCollector(Collector):
             run_counts,
             score,
             scored,
+            open_incidents,
+            unacknowledged,
             open_alerts,
             deliveries,
             backlog,

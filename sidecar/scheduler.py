@@ -69,6 +69,8 @@ JOBS: tuple[JobSpec, ...] = (
     JobSpec("sequential", "sidecar.jobs.sequential:run_sequential_job", "sequential_interval_s"),
     JobSpec("canary", "sidecar.canary.job:run_canary_job", "canary_interval_s"),
     JobSpec("otlp_join", "sidecar.otlp.join_job:run_join_job", "otlp_join_interval_s"),
+    JobSpec("escalate", "sidecar.jobs.escalate:run_escalation_job", "escalation_interval_s"),
+    JobSpec("rebaseline", "sidecar.jobs.rebaseline:run_rebaseline_job", "rebaseline_interval_s"),
     JobSpec(
         "baseline_reminder",
         "sidecar.jobs.baseline_reminder:run_baseline_reminder_job",

@@ -116,6 +116,11 @@ class Settings(
     monitor_stall_intervals: int = Field(3, gt=0)
     retention_interval_s: int = Field(86_400, gt=0)
     baseline_max_age_days: int = Field(90, gt=0)
+    # "this was expected": once this many samples came after the change, a new baseline is built
+    # from them, validated and activated (checked every `rebaseline_interval_s`)
+    rebaseline_min_samples: int = Field(500, gt=0)
+    rebaseline_interval_s: int = Field(300, gt=0)
+    escalation_interval_s: int = Field(60, gt=0)  # how often the rules' `escalation` is checked
     # validation measures the smallest change each drift test detects at the window size
     # (drift.power: seeded simulation on the baseline, about 4x a calibration's time)
     baseline_power: bool = True

@@ -17,6 +17,8 @@ class DeliverySettings(BaseSettings):
 
     webhook_targets: list[str] = Field(default_factory=list)
     webhook_secret: str = DEFAULT_SECRET
+    # the Slack app's signing secret: its Acknowledge buttons call back to /slack/actions
+    slack_signing_secret: str | None = None
     alert_rules_path: Path | None = None
     alert_cooldown_s: int = Field(3600, ge=0)
     delivery_max_attempts: int = Field(8, gt=0)

@@ -23,6 +23,7 @@ from dashboards.report.model import (
     truncate,
     unsent_fields,
 )
+from dashboards.report.ordering import by_severity, moved_first, new_segments
 from dashboards.report.pictures import report_pictures
 from dashboards.report.preamble import shared_preambles, strip_preamble
 from dashboards.report.render import MAX_REPORT_BYTES, render_report, write_report
@@ -176,11 +177,12 @@ def write_run_report(
             "num_samples": baseline_row.num_samples,
             "window_start": f"{baseline_row.window_start:%Y-%m-%d %H:%M}",
             "window_end": f"{baseline_row.window_end:%Y-%m-%d %H:%M}"},
-        results=results, segments=segment_rows(results, counts),
+        results=moved_first(results), segments=segment_rows(results, counts, new_segments(
+            segment_sizes)),
         clusters=cluster_views(results, frame) if len(frame) else [],
         eval_trend=eval_trend_rows(base_frame, frame) if len(frame) else [],
         alerts=[AlertView(a.id, a.rule, a.severity, a.segment, a.summary,
-                          f"{public_url.rstrip('/')}/alerts/{a.id}") for a in alerts],
+                          f"{public_url.rstrip('/')}/alerts/{a.id}") for a in by_severity(alerts)],
         public_url=public_url, note=note,
         pictures=report_pictures(results, base_frame, frame) if len(frame) else [],
         eval_pictures=eval_trend_pictures(base_frame, scores, results, to_utc(window[1])),

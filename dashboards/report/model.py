@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -41,6 +42,7 @@ class SegmentRow:
     n_drifted: int
     n_insufficient: int
     drifted: list[str]  # "test:feature"
+    new: bool = False  # in the window, not in the baseline: a new tenant or segment
 
 
 @dataclass
@@ -104,8 +106,11 @@ def unsent_fields(frame: Any) -> list[str]:
     return out
 
 
-def segment_rows(results: list[dict[str, Any]], counts: dict[str, int]) -> list[SegmentRow]:
-    """The per-segment table: tests run, drifted, and which ones, per segment."""
+def segment_rows(
+    results: list[dict[str, Any]], counts: dict[str, int], new_segments: Iterable[str] = ()
+) -> list[SegmentRow]:
+    """The per-segment table: tests run, drifted, and which ones, per segment; `new_segments`
+    (labels with window rows and no baseline rows) read as new, not as "too little data"."""
     by: dict[str, SegmentRow] = {}
     for r in results:
         seg = r.get("segment") or "*"
@@ -117,4 +122,7 @@ def segment_rows(results: list[dict[str, Any]], counts: dict[str, int]) -> list[
             row.drifted.append(f"{r.get('test')}:{r.get('feature')}")
     for seg, n in counts.items():
         by.setdefault(seg, SegmentRow(seg, n, 0, 0, 0, []))
+    for seg in new_segments or ():
+        if seg in by:
+            by[seg].new = True
     return sorted(by.values(), key=lambda s: (s.segment != "*", s.segment))

@@ -13,6 +13,7 @@ import pandas as pd
 from dashboards.projection import pca_2d, subsample, svg_scatter
 
 MAX_FEATURES = 8
+OUTLIER_QUANTILE = 0.01  # histograms and ECDFs span the 1st-99th percentile
 BINS = 20
 W, H, PAD = 360, 160, 24
 REF, CUR = "#9e9e9e", "#1f77b4"
@@ -93,6 +94,19 @@ def ecdf_svg(ref: np.ndarray, cur: np.ndarray) -> str:
     return svg_frame(body, "ECDF, reference vs window")
 
 
+def within_quantiles(
+    ref: np.ndarray, cur: np.ndarray, q: float = OUTLIER_QUANTILE
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Both sides clipped to the q-th and (1-q)-th quantiles of their union, so a few extreme
+    values do not squash the bulk into one bin; (ref, cur, how many values were clipped)."""
+    both = np.concatenate([ref, cur])
+    lo, hi = np.quantile(both, [q, 1.0 - q])
+    if not hi > lo:
+        return ref, cur, 0
+    beyond = int(((both < lo) | (both > hi)).sum())
+    return np.clip(ref, lo, hi), np.clip(cur, lo, hi), beyond
+
+
 def feature_pictures(
     results: list[dict[str, Any]], baseline: pd.DataFrame, window: pd.DataFrame
 ) -> list[Picture]:
@@ -111,8 +125,10 @@ def feature_pictures(
             span = max(ref.max(), cur.max()) - min(ref.min(), cur.min())
         if not np.isfinite(span):
             continue  # values near ±1e308: no float axis spans them (the table still shows them)
-        out.append(Picture(f"{feature}: histogram", histogram_svg(ref, cur)))
-        out.append(Picture(f"{feature}: ECDF", ecdf_svg(ref, cur)))
+        ref, cur, beyond = within_quantiles(ref, cur)
+        note = f" (1st–99th percentile; {beyond} outliers in the end bins)" if beyond else ""
+        out.append(Picture(f"{feature}: histogram{note}", histogram_svg(ref, cur)))
+        out.append(Picture(f"{feature}: ECDF{note}", ecdf_svg(ref, cur)))
         if len(out) >= 2 * MAX_FEATURES:
             break
     return out
@@ -137,7 +153,7 @@ def embedding_picture(
     ref_xy, cur_xy, _ = pca_2d(ref, cur)
     return Picture(
         "prompt embeddings (PCA; baseline grey, window blue)",
-        svg_scatter(ref_xy, cur_xy, set(), size=360),
+        svg_scatter(ref_xy, cur_xy, set(), size=360, axes=True),
     )
 
 

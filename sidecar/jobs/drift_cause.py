@@ -57,7 +57,8 @@ def run_cause(
 
 
 def incident_view(session: Session, fired: Sequence[Any], public_url: str) -> dict[str, Any] | None:
-    """The incident the run's alerts joined, as the report shows it (id, headline, url)."""
+    """The incident the run's alerts joined, as the report shows it (id, headline, severity,
+    url)."""
     ids = [a.incident_id for a in fired if getattr(a, "incident_id", None) is not None]
     incident = session.get(Incident, ids[0]) if ids else None
     if incident is None:
@@ -65,5 +66,6 @@ def incident_view(session: Session, fired: Sequence[Any], public_url: str) -> di
     return {
         "id": incident.id,
         "headline": incident.headline,
+        "severity": incident.severity,
         "url": f"{public_url.rstrip('/')}/incidents/{incident.id}",
     }

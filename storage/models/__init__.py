@@ -17,6 +17,7 @@ from storage.models.jobs import JobCursor, JobLock
 from storage.models.otlp_pending import OtlpPending
 from storage.models.page_session import PageSession
 from storage.models.samples import Embedding, EvalScore, Sample
+from storage.models.silence import Silence
 
 __all__ = [
     "SEGMENT_LABEL",
@@ -39,4 +40,5 @@ __all__ = [
     "OtlpPending",
     "PageSession",
     "Sample",
+    "Silence",
 ]

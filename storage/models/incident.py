@@ -21,7 +21,9 @@ class Incident(Base):
     # (canaries) or a condition's rule|segment
     group_key: Mapped[str] = mapped_column(String(300), index=True)
     status: Mapped[str] = mapped_column(String(16), index=True)  # open | resolved
-    severity: Mapped[str] = mapped_column(String(16))  # the most severe uninhibited member's
+    # the highest severity its uninhibited members reached; resolving members never lowers it
+    severity: Mapped[str] = mapped_column(String(16))
+    opened_severity: Mapped[str | None] = mapped_column(String(16))  # at its first notification
     kind: Mapped[str] = mapped_column(String(32))  # the leading member's kind
     headline: Mapped[str] = mapped_column(Text)  # the cause in one sentence
     cause: Mapped[dict | None] = mapped_column(JSON)  # what the headline was built from
@@ -40,3 +42,9 @@ class Incident(Base):
     acknowledged_by: Mapped[str | None] = mapped_column(String(128))
     snoozed_until: Mapped[datetime | None] = mapped_column(UTCDateTime())
     silenced_severity: Mapped[str | None] = mapped_column(String(16))
+    # "this was expected": who marked it, when, why; a new baseline is built from the traffic
+    # after `expected_at` once enough has come (`alerts.expected`), then the incident resolves
+    expected_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    expected_by: Mapped[str | None] = mapped_column(String(128))
+    expected_note: Mapped[str | None] = mapped_column(Text)
+    rebaseline_id: Mapped[int | None] = mapped_column(Integer)  # the baseline built for it

@@ -15,7 +15,16 @@ from datetime import datetime
 from sqlalchemy import ColumnElement, exists, func, or_, select
 from sqlalchemy.orm import Session
 
-from storage.models import Alert, Delivery, DriftResult, DriftRun, Embedding, EvalScore, Sample
+from storage.models import (
+    Alert,
+    Delivery,
+    DriftResult,
+    DriftRun,
+    Embedding,
+    EvalScore,
+    Incident,
+    Sample,
+)
 from storage.repositories._sql import chunked
 from storage.types import to_utc
 
@@ -162,6 +171,17 @@ def open_alert_counts(session: Session) -> dict[tuple[str, str], int]:
         .group_by(Alert.severity, Alert.kind)
     )
     return {(severity, kind): int(n) for severity, kind, n in rows}
+
+
+def open_incident_counts(session: Session) -> dict[tuple[str, bool], int]:
+    """Open incidents per (severity, acknowledged)."""
+    acknowledged = Incident.acknowledged_at.is_not(None)
+    rows = session.execute(
+        select(Incident.severity, acknowledged, func.count())
+        .where(Incident.status == "open")
+        .group_by(Incident.severity, acknowledged)
+    )
+    return {(severity, bool(ack)): int(n) for severity, ack, n in rows}
 
 
 def delivery_counts(session: Session) -> dict[tuple[str, str], int]:

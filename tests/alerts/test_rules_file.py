@@ -100,7 +100,10 @@ def test_json_file_and_no_file(tmp_path):
 @pytest.mark.parametrize(
     "data, message",
     [
-        ({"rule": []}, r"top level: unknown key\(s\) rule; allowed: routes, rules, targets"),
+        (
+            {"rule": []},
+            r"top level: unknown key\(s\) rule; allowed: escalation, routes, rules, targets",
+        ),
         ({"defaults": True}, r"top level: unknown key\(s\) defaults"),
         (
             {"rules": [{"match": {"test": "psi"}, "severty": "high"}]},

@@ -12,6 +12,7 @@ from seed_history import seed_history, tiny_slice_spike
 from sidecar_servers import API_KEY
 
 from dashboards.alert_lead import Row, lead_row, lead_sentence, own_rows, ratio, table_rows, who
+from dashboards.alert_words import effect_size
 from sidecar.app import create_app
 from storage.db import session_factory
 from storage.models import Alert, DriftResult
@@ -207,11 +208,16 @@ def test_every_alert_page_starts_with_its_own_result(world, pick):
         s.commit()
         alert_id = alert.id
     html = client.get(f"/alerts/{alert_id}", headers=VIEW).text
-    lead = html.split('id="lead">')[1].split("</p>")[0]
-    expected = lead_row(own_rows({"results": evidence}, list(stored.values())))
+    words = html.split('id="lead">')[1].split("</p>")[0]
+    lead = html.split('id="evidence-lead" class="muted">Evidence: ')[1].split("</p>")[0]
+    own = own_rows({"results": evidence}, list(stored.values()))
+    expected = max([r for r in own if r.drifted] or own, key=effect_size)
     assert lead.startswith(f"{expected.test} on {expected.feature} for {who(expected.segment)}"), (
         lead
     )
+    # the first sentence is in words: whom it concerns, never the test or its p-value
+    assert f"for {who(expected.segment)} since " in words and "p =" not in words, words
+    assert expected.test not in words.split(" for ")[0]
     assert "tpot_ms" not in lead
     chart = html.split('id="signal-chart" data-series="')[1].split('"')[0]
     assert f"test={expected.test}&amp;feature={expected.feature}" in chart

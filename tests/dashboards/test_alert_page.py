@@ -35,9 +35,11 @@ def test_alert_page_leads_with_what_moved(world):
     page = client.get(f"/alerts/{data.alert_id}", headers=VIEW)
     assert page.status_code == 200
     html = page.text
+    words = html.split('id="lead">')[1].split("</p>")[0]
+    assert words.startswith("The distribution of prompt length changed for segment web since ")
     assert (
         "psi on prompt_tokens for segment web rose to 0.9 against a calibrated threshold"
-        " of 0.2 (4.5×)" in html.split('id="lead">')[1].split("</p>")[0]
+        " of 0.2 (4.5×)" in html.split('id="evidence-lead"')[1].split("</p>")[0]
     )
     assert (
         'data-series="/api/v1/series?kind=drift&amp;range=7d&amp;test=psi&amp;feature=prompt_tokens&amp;segment=web"'
@@ -119,7 +121,16 @@ def test_embedding_alert_shows_example_prompts(world):
             status="open",
             summary="new cluster",
             run_id=run.id,
-            evidence={},
+            evidence={
+                "results": [
+                    {
+                        "test": "new_cluster",
+                        "feature": "prompt_embedding",
+                        "segment": "*",
+                        "drifted": True,
+                    }
+                ]
+            },  # fmt: skip
             first_seen=data.now,
             last_seen=data.now,
         )

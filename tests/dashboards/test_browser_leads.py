@@ -84,9 +84,11 @@ def test_alert_page_lead_one_point_threshold_and_a_new_tenants_alerts(migrated_d
         rows
     )
     lead_id, lead = alert["seen"]["first_p"]
+    # the first sentence is in words (what, for whom, since when); the statistics follow it
     assert lead_id == "lead" and lead.startswith(
-        "psi on prompt_tokens for segment web rose to 0.9"
+        "The distribution of prompt length changed for segment web since "
     ), lead
+    assert "p =" not in lead and "psi" not in lead
     for seen, span in (
         (alert["seen"]["chart"], timedelta(days=7)),
         (overview["seen"], timedelta(days=30)),

@@ -14,7 +14,15 @@ from hypothesis.extra.numpy import arrays
 from report_args import report_args
 
 import dashboards.report.build as build
-from dashboards.report.pictures import BINS, PAD, H, ecdf_svg, histogram_svg, report_pictures
+from dashboards.report.pictures import (
+    BINS,
+    PAD,
+    H,
+    ecdf_svg,
+    histogram_svg,
+    report_pictures,
+    within_quantiles,
+)
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -92,11 +100,12 @@ def test_report_draws_drifted_features_inline(tmp_path):
         },
     ]
     pictures = report_pictures(results, ref, cur)
-    assert [p.title for p in pictures] == [
+    assert [p.title.split(" (1st")[0] for p in pictures] == [
         "prompt_tokens: histogram",
         "prompt_tokens: ECDF",
         "prompt embeddings (PCA; baseline grey, window blue)",
     ]
+    assert "principal component" in pictures[-1].svg and "this window" in pictures[-1].svg
     path = build.write_run_report(
         **report_args(
             tmp_path, cur, ref, run_id=3, results=results,
@@ -108,3 +117,14 @@ def test_report_draws_drifted_features_inline(tmp_path):
     assert not re.search(
         r"""(src|href)=["']https?://(?!x/)""", text
     )  # self-contained: nothing fetched
+
+
+def test_an_outlier_does_not_flatten_the_histogram():
+    rng = np.random.default_rng(2)
+    ref, cur = rng.normal(100, 10, 400), np.append(rng.normal(130, 10, 300), [1e7, 2e7])
+    clipped_ref, clipped_cur, beyond = within_quantiles(ref, cur)
+    lo, hi = np.quantile(np.concatenate([ref, cur]), [0.01, 0.99])  # the oracle's range
+    assert clipped_cur.max() == hi and clipped_ref.min() >= lo and beyond >= 2
+    edges = np.histogram_bin_edges(np.concatenate([clipped_ref, clipped_cur]), bins=BINS)
+    filled = np.histogram(clipped_cur, bins=edges)[0]
+    assert (filled > 0).sum() >= BINS // 3  # the bulk spreads over the bins, not one bar

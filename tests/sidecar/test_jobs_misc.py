@@ -65,9 +65,15 @@ def _active_baseline(factory, activated: datetime) -> int:
         return b.id
 
 
-def test_baseline_reminder_alerts_once_and_resolves(migrated_db, make_settings):
+def test_baseline_reminder_alerts_once_and_resolves(migrated_db, make_settings, tmp_path):
+    # a review notice reaches ticket targets only by default (no page for a reminder)
+    rules = tmp_path / "rules.yaml"
+    rules.write_text('targets: {tickets: {url: "http://127.0.0.1:9/tickets", type: ticket}}\n')
     settings = make_settings(
-        migrated_db, baseline_max_age_days=90, webhook_targets=["http://127.0.0.1:9/hook"]
+        migrated_db,
+        baseline_max_age_days=90,
+        webhook_targets=["http://127.0.0.1:9/hook"],
+        alert_rules_path=rules,
     )
     factory = session_factory(migrated_db)
     assert run_baseline_reminder_job(settings, factory, NOW).reminded is False  # no baseline yet
@@ -80,7 +86,9 @@ def test_baseline_reminder_alerts_once_and_resolves(migrated_db, make_settings):
         deliveries = s.scalar(select(func.count()).select_from(Delivery))
     assert len(alerts) == 1 and alerts[0].rule == RULE and alerts[0].status == "open"
     assert alerts[0].severity == "review" and alerts[0].kind == "operational"
-    assert deliveries == 1  # deduped, and the cooldown holds the second notification back
+    assert deliveries == 1  # deduped, to the ticket target only (not the paging /hook)
+    with factory() as s:
+        assert s.scalars(select(Delivery.target)).one() == "http://127.0.0.1:9/tickets"
     _active_baseline(factory, NOW)  # a fresh baseline replaces the old one
     done = run_baseline_reminder_job(settings, factory, NOW + timedelta(minutes=10))
     assert not done.reminded and done.resolved == 1

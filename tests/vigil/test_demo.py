@@ -43,8 +43,8 @@ def test_quick_demo_delivers_a_signed_drift_alert(tmp_path):
     summary = json.loads(run.stdout[run.stdout.index("{\n") : run.stdout.index("\n}") + 2])
     assert summary["verified"] >= 1 and summary["verified"] == summary["deliveries"]
     assert summary["drift_rules"], summary
-    assert "moved in the latest window" in summary["dashboard_says"], (
-        summary
-    )  # the overview shows it
+    # the overview's first sentence is the incident's headline
+    assert summary["dashboard_leads_with_the_incident"], summary
+    assert summary["dashboard_says"] == summary["headline"]
     assert summary["alert"].startswith(summary["dashboard"].rstrip("/") + "/alerts/")
     assert Path(summary["report"]).is_file()

@@ -10,11 +10,11 @@ change) and the drift window runs. It prints the dashboard and the signed alert 
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
 import secrets
-import signal
 import socket
 import subprocess
 import sys
@@ -28,6 +28,7 @@ from typing import Any
 import httpx
 
 from vigil.devtools.demo_traffic import drift_event, steady
+from vigil.devtools.stop_whole import stops_with_us
 
 API_KEY = "vigil-demo-key-0123456789"
 ADMIN_KEY = "vigil-demo-admin-0123456789"
@@ -147,130 +148,134 @@ def demo_command(args) -> int:
     admin = {"Authorization": f"Bearer {ADMIN_KEY}"}
     importer = {"Authorization": f"Bearer {OPERATOR_KEY}"}  # ingest: backdated, tenant-labelled
     try:
-        with httpx.Client(timeout=600) as http:
-            _wait("engine start", lambda: http.get(f"{engine}/health").status_code == 200, 600)
-            _wait("sidecar start", lambda: http.get(f"{sidecar}/health").status_code == 200, 300)
-            now = datetime.now(UTC)
-            day_start, day_end = now - timedelta(hours=26), now - timedelta(hours=2)
-            day = steady(day_start, day_end, 240 if quick else 960)
-            for i in range(0, len(day), 200):
-                http.post(
-                    f"{sidecar}/v1/ingest", json={"samples": day[i : i + 200]}, headers=importer
-                ).raise_for_status()
-            _say(
-                f"backdated a steady day: {len(day)} samples, "
-                f"{day_start:%m-%d %H:%M} → {day_end:%m-%d %H:%M} UTC"
-            )
-            for prompt in ["Where is my parcel 311?", "How do I return item 42?"][
-                : 1 if quick else 2
-            ] * (1 if quick else 4):
-                http.post(
-                    f"{engine}/v1/chat/completions",
-                    headers=key,
-                    json={
-                        "model": "SmolLM2-135M-Instruct",
-                        "max_tokens": 8,
-                        "temperature": 0,
-                        "messages": [{"role": "user", "content": prompt}],
-                    },
-                ).raise_for_status()
-            _say("live requests answered by the engine (logged by its traffic sampler)")
-            baseline_id = ""
-            for step in ("build", "validate", "activate"):
-                data = (
-                    {"start": day_start.isoformat(), "end": day_end.isoformat()}
-                    if step == "build"
-                    else {"id": baseline_id}
-                )
-                r = http.post(
-                    f"{sidecar}/baselines/{step}", data=data, headers=admin, follow_redirects=False
-                )
-                message = httpx.URL(r.headers.get("location", "")).params.get(
-                    "message", r.text[:200]
-                )
-                _say(f"baseline {step} (from the /baselines page): {message}")
-                if "refused" in message or "rejected" in message or r.status_code >= 400:
-                    raise RuntimeError(f"baseline {step} failed: {message}")
-                baseline_id = baseline_id or message.split("built baseline ")[-1].split()[0]
-            event_end = datetime.now(UTC)
-            event = drift_event(event_end - timedelta(minutes=50), event_end, 80 if quick else 200)
-            event += steady(
-                event_end - timedelta(minutes=50),
-                event_end,
-                40 if quick else 100,
-                seed=3,
-                tag="hour",
-            )
-            http.post(
-                f"{sidecar}/v1/ingest", json={"samples": event}, headers=importer
-            ).raise_for_status()
-            _say(
-                f"drift event: {len(event)} samples in the last hour "
-                "(tenant newco on mobile, prompt v2)"
-            )
-            _wait(
-                "embeddings of the new samples",
-                lambda: _embed_backlog(http, sidecar, key) == 0,
-                600,
-            )
-            report = subprocess.run(
-                [sys.executable, "-m", "vigil.cli", "report", "--hours", "1"],
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=900,
-            )
-            _say(
-                "drift window: "
-                f"{report.stderr.strip().splitlines()[-1] if report.stderr.strip() else ''}"
-            )
-            if report.returncode != 0:
-                raise RuntimeError(f"vigil report failed: {report.stderr[-2000:]}")
-            _wait(
-                "a signed drift alert at the receiver", lambda: drift_alerts(receiver.received), 120
-            )
-            overview = http.get(f"{sidecar}/", headers=key).text
-            found = re.search(r'<p class="lead"[^>]*>(.*?)</p>', overview, re.S)  # the headline
-            lead = found.group(1) if found else ""
-        alerts = drift_alerts(receiver.received)
-        alert = alerts[0]
-        incident: dict = next(
-            (
-                r["body"]["incident"]
-                for r in receiver.received
-                if r["body"].get("alert") is alert and r["body"].get("incident")
-            ),
-            {},
-        )
-        summary = {
-            "dashboard": f"{sidecar}/",
-            "dashboard_says": " ".join(re.sub(r"<[^>]+>", "", lead).split()),
-            "headline": incident.get("headline"),
-            "incident": incident.get("url"),
-            "drift_notifications": len(alerts),
-            "alert": alert.get("url"),
-            "summary": alert.get("summary"),
-            "drift_rules": sorted(
-                {m["rule"] for m in incident.get("members", [])} or {a["rule"] for a in alerts}
-            ),
-            "report": report.stdout.strip(),
-            "deliveries": len(receiver.received),
-            "verified": sum(r["verified"] for r in receiver.received),
-            "seconds": round(time.monotonic() - started, 1),
-            "api_key": API_KEY,
-            "admin_key": ADMIN_KEY,
-        }
-        _say("one incident reached the webhook, signed:")
-        print(json.dumps(summary, indent=2), flush=True)
-        if not quick:
-            _say(f"open {sidecar}/ (log in with {API_KEY}); Ctrl-C stops the demo")
-            up.wait()
-        return 0
+        with stops_with_us(up):  # SIGTERM and SIGHUP stop engine and sidecar as Ctrl-C does
+            return _run(up, http_env=(engine, sidecar, key, admin, importer), env=env,
+                        receiver=receiver, quick=quick, started=started)  # fmt: skip
+    except KeyboardInterrupt as stopped:
+        _say(f"{stopped or 'interrupted'}: engine and sidecar stopped")
+        return 130
     finally:
-        if up.poll() is None:
-            up.send_signal(signal.SIGTERM)
-            try:
-                up.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                up.kill()
         receiver.server.shutdown()
+
+
+def _run(up, *, http_env, env, receiver, quick: bool, started: float) -> int:
+    engine, sidecar, key, admin, importer = http_env
+    with httpx.Client(timeout=600) as http:
+        _wait("engine start", lambda: http.get(f"{engine}/health").status_code == 200, 600)
+        _wait("sidecar start", lambda: http.get(f"{sidecar}/health").status_code == 200, 300)
+        now = datetime.now(UTC)
+        day_start, day_end = now - timedelta(hours=26), now - timedelta(hours=2)
+        day = steady(day_start, day_end, 240 if quick else 960)
+        for i in range(0, len(day), 200):
+            http.post(
+                f"{sidecar}/v1/ingest", json={"samples": day[i : i + 200]}, headers=importer
+            ).raise_for_status()
+        _say(
+            f"backdated a steady day: {len(day)} samples, "
+            f"{day_start:%m-%d %H:%M} → {day_end:%m-%d %H:%M} UTC"
+        )
+        for prompt in ["Where is my parcel 311?", "How do I return item 42?"][
+            : 1 if quick else 2
+        ] * (1 if quick else 4):
+            http.post(
+                f"{engine}/v1/chat/completions",
+                headers=key,
+                json={
+                    "model": "SmolLM2-135M-Instruct",
+                    "max_tokens": 8,
+                    "temperature": 0,
+                    "messages": [{"role": "user", "content": prompt}],
+                },
+            ).raise_for_status()
+        _say("live requests answered by the engine (logged by its traffic sampler)")
+        baseline_id = ""
+        for step in ("build", "validate", "activate"):
+            data = (
+                {"start": day_start.isoformat(), "end": day_end.isoformat()}
+                if step == "build"
+                else {"id": baseline_id}
+            )
+            r = http.post(
+                f"{sidecar}/baselines/{step}", data=data, headers=admin, follow_redirects=False
+            )
+            message = httpx.URL(r.headers.get("location", "")).params.get("message", r.text[:200])
+            _say(f"baseline {step} (from the /baselines page): {message}")
+            if "refused" in message or "rejected" in message or r.status_code >= 400:
+                raise RuntimeError(f"baseline {step} failed: {message}")
+            baseline_id = baseline_id or message.split("built baseline ")[-1].split()[0]
+        event_end = datetime.now(UTC)
+        event = drift_event(event_end - timedelta(minutes=50), event_end, 80 if quick else 200)
+        event += steady(
+            event_end - timedelta(minutes=50),
+            event_end,
+            40 if quick else 100,
+            seed=3,
+            tag="hour",
+        )
+        http.post(
+            f"{sidecar}/v1/ingest", json={"samples": event}, headers=importer
+        ).raise_for_status()
+        _say(
+            f"drift event: {len(event)} samples in the last hour "
+            "(tenant newco on mobile, prompt v2)"
+        )
+        _wait(
+            "embeddings of the new samples",
+            lambda: _embed_backlog(http, sidecar, key) == 0,
+            600,
+        )
+        report = subprocess.run(
+            [sys.executable, "-m", "vigil.cli", "report", "--hours", "1"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        _say(
+            "drift window: "
+            f"{report.stderr.strip().splitlines()[-1] if report.stderr.strip() else ''}"
+        )
+        if report.returncode != 0:
+            raise RuntimeError(f"vigil report failed: {report.stderr[-2000:]}")
+        _wait("a signed drift alert at the receiver", lambda: drift_alerts(receiver.received), 120)
+        overview = http.get(f"{sidecar}/", headers=key).text
+        found = re.search(r'<p class="lead"[^>]*>(.*?)</p>', overview, re.S)  # the headline
+        lead = found.group(1) if found else ""
+    alerts = drift_alerts(receiver.received)
+    alert = alerts[0]
+    incident: dict = next(
+        (
+            r["body"]["incident"]
+            for r in receiver.received
+            if r["body"].get("alert") is alert and r["body"].get("incident")
+        ),
+        {},
+    )
+    summary = {
+        "dashboard": f"{sidecar}/",
+        "dashboard_says": html.unescape(" ".join(re.sub(r"<[^>]+>", "", lead).split())),
+        "headline": incident.get("headline"),
+        "dashboard_leads_with_the_incident": html.unescape(
+            " ".join(re.sub(r"<[^>]+>", "", lead).split())
+        )
+        == incident.get("headline"),
+        "incident": incident.get("url"),
+        "drift_notifications": len(alerts),
+        "alert": alert.get("url"),
+        "summary": alert.get("summary"),
+        "drift_rules": sorted(
+            {m["rule"] for m in incident.get("members", [])} or {a["rule"] for a in alerts}
+        ),
+        "report": report.stdout.strip(),
+        "deliveries": len(receiver.received),
+        "verified": sum(r["verified"] for r in receiver.received),
+        "seconds": round(time.monotonic() - started, 1),
+        "api_key": API_KEY,
+        "admin_key": ADMIN_KEY,
+    }
+    _say("one incident reached the webhook, signed:")
+    print(json.dumps(summary, indent=2), flush=True)
+    if not quick:
+        _say(f"open {sidecar}/ (log in with {API_KEY}); Ctrl-C, SIGTERM or SIGHUP stops the demo")
+        up.wait()
+    return 0

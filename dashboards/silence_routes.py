@@ -1,0 +1,158 @@
+"""Silences and "this was expected", over HTTP. `/silences` lists active and recent silences
+with a form to add one (label matchers, hours, comment) and expire buttons;
+`/api/v1/silences` (GET, POST) and `/api/v1/silences/{id}/expire` do the same as JSON.
+`/incidents/{id}/expected` (form) and `/api/v1/incidents/{id}/expected` mark an incident
+expected (alerts/expected.py). Changes need an admin key; a refused form is a page that says
+which key it needs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from alerts import expected, silences
+from alerts.lifecycle import LifecycleError
+from dashboards.lifecycle_routes import read_fields
+from dashboards.pages import RowId
+from dashboards.refused import refused
+from dashboards.templating import page
+from storage.models import Silence
+from storage.types import to_utc
+
+RECENT = timedelta(days=7)
+
+
+def silence_json(s: Silence, now: datetime) -> dict[str, Any]:
+    active = to_utc(s.starts_at) <= now < to_utc(s.ends_at)
+    return {"id": s.id, "matchers": s.matchers, "starts_at": to_utc(s.starts_at).isoformat(),
+            "ends_at": to_utc(s.ends_at).isoformat(), "created_by": s.created_by,
+            "comment": s.comment, "active": active}  # fmt: skip
+
+
+def _ends(fields: dict[str, Any], now: datetime) -> datetime:
+    if fields.get("ends_at"):
+        try:
+            ends = datetime.fromisoformat(str(fields["ends_at"]).replace("Z", "+00:00"))
+        except ValueError:
+            raise HTTPException(422, "ends_at: not an ISO 8601 time") from None
+        return ends if ends.tzinfo else ends.replace(tzinfo=UTC)
+    try:
+        return now + timedelta(hours=float(fields.get("hours", "")))
+    except (TypeError, ValueError, OverflowError):
+        raise HTTPException(422, "a silence needs `ends_at` (ISO 8601) or `hours`") from None
+
+
+def build_silence_router(
+    session_factory: sessionmaker[Session], viewer: Callable[..., Any]
+) -> APIRouter:
+    router = APIRouter()
+
+    def admin(principal: Any = Depends(viewer)) -> Any:
+        if not getattr(principal, "admin", False):
+            raise HTTPException(403, "silences and expected changes need an admin key")
+        return principal
+
+    def add(fields: dict[str, Any], actor: str) -> dict[str, Any]:
+        now = datetime.now(UTC)
+        raw = fields.get("matchers")
+        if raw is None:  # a form: one field per label
+            raw = {label: fields.get(label, "") for label in silences.LABELS}
+        with session_factory() as session, session.begin():
+            try:
+                row = silences.create(session, matchers=raw, ends_at=_ends(fields, now),
+                                      created_by=actor, comment=str(fields.get("comment") or ""),
+                                      now=now)  # fmt: skip
+            except silences.SilenceError as exc:
+                raise HTTPException(422, str(exc)) from None
+            return silence_json(row, now)
+
+    def expire(silence_id: int) -> dict[str, Any]:
+        now = datetime.now(UTC)
+        with session_factory() as session, session.begin():
+            try:
+                return silence_json(silences.expire(session, silence_id, now), now)
+            except LookupError as exc:
+                raise HTTPException(404, str(exc).strip("'\"")) from None
+
+    def mark(incident_id: int, fields: dict[str, Any], actor: str) -> dict[str, Any]:
+        note = str(fields["note"]) if fields.get("note") else None
+        with session_factory() as session, session.begin():
+            try:
+                row = expected.mark_expected(session, incident_id, actor=actor,
+                                             now=datetime.now(UTC), note=note)  # fmt: skip
+            except LookupError as exc:
+                raise HTTPException(404, str(exc).strip("'\"")) from None
+            except LifecycleError as exc:
+                raise HTTPException(409, str(exc)) from None
+            return {"id": row.id, "status": row.status, "expected_by": row.expected_by,
+                    "expected_at": to_utc(row.expected_at).isoformat()}  # fmt: skip
+
+    async def form(request: Request, principal: Any, what: str, back: str, do) -> Response:
+        if not getattr(principal, "admin", False):
+            return refused(what, principal, back)
+        try:
+            do(await read_fields(request), principal.actor)
+        except HTTPException as exc:
+            return refused(what, principal, back, status=exc.status_code, why=str(exc.detail))
+        return RedirectResponse(back, status_code=303)
+
+    @router.get("/silences", response_class=HTMLResponse)
+    def silences_page() -> HTMLResponse:
+        now = datetime.now(UTC)
+        with session_factory() as session:
+            rows = session.scalars(select(Silence).where(Silence.ends_at > now - RECENT)
+                                   .order_by(Silence.ends_at.desc()).limit(200))  # fmt: skip
+            shown = [silence_json(s, now) for s in rows]
+        return page("silences.html", title="Silences", silences=shown, labels=silences.LABELS)
+
+    @router.post("/silences")
+    async def silence_form(request: Request, principal: Any = Depends(viewer)) -> Response:
+        return await form(request, principal, "adding a silence", "/silences", add)
+
+    @router.post("/silences/{silence_id}/expire")
+    async def expire_form(silence_id: RowId, principal: Any = Depends(viewer)) -> Response:
+        if not getattr(principal, "admin", False):
+            return refused(f"expiring silence {silence_id}", principal, "/silences")
+        expire(silence_id)
+        return RedirectResponse("/silences", status_code=303)
+
+    @router.get("/api/v1/silences")
+    def silences_api() -> dict:
+        return {"silences": silences_page_rows()}
+
+    def silences_page_rows() -> list[dict]:
+        now = datetime.now(UTC)
+        with session_factory() as session:
+            rows = session.scalars(select(Silence).where(Silence.ends_at > now - RECENT)
+                                   .order_by(Silence.id))  # fmt: skip
+            return [silence_json(s, now) for s in rows]
+
+    @router.post("/api/v1/silences")
+    async def silence_api(request: Request, principal: Any = Depends(admin)) -> JSONResponse:
+        return JSONResponse(add(await read_fields(request), principal.actor), status_code=201)
+
+    @router.post("/api/v1/silences/{silence_id}/expire")
+    def expire_api(silence_id: RowId, principal: Any = Depends(admin)) -> dict:
+        return expire(silence_id)
+
+    @router.post("/incidents/{incident_id}/expected")
+    async def expected_form(
+        incident_id: RowId, request: Request, principal: Any = Depends(viewer)
+    ) -> Response:
+        back = f"/incidents/{incident_id}"
+        do = lambda fields, actor: mark(incident_id, fields, actor)  # noqa: E731
+        return await form(request, principal, f"marking incident {incident_id} expected", back, do)
+
+    @router.post("/api/v1/incidents/{incident_id}/expected")
+    async def expected_api(
+        incident_id: RowId, request: Request, principal: Any = Depends(admin)
+    ) -> dict:
+        return mark(incident_id, await read_fields(request), principal.actor)
+
+    return router
