@@ -35,7 +35,7 @@ from bench.results_table import Table, write_results
 from bench.swap_simulation import DIM, SwapWorld, Traffic
 from drift.stattests.mmd import mmd_test
 from drift.stattests.response_agg import response_agg_test
-from drift.window_evidence import calibrate_evidence
+from drift.window_evidence import WindowEvidence, calibrate_evidence
 
 ALPHA = 0.001
 ARL0_WINDOWS = 720  # a false page a month from hourly windows
@@ -107,8 +107,9 @@ def within_three(p: np.ndarray) -> str:
     """Runs of 3 consecutive windows with an alarm by the third: a window's own p ≤ α, or the
     accumulated evidence (drift.window_evidence) passing its calibrated level."""
     hits = runs = 0
+    fresh = calibrate_evidence(arl0_windows=ARL0_WINDOWS, permutations=999).to_dict()
     for lo in range(0, len(p) - 2, 3):
-        evidence = calibrate_evidence(arl0_windows=ARL0_WINDOWS, permutations=999)
+        evidence = WindowEvidence.from_dict(fresh)
         fired = [evidence.update(float(v)).drifted or v <= ALPHA for v in p[lo : lo + 3]]
         hits, runs = hits + any(fired), runs + 1
     return f"{hits}/{runs}"

@@ -106,11 +106,11 @@ def accumulate(evidence: WindowEvidence, results: list[TestResult]) -> list[Test
     """The whole window's response_agg p-value fed to `evidence`: its result, or none when the
     window had no such p-value (too few rows: no evidence either way, the sum stays)."""
     whole = [
-        r
+        r.p_value
         for r in results
         if r.test == AGG and r.segment == ALL and not r.insufficient and r.p_value is not None
     ]
-    return [evidence.update(float(whole[0].p_value))] if whole else []
+    return [evidence.update(float(whole[0]))] if whole else []
 
 
 def calibrate_evidence(
