@@ -85,9 +85,10 @@ def fourier_features(
     x: np.ndarray, bandwidth: float, n_features: int, rng: np.random.Generator
 ) -> np.ndarray:
     """(N, n_features) map whose inner products approximate exp(-|x - y|² / (2 bandwidth²))."""
-    w = rng.standard_normal((x.shape[1], n_features)) / bandwidth
-    b = rng.uniform(0.0, 2.0 * np.pi, n_features)
-    return np.sqrt(2.0 / n_features) * np.cos(x @ w + b)
+    w = (rng.standard_normal((x.shape[1], n_features)) / bandwidth).astype(np.float32)
+    b = rng.uniform(0.0, 2.0 * np.pi, n_features).astype(np.float32)
+    # float32: the products feed a float32 matrix product anyway
+    return np.float32(np.sqrt(2.0 / n_features)) * np.cos(x.astype(np.float32) @ w + b)
 
 
 def kernel_features(
