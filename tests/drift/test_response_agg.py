@@ -14,6 +14,7 @@ from drift.battery_inputs import BatteryOptions, Frozen, Levels, TestInputs
 from drift.cluster_model import fit_clusters
 from drift.features import extract_features
 from drift.prompt_response import aggregate_results
+from drift.result import TestResult
 from drift.stattests.response_agg import (
     combine,
     fourier_features,
@@ -176,3 +177,16 @@ def test_mismatched_widths_and_strata_are_refused():
         response_agg_test(
             np.zeros((40, 3)), np.zeros((40, 3)), threshold=0.01, rng=rng, ref_strata=np.zeros(3)
         )
+
+
+def test_a_drifted_result_is_model_side_evidence():
+    from drift.attribution import attribute_alerts
+    from drift.custom_rules import DEFAULT_RULES
+    from drift.proposals import propose_alerts
+
+    hit = TestResult("response_agg", 9.0, 0.001, 0.001, True, feature="responses")
+    [alert] = attribute_alerts(
+        propose_alerts([hit], DEFAULT_RULES, {"*": {"n_current": 300}}), [hit]
+    )
+    assert alert.rule == "response_shift" and alert.kind == "model"
+    assert alert.evidence["attribution"]["confidence"] == "clear"
