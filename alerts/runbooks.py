@@ -106,6 +106,23 @@ RUNBOOKS: dict[str, tuple[str, tuple[str, str, str]]] = {
             _RELEASES,
         ),
     ),
+    "response_shift": (
+        "Answers to like prompts changed: what they say, how sure the model is, how long.",
+        (
+            "the canaries: did the engine or model build change?",
+            "the serving config: quantization, sampling defaults, checkpoint",
+            _RELEASES,
+        ),
+    ),
+    "response_shift_building": (
+        "Answers to like prompts have differed a little in every window since the first one "
+        "named: too little for one window, too steady to be chance.",
+        (
+            "the canaries: did the engine or model build change?",
+            "the serving config: quantization, sampling defaults, checkpoint",
+            _RELEASES,
+        ),
+    ),
     "new_model_version": (
         "A model version the baseline never saw serves traffic.",
         (

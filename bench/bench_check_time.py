@@ -17,6 +17,7 @@ import argparse
 import importlib
 import json
 import re
+import shutil
 import statistics
 import sys
 import tempfile
@@ -97,16 +98,51 @@ def write(path: Path, rows) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
-def timed(ref: Path, cur: Path, templates: bool) -> tuple[float, list[str]]:
+def timed(
+    ref: Path, cur: Path, templates: bool, cache: Path | None = None
+) -> tuple[float, list[str]]:
     check.build_baseline = partial(build_baseline, templates=templates)
     started = time.perf_counter()
-    report, _ = check.run_check(str(ref), str(cur), segment_by=[], seed=0)
+    report, _ = check.run_check(
+        str(ref),
+        str(cur),
+        segment_by=[],
+        seed=0,
+        baseline_cache=None if cache is None else str(cache),
+    )
     return time.perf_counter() - started, sorted({a.rule for a in report.alerts})
+
+
+def cache_rows(ref: Path, cur: Path, repeat: int) -> Table:
+    """The same check cold (no cache), cold filling --baseline-cache, and warm from it."""
+    table = Table(
+        "vigil check --baseline-cache, 3,000 + 300 (prompt-wording features on)",
+        ["run", "median s", "runs", "alerts"],
+    )
+    cache = ref.parent / "cache"
+    runs: dict[str, list[float]] = {"cold, no cache": [], "cold, filling the cache": [], "warm": []}
+    alerts: dict[str, list[str]] = {}
+    for _ in range(repeat):
+        shutil.rmtree(cache, ignore_errors=True)
+        for name, where in (
+            ("cold, no cache", None),
+            ("cold, filling the cache", cache),
+            ("warm", cache),
+        ):
+            seconds, alerts[name] = timed(ref, cur, True, where)
+            runs[name].append(seconds)
+            print(f"{name}: {seconds:.2f} s", flush=True)
+    for name, values in runs.items():
+        spread = ", ".join(f"{t:.2f}" for t in values)
+        median = f"{statistics.median(values):.2f}"
+        print(table.add(name, median, spread, ", ".join(alerts[name]) or "none"))
+    return table
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--cache", action="store_true", help="time --baseline-cache cold and warm")
     args = ap.parse_args()
     paragraphs, sentences = docstring_text()
     rng = np.random.default_rng(0)
@@ -125,6 +161,11 @@ def main() -> None:
                 start=1e6,
             ),
         )
+        if args.cache:
+            with threadpool_limits(1):
+                table = cache_rows(ref, cur, args.repeat)
+            write_results("check_time", [table], ["1 thread; vectors in the records"])
+            return
         times: dict[bool, list[float]] = {True: [], False: []}
         rules: dict[bool, list[str]] = {}
         with threadpool_limits(1):

@@ -54,6 +54,7 @@ RESPONSE_FEATURES = frozenset(
     {
         "response_embedding",
         "response_stats",
+        "responses",
         "response_embedding_by_template",
         "response_stats_by_template",
         "response_chars",

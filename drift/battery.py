@@ -6,9 +6,10 @@ normalised Wasserstein; KS p-values Benjamini–Hochberg adjusted across the fea
 pair), eval scores also the eval trend; categoricals the categorical tests (chi-square,
 Jensen–Shannon); embeddings the embedding tests run per feature (MMD) and, with a cluster
 model, the new-cluster and cluster-growth checks; prompt embeddings also the cluster-mix test,
-and responses the prompt-conditioned MMD (drift.prompt_response); the prompts' instruction
-word sets the instruction n-gram shares (drift.stattests.instruction_ngrams). Results carry the
-feature name; the caller sets the segment.
+and responses the prompt-conditioned MMD and the aggregated response test
+(drift.prompt_response); the prompts' instruction word sets the instruction n-gram shares
+(drift.stattests.instruction_ngrams). Results carry the feature name; the caller sets the
+segment.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from drift.eval_trend import eval_trend_test
 from drift.features import FeatureSet
 from drift.instruction_words import INSTRUCTION_WORDS
 from drift.multitest import benjamini_hochberg
-from drift.prompt_response import conditional_results, prompt_mix_results
+from drift.prompt_response import aggregate_results, conditional_results, prompt_mix_results
 from drift.registry import find_test, get_test, tests_for
 from drift.result import TestResult
 from drift.stattests.instruction_ngrams import NAME as NGRAMS
@@ -93,6 +94,7 @@ def run_battery(
                 out.append(res.with_context(feature=name))
     out += prompt_mix_results(ref, cur, inputs)
     out += conditional_results(ref, cur, inputs)
+    out += aggregate_results(ref, cur, inputs)
     if (
         opt.wants(NGRAMS)
         and INSTRUCTION_WORDS in ref.word_sets

@@ -31,6 +31,7 @@ import numpy as np
 from drift import ranking
 from drift.cause_evidence import new_templates, why
 from drift.formatting import clean_text
+from drift.proposals import since_words
 from drift.topics import Topic, name_topics
 
 NEW_VALUE_FEATURES = (
@@ -256,6 +257,9 @@ def explain(
                 cause.headline += "; cause unclear: prompts and answers both moved"
             elif cause.why.get("kind") == "prompt" and cause.why.get("supports"):
                 cause.headline += f"; the prompts changed ({cause.why['supports'][0]} moved)"
+    building = [r for r in results if r.get("test") == "response_evidence" and r.get("drifted")]
+    if building and cause.headline:
+        cause.headline += f"; {since_words(building[0].get('detail') or {})}"
     if not cause.headline:
         cause.headline = "Nothing moved beyond its threshold"
     return cause

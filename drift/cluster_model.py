@@ -14,7 +14,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 from sklearn.cluster import KMeans, MiniBatchKMeans
-from sklearn.metrics import silhouette_score
+from sklearn.metrics import pairwise_distances, silhouette_score
+from sklearn.utils import check_random_state
 from threadpoolctl import threadpool_limits
 
 
@@ -126,6 +127,10 @@ def _best_centroids(
 ) -> tuple[float, np.ndarray] | None:
     """(silhouette, centroids) of the best k, or None when no k splits the points."""
     best = None
+    # the silhouette's subsample is the same for every k (sklearn draws it from the seed and the
+    # row count alone): its distances are computed once and shared
+    picked = check_random_state(seed).permutation(len(fit_x))[:silhouette_points]
+    picked_distances = pairwise_distances(fit_x[picked])
     for k in range(2, max(2, min(k_max, len(fit_x) // 10)) + 1):
         model = (
             KMeans(k, n_init=3, random_state=seed)
@@ -135,11 +140,7 @@ def _best_centroids(
         labels = model.fit_predict(fit_x)
         if len(np.unique(labels)) < 2:
             continue
-        score = float(
-            silhouette_score(
-                fit_x, labels, sample_size=min(silhouette_points, len(fit_x)), random_state=seed
-            )
-        )
+        score = float(silhouette_score(picked_distances, labels[picked], metric="precomputed"))
         if best is None or score > best[0]:
             best = (score, model.cluster_centers_.astype(np.float32))
     return best

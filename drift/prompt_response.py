@@ -17,6 +17,11 @@ answers the same instructions differently does. The token statistics also carry 
 answers cut off by the length limit (finish reason "length"), so a model that runs to the
 limit more often within a template moves them.
 
+All of a response at once: `response_agg` (drift.stattests.response_agg) on each embedded
+response's vector and its standardised token statistics (feature "responses"), several kernels
+under one permutation test, labels shuffled within the frozen prompt clusters (rows whose prompt
+has no embedding share one stratum of their own).
+
 The template-conditioned pair runs only with `BatteryOptions(by_template=True)`: the baseline's
 rows carry in-sample template labels (a prompt close to a template takes its label when the
 model is fitted on it, while a like prompt in a window stays unseen and is left out), so a
@@ -35,6 +40,7 @@ from drift.battery_inputs import Frozen, TestInputs, run_test
 from drift.features import FeatureSet
 from drift.registry import get_test
 from drift.result import TestResult
+from drift.stattests.response_agg import NAME as AGG
 from drift.templates import UNSEEN
 
 PROMPT = "prompt_embedding"
@@ -43,6 +49,7 @@ RESPONSE_STATS = "response_stats"
 STAT_COLUMNS = ("mean_logprob", "mean_entropy", "completion_tokens", "response_chars")
 LOG_COLUMNS = frozenset({"completion_tokens", "response_chars"})
 TRUNCATED = "truncated"  # finish reason "length": the answer hit the token limit
+RESPONSES = "responses"  # the embedding and the token statistics together (response_agg)
 TEMPLATE = "prompt_template"
 BY_TEMPLATE = "_by_template"
 
@@ -157,3 +164,31 @@ def conditional_results(ref: FeatureSet, cur: FeatureSet, inputs: TestInputs) ->
                 res = replace(res, detail={**res.detail, "columns": cols})
             out.append(res)
     return out
+
+
+def aggregate_results(ref: FeatureSet, cur: FeatureSet, inputs: TestInputs) -> list[TestResult]:
+    """`response_agg` on the responses' embeddings and token statistics, within prompt clusters."""
+    if not inputs.options.wants(AGG) or RESPONSE not in ref.embeddings:
+        return []
+    if RESPONSE not in cur.embeddings:
+        return []
+    ref_stats, cur_stats, cols = response_stat_matrices(ref, cur)
+    sides = []
+    for fs, stats in ((ref, ref_stats), (cur, cur_stats)):
+        block = fs.embeddings[RESPONSE]
+        strata = np.full(len(block.rows), -1)
+        found = prompt_strata(fs, inputs.frozen)
+        if found is not None:
+            _, at_block, at_strata = np.intersect1d(block.rows, found[0], return_indices=True)
+            strata[at_block] = found[1][at_strata]
+        # a missing statistic is the reference mean (standardised 0): no evidence either way
+        kept = stats[block.rows]
+        sides.append((np.hstack([block.vectors, np.where(np.isfinite(kept), kept, 0.0)]), strata))
+    dim = ref.embeddings[RESPONSE].vectors.shape[1]
+    blocks = ((RESPONSE, 0, dim), (RESPONSE_STATS, dim, dim + len(cols)))
+    (x, sx), (y, sy) = sides
+    spec = get_test(AGG)
+    res = run_test(spec, RESPONSES, x, y, inputs, blocks=blocks, ref_strata=sx, cur_strata=sy)
+    if not res.insufficient:
+        res = replace(res, detail={**res.detail, "columns": cols})
+    return [res]

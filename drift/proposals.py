@@ -23,6 +23,7 @@ WORDS = {
     "prompt_embedding": "what prompts ask",
     "response_embedding": "what answers say",
     "response_stats": "answer token statistics",
+    "responses": "answers: what they say, how sure and how long",
     "response_embedding_by_template": "what answers say to the same prompt template",
     "response_stats_by_template": "answer token statistics for the same prompt template",
     "response_chars": "answer length",
@@ -90,6 +91,8 @@ def describe_hit(r: TestResult, share: float | None = None) -> str:
             )
             or f"{words} moved"
         ) + _traffic(share)
+    if r.test == "response_evidence":
+        return f"{words}: a small change in every window, {since_words(r.detail)}"
     if r.test == "eval_trend":
         return f"{words} fell {fmt_num(r.statistic, '.1%')}{_traffic(share)}"
     if r.test == "new_cluster":
@@ -98,6 +101,14 @@ def describe_hit(r: TestResult, share: float | None = None) -> str:
         return f"a small group in {words} grew {fmt_num(r.statistic)}x{_traffic(share)}"
     times = effect(r.to_dict())
     return f"{words} moved {fmt_num(times, '.1f')}× the alert threshold{_traffic(share)}"
+
+
+def since_words(detail: dict) -> str:
+    """When accumulated evidence began: "first seen 3 windows ago" ("in this window" at 0)."""
+    k = detail.get("first_seen_windows_ago")
+    if not isinstance(k, int) or k <= 0:
+        return "first seen in this window"
+    return f"first seen {k} window{'s' if k != 1 else ''} ago"
 
 
 def _pct(share: object) -> str:

@@ -43,6 +43,7 @@ from drift.segments import (
 )
 from drift.stattests.instruction_ngrams import NAME as NGRAMS
 from drift.weights import Population, block_rows_to_original, population_sample, weighting_detail
+from drift.window_evidence import WindowEvidence, accumulate
 
 
 def _features(source: pd.DataFrame | FeatureSet, embeddings=None) -> FeatureSet:
@@ -62,6 +63,7 @@ def run_drift(
     min_segment_size: int = MIN_SEGMENT_SIZE,
     max_segments_per_key: int = MAX_SEGMENTS_PER_KEY,
     weighted: bool = True,
+    evidence: WindowEvidence | None = None,
 ) -> DriftOutcome:
     """Every test on the whole window and per segment; proposed alerts from `rules`.
 
@@ -71,6 +73,10 @@ def run_drift(
 
     `eval_frame`, when given, is the trailing 7 days of eval-scored samples used for the eval
     trend (an hourly window holds too few); otherwise the window's own scores are used.
+
+    `evidence` (drift.window_evidence), when given, takes the whole window's `response_agg`
+    p-value (updated in place) and adds its `response_evidence` result: drifted when the
+    responses' evidence summed over recent windows passes its calibrated level.
     """
     started = time.perf_counter()
     opt = options or BatteryOptions()
@@ -170,6 +176,8 @@ def run_drift(
                 results += _eval_results(seg_ref, ev.take(segment_rows(ev, key, value)), label, opt)
     timings["total_s"] = time.perf_counter() - started
     results = [_finite_or_not_drifted(r) for r in results]
+    if evidence is not None:
+        results += accumulate(evidence, results)
     alerts = attribute_alerts(
         propose_alerts(results, DEFAULT_RULES if rules is None else rules, sizes), results
     )
@@ -200,6 +208,7 @@ _ALL_TESTS = (
     "new_category",
     "cluster_mix",
     "conditional_mmd",
+    "response_agg",
     NEW_TEMPLATE,
     NGRAMS,
 )

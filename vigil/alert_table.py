@@ -178,6 +178,22 @@ DRIFT_RULES: tuple[Rule, ...] = (
         "responses changed within matched prompt clusters or prompt templates",
     ),
     Rule(
+        "response_shift",
+        "response_agg",
+        ("responses",),
+        "high",
+        "model",
+        "answers changed for like prompts: their content, token confidence or length",
+    ),
+    Rule(
+        "response_shift_building",
+        "response_evidence",
+        ("responses",),
+        "high",
+        "model",
+        "answers to like prompts have drifted a little in every recent window",
+    ),
+    Rule(
         "prompt_template_mix",
         "js",
         ("prompt_template", "system_prompt"),

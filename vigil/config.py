@@ -135,6 +135,9 @@ class Settings(
     sequential_arl0: int = Field(5000, ge=10)
     sequential_shift_sd: float = Field(0.5, gt=0)
     sequential_interval_s: int = Field(60, gt=0)
+    # response evidence summed across drift windows (drift.window_evidence): scheduled windows
+    # between false alarms (720: one a month of hourly windows)
+    drift_evidence_arl0_windows: int = Field(720, ge=10)
     # engine canaries (sidecar/canary): fixed probes run through the engine's API every interval
     canary_enabled: bool = True
     canary_interval_s: int = Field(900, gt=0)

@@ -47,6 +47,7 @@ from sidecar.jobs.drift_health import (
 )
 from sidecar.jobs.embed import model_name, run_embed_job
 from sidecar.jobs.eval_frame import trailing_eval_frame
+from sidecar.jobs.window_evidence import load_evidence, save_evidence
 from sidecar.jobs.windows import CURSOR, drift_cursor, due_windows
 from storage.models import DriftRun
 from storage.repositories.baselines import get_active_baseline
@@ -158,12 +159,16 @@ def run_window(
             note = "No active baseline: build, validate and activate one (vigil baseline ...)."
         else:
             baseline, base_frame = load_baseline_with_frame(session, active.id)
+        # only the scheduled windows, in order, add to the evidence across windows
+        evidence = (
+            load_evidence(session, active.id, settings) if active and advance_cursor else None
+        )
         if baseline is not None and len(frame):
             evals = trailing_eval_frame(session, end, settings.drift_eval_max_samples)
             report = run_drift(
                 baseline, frame, segment_by=DEFAULT_SEGMENT_BY,
                 rng_seed=int(to_utc(start).timestamp()) % 2**31,
-                eval_frame=evals if len(evals) else None,
+                eval_frame=evals if len(evals) else None, evidence=evidence,
             )  # fmt: skip
             results = [r.to_dict() for r in report.results]
             sizes = report.segments
@@ -237,6 +242,8 @@ def run_window(
         )  # fmt: skip
         if advance_cursor:
             set_cursor(session, CURSOR, to_utc(end).isoformat(), now)
+        if evidence is not None:
+            save_evidence(session, evidence, now)
         session.commit()
         log.info("drift run %s done: %d samples, %d drifted results, %d alerts, report %s",
                  run_id, len(frame), summary["drifted"], len(fired), path)  # fmt: skip

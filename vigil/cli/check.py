@@ -1,11 +1,14 @@
-"""`vigil check --reference REF.jsonl --current CUR.jsonl [--json] [--segment-by F] [--seed N]`.
+"""`vigil check --reference REF.jsonl --current CUR.jsonl [--json] [--segment-by F] [--seed N]
+[--baseline-cache DIR]`.
 
 The drift tests offline on two files of logged samples: the reference is built into a baseline,
 validated (first half vs second half) and calibrated (window = the current file's size), then
 the current file is tested against it, whole and per segment. Embeddings missing from the files
 are computed with the offline MiniLM model. Exit 0: no drift; 3: drift; 2: bad input;
 4: could not judge (the reference was rejected as a baseline, or most whole-window tests had too
-few samples and none found drift), with the reason on stderr.
+few samples and none found drift), with the reason on stderr. With `--baseline-cache DIR` the
+built, validated and calibrated baseline is kept there (vigil.cli.baseline_cache) and reused by
+later checks of the same reference file, seed and window size.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from drift.errors import InputError
 from drift.outcome import DriftOutcome
 from drift.result import ALL
 from drift.run import run_drift
+from vigil.cli.baseline_cache import cache_key, load_cached, save_cached
 from vigil.sample_record import EMBEDDING_FIELDS
 from vigil.sample_record.jsonl import RecordFileError, read_records
 
@@ -106,7 +110,13 @@ def _check_segment_fields(named: dict[str, pd.DataFrame], fields: list[str]) -> 
 
 
 def run_check(
-    reference: str, current: str, *, segment_by: list[str], seed: int, embed=None
+    reference: str,
+    current: str,
+    *,
+    segment_by: list[str],
+    seed: int,
+    embed=None,
+    baseline_cache: str | None = None,
 ) -> tuple[DriftOutcome, dict[str, Any]]:
     ref, cur = read_samples(reference), read_samples(current)
     named = {reference: ref, current: cur}
@@ -114,20 +124,34 @@ def run_check(
     _check_dimensions(
         named
     )  # before filling: filling would replace mismatched vectors with MiniLM's
-    notes = fill_embeddings(named, embed)
-    baseline = build_baseline(ref, seed=seed)
-    from drift.validate import validate_baseline  # imported late: validate imports baseline
-
-    validation = validate_baseline(baseline)
-    calibrate_baseline(baseline, window_size=len(cur))
+    key = cache_key(reference, seed=seed, window_size=len(cur)) if baseline_cache else None
+    cached = load_cached(baseline_cache, key) if baseline_cache and key else None
+    # a cached baseline holds the reference's vectors already: only the current file is embedded
+    notes = fill_embeddings(named if cached is None else {current: cur}, embed)
+    if cached is None:
+        baseline, reasons = _fresh_baseline(ref, seed, len(cur))
+        if baseline_cache and key:
+            save_cached(baseline_cache, key, baseline, reasons)
+    else:
+        baseline, reasons = cached
     report = run_drift(baseline, cur, segment_by=segment_by, rng_seed=seed)
     info = {
         "n_reference": len(ref),
         "n_current": len(cur),
         "notes": notes,
-        "baseline_reasons": validation.reasons,
+        "baseline_reasons": reasons,
+        "baseline_cached": cached is not None,
     }
     return report, info
+
+
+def _fresh_baseline(ref: pd.DataFrame, seed: int, window_size: int):
+    from drift.validate import validate_baseline  # imported late: validate imports baseline
+
+    baseline = build_baseline(ref, seed=seed)
+    validation = validate_baseline(baseline)
+    calibrate_baseline(baseline, window_size=window_size)
+    return baseline, list(validation.reasons)
 
 
 def no_verdict_reason(report: DriftOutcome, info: dict[str, Any]) -> str | None:
@@ -180,6 +204,7 @@ def check_command(args: argparse.Namespace) -> int:
             args.current,
             segment_by=list(args.segment_by or []),
             seed=int(args.seed),
+            baseline_cache=getattr(args, "baseline_cache", None),
         )
     except (InputError, RecordFileError) as exc:
         print(f"vigil check: {exc}", file=sys.stderr)

@@ -97,6 +97,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--segment-by", action="append", default=[], help="field to segment by (repeatable)"
     )
     check.add_argument("--seed", type=int, default=0)
+    check.add_argument(
+        "--baseline-cache",
+        metavar="DIR",
+        help="keep the reference's baseline in DIR and reuse it (same file, seed, window size)",
+    )
 
     db = sub.add_parser("db", help="database schema management")
     db.add_argument("action", choices=["upgrade", "current"])
