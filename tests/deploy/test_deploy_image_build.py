@@ -56,7 +56,7 @@ def _runner() -> str:
 
 
 @pytest.fixture(scope="module")
-def image() -> str:
+def image() -> str:  # the build's minutes count against the first test's timeout below
     runner = _runner()
     if os.environ.get("VIGIL_TEST_IMAGE") != "1":
         pytest.skip(f"{runner} works here; VIGIL_TEST_IMAGE=1 builds the image (minutes)")
@@ -111,6 +111,7 @@ def _container(runner: str, *args: str, detach: bool = False) -> subprocess.Comp
     return subprocess.run([*command, *args], capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.timeout(3600)
 def test_the_image_answers_help_and_doctor_as_an_unprivileged_user(image):
     helped = _container(image, TAG, "--help")
     assert helped.returncode == 0 and "sidecar" in helped.stdout, helped.stderr
@@ -123,6 +124,7 @@ def test_the_image_answers_help_and_doctor_as_an_unprivileged_user(image):
     assert who.stdout.strip() == "10001"
 
 
+@pytest.mark.timeout(3600)
 def test_the_sidecar_in_the_image_is_healthy(image):
     port = _free_port()
     name = f"vigil-test-{uuid.uuid4().hex[:8]}"
