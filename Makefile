@@ -3,7 +3,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: install run demo test test-fast test-setup doctor lint bench clean
+.PHONY: install run demo test test-fast test-setup doctor lint bench clean image
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
@@ -60,6 +60,29 @@ lint: install
 	$(VENV)/bin/mypy serving/engine/frontend/client.py serving/engine/frontend/stats_mirror.py \
 		serving/engine/frontend/supervisor.py serving/engine/frontend/core_client.py \
 		serving/engine/frontend/core_host.py serving/engine/core/output_processor.py
+
+# The image (Containerfile): IMAGE_TARGET=cpu (sidecar, proxy, engine on the CPU) or gpu (the
+# engine on CUDA), with the first builder that works: podman, buildah, or docker with a running
+# daemon. The wheelhouse (build/wheels/<target>) is filled first, so the build reads no network.
+# IMAGE_BUILD_FLAGS passes more, e.g. --build-arg CPU_BASE=... for a base from a local registry.
+IMAGE_TARGET ?= cpu
+IMAGE_NAME ?= vigil$(if $(filter gpu,$(IMAGE_TARGET)),-gpu):$(IMAGE_VERSION)
+IMAGE_VERSION ?= $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+IMAGE_REVISION ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+IMAGE_SOURCE ?= $(or $(shell git config --get remote.origin.url 2>/dev/null),unknown)
+IMAGE_BUILD_FLAGS ?=
+IMAGE_BUILDER ?= $(shell \
+	if command -v podman >/dev/null; then echo podman build --format docker; \
+	elif command -v buildah >/dev/null; then echo buildah bud --format docker; \
+	elif command -v docker >/dev/null && docker info >/dev/null 2>&1; then echo docker build; fi)
+
+image: install
+	@test -n "$(IMAGE_BUILDER)" || { echo "make image: no builder: install podman or buildah, or start docker"; exit 1; }
+	PIP="$(PY) -m pip" sh deploy/image/wheelhouse.sh $(IMAGE_TARGET) build/wheels/$(IMAGE_TARGET)
+	$(IMAGE_BUILDER) -f Containerfile --target $(IMAGE_TARGET) -t $(IMAGE_NAME) \
+		--build-arg WHEELS=build/wheels/$(IMAGE_TARGET) --build-arg VERSION=$(IMAGE_VERSION) \
+		--build-arg REVISION=$(IMAGE_REVISION) --build-arg SOURCE=$(IMAGE_SOURCE) \
+		$(IMAGE_BUILD_FLAGS) .
 
 bench: install
 	$(PY) -m bench.bench_ingest
