@@ -19,7 +19,9 @@ from serving.attention.torch_ref import TorchRefBackend
 from serving.loader import load_model_files
 from serving.model import build_model
 
-FAMILIES = ["mistral", "gemma3_text", "gemma4_text"]
+FAMILIES = ["mistral", "gemma3_text", "gemma4_text", "gemma4_text+kv_sharing"]
+# Gemma 4's last layers reading the KV of the last earlier layer of their kind, with 2x MLPs
+SHARING = {"num_kv_shared_layers": 2, "use_double_wide_mlp": True}
 PROMPT_LENS = (5, 13, 23, 37)  # all but the first longer than the window (8)
 LOGIT_ATOL = 1e-4
 
@@ -27,8 +29,9 @@ LOGIT_ATOL = 1e-4
 @pytest.fixture(scope="module", params=FAMILIES)
 def tiny(request, tmp_path_factory):
     torch.set_num_threads(1)
-    path = tmp_path_factory.mktemp(request.param)
-    hf = save_tiny_model(request.param, path, seed=5)
+    arch, _, variant = request.param.partition("+")
+    path = tmp_path_factory.mktemp(arch)
+    hf = save_tiny_model(arch, path, seed=5, **(SHARING if variant else {}))
     return hf, load_model_files(path)
 
 
