@@ -17,6 +17,9 @@ streaming caller reads them), and the start-up heap is frozen out of full garbag
 once the engine is built, as in the served engine core (`--freeze-heap off` to compare).
 
     python -m bench.bench_throughput [--shapes ...] [--batches 1,16,64,256] [--json F]
+    python -m bench.bench_throughput --device cuda --shapes gemma4-12b-like --batches 1,16,64
+      (per-layer geometry: sliding layers 256 wide, full layers 512 wide with one KV head; the
+      roofline counts each sliding layer's KV up to its window)
     python -m bench.bench_throughput --device cuda --shapes smollm2-135m,qwen3-4b --batches 1 \
         --no-hf
 

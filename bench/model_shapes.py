@@ -79,8 +79,49 @@ QWEN3_32B = {
     "bos_token_id": 151643,
     "eos_token_id": 151645,
 }
+# Gemma-4-12B-like (the geometry the engine must get right, not a published config): sliding layers
+# 256 wide with 8 KV heads, every 6th layer full, 512 wide with one KV head shared by k and v,
+# a quarter of its head rotated; window 1024
+_G4_LAYERS = 48
+GEMMA4_12B_LIKE = {
+    "model_type": "gemma4_text",
+    "vocab_size": 262144,
+    "hidden_size": 3840,
+    "intermediate_size": 15360,
+    "num_hidden_layers": _G4_LAYERS,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 8,
+    "head_dim": 256,
+    "rms_norm_eps": 1e-6,
+    "sliding_window": 1024,
+    "layer_types": [
+        "full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(_G4_LAYERS)
+    ],
+    "per_layer_config": {
+        str(i): {"head_dim": 512, "num_key_value_heads": 1}
+        for i in range(_G4_LAYERS)
+        if (i + 1) % 6 == 0
+    },
+    "attention_k_eq_v": True,
+    "hidden_size_per_layer_input": 0,
+    "rope_parameters": {
+        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+        "full_attention": {
+            "rope_type": "proportional",
+            "partial_rotary_factor": 0.25,
+            "rope_theta": 1000000.0,
+        },
+    },
+    "max_position_embeddings": 131072,
+    "tie_word_embeddings": True,
+    "hidden_activation": "gelu_pytorch_tanh",
+    "final_logit_softcapping": 30.0,
+    "bos_token_id": 2,
+    "eos_token_id": 1,
+}
 SHAPES = {
     "smollm2-135m": SMOLLM2_135M,
+    "gemma4-12b-like": GEMMA4_12B_LIKE,
     "qwen3-0.6b": QWEN3_0_6B,
     "qwen3-4b": QWEN3_4B,
     "qwen3-32b": QWEN3_32B,
@@ -89,9 +130,22 @@ SHAPES = {
 HBM_BYTES_PER_S = 4.8e12  # H200 datasheet
 
 
+def _layer_specs(cfg: dict):
+    from serving.loader.config import config_from_hf
+
+    return config_from_hf(dict(cfg), {}, "shape").layers()
+
+
 def weight_bytes(cfg: dict, elem: int = 2) -> int:
     """Bytes of weights one decode step reads (tied embeddings read once, as the lm_head)."""
     h, i, layers = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_hidden_layers"]
+    if "layer_types" in cfg:  # per-layer geometry (Gemma): k = v on full layers when k_eq_v
+        total = 0
+        for spec in _layer_specs(cfg):
+            q, kv = spec.num_heads * spec.head_dim, spec.num_kv_heads * spec.head_dim
+            kv_mats = 1 if cfg.get("attention_k_eq_v") and spec.sliding_window is None else 2
+            total += h * (q + kv_mats * kv) + q * h + 3 * h * i + 4 * h
+        return elem * (total + cfg["vocab_size"] * h + h)
     q = cfg["num_attention_heads"] * cfg["head_dim"]
     kv = cfg["num_key_value_heads"] * cfg["head_dim"]
     per_layer = h * (q + 2 * kv) + q * h + 3 * h * i + 2 * h
@@ -102,9 +156,22 @@ def weight_bytes(cfg: dict, elem: int = 2) -> int:
 
 
 def kv_bytes_per_token(cfg: dict, elem: int = 2) -> int:
+    if "layer_types" in cfg:
+        return sum(elem * 2 * s.num_kv_heads * s.head_dim for s in _layer_specs(cfg))
     return elem * 2 * cfg["num_hidden_layers"] * cfg["num_key_value_heads"] * cfg["head_dim"]
 
 
 def decode_step_bytes(cfg: dict, batch: int, mean_context: float, kv_elem: int = 2) -> float:
-    """Roofline bytes of one decode step: every weight once plus every sequence's KV."""
+    """Roofline bytes of one decode step: every weight once plus every sequence's KV (a sliding
+    layer reads at most its window)."""
+    if "layer_types" in cfg:
+        kv = sum(
+            kv_elem
+            * 2
+            * s.num_kv_heads
+            * s.head_dim
+            * min(mean_context, s.sliding_window or mean_context)
+            for s in _layer_specs(cfg)
+        )
+        return weight_bytes(cfg) + batch * kv
     return weight_bytes(cfg) + batch * mean_context * kv_bytes_per_token(cfg, kv_elem)

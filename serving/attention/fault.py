@@ -9,6 +9,7 @@ shown to catch one. When off it costs one global read per attention call.
 from __future__ import annotations
 
 import os
+import weakref
 
 import torch
 
@@ -31,10 +32,26 @@ def set_scale_fault(layer: int | None, factor: float = 1.0) -> None:
     _fault = None if layer is None else (int(layer), float(factor))
 
 
+# id of a registered K cache view -> (a weak reference to that view, its layer): the views the
+# runner hands each layer are the objects attention receives, and a dead one never matches
+_layers: dict[int, tuple[weakref.ref, int]] = {}
+
+
+def register_layer_caches(kv_caches: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+    """The runner names each layer's cache views (several KV-cache groups: several tensors);
+    the latest runner's replace any earlier ones."""
+    _layers.clear()
+    for i, (k_cache, _) in enumerate(kv_caches):
+        _layers.setdefault(id(k_cache), (weakref.ref(k_cache), i))
+
+
 def layer_of(k_cache: torch.Tensor) -> int:
-    """The layer a K (or V) cache view belongs to. The runner's cache is one tensor
-    [layers, 2, blocks, block_size, kv_heads, head_dim] and each layer gets views [i, 0] / [i, 1],
-    so a view's storage offset divided by one layer's K+V size is its layer index."""
+    """The layer a K (or V) cache view belongs to: as registered by the runner, else from the
+    one-tensor layout [layers, 2, blocks, block_size, kv_heads, head_dim], where a view's storage
+    offset divided by one layer's K+V size is its layer index."""
+    found = _layers.get(id(k_cache))
+    if found is not None and found[0]() is k_cache:
+        return found[1]
     return k_cache.storage_offset() // (2 * k_cache.numel())
 
 

@@ -63,11 +63,18 @@ class TritonAttentionBackend:
         v_cache: torch.Tensor,
         meta: AttentionMetadata,
         scale: float,
+        window: int | None = None,
+        softcap: float | None = None,
     ) -> torch.Tensor:
         scale = faulted_scale(scale, k_cache)  # test-only switch; a no-op unless set
         out = torch.empty(query.shape, dtype=query.dtype, device=query.device)
         num_seqs = meta.num_seqs
-        scales = {"k_scale": self.k_scale, "v_scale": self.v_scale}
+        scales = {
+            "k_scale": self.k_scale,
+            "v_scale": self.v_scale,
+            "window": window,
+            "softcap": softcap,
+        }
         if meta.decode_seq_lens is not None:  # a prefill graph: decode rows anywhere, then the rest
             paged_decode(
                 query,

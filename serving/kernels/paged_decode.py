@@ -48,6 +48,8 @@ def _decode_kernel(
     c_stride_head,
     block_size,
     num_q_heads,
+    window,
+    softcap_l2,
     GROUP: tl.constexpr,
     GROUP_PAD: tl.constexpr,
     HEAD_DIM: tl.constexpr,
@@ -56,6 +58,8 @@ def _decode_kernel(
     NUM_SPLITS: tl.constexpr,
     FP8: tl.constexpr,
     USE_PDL: tl.constexpr,
+    WINDOW: tl.constexpr,
+    SOFTCAP: tl.constexpr,
 ):
     launch_next(USE_PDL)
     wait_for_prior(USE_PDL)
@@ -65,9 +69,14 @@ def _decode_kernel(
     seq_len = tl.load(seq_lens_ptr + seq)
     q_row = tl.load(qsl_ptr + seq).to(tl.int64)
 
-    num_tiles = tl.cdiv(seq_len, BLOCK_N)
+    # the query sits at seq_len - 1; with a window it sees keys first..seq_len-1 only, and the
+    # splits share that range (blocks before it may have been freed: never read)
+    first = 0
+    if WINDOW:
+        first = tl.maximum(seq_len - window, 0)
+    num_tiles = tl.cdiv(seq_len - first, BLOCK_N)
     tiles_per_split = tl.cdiv(num_tiles, NUM_SPLITS)
-    start = split * tiles_per_split * BLOCK_N
+    start = first + split * tiles_per_split * BLOCK_N
     end = tl.minimum(start + tiles_per_split * BLOCK_N, seq_len)
 
     offs_g = tl.arange(0, GROUP_PAD)
@@ -99,11 +108,15 @@ def _decode_kernel(
         c_stride_tok,
         offs_d,
         d_mask,
+        window,
+        softcap_l2,
         ROWS=GROUP_PAD,
         D_PAD=D_PAD,
         BLOCK_N=BLOCK_N,
         CAUSAL=False,
         FP8=FP8,
+        WINDOW=False,  # the range above is the window already
+        SOFTCAP=SOFTCAP,
     )
 
     # an empty range (short context, or a padded graph slot with seq_len 0) has l_i == 0
@@ -167,7 +180,13 @@ def _merge_kernel(
 def decode_launch(head_dim: int, num_splits: int) -> tuple[int, int, int]:
     """(BLOCK_N, warps, stages) of the decode kernel. Split programs of 64-wide heads hold few
     key tiles: 128-key tiles in one stage halve their loop (SmolLM2, 64 sequences at context 386:
-    9.6 against 12.3 us; unsplit launches measured no better, bench/results/decode_tuning.md)."""
+    9.6 against 12.3 us; unsplit launches measured no better, bench/results/decode_tuning.md).
+    Heads past 256 take 32-key tiles in one stage (K and V tiles of 512-wide heads would not fit
+    shared memory otherwise)."""
+    if head_dim > 256:
+        return 32, 8, 1
+    if head_dim > 128:
+        return 32, 4, 2
     if head_dim <= 64 and num_splits > 1:
         return 128, 4, 1
     return DECODE_BLOCK_N, 4, 2
@@ -197,6 +216,8 @@ def paged_decode(
     v_scale: float = 1.0,
     num_splits: int | None = None,
     launch: tuple[int, int, int] | None = None,
+    window: int | None = None,
+    softcap: float | None = None,
 ) -> torch.Tensor:
     """Attention for sequences with one query token each, written into `out` (same layout as query).
 
@@ -204,6 +225,8 @@ def paged_decode(
     query_start_loc[i]. Caches: [num_blocks, block_size, num_kv_heads, head_dim] (bf16/fp16 or
     float8_e4m3fn with k_scale/v_scale). `max_seq_len` is only a hint that picks the split count;
     `launch` (BLOCK_N, warps, stages) overrides `decode_launch` (bench/bench_decode_tuning.py).
+    `window`: the query (at seq_len - 1) sees the last `window` keys only; `softcap`: the scaled
+    logits capped to cap * tanh(logits / cap). Head dims up to 512.
     """
     require_triton()
     num_seqs = seq_lens.shape[0]
@@ -216,8 +239,11 @@ def paged_decode(
     if num_seqs == 0:
         return out
     group = num_q_heads // num_kv_heads
+    if head_dim > 512:
+        raise ValueError(f"head_dim {head_dim} is past the kernel's 512")
     if num_splits is None:
-        num_splits = choose_num_splits(num_seqs, num_kv_heads, max_seq_len)
+        context = max_seq_len if window is None else min(max_seq_len, window)
+        num_splits = choose_num_splits(num_seqs, num_kv_heads, context)
     d_pad = triton.next_power_of_2(head_dim)
     block_n, num_warps, num_stages = launch or decode_launch(head_dim, num_splits)
     if num_splits > 1:
@@ -253,6 +279,8 @@ def paged_decode(
         k_cache.stride(2),
         block_size,
         num_q_heads,
+        int(window or 0),
+        float(softcap or 1.0) * LOG2E,
         GROUP=group,
         GROUP_PAD=max(16, triton.next_power_of_2(group)),
         HEAD_DIM=head_dim,
@@ -261,6 +289,8 @@ def paged_decode(
         NUM_SPLITS=num_splits,
         FP8=k_cache.dtype == torch.float8_e4m3fn,
         USE_PDL=use_pdl,
+        WINDOW=window is not None,
+        SOFTCAP=softcap is not None,
         num_warps=num_warps,
         num_stages=num_stages,
         launch_pdl=use_pdl,

@@ -3,7 +3,11 @@ paged cache through a sequence's block table and fold them into running softmax 
 (online softmax, base 2: `qk_scale` carries log2(e)).
 
 `paged_decode` runs it over one split of a sequence's context for the query heads of a KV head;
-`paged_prefill` over the keys causally visible to one tile of query rows. Inlined into each
+`paged_prefill` over the keys causally visible to one tile of query rows. With WINDOW a row at
+position q sees only keys q - window < k <= q (the callers also start the loop at the first key
+any row of theirs can see, so blocks freed out of the window are never read); with SOFTCAP the
+scaled logits are capped: cap * tanh(logits / cap) (`softcap_l2` = cap * log2(e), since the
+logits carry log2(e) here). Inlined into each
 kernel by Triton, so it costs nothing at run time.
 """
 
@@ -28,11 +32,15 @@ def attend_paged_kv(
     c_stride_tok,
     offs_d,
     d_mask,
+    window,
+    softcap_l2,
     ROWS: tl.constexpr,
     D_PAD: tl.constexpr,
     BLOCK_N: tl.constexpr,
     CAUSAL: tl.constexpr,
     FP8: tl.constexpr,
+    WINDOW: tl.constexpr,
+    SOFTCAP: tl.constexpr,
 ):
     """Keys start..end-1 against the `ROWS` query rows `q`; returns (row max, row sum, unnormalised
     output). With CAUSAL a row sees only keys at or before its position `q_pos`."""
@@ -56,12 +64,20 @@ def attend_paged_kv(
             k = (k.to(tl.float32) * k_scale).to(q.dtype)
             v = (v.to(tl.float32) * v_scale).to(q.dtype)
         s = tl.dot(q, tl.trans(k)) * qk_scale
+        if SOFTCAP:  # tanh(x) = 1 - 2 / (exp(2x) + 1): exact at both ends (exp -> inf or 0)
+            s = softcap_l2 * (1.0 - 2.0 / (tl.exp(2.0 * s / softcap_l2) + 1.0))
         if CAUSAL:
-            # key 0 is visible to every row of a prefill tile, so the row max is finite from then on
-            s = tl.where((pos[None, :] <= q_pos[:, None]) & n_mask[None, :], s, float("-inf"))
+            # the loop's first key is visible to every row of a prefill tile (the window starts
+            # at the first row's), so the row max is finite from then on
+            seen = (pos[None, :] <= q_pos[:, None]) & n_mask[None, :]
+            if WINDOW:
+                seen = seen & (pos[None, :] > q_pos[:, None] - window)
+            s = tl.where(seen, s, float("-inf"))
         else:
             s = tl.where(n_mask[None, :], s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
+        if WINDOW:  # a row may see none of the first keys: keep -inf - -inf out of exp2
+            m_new = tl.where(m_new == float("-inf"), -1e30, m_new)
         alpha = tl.exp2(m_i - m_new)
         p = tl.exp2(s - m_new[:, None])
         l_i = l_i * alpha + tl.sum(p, 1)

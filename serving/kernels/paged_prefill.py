@@ -19,6 +19,7 @@ from serving.kernels._compat import RUNTIME_ARGS, require_triton, tl, triton
 from serving.kernels.paged_kv import attend_paged_kv
 
 LOG2E = 1.4426950408889634
+MAX_HEAD_DIM = 512
 
 
 # Per-step values are not specialised on: a block-table width, a row offset or a sequence count
@@ -45,6 +46,8 @@ def _prefill_kernel(
     c_stride_head,
     block_size,
     num_seqs,
+    window,
+    softcap_l2,
     GROUP: tl.constexpr,
     HEAD_DIM: tl.constexpr,
     D_PAD: tl.constexpr,
@@ -52,6 +55,8 @@ def _prefill_kernel(
     BLOCK_N: tl.constexpr,
     FP8: tl.constexpr,
     SKIP_SINGLE: tl.constexpr,
+    WINDOW: tl.constexpr,
+    SOFTCAP: tl.constexpr,
 ):
     slot = tl.program_id(0)
     h = tl.program_id(1)
@@ -91,6 +96,10 @@ def _prefill_kernel(
 
     # keys past the tile's last query position are causally invisible to every row of the tile
     kv_end = tl.minimum(seq_len, ctx + (tile + 1) * BLOCK_M)
+    # and, with a window, keys before the tile's first row's window are invisible to all of it
+    kv_start = 0
+    if WINDOW:
+        kv_start = tl.maximum(ctx + tile * BLOCK_M - window + 1, 0)
     bt_row = block_tables_ptr + seq.to(tl.int64) * bt_stride
     m_i, l_i, acc = attend_paged_kv(
         q,
@@ -98,7 +107,7 @@ def _prefill_kernel(
         k_cache_ptr,
         v_cache_ptr,
         kvh * c_stride_head,
-        0,
+        kv_start,
         kv_end,
         q_pos,
         qk_scale,
@@ -109,11 +118,15 @@ def _prefill_kernel(
         c_stride_tok,
         offs_d,
         d_mask,
+        window,
+        softcap_l2,
         ROWS=BLOCK_M,
         D_PAD=D_PAD,
         BLOCK_N=BLOCK_N,
         CAUSAL=True,
         FP8=FP8,
+        WINDOW=WINDOW,
+        SOFTCAP=SOFTCAP,
     )
 
     safe_l = tl.where(l_i == 0.0, 1.0, l_i)
@@ -138,8 +151,13 @@ def paged_prefill(
     k_scale: float = 1.0,
     v_scale: float = 1.0,
     skip_single: bool = False,
+    window: int | None = None,
+    softcap: float | None = None,
 ) -> torch.Tensor:
     """Causal attention of each sequence's query rows over its paged context, written into `out`.
+    `window`: a row at position q sees keys q - window < k <= q only; `softcap`: the scaled
+    logits capped to cap * tanh(logits / cap). Head dims up to 512 (wide heads take narrower
+    tiles, one stage: K and V tiles of 512-wide heads would not fit shared memory otherwise).
 
     Handles any query length (decode rows too, only less efficiently than `paged_decode`).
     `query_start_loc` [num_seqs + 1] holds absolute row offsets into query/out, so a caller may
@@ -157,8 +175,14 @@ def paged_prefill(
         raise ValueError("query and out need a contiguous head_dim")
     if num_seqs == 0 or max_query_len == 0:
         return out
+    if head_dim > MAX_HEAD_DIM:
+        raise ValueError(f"head_dim {head_dim} is past the kernel's {MAX_HEAD_DIM}")
     block_m = 64 if max_query_len > 16 else 16
-    block_n = 64
+    block_n, warps, stages = 64, 4, 2
+    if head_dim > 256:
+        block_m, block_n, warps, stages = min(block_m, 32), 32, 8, 1
+    elif head_dim > 128:
+        block_n, warps = 32, 8
     grid = (query.shape[0] // block_m + num_seqs, num_q_heads)
     _prefill_kernel[grid](
         query,
@@ -181,6 +205,8 @@ def paged_prefill(
         k_cache.stride(2),
         block_size,
         num_seqs,
+        int(window or 0),
+        float(softcap or 1.0) * LOG2E,
         GROUP=num_q_heads // num_kv_heads,
         HEAD_DIM=head_dim,
         D_PAD=triton.next_power_of_2(head_dim),
@@ -188,7 +214,9 @@ def paged_prefill(
         BLOCK_N=block_n,
         FP8=k_cache.dtype == torch.float8_e4m3fn,
         SKIP_SINGLE=skip_single,
-        num_warps=4,
-        num_stages=2,
+        WINDOW=window is not None,
+        SOFTCAP=softcap is not None,
+        num_warps=warps,
+        num_stages=stages,
     )
     return out

@@ -94,6 +94,7 @@ def compile_attention_variants(runner) -> None:
     cfg, dev = runner.config, runner.device
     dtype = next(runner.model.parameters()).dtype
     scales = {"k_scale": runner.backend.k_scale, "v_scale": runner.backend.v_scale}
+    scales["window"] = getattr(runner.model.layers[0].self_attn, "sliding_window", None)
     for rows in (1, 17):  # prefill tiles of 16 and of 64 rows
         query = torch.zeros((rows, cfg.num_attention_heads, cfg.head_dim), dtype=dtype, device=dev)
         width = -(-rows // runner.block_size)
