@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from serving.loader.errors import ModelLoadError
+from serving.loader.moe_config import MOE_ARCHS, MoEConfig, moe_config_from_hf
 
-SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3")
+SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", *MOE_ARCHS)
 SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3", "freq_factors")
 
 
@@ -32,6 +33,7 @@ class ModelConfig:
     qk_norm: bool  # per-head RMSNorm on q and k before RoPE (Qwen3)
     bos_token_id: int | None
     eos_token_ids: list[int] = field(default_factory=list)
+    moe: MoEConfig | None = None  # mixture of experts (serving/loader/moe_config.py)
 
     def validate(self, source: str) -> None:
         if self.arch not in SUPPORTED_ARCHS:
@@ -109,10 +111,11 @@ def config_from_hf(cfg: dict[str, Any], generation_cfg: dict[str, Any], source: 
             # Qwen2 always has qkv bias (its config has no flag); Llama/Qwen3 say so in
             # attention_bias
             attention_bias=True if arch == "qwen2" else bool(cfg.get("attention_bias", False)),
-            qk_norm=arch == "qwen3",
+            qk_norm=arch in ("qwen3", "qwen3_moe"),
             bos_token_id=cfg.get("bos_token_id"),
             eos_token_ids=_eos_list(generation_cfg.get("eos_token_id"), cfg.get("eos_token_id")),
         )
+        config.moe = moe_config_from_hf(arch, cfg, config.num_hidden_layers, source)
     except KeyError as exc:
         raise ModelLoadError(f"{source}: config.json lacks required key {exc.args[0]!r}") from exc
     config.validate(source)

@@ -13,6 +13,7 @@ from serving.loader.config import ModelConfig
 from serving.loader.errors import ModelLoadError
 from serving.loader.gguf_file import load_gguf
 from serving.loader.hf_dir import load_hf_dir
+from serving.loader.moe_config import expert_tensor_names
 from serving.loader.shard import ShardSpec
 from serving.tokenizer import Tokenizer
 
@@ -47,8 +48,12 @@ def expected_tensor_names(config: ModelConfig) -> set[str]:
         per_layer += [f"self_attn.{p}_proj.bias" for p in "qkv"]
     if config.qk_norm:
         per_layer += ["self_attn.q_norm.weight", "self_attn.k_norm.weight"]
+    dense_mlp = {f"mlp.{p}_proj.weight" for p in ("gate", "up", "down")}
     for i in range(config.num_hidden_layers):
-        names.update(f"model.layers.{i}.{p}" for p in per_layer)
+        sparse = config.moe is not None and config.moe.is_sparse(i)
+        names.update(f"model.layers.{i}.{p}" for p in per_layer if not (sparse and p in dense_mlp))
+        if sparse:
+            names.update(expert_tensor_names(config.moe, i))
     return names
 
 

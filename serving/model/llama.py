@@ -15,6 +15,8 @@ from serving.attention.base import AttentionBackend, AttentionMetadata
 from serving.distributed.context import ParallelContext
 from serving.distributed.partition import vocab_shard_size
 from serving.model.layers import DecoderLayer, RMSNorm
+from serving.model.moe import SparseMoeBlock
+from serving.model.moe_weights import moe_state_dict
 from serving.model.parallel_layers import (
     ColumnParallelLinear,
     VocabParallelEmbedding,
@@ -22,7 +24,7 @@ from serving.model.parallel_layers import (
 )
 from serving.model.rope import RotaryEmbedding
 
-SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3")
+SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "qwen3_moe")
 
 
 class LlamaForCausalLM(nn.Module):
@@ -95,6 +97,7 @@ def _fused_state_dict(config, sd: dict[str, torch.Tensor], o_bias: bool) -> dict
             return torch.empty(0)
         return sd[name]
 
+    moe = getattr(config, "moe", None)
     out = {
         "embed_tokens.weight": take("model.embed_tokens.weight"),
         "norm.weight": take("model.norm.weight"),
@@ -117,12 +120,14 @@ def _fused_state_dict(config, sd: dict[str, torch.Tensor], o_bias: bool) -> dict
         if getattr(config, "qk_norm", False):
             out[q + "self_attn.q_norm.weight"] = take(attn + "q_norm.weight")
             out[q + "self_attn.k_norm.weight"] = take(attn + "k_norm.weight")
-        out[q + "mlp.gate_up_proj.weight"] = torch.cat(
-            [take(p + "mlp.gate_proj.weight"), take(p + "mlp.up_proj.weight")], dim=0
-        )
-        out[q + "mlp.down_proj.weight"] = take(p + "mlp.down_proj.weight")
+        if moe is None or not moe.is_sparse(i):
+            out[q + "mlp.gate_up_proj.weight"] = torch.cat(
+                [take(p + "mlp.gate_proj.weight"), take(p + "mlp.up_proj.weight")], dim=0
+            )
+            out[q + "mlp.down_proj.weight"] = take(p + "mlp.down_proj.weight")
         out[q + "input_layernorm.weight"] = take(p + "input_layernorm.weight")
         out[q + "post_attention_layernorm.weight"] = take(p + "post_attention_layernorm.weight")
+    out.update(moe_state_dict(config, sd, take))
     if missing:
         shown = ", ".join(missing[:5]) + (
             f" (+{len(missing) - 5} more)" if len(missing) > 5 else ""
@@ -142,8 +147,13 @@ def build_model(
     With `tp` (world size > 1) the state dict holds this rank's shard (serving/loader/shard.py)."""
     qkv_bias = "model.layers.0.self_attn.q_proj.bias" in state_dict
     o_bias = "model.layers.0.self_attn.o_proj.bias" in state_dict
+    moe = getattr(config, "moe", None)
+    if moe is not None and tp is not None and tp.world_size > 1:
+        raise ValueError("tensor parallelism is not supported for mixture-of-experts models")
     with torch.device("meta"):
         model = LlamaForCausalLM(config, qkv_bias=qkv_bias, o_bias=o_bias, tp=tp)
+        for i in moe.sparse_layers if moe is not None else ():  # experts where the MLP stood
+            model.layers[i].mlp = SparseMoeBlock(config.hidden_size, moe, i)
     fused = _fused_state_dict(config, state_dict, o_bias)
     expected = dict(model.named_parameters())
     for name, param in expected.items():

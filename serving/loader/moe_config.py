@@ -1,0 +1,92 @@
+"""Mixture-of-experts facts of a config.json: how many experts, how many a token takes, how the
+router turns logits into weights, which layers are sparse, and the experts' activation; and the
+expert tensors an HF checkpoint holds. Options this engine does not implement are refused, each
+by name.
+
+Routers (HF transformers' definitions):
+- `softmax_topk` (Qwen3-MoE): softmax over all experts in fp32, the top k, renormalised to sum
+  to 1 when `norm_topk_prob`;
+- `topk_softmax` (gpt-oss): the top k router logits (the router has a bias), softmax over them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from serving.loader.errors import ModelLoadError
+
+SOFTMAX_TOPK = "softmax_topk"
+TOPK_SOFTMAX = "topk_softmax"
+MOE_ARCHS = ("qwen3_moe",)
+
+
+@dataclass(frozen=True)
+class MoEConfig:
+    num_experts: int
+    top_k: int
+    intermediate_size: int  # of one expert
+    router: str  # SOFTMAX_TOPK | TOPK_SOFTMAX
+    renormalize: bool  # SOFTMAX_TOPK: the top-k weights rescaled to sum to 1
+    sparse_layers: tuple[int, ...]  # the others keep the dense MLP (intermediate_size)
+    activation: str = "silu"  # "silu" | "swiglu_oai" (serving/kernels/moe_activation.py)
+    swiglu_alpha: float = 1.702
+    swiglu_limit: float = 7.0
+    expert_bias: bool = False  # gate/up and down projections carry a bias per expert
+    router_bias: bool = False
+
+    def is_sparse(self, layer: int) -> bool:
+        return layer in self.sparse_layers
+
+
+def qwen3_moe_config(cfg: dict[str, Any], num_layers: int, source: str) -> MoEConfig | None:
+    """None when the checkpoint has no experts (num_experts = 0: every layer dense)."""
+    if cfg.get("sliding_window") is not None or cfg.get("use_sliding_window"):
+        raise ModelLoadError(
+            f"{source}: sliding_window / use_sliding_window is not supported for qwen3_moe"
+        )
+    act = cfg.get("hidden_act", "silu")
+    if act != "silu":
+        raise ModelLoadError(f"{source}: hidden_act={act!r} is not supported (silu only)")
+    num_experts = int(cfg.get("num_experts", cfg.get("num_local_experts", 0)) or 0)
+    if num_experts == 0:
+        return None
+    top_k = int(cfg.get("num_experts_per_tok", 0))
+    if not 1 <= top_k <= num_experts:
+        raise ModelLoadError(
+            f"{source}: num_experts_per_tok={top_k} must be in 1..num_experts={num_experts}"
+        )
+    step = int(cfg.get("decoder_sparse_step", 1) or 0)
+    if step < 1:
+        raise ModelLoadError(f"{source}: decoder_sparse_step={step} must be at least 1")
+    dense = {int(i) for i in cfg.get("mlp_only_layers") or []}
+    if any(not 0 <= i < num_layers for i in dense):
+        raise ModelLoadError(
+            f"{source}: mlp_only_layers={sorted(dense)} names layers outside 0..{num_layers - 1}"
+        )
+    sparse = tuple(i for i in range(num_layers) if i not in dense and (i + 1) % step == 0)
+    return MoEConfig(
+        num_experts=num_experts,
+        top_k=top_k,
+        intermediate_size=int(cfg["moe_intermediate_size"]),
+        router=SOFTMAX_TOPK,
+        renormalize=bool(cfg.get("norm_topk_prob", False)),
+        sparse_layers=sparse,
+    )
+
+
+def moe_config_from_hf(
+    arch: str, cfg: dict[str, Any], num_layers: int, source: str
+) -> MoEConfig | None:
+    if arch == "qwen3_moe":
+        return qwen3_moe_config(cfg, num_layers, source)
+    return None
+
+
+def expert_tensor_names(moe: MoEConfig, layer: int) -> list[str]:
+    """The HF names of one sparse layer's router and experts (per-expert tensors)."""
+    p = f"model.layers.{layer}.mlp."
+    names = [p + "gate.weight"]
+    for e in range(moe.num_experts):
+        names += [f"{p}experts.{e}.{x}_proj.weight" for x in ("gate", "up", "down")]
+    return names

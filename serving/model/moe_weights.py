@@ -1,0 +1,34 @@
+"""HF expert tensors -> the stacked parameters of `SparseMoeBlock` (serving/model/moe.py).
+
+Qwen3-MoE checkpoints hold one tensor per expert and projection
+(`mlp.experts.{e}.{gate,up,down}_proj.weight`, [I, H] / [H, I]) and the router as
+`mlp.gate.weight` [E, H]; they are stacked into w13 [E, 2I, H] (gate rows, then up rows) and
+w2 [E, H, I].
+"""
+
+from __future__ import annotations
+
+import torch
+
+from serving.loader.moe_config import MoEConfig
+
+
+def moe_state_dict(config, sd: dict[str, torch.Tensor], take) -> dict[str, torch.Tensor]:
+    """This module's names for every sparse layer's router and experts; `take(name)` reads a
+    tensor of `sd` (recording a missing one)."""
+    moe: MoEConfig | None = getattr(config, "moe", None)
+    out: dict[str, torch.Tensor] = {}
+    if moe is None:
+        return out
+    for i in moe.sparse_layers:
+        p, q = f"model.layers.{i}.mlp.", f"layers.{i}.mlp."
+        experts = range(moe.num_experts)
+        out[q + "router.weight"] = take(p + "gate.weight")
+        gate = [take(f"{p}experts.{e}.gate_proj.weight") for e in experts]
+        up = [take(f"{p}experts.{e}.up_proj.weight") for e in experts]
+        down = [take(f"{p}experts.{e}.down_proj.weight") for e in experts]
+        if any(t.numel() == 0 for t in gate + up + down):
+            continue  # `take` recorded what is missing
+        out[q + "w13"] = torch.cat([torch.stack(gate), torch.stack(up)], dim=1)
+        out[q + "w2"] = torch.stack(down)
+    return out
