@@ -48,31 +48,47 @@ def qwen3_moe_config(cfg: dict[str, Any], num_layers: int, source: str) -> MoECo
     act = cfg.get("hidden_act", "silu")
     if act != "silu":
         raise ModelLoadError(f"{source}: hidden_act={act!r} is not supported (silu only)")
-    num_experts = int(cfg.get("num_experts", cfg.get("num_local_experts", 0)) or 0)
-    if num_experts == 0:
+    num_experts = _int(cfg, "num_experts", _int(cfg, "num_local_experts", 0, source), source)
+    if num_experts <= 0:
         return None
-    top_k = int(cfg.get("num_experts_per_tok", 0))
+    top_k = _int(cfg, "num_experts_per_tok", 0, source)
     if not 1 <= top_k <= num_experts:
         raise ModelLoadError(
             f"{source}: num_experts_per_tok={top_k} must be in 1..num_experts={num_experts}"
         )
-    step = int(cfg.get("decoder_sparse_step", 1) or 0)
+    step = _int(cfg, "decoder_sparse_step", 1, source)
     if step < 1:
         raise ModelLoadError(f"{source}: decoder_sparse_step={step} must be at least 1")
-    dense = {int(i) for i in cfg.get("mlp_only_layers") or []}
+    listed = cfg.get("mlp_only_layers") or []
+    if not isinstance(listed, list) or any(type(i) is not int for i in listed):
+        raise ModelLoadError(f"{source}: mlp_only_layers={listed!r} must list layer indices")
+    dense = set(listed)
     if any(not 0 <= i < num_layers for i in dense):
         raise ModelLoadError(
             f"{source}: mlp_only_layers={sorted(dense)} names layers outside 0..{num_layers - 1}"
         )
+    inner = _int(cfg, "moe_intermediate_size", 0, source)
+    if inner <= 0:
+        raise ModelLoadError(f"{source}: moe_intermediate_size={inner} must be positive")
     sparse = tuple(i for i in range(num_layers) if i not in dense and (i + 1) % step == 0)
     return MoEConfig(
         num_experts=num_experts,
         top_k=top_k,
-        intermediate_size=int(cfg["moe_intermediate_size"]),
+        intermediate_size=inner,
         router=SOFTMAX_TOPK,
         renormalize=bool(cfg.get("norm_topk_prob", False)),
         sparse_layers=sparse,
     )
+
+
+def _int(cfg: dict[str, Any], key: str, default: int, source: str) -> int:
+    """cfg[key] as an int (absent or null: `default`)."""
+    value = cfg.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ModelLoadError(f"{source}: {key}={value!r} must be an integer")
+    return value
 
 
 def moe_config_from_hf(
@@ -83,10 +99,19 @@ def moe_config_from_hf(
     return None
 
 
-def expert_tensor_names(moe: MoEConfig, layer: int) -> list[str]:
-    """The HF names of one sparse layer's router and experts (per-expert tensors)."""
+def has_fused_experts(names) -> bool:
+    """Whether a state dict holds the experts stacked (transformers' in-memory layout,
+    `mlp.experts.gate_up_proj` [E, 2I, H] and `mlp.experts.down_proj` [E, H, I]) rather than one
+    tensor per expert (the layout of Qwen3-MoE checkpoints on disk)."""
+    return any(name.endswith("mlp.experts.gate_up_proj") for name in names)
+
+
+def expert_tensor_names(moe: MoEConfig, layer: int, fused: bool = False) -> list[str]:
+    """The HF names of one sparse layer's router and experts."""
     p = f"model.layers.{layer}.mlp."
     names = [p + "gate.weight"]
+    if fused:
+        return names + [p + "experts.gate_up_proj", p + "experts.down_proj"]
     for e in range(moe.num_experts):
         names += [f"{p}experts.{e}.{x}_proj.weight" for x in ("gate", "up", "down")]
     return names

@@ -18,6 +18,15 @@ def _full_shape(name: str, config) -> tuple[int, ...]:
     leaf = name.rsplit(".", 2)[-2]
     if name in ("model.embed_tokens.weight", "lm_head.weight"):
         return (config.vocab_size, h)
+    moe = config.moe
+    if moe is not None:  # the experts stacked per layer (moe_config.has_fused_experts)
+        e, i = moe.num_experts, moe.intermediate_size
+        if name.endswith(".mlp.gate.weight"):
+            return (e, h)
+        if name.endswith(".mlp.experts.gate_up_proj"):
+            return (e, 2 * i, h)
+        if name.endswith(".mlp.experts.down_proj"):
+            return (e, h, i)
     table = {
         "q_proj": (q, h),
         "k_proj": (kv, h),
@@ -46,7 +55,7 @@ def random_loaded(
     """A LoadedModel (no tokenizer) of random weights for an HF config dict; norms are 1 + noise."""
     config = config_from_hf(dict(hf_config), {}, name)
     state: dict[str, torch.Tensor] = {}
-    for i, tensor_name in enumerate(sorted(expected_tensor_names(config))):
+    for i, tensor_name in enumerate(sorted(expected_tensor_names(config, config.moe is not None))):
         gen = torch.Generator(device=device).manual_seed(seed * 100_003 + i)
         full = torch.randn(
             _full_shape(tensor_name, config), generator=gen, device=device, dtype=torch.float32

@@ -3,7 +3,8 @@
 Qwen3-MoE checkpoints hold one tensor per expert and projection
 (`mlp.experts.{e}.{gate,up,down}_proj.weight`, [I, H] / [H, I]) and the router as
 `mlp.gate.weight` [E, H]; they are stacked into w13 [E, 2I, H] (gate rows, then up rows) and
-w2 [E, H, I].
+w2 [E, H, I]. transformers' in-memory layout (a model's `state_dict()`) is already stacked the same
+way (`mlp.experts.gate_up_proj`, `mlp.experts.down_proj`) and is taken as it is, without a copy.
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ def moe_state_dict(config, sd: dict[str, torch.Tensor], take) -> dict[str, torch
         p, q = f"model.layers.{i}.mlp.", f"layers.{i}.mlp."
         experts = range(moe.num_experts)
         out[q + "router.weight"] = take(p + "gate.weight")
+        if p + "experts.gate_up_proj" in sd:
+            out[q + "w13"] = take(p + "experts.gate_up_proj")
+            out[q + "w2"] = take(p + "experts.down_proj")
+            continue
         gate = [take(f"{p}experts.{e}.gate_proj.weight") for e in experts]
         up = [take(f"{p}experts.{e}.up_proj.weight") for e in experts]
         down = [take(f"{p}experts.{e}.down_proj.weight") for e in experts]
