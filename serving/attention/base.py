@@ -8,6 +8,11 @@ total, the last `query_lens[i]` of which are this step's queries (prefill chunk 
 token); the first `seq_lens[i] - query_lens[i]` are already in the paged cache (earlier chunks or
 prefix-cache hits). Attention is causal within that context.
 
+A layer with a sliding `window` sees, from a query at position q, the keys at positions
+q - window < k <= q; block-table entries wholly before that may point at the group's null block
+(freed blocks, serving/engine/core/sliding_blocks.py) and are never read. A `softcap` bounds the
+scaled logits to (-softcap, softcap) by softcap * tanh(logits / softcap) before the softmax.
+
 KV cache per layer: `k_cache`, `v_cache` of shape [num_blocks, block_size, num_kv_heads, head_dim].
 Token t of sequence i lives in block `block_tables[i, t // block_size]`, row `t % block_size`;
 `slot_mapping[j] = block * block_size + row` for each new token j (-1: do not write).
@@ -15,7 +20,7 @@ Token t of sequence i lives in block `block_tables[i, t // block_size]`, row `t 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import torch
@@ -42,6 +47,19 @@ class AttentionMetadata:
     # them.
     decode_seq_lens: torch.Tensor | None = None
     decode_rows: torch.Tensor | None = None
+    # KV-cache groups past the first (serving/attention/layer_spec.py): each group's
+    # (block_tables, slot_mapping); the fields above are group 0's
+    group_tables: list[tuple[torch.Tensor, torch.Tensor]] | None = None
+
+    def for_groups(self, count: int) -> list[AttentionMetadata]:
+        """One metadata per KV-cache group: the same step, each group's own blocks."""
+        if count == 1 or not self.group_tables:
+            return [self] * count
+        rest = [
+            replace(self, block_tables=tables, slot_mapping=slots, group_tables=None)
+            for tables, slots in self.group_tables
+        ]
+        return [self, *rest]
 
     @property
     def num_seqs(self) -> int:
@@ -71,4 +89,6 @@ class AttentionBackend(Protocol):
         v_cache: torch.Tensor,
         meta: AttentionMetadata,
         scale: float,
+        window: int | None = None,  # sliding window: keys q - window < k <= q (None: all)
+        softcap: float | None = None,  # logits -> softcap * tanh(logits / softcap)
     ) -> torch.Tensor: ...  # [num_tokens, num_heads, head_dim]

@@ -31,10 +31,24 @@ def set_scale_fault(layer: int | None, factor: float = 1.0) -> None:
     _fault = None if layer is None else (int(layer), float(factor))
 
 
+_layers: dict[int, int] = {}  # a K cache view's data pointer -> its layer
+
+
+def register_layer_caches(kv_caches: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+    """The runner names each layer's cache views (several KV-cache groups: several tensors);
+    the latest runner's replace any earlier ones."""
+    _layers.clear()
+    for i, (k_cache, _) in enumerate(kv_caches):
+        _layers.setdefault(k_cache.data_ptr(), i)
+
+
 def layer_of(k_cache: torch.Tensor) -> int:
-    """The layer a K (or V) cache view belongs to. The runner's cache is one tensor
-    [layers, 2, blocks, block_size, kv_heads, head_dim] and each layer gets views [i, 0] / [i, 1],
-    so a view's storage offset divided by one layer's K+V size is its layer index."""
+    """The layer a K (or V) cache view belongs to: as registered by the runner, else from the
+    one-tensor layout [layers, 2, blocks, block_size, kv_heads, head_dim], where a view's storage
+    offset divided by one layer's K+V size is its layer index."""
+    found = _layers.get(k_cache.data_ptr())
+    if found is not None:
+        return found
     return k_cache.storage_offset() // (2 * k_cache.numel())
 
 

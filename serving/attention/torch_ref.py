@@ -39,6 +39,8 @@ class TorchRefBackend:
         v_cache: torch.Tensor,
         meta: AttentionMetadata,
         scale: float,
+        window: int | None = None,
+        softcap: float | None = None,
     ) -> torch.Tensor:
         scale = faulted_scale(scale, k_cache)  # test-only switch; a no-op unless set
         num_heads = query.shape[1]
@@ -53,7 +55,7 @@ class TorchRefBackend:
         num_decode = meta.num_decode_tokens
         if num_decode > 1:
             out[:num_decode] = self._decode_batch(
-                query[:num_decode], k_cache, v_cache, meta, slens, scale
+                query[:num_decode], k_cache, v_cache, meta, slens, scale, window, softcap
             )
         else:
             num_decode = 0
@@ -69,20 +71,31 @@ class TorchRefBackend:
             k = k.to(query.dtype).transpose(0, 1).repeat_interleave(group, dim=0)
             v = v.to(query.dtype).transpose(0, 1).repeat_interleave(group, dim=0)
             q = query[start : start + qlen].transpose(0, 1)
-            if qlen == 1:
+            if qlen == 1 and window is None:
                 mask = None  # one query at the end of its context sees everything
             else:
                 # query j sits at absolute position slen - qlen + j and sees keys 0..that position
+                # (and, with a window, none at or before that position - window)
                 qpos = torch.arange(slen - qlen, slen, device=query.device)[:, None]
-                mask = torch.arange(slen, device=query.device)[None, :] <= qpos
-            o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+                kpos = torch.arange(slen, device=query.device)[None, :]
+                mask = kpos <= qpos
+                if window is not None:
+                    mask = mask & (kpos > qpos - window)
+            o = attend(q, k, v, mask, scale, softcap)
             out[start : start + qlen] = o.transpose(0, 1)
             start += qlen
         return out
 
     @staticmethod
     def _decode_batch(
-        query, k_cache, v_cache, meta: AttentionMetadata, slens: list[int], scale: float
+        query,
+        k_cache,
+        v_cache,
+        meta: AttentionMetadata,
+        slens: list[int],
+        scale: float,
+        window: int | None,
+        softcap: float | None,
     ):
         """One query per sequence: gather every context padded to the longest, mask the padding.
         A kv head's `group` query heads ride in SDPA's query-length slot, so GQA needs no copy."""
@@ -97,7 +110,30 @@ class TorchRefBackend:
         v = v_cache.index_select(0, blocks).view(n, nb * block_size, num_kv_heads, head_dim)
         k, v = k.transpose(1, 2).to(query.dtype), v.transpose(1, 2).to(query.dtype)
         lens = meta.seq_lens[:n].to(query.device)
-        mask = torch.arange(k.shape[2], device=query.device)[None, :] < lens[:, None]  # [n, padded]
+        kpos = torch.arange(k.shape[2], device=query.device)[None, :]
+        mask = kpos < lens[:, None]  # [n, padded]
+        if window is not None:  # the query sits at lens - 1
+            mask = mask & (kpos > lens[:, None] - 1 - window)
         q = query.reshape(n, num_kv_heads, group, head_dim)
-        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None, None, :], scale=scale)
+        o = attend(q, k, v, mask[:, None, None, :], scale, softcap)
         return o.reshape(n, num_heads, head_dim)
+
+
+def attend(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None,
+    scale: float,
+    softcap: float | None,
+) -> torch.Tensor:
+    """Masked softmax attention; with `softcap`, the scaled logits are capped first (HF's eager
+    order: scale, cap, mask, float32 softmax)."""
+    if softcap is None:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+    logits = torch.matmul(q, k.transpose(-1, -2)) * scale
+    logits = torch.tanh(logits / softcap) * softcap
+    if mask is not None:
+        logits = logits.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(logits, dim=-1, dtype=torch.float32).to(q.dtype)
+    return torch.matmul(weights, v)

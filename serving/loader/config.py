@@ -6,16 +6,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from serving.attention.layer_spec import LayerSpec, RopeSpec
 from serving.loader.errors import ModelLoadError
 from serving.loader.moe_config import MOE_ARCHS, MoEConfig, moe_config_from_hf
 
-SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", *MOE_ARCHS)
-SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3", "freq_factors")
+LLAMA_ARCHS = ("llama", "qwen2", "qwen3", "mistral", *MOE_ARCHS)
+GEMMA_ARCHS = ("gemma3_text", "gemma4_text")
+SUPPORTED_ARCHS = LLAMA_ARCHS + GEMMA_ARCHS
+MAX_HEAD_DIM = 512
+SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3", "freq_factors", "proportional")
 
 
 @dataclass
 class ModelConfig:
-    arch: str  # "llama" | "qwen2" | "qwen3"
+    arch: str  # one of SUPPORTED_ARCHS
     vocab_size: int
     hidden_size: int
     intermediate_size: int
@@ -34,6 +38,32 @@ class ModelConfig:
     bos_token_id: int | None
     eos_token_ids: list[int] = field(default_factory=list)
     moe: MoEConfig | None = None  # mixture of experts (serving/loader/moe_config.py)
+    # per-layer attention geometry; None: every layer as the fields above say (uniform_layers)
+    layer_specs: list[LayerSpec] | None = None
+    sliding_window: int | None = None  # Mistral: every layer (None: full attention)
+    final_logit_softcap: float | None = None  # logits -> cap * tanh(logits / cap) (Gemma)
+    hidden_activation: str = "silu"  # the MLP gate's activation: "silu" | "gelu_pytorch_tanh"
+    # Gemma 4: per-layer input embeddings (0: none), their vocabulary; full layers whose value
+    # projection is the key projection's output (attention_k_eq_v)
+    per_layer_input_size: int = 0
+    per_layer_vocab_size: int = 0
+    k_eq_v: bool = False
+    double_wide_mlp_layers: tuple[int, ...] = ()  # Gemma 4: KV-sharing layers with 2x MLP
+
+    def layers(self) -> list[LayerSpec]:
+        """Each decoder layer's attention geometry."""
+        if self.layer_specs is not None:
+            return self.layer_specs
+        scaling = None if self.rope_scaling is None else _frozen(self.rope_scaling)
+        spec = LayerSpec(
+            num_heads=self.num_attention_heads,
+            num_kv_heads=self.num_key_value_heads,
+            head_dim=self.head_dim,
+            scale=self.head_dim**-0.5,
+            rope=RopeSpec(self.rope_theta, scaling),
+            sliding_window=self.sliding_window,
+        )
+        return [spec] * self.num_hidden_layers
 
     def validate(self, source: str) -> None:
         if self.arch not in SUPPORTED_ARCHS:
@@ -46,15 +76,30 @@ class ModelConfig:
                 f"{source}: num_attention_heads={self.num_attention_heads} is not a multiple of "
                 f"num_key_value_heads={self.num_key_value_heads}"
             )
-        if self.head_dim % 2:
-            raise ModelLoadError(f"{source}: head_dim={self.head_dim} must be even for RoPE")
-        if self.rope_scaling is not None:
-            kind = self.rope_scaling.get("rope_type")
-            if kind not in SUPPORTED_ROPE_TYPES:
+        for i, spec in enumerate(self.layers()):
+            where = f"{source}: layer {i}"
+            if spec.num_heads % spec.num_kv_heads:
                 raise ModelLoadError(
-                    f"{source}: unsupported rope scaling type {kind!r} "
+                    f"{where}: {spec.num_heads} attention heads are not a multiple of "
+                    f"{spec.num_kv_heads} KV heads"
+                )
+            if spec.head_dim % 2 or spec.head_dim > MAX_HEAD_DIM:
+                raise ModelLoadError(
+                    f"{where}: head_dim={spec.head_dim} must be even (RoPE) and at most "
+                    f"{MAX_HEAD_DIM} (the attention kernels)"
+                )
+            if spec.sliding_window is not None and spec.sliding_window < 1:
+                raise ModelLoadError(f"{where}: sliding_window={spec.sliding_window} < 1")
+            kind = (spec.rope.scaling_dict or {}).get("rope_type")
+            if kind is not None and kind not in SUPPORTED_ROPE_TYPES:
+                raise ModelLoadError(
+                    f"{where}: unsupported rope scaling type {kind!r} "
                     f"(supported: {', '.join(SUPPORTED_ROPE_TYPES)})"
                 )
+
+
+def _frozen(scaling: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in scaling.items()))
 
 
 def normalize_rope_scaling(raw: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -83,11 +128,9 @@ def config_from_hf(cfg: dict[str, Any], generation_cfg: dict[str, Any], source: 
     """Build from a parsed config.json (+ generation_config.json, whose eos list wins over
     config's)."""
     arch = cfg.get("model_type")
-    if arch not in SUPPORTED_ARCHS:
-        raise ModelLoadError(
-            f"{source}: unsupported architecture model_type={arch!r} "
-            f"(supported: {', '.join(SUPPORTED_ARCHS)})"
-        )
+    from serving.loader.families import apply_gemma_config, refuse_unsupported, window_of
+
+    refuse_unsupported(cfg, source)
     if cfg.get("mlp_bias"):
         raise ModelLoadError(f"{source}: mlp_bias=true is not supported")
     try:
@@ -114,8 +157,11 @@ def config_from_hf(cfg: dict[str, Any], generation_cfg: dict[str, Any], source: 
             qk_norm=arch in ("qwen3", "qwen3_moe"),
             bos_token_id=cfg.get("bos_token_id"),
             eos_token_ids=_eos_list(generation_cfg.get("eos_token_id"), cfg.get("eos_token_id")),
+            sliding_window=window_of(cfg) if arch == "mistral" else None,
         )
         config.moe = moe_config_from_hf(arch, cfg, config.num_hidden_layers, source)
+        if arch in GEMMA_ARCHS:
+            apply_gemma_config(config, cfg, source)
     except KeyError as exc:
         raise ModelLoadError(f"{source}: config.json lacks required key {exc.args[0]!r}") from exc
     config.validate(source)

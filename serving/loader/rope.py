@@ -19,16 +19,23 @@ def default_inv_freq(theta: float, dim: int) -> torch.Tensor:
 
 
 def rope_inv_freq(config: ModelConfig) -> torch.Tensor:
+    """float32 [head_dim // 2] for a uniform model's layers (see `inv_freq_for`)."""
+    return inv_freq_for(config.rope_theta, config.head_dim, config.rope_scaling)
+
+
+def inv_freq_for(theta: float, head_dim: int, scaling: dict | None) -> torch.Tensor:
     """float32 [head_dim // 2]. Scaling types:
     - None: plain RoPE with `rope_theta`;
     - "linear": every frequency divided by `factor` (position interpolation);
     - "llama3": Llama-3.1's smooth low/high-frequency split (`factor`, `low_freq_factor`,
       `high_freq_factor`, `original_max_position_embeddings`);
     - "freq_factors": per-frequency divisors (`factors`, a list of head_dim // 2), as llama.cpp
-      stores Llama-3.1 scaling in a GGUF's `rope_freqs.weight` tensor.
+      stores Llama-3.1 scaling in a GGUF's `rope_freqs.weight` tensor;
+    - "proportional" (Gemma 4's full layers): only the first `partial_rotary_factor` of the
+      head's angles rotate, with exponents over the whole head_dim; the rest have frequency 0
+      (cos 1, sin 0: passed through), all divided by `factor`.
     """
-    inv_freq = default_inv_freq(config.rope_theta, config.head_dim)
-    scaling = config.rope_scaling
+    inv_freq = default_inv_freq(theta, head_dim)
     if scaling is None:
         return inv_freq
     kind = scaling.get("rope_type")
@@ -43,6 +50,12 @@ def rope_inv_freq(config: ModelConfig) -> torch.Tensor:
         return inv_freq / factors
     if kind == "llama3":
         return _llama3(inv_freq, scaling)
+    if kind == "proportional":
+        angles = int(float(scaling.get("partial_rotary_factor", 1.0)) * head_dim // 2)
+        exponents = torch.arange(0, 2 * angles, 2, dtype=torch.int64).to(torch.float32) / head_dim
+        rotated = 1.0 / (theta**exponents)
+        padded = torch.cat((rotated, torch.zeros(head_dim // 2 - angles, dtype=torch.float32)))
+        return padded / float(scaling.get("factor", 1.0))
     raise ValueError(f"unsupported rope scaling type {kind!r}")
 
 

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from serving.attention.base import AttentionBackend, AttentionMetadata
+from serving.attention.layer_spec import LayerSpec
 from serving.distributed.context import ParallelContext
 from serving.distributed.partition import balanced_range, head_shard
 from serving.model.parallel_layers import column_linear, row_linear
@@ -32,17 +33,27 @@ class RMSNorm(nn.Module):
 
 
 class Attention(nn.Module):
-    def __init__(self, config, qkv_bias: bool, o_bias: bool, tp: ParallelContext | None = None):
+    def __init__(
+        self,
+        config,
+        qkv_bias: bool,
+        o_bias: bool,
+        tp: ParallelContext | None = None,
+        spec: LayerSpec | None = None,
+    ):
         super().__init__()
-        self.num_heads = config.num_attention_heads
-        self.num_kv_heads = config.num_key_value_heads
+        spec = spec if spec is not None else config.layers()[0]
+        self.num_heads = spec.num_heads
+        self.num_kv_heads = spec.num_kv_heads
         if tp is not None:  # this rank's heads only (serving/distributed/partition.py)
             shard = head_shard(self.num_heads, self.num_kv_heads, tp.world_size, tp.rank)
             self.num_heads, self.num_kv_heads = shard.q_count, shard.kv_count
-        self.head_dim = config.head_dim
+        self.head_dim = spec.head_dim
         self.q_size = self.num_heads * self.head_dim
         self.kv_size = self.num_kv_heads * self.head_dim
-        self.scale = self.head_dim**-0.5
+        self.scale = spec.scale
+        self.sliding_window = spec.sliding_window
+        self.softcap = spec.softcap
         self.qkv_proj = column_linear(
             config.hidden_size, self.q_size + 2 * self.kv_size, qkv_bias, tp
         )
@@ -72,7 +83,9 @@ class Attention(nn.Module):
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         k_cache, v_cache = kv_cache
         backend.write_kv(k, v, k_cache, v_cache, meta.slot_mapping)
-        out = backend.forward(q, k_cache, v_cache, meta, self.scale)
+        out = backend.forward(
+            q, k_cache, v_cache, meta, self.scale, window=self.sliding_window, softcap=self.softcap
+        )
         return self.o_proj(out.reshape(n, self.q_size))
 
 
@@ -92,10 +105,17 @@ class MLP(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, config, qkv_bias: bool, o_bias: bool, tp: ParallelContext | None = None):
+    def __init__(
+        self,
+        config,
+        qkv_bias: bool,
+        o_bias: bool,
+        tp: ParallelContext | None = None,
+        spec: LayerSpec | None = None,
+    ):
         super().__init__()
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.self_attn = Attention(config, qkv_bias, o_bias, tp)
+        self.self_attn = Attention(config, qkv_bias, o_bias, tp, spec)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.mlp = MLP(config, tp)
 

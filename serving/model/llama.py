@@ -12,8 +12,10 @@ import torch
 from torch import nn
 
 from serving.attention.base import AttentionBackend, AttentionMetadata
+from serving.attention.layer_spec import kv_groups, layer_slots
 from serving.distributed.context import ParallelContext
 from serving.distributed.partition import vocab_shard_size
+from serving.model.gemma import build_gemma
 from serving.model.layers import DecoderLayer, RMSNorm
 from serving.model.moe import SparseMoeBlock
 from serving.model.moe_weights import moe_state_dict
@@ -24,7 +26,9 @@ from serving.model.parallel_layers import (
 )
 from serving.model.rope import RotaryEmbedding
 
-SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "qwen3_moe")
+GEMMA_ARCHS = ("gemma3_text", "gemma4_text")
+
+SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "mistral", "qwen3_moe")
 
 
 class LlamaForCausalLM(nn.Module):
@@ -49,11 +53,17 @@ class LlamaForCausalLM(nn.Module):
             self.embed_tokens = VocabParallelEmbedding(
                 config.vocab_size, config.hidden_size, self.tp
             )
+        specs = config.layers()
         self.layers = nn.ModuleList(
-            DecoderLayer(config, qkv_bias, o_bias, self.tp) for _ in range(config.num_hidden_layers)
+            DecoderLayer(config, qkv_bias, o_bias, self.tp, spec) for spec in specs
         )
+        if len({(s.rope, s.head_dim) for s in specs}) > 1:
+            raise ValueError(f"{config.arch}: one rope and head_dim for all layers expected")
+        groups = kv_groups(specs)
+        self.num_kv_groups = len(groups)
+        self.layer_group = [g for g, _ in layer_slots(specs, groups)]
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.rotary = RotaryEmbedding(config)
+        self.rotary = RotaryEmbedding(config, specs[0])
         self.tie_word_embeddings = bool(config.tie_word_embeddings)
         if not self.tie_word_embeddings and self.tp is None:
             self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
@@ -75,8 +85,9 @@ class LlamaForCausalLM(nn.Module):
     ) -> torch.Tensor:
         hidden = self.embed_tokens(input_ids)
         cos, sin = self.rotary.cos_sin(positions, hidden.dtype)
-        for layer, kv in zip(self.layers, kv_caches, strict=True):
-            hidden = layer(hidden, cos, sin, kv, meta, backend)
+        metas = meta.for_groups(self.num_kv_groups)
+        for layer, kv, g in zip(self.layers, kv_caches, self.layer_group, strict=True):
+            hidden = layer(hidden, cos, sin, kv, metas[g], backend)
         return self.norm(hidden)
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
@@ -142,9 +153,14 @@ def build_model(
     device: str | torch.device = "cpu",
     dtype=torch.float32,
     tp: ParallelContext | None = None,
-) -> LlamaForCausalLM:
+) -> nn.Module:
     """Build the model for `config` and load an HF-named state dict into it (shapes checked).
-    With `tp` (world size > 1) the state dict holds this rank's shard (serving/loader/shard.py)."""
+    With `tp` (world size > 1) the state dict holds this rank's shard (serving/loader/shard.py).
+    Gemma families: serving/model/gemma.py (one device)."""
+    if config.arch in GEMMA_ARCHS:
+        if tp is not None and tp.world_size > 1:
+            raise ValueError(f"{config.arch}: tensor parallelism is not supported")
+        return build_gemma(config, state_dict, device, dtype)
     qkv_bias = "model.layers.0.self_attn.q_proj.bias" in state_dict
     o_bias = "model.layers.0.self_attn.o_proj.bias" in state_dict
     moe = getattr(config, "moe", None)
@@ -164,5 +180,7 @@ def build_model(
             )
     tensors = {k: v.to(device=device, dtype=dtype).contiguous() for k, v in fused.items()}
     model.load_state_dict(tensors, strict=True, assign=True)
-    model.rotary = RotaryEmbedding(config).to(device)  # buffers were created on meta
+    model.rotary = RotaryEmbedding(config, config.layers()[0]).to(
+        device
+    )  # buffers were created on meta
     return model.eval()

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import torch
 
-from serving.loader.rope import rope_inv_freq
+from serving.attention.layer_spec import LayerSpec
+from serving.loader.rope import inv_freq_for, rope_inv_freq
 
 
 class RotaryEmbedding(torch.nn.Module):
-    def __init__(self, config):
+    def __init__(self, config, spec: LayerSpec | None = None):
         super().__init__()
-        self.register_buffer("inv_freq", rope_inv_freq(config).float(), persistent=False)
+        inv_freq = (
+            rope_inv_freq(config)
+            if spec is None
+            else inv_freq_for(spec.rope.theta, spec.head_dim, spec.rope.scaling_dict)
+        )
+        self.register_buffer("inv_freq", inv_freq.float(), persistent=False)
 
     def cos_sin(
         self, positions: torch.Tensor, dtype: torch.dtype

@@ -111,6 +111,7 @@ def serve_command(args) -> int:
         ("host", "host"),
         ("port", "port"),
         ("model", "model_path"),
+        ("served_model_name", "model_name"),
         ("tensor_parallel_size", "tensor_parallel_size"),
         ("api_server_count", "api_server_count"),
     ):

@@ -39,17 +39,53 @@ def _byte_of(ch: str) -> int:
     return dict(zip([chr(c) for c in cs], bs, strict=True))[ch]
 
 
-def save_tiny_model(arch: str, path: Path, seed: int = 0):
+TINY_WINDOW = 8  # sliding window of the tiny Mistral / Gemma checkpoints (prompts run longer)
+# per family: the config keywords beyond the shared tiny shape
+TINY_EXTRA: dict[str, dict] = {
+    "qwen3": {"head_dim": 16},
+    "mistral": {"head_dim": 16, "sliding_window": TINY_WINDOW},
+    "gemma3_text": {
+        "head_dim": 16,
+        "num_hidden_layers": 3,
+        "sliding_window": TINY_WINDOW,
+        "layer_types": ["sliding_attention", "full_attention", "sliding_attention"],
+        "query_pre_attn_scalar": 24,
+        "final_logit_softcapping": 3.0,
+        "rope_parameters": {
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e6},
+        },
+    },
+    "gemma4_text": {
+        "head_dim": 16,
+        "num_hidden_layers": 4,
+        "sliding_window": TINY_WINDOW,
+        "layer_types": ["sliding_attention", "full_attention"] * 2,
+        "global_head_dim": 32,
+        "num_global_key_value_heads": 1,
+        "attention_k_eq_v": True,
+        "hidden_size_per_layer_input": 8,
+        "vocab_size_per_layer_input": VOCAB,
+        "final_logit_softcapping": 3.0,
+    },
+}
+
+
+def save_tiny_model(arch: str, path: Path, seed: int = 0, **overrides):
     """Random weights (std 0.2: peaked logits, so greedy argmax has no numerical near-ties)."""
     import transformers as tf
 
-    cls = {
-        "llama": (tf.LlamaConfig, tf.LlamaForCausalLM),
-        "qwen2": (tf.Qwen2Config, tf.Qwen2ForCausalLM),
-        "qwen3": (tf.Qwen3Config, tf.Qwen3ForCausalLM),
-    }[arch]
-    extra = {"head_dim": 16} if arch == "qwen3" else {}
-    config = cls[0](
+    if arch in ("gemma3_text", "gemma4_text"):
+        cfg_cls = tf.Gemma3TextConfig if arch == "gemma3_text" else tf.Gemma4TextConfig
+        cls = (cfg_cls, tf.AutoModelForCausalLM.from_config)
+    else:
+        cls = {
+            "llama": (tf.LlamaConfig, tf.LlamaForCausalLM),
+            "qwen2": (tf.Qwen2Config, tf.Qwen2ForCausalLM),
+            "qwen3": (tf.Qwen3Config, tf.Qwen3ForCausalLM),
+            "mistral": (tf.MistralConfig, tf.MistralForCausalLM),
+        }[arch]
+    kwargs = dict(
         vocab_size=VOCAB,
         hidden_size=64,
         intermediate_size=128,
@@ -58,13 +94,17 @@ def save_tiny_model(arch: str, path: Path, seed: int = 0):
         num_key_value_heads=2,
         max_position_embeddings=1024,
         initializer_range=0.2,
-        tie_word_embeddings=arch == "llama",
+        tie_word_embeddings=arch == "llama" or arch.startswith("gemma"),
         rope_theta=10000.0,
         bos_token_id=None,
         eos_token_id=None,
         pad_token_id=None,
-        **extra,
     )
+    kwargs.update(TINY_EXTRA.get(arch, {}))
+    kwargs.update(overrides)
+    if arch.startswith("gemma"):
+        kwargs.pop("rope_theta")
+    config = cls[0](**kwargs)
     torch.manual_seed(seed)
     model = cls[1](config).eval()
     with torch.no_grad():  # norms start at 1.0; randomize them so they are tested too
@@ -73,6 +113,9 @@ def save_tiny_model(arch: str, path: Path, seed: int = 0):
                 p.copy_(
                     1.0 + 0.3 * torch.randn_like(p) if "norm" in name else 0.3 * torch.randn_like(p)
                 )
+        for name, b in model.named_buffers():
+            if name.endswith("layer_scalar"):
+                b.copy_(0.5 + torch.rand_like(b))
     model.save_pretrained(str(path))
     byte_tokenizer_json(path)
     return model

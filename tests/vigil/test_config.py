@@ -101,3 +101,25 @@ def test_production_with_real_secrets_starts(monkeypatch):
         settings.api_keys == ["k-123-long-enough-1", "k-456-long-enough-2"]
         and not settings.is_sqlite
     )
+
+
+def test_the_served_model_name_comes_from_the_model_path(monkeypatch):
+    from vigil.config import load_settings
+
+    monkeypatch.delenv("VIGIL_MODEL_NAME", raising=False)
+    monkeypatch.delenv("VIGIL_MODEL_VERSION", raising=False)
+    s = load_settings(model_path="/models/gemma-3-1b-it/")
+    assert (s.model_name, s.model_version) == ("gemma-3-1b-it", "gemma-3-1b-it")
+    assert load_settings(model_path="/m/Qwen3-0.6B-Q8_0.gguf").model_name == "Qwen3-0.6B-Q8_0"
+    named = load_settings(model_path="/models/gemma-3-1b-it", model_name="prod-chat")
+    assert named.model_name == "prod-chat"
+    assert load_settings().model_name == "SmolLM2-135M-Instruct"  # the packaged default
+    monkeypatch.setenv("VIGIL_MODEL_NAME", "from-env")
+    assert load_settings(model_path="/models/x").model_name == "from-env"
+
+
+def test_serve_takes_a_served_model_name():
+    from vigil.cli.main import build_parser
+
+    args = build_parser().parse_args(["serve", "--model", "/m/x", "--served-model-name", "chat"])
+    assert (args.model, args.served_model_name) == ("/m/x", "chat")

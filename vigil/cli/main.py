@@ -44,6 +44,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--model", help="GGUF file or Hugging Face directory (default: SmolLM2-135M-Instruct)"
     )
     serve.add_argument(
+        "--served-model-name",
+        help="the model name the API announces and answers to (default: the --model directory's "
+        "name); VIGIL_MODEL_NAME",
+    )
+    serve.add_argument(
         "--tensor-parallel-size",
         type=int,
         help="split the model over N GPUs (or N CPU processes); VIGIL_TENSOR_PARALLEL_SIZE",

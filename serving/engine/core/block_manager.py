@@ -61,6 +61,9 @@ class BlockManager:
     def usage(self) -> float:
         return 1.0 - len(self.free_queue) / self.num_blocks
 
+    def num_blocks_in_use(self) -> int:
+        return self.num_blocks - len(self.free_queue)
+
     def blocks_for(self, num_tokens: int) -> int:
         return -(-num_tokens // self.block_size)
 

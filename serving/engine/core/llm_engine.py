@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import itertools
 import time
+from functools import partial
 from typing import Any, Generic, overload
 
 from serving.engine.config import EngineConfig
-from serving.engine.core.block_manager import BlockManager
+from serving.engine.core.kv_coordinator import make_block_manager
 from serving.engine.core.output_processor import Out, OutputFactory, OutputProcessor, OutputSink
 from serving.engine.core.request import Request, Sequence
 from serving.engine.core.request_checks import check_new_request
@@ -66,9 +67,14 @@ class LLMEngine(Generic[Out]):
         self.model_config = loaded.config
         self.tokenizer = loaded.tokenizer
         self.max_model_len = worker.max_model_len
-        self.block_manager = BlockManager(
-            worker.num_blocks, cfg.block_size, cfg.enable_prefix_caching
+        self._new_block_manager = partial(
+            make_block_manager,
+            worker.kv_groups,
+            worker.group_blocks,
+            cfg.block_size,
+            cfg.enable_prefix_caching,
         )
+        self.block_manager = self._new_block_manager()
         self.scheduler = self._new_scheduler()
         eos = list(
             getattr(self.tokenizer, "eos_token_ids", None) or loaded.config.eos_token_ids or []
@@ -272,8 +278,7 @@ class LLMEngine(Generic[Out]):
             raise RuntimeError(f"reset with {len(self.requests)} requests live")
         if self._inflight is not None:  # the last lookahead step, for sequences already finished
             self._read_back(self._inflight)
-        old = self.block_manager
-        self.block_manager = BlockManager(old.num_blocks, old.block_size, old.enable_prefix_caching)
+        self.block_manager = self._new_block_manager()
         self.scheduler = self._new_scheduler()
         self._prompt_tokens_total = 0
         self._generation_tokens_total = 0

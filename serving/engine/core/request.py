@@ -56,6 +56,8 @@ class Sequence:
     # leading entries of block_table the runner's persistent batch holds (worker/input_batch.py);
     # the block manager lowers it whenever it rewrites the table
     block_table_synced: int = 0
+    # block tables of KV-cache groups past the first (kv_coordinator.py); None: one group
+    group_tables: list | None = None
 
     @property
     def num_tokens(self) -> int:

@@ -15,16 +15,20 @@ import numpy as np
 import torch
 
 from serving.attention import get_backend
+from serving.attention.fault import register_layer_caches
+from serving.attention.layer_spec import kv_groups, layer_slots
 from serving.engine.core.request import Sequence
 from serving.engine.core.scheduler import SchedulerOutput
 from serving.engine.worker.input_batch import InputBatch
 from serving.engine.worker.prompt_logprobs import record_prompt_logprobs, wants_prompt_logprobs
+from serving.engine.worker.step_inputs import build_step_inputs
 from serving.engine.worker.token_sampler import (
     DeviceSample,
     host_lists,
     host_top_logprobs,
     sample_on_device,
 )
+from serving.model.llama import LlamaForCausalLM
 
 
 @dataclass(slots=True)
@@ -37,16 +41,9 @@ class SampleResult:
 
 
 def kv_bytes_per_block(config, block_size: int, dtype: torch.dtype) -> int:
-    """K and V, every layer, one block of tokens."""
+    """K and V, every layer, one block of tokens (every group's block, for several groups)."""
     elem = torch.empty((), dtype=dtype).element_size()
-    return (
-        2
-        * config.num_hidden_layers
-        * block_size
-        * config.num_key_value_heads
-        * config.head_dim
-        * elem
-    )
+    return sum(g.bytes_per_block(block_size, elem) for g in kv_groups(config.layers()))
 
 
 _NO_TOKENS: list[int] = []  # shared, never mutated
@@ -121,6 +118,7 @@ class ModelRunner:
         device: torch.device,
         kv_dtype: torch.dtype,
         enable_cuda_graphs: bool,
+        group_blocks: list[int] | None = None,
     ):
         self.model = model
         self.config = config
@@ -131,20 +129,30 @@ class ModelRunner:
         # ids of live requests asking for prompt logprobs (kept by the engine): an empty set
         # skips the per-step scan, which would otherwise cost ~0.3 us per scheduled sequence
         self.prompt_logprob_requests: set[str] = set()
-        shape = (
-            config.num_hidden_layers,
-            2,
-            num_blocks,
-            block_size,
-            config.num_key_value_heads,
-            config.head_dim,
-        )
+        specs = config.layers()
+        self.kv_groups = kv_groups(specs)
+        counts = group_blocks or [num_blocks] * len(self.kv_groups)
+        # one tensor per KV-cache group [layers, 2, blocks, block_size, kv_heads, head_dim];
         # zeros, not empty: padded rows a kernel may touch must not hold NaN garbage
-        self.kv_cache = torch.zeros(shape, dtype=kv_dtype, device=device)
-        self.kv_caches = [(self.kv_cache[i, 0], self.kv_cache[i, 1]) for i in range(shape[0])]
-        # on GPU: fused kernels, decode steps replayed from CUDA graphs (cuda_graphs.py)
+        self.group_caches = [
+            torch.zeros(
+                (len(g.layers), 2, n, block_size, g.num_kv_heads, g.head_dim),
+                dtype=kv_dtype,
+                device=device,
+            )
+            for g, n in zip(self.kv_groups, counts, strict=True)
+        ]
+        self.kv_cache = self.group_caches[0]
+        self.kv_caches = [
+            (self.group_caches[g][j, 0], self.group_caches[g][j, 1])
+            for g, j in layer_slots(specs, self.kv_groups)
+        ]
+        register_layer_caches(self.kv_caches)
+        # on GPU: fused kernels, decode steps replayed from CUDA graphs (cuda_graphs.py), for
+        # the Llama family with one KV-cache group; other models run their modules eagerly
         self.gpu = None
-        if device.type == "cuda" and getattr(self.backend, "name", "") == "triton":
+        fused = isinstance(model, LlamaForCausalLM) and len(self.kv_groups) == 1
+        if fused and device.type == "cuda" and getattr(self.backend, "name", "") == "triton":
             from serving.engine.worker.cuda_graphs import GpuForward
 
             self.gpu = GpuForward.for_runner(self)
@@ -167,9 +175,21 @@ class ModelRunner:
     ) -> InflightStep:
         """Queue one step on the device. `pending` maps a sequence whose newest id is not on the
         host yet to its index in `previous.token_ids`: its input row is read from there."""
-        for src, dst in out.blocks_to_copy:  # copy-on-write of shared partial blocks
-            self.kv_cache[:, :, dst] = self.kv_cache[:, :, src]
-        inputs = self.input_batch.build(out.scheduled, sample_targets, pending or None)
+        for copy in out.blocks_to_copy:  # copy-on-write of shared partial blocks
+            g, src, dst = copy if len(copy) == 3 else (0, *copy)  # (group, src, dst) past one
+            cache = self.group_caches[g]
+            cache[:, :, dst] = cache[:, :, src]
+        if len(self.kv_groups) == 1:
+            inputs = self.input_batch.build(out.scheduled, sample_targets, pending or None)
+        else:
+            inputs = build_step_inputs(
+                out.scheduled,
+                sample_targets,
+                self.block_size,
+                self.device,
+                pending or None,
+                len(self.kv_groups),
+            )
         input_ids = inputs.input_ids
         if inputs.pending_rows:
             input_ids = self._take_pending(

@@ -9,8 +9,10 @@ from typing import Any
 
 import torch
 
+from serving.attention.layer_spec import KVGroup, kv_groups
 from serving.engine.config import EngineConfig
-from serving.engine.worker.runner import ModelRunner, kv_bytes_per_block
+from serving.engine.worker.kv_pool import check_pool, max_len_of_pool, plan_group_blocks
+from serving.engine.worker.runner import ModelRunner
 from serving.kernels import pdl
 from serving.model import build_model
 
@@ -22,6 +24,8 @@ class Worker:
     num_blocks: int  # KV blocks in the pool
     max_model_len: int
     tensor_parallel: Any | None  # the worker processes to close, with tensor parallel
+    kv_groups: list[KVGroup]  # the model's KV-cache groups (serving/attention/layer_spec.py)
+    group_blocks: list[int]  # blocks in each group's pool
 
 
 def set_up_worker(cfg: EngineConfig, loaded: Any, device: torch.device) -> Worker:
@@ -42,23 +46,37 @@ def set_up_worker(cfg: EngineConfig, loaded: Any, device: torch.device) -> Worke
         from serving.loader import default_model_path, load_model_files
 
         loaded = load_model_files(cfg.model_path or default_model_path())
+    groups = kv_groups(loaded.config.layers())
     if tensor_parallel is not None:
-        num_blocks = tensor_parallel.num_blocks
+        group_blocks = [tensor_parallel.num_blocks]
     else:
         model = build_model(loaded.config, loaded.state_dict, device, dtype)
-        num_blocks = cfg.num_kv_blocks or (
-            cfg.kv_cache_memory_mb
-            * 2**20
-            // kv_bytes_per_block(loaded.config, cfg.block_size, kv_dtype)
+        elem = torch.empty((), dtype=kv_dtype).element_size()
+        group_blocks = (
+            [cfg.num_kv_blocks] * len(groups)
+            if cfg.num_kv_blocks
+            else (
+                plan_group_blocks(
+                    groups,
+                    cfg.block_size,
+                    elem,
+                    cfg.kv_cache_memory_mb * 2**20,
+                    cfg.max_num_seqs,
+                    cfg.max_num_batched_tokens,
+                )
+            )
         )
+    num_blocks = group_blocks[0]
     if num_blocks < 2:
         raise ValueError(
             f"kv_cache_memory_mb={cfg.kv_cache_memory_mb} holds {num_blocks} KV blocks; need at "
             "least 2"
         )
+    if tensor_parallel is None:
+        check_pool(groups, group_blocks, cfg.block_size, cfg.max_num_batched_tokens)
     limit = cfg.max_model_len or loaded.config.max_position_embeddings
-    # a sequence must fit the pool alone, or preemption could never make room for it
-    max_model_len = min(limit, num_blocks * cfg.block_size)
+    # a sequence must fit the full-attention pools alone, or preemption could never make room
+    max_model_len = max_len_of_pool(groups, group_blocks, cfg.block_size, limit)
     if not cfg.enable_chunked_prefill and cfg.max_num_batched_tokens < max_model_len:
         raise ValueError(
             f"with chunked prefill off, max_num_batched_tokens ({cfg.max_num_batched_tokens}) "
@@ -75,7 +93,8 @@ def set_up_worker(cfg: EngineConfig, loaded: Any, device: torch.device) -> Worke
             device,
             kv_dtype,
             cfg.enable_cuda_graphs,
+            group_blocks,
         )
         if runner.gpu is not None and cfg.capture_graphs_at_start:
             runner.gpu.capture_up_to(cfg.max_num_seqs)
-    return Worker(loaded, runner, num_blocks, max_model_len, tensor_parallel)
+    return Worker(loaded, runner, num_blocks, max_model_len, tensor_parallel, groups, group_blocks)

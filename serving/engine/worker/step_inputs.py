@@ -60,9 +60,47 @@ def build_step_inputs(
     block_size: int,
     device: torch.device,
     pending: dict[Sequence, int] | None = None,
+    num_groups: int = 1,
 ) -> StepInputs:
     """`sample_targets[i]`: the sequences sampled from scheduled[i]'s last row ([] for none).
-    Sequences running one token (decodes) are laid out first, as the metadata contract asks."""
+    Sequences running one token (decodes) are laid out first, as the metadata contract asks.
+    `num_groups` > 1: the metadata also carries each further KV-cache group's block tables and
+    slots (`AttentionMetadata.group_tables`, from `Sequence.group_tables`)."""
+    inputs = _build(scheduled, sample_targets, block_size, device, pending)
+    if num_groups > 1:
+        inputs.meta.group_tables = _group_tables(scheduled, inputs, block_size, device)
+    return inputs
+
+
+def _group_tables(
+    scheduled: list[ScheduledSeq], inputs: StepInputs, block_size: int, device: torch.device
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    order = [i for i, s in enumerate(scheduled) if s.num_new_tokens == 1]
+    order += [i for i, s in enumerate(scheduled) if s.num_new_tokens != 1]
+    seqs = [scheduled[i].seq for i in order]
+    positions = np.concatenate(
+        [
+            np.arange(s.num_computed_tokens, s.num_computed_tokens + q)
+            for s, q in zip(seqs, inputs.query_lens, strict=True)
+        ]
+    )
+    owner = np.repeat(np.arange(len(seqs)), inputs.query_lens)
+    out = []
+    for g in range(len(seqs[0].group_tables)):
+        tables = padded_tables([s.group_tables[g].block_table for s in seqs])
+        block = tables.numpy()[owner, positions // block_size]
+        slots = torch.from_numpy(block.astype(np.int64) * block_size + positions % block_size)
+        out.append((tables.to(device, non_blocking=True), slots.to(device, non_blocking=True)))
+    return out
+
+
+def _build(
+    scheduled: list[ScheduledSeq],
+    sample_targets: list[list[Sequence]],
+    block_size: int,
+    device: torch.device,
+    pending: dict[Sequence, int] | None,
+) -> StepInputs:
     decodes = [i for i, item in enumerate(scheduled) if item.num_new_tokens == 1]
     num_decode = len(decodes)
     order = (

@@ -110,9 +110,9 @@ def test_cuda_graphs_switch_reaches_the_runner(tiny, monkeypatch, graphs):
     seen = []
 
     class Recording(ModelRunner):
-        def __init__(self, *args):
-            seen.append(args[-1])
-            super().__init__(*args)
+        def __init__(self, *args, **kwargs):
+            seen.append(args[6])  # enable_cuda_graphs
+            super().__init__(*args, **kwargs)
 
     monkeypatch.setattr(worker_setup, "ModelRunner", Recording)
     settings = load_settings(device="cpu", enable_cuda_graphs=graphs)
