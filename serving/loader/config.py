@@ -14,7 +14,8 @@ LLAMA_ARCHS = ("llama", "qwen2", "qwen3", "mistral", *MOE_ARCHS)
 GEMMA_ARCHS = ("gemma3_text", "gemma4_text")
 SUPPORTED_ARCHS = LLAMA_ARCHS + GEMMA_ARCHS
 MAX_HEAD_DIM = 512
-SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3", "freq_factors", "proportional")
+YARN_REQUIRED = ("factor", "original_max_position_embeddings")
+SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3", "freq_factors", "proportional", "yarn")
 
 
 @dataclass
@@ -38,6 +39,7 @@ class ModelConfig:
     bos_token_id: int | None
     eos_token_ids: list[int] = field(default_factory=list)
     moe: MoEConfig | None = None  # mixture of experts (serving/loader/moe_config.py)
+    attention_sinks: bool = False  # gpt-oss: a learned sink logit per head in every softmax
     # per-layer attention geometry; None: every layer as the fields above say (uniform_layers)
     layer_specs: list[LayerSpec] | None = None
     sliding_window: int | None = None  # Mistral: every layer (None: full attention)
@@ -96,6 +98,10 @@ class ModelConfig:
                     f"{where}: unsupported rope scaling type {kind!r} "
                     f"(supported: {', '.join(SUPPORTED_ROPE_TYPES)})"
                 )
+            given = spec.rope.scaling_dict or {}
+            lacking = [k for k in YARN_REQUIRED if kind == "yarn" and k not in given]
+            if lacking:
+                raise ModelLoadError(f"{where}: yarn rope scaling lacks {', '.join(lacking)}")
 
 
 def _frozen(scaling: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
@@ -162,6 +168,10 @@ def config_from_hf(cfg: dict[str, Any], generation_cfg: dict[str, Any], source: 
         config.moe = moe_config_from_hf(arch, cfg, config.num_hidden_layers, source)
         if arch in GEMMA_ARCHS:
             apply_gemma_config(config, cfg, source)
+        if arch == "gpt_oss":
+            from serving.loader.gpt_oss_config import apply_gpt_oss_config
+
+            apply_gpt_oss_config(config, cfg, source)
     except KeyError as exc:
         raise ModelLoadError(f"{source}: config.json lacks required key {exc.args[0]!r}") from exc
     config.validate(source)

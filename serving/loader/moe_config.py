@@ -18,7 +18,7 @@ from serving.loader.errors import ModelLoadError
 
 SOFTMAX_TOPK = "softmax_topk"
 TOPK_SOFTMAX = "topk_softmax"
-MOE_ARCHS = ("qwen3_moe",)
+MOE_ARCHS = ("qwen3_moe", "gpt_oss")
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,9 @@ class MoEConfig:
     swiglu_limit: float = 7.0
     expert_bias: bool = False  # gate/up and down projections carry a bias per expert
     router_bias: bool = False
+    # how the checkpoint stores the experts (serving/model/moe_weights.py): "split" (Qwen3-MoE:
+    # gate rows then up rows, or one tensor per expert) | "interleaved_transposed" (gpt-oss)
+    expert_layout: str = "split"
 
     def is_sparse(self, layer: int) -> bool:
         return layer in self.sparse_layers
@@ -96,7 +99,7 @@ def moe_config_from_hf(
 ) -> MoEConfig | None:
     if arch == "qwen3_moe":
         return qwen3_moe_config(cfg, num_layers, source)
-    return None
+    return None  # gpt_oss: serving/loader/gpt_oss_config.py
 
 
 def has_fused_experts(names) -> bool:
@@ -109,6 +112,9 @@ def has_fused_experts(names) -> bool:
 def expert_tensor_names(moe: MoEConfig, layer: int, fused: bool = False) -> list[str]:
     """The HF names of one sparse layer's router and experts."""
     p = f"model.layers.{layer}.mlp."
+    if moe.expert_layout != "split":  # gpt-oss
+        experts = [f"experts.{x}{b}" for x in ("gate_up_proj", "down_proj") for b in ("", "_bias")]
+        return [p + "router.weight", p + "router.bias"] + [p + x for x in experts]
     names = [p + "gate.weight"]
     if fused:
         return names + [p + "experts.gate_up_proj", p + "experts.down_proj"]

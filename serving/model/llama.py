@@ -28,7 +28,7 @@ from serving.model.rope import RotaryEmbedding
 
 GEMMA_ARCHS = ("gemma3_text", "gemma4_text")
 
-SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "mistral", "qwen3_moe")
+SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "mistral", "qwen3_moe", "gpt_oss")
 
 
 class LlamaForCausalLM(nn.Module):
@@ -128,6 +128,8 @@ def _fused_state_dict(config, sd: dict[str, torch.Tensor], o_bias: bool) -> dict
         out[q + "self_attn.o_proj.weight"] = take(attn + "o_proj.weight")
         if o_bias:
             out[q + "self_attn.o_proj.bias"] = take(attn + "o_proj.bias")
+        if getattr(config, "attention_sinks", False):
+            out[q + "self_attn.sinks"] = take(attn + "sinks")
         if getattr(config, "qk_norm", False):
             out[q + "self_attn.q_norm.weight"] = take(attn + "q_norm.weight")
             out[q + "self_attn.k_norm.weight"] = take(attn + "k_norm.weight")
@@ -166,6 +168,11 @@ def build_model(
     moe = getattr(config, "moe", None)
     if moe is not None and tp is not None and tp.world_size > 1:
         raise ValueError("tensor parallelism is not supported for mixture-of-experts models")
+    if getattr(config, "attention_sinks", False) and torch.device(device).type == "cuda":
+        raise ValueError(
+            f"{config.arch}: attention sinks run on the torch attention backend only (the "
+            "Triton attention kernels have none); serve it with device=cpu"
+        )
     with torch.device("meta"):
         model = LlamaForCausalLM(config, qkv_bias=qkv_bias, o_bias=o_bias, tp=tp)
         for i in moe.sparse_layers if moe is not None else ():  # experts where the MLP stood

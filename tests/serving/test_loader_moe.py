@@ -4,6 +4,8 @@ ModelLoadError (hypothesis); the expert tensors in either HF layout; random weig
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 from hypothesis import given, settings
@@ -124,3 +126,62 @@ def test_random_weights_build_a_model_of_the_config():
     block = model.layers[2].mlp
     assert tuple(block.w13.shape) == (8, 64, 64) and tuple(block.w2.shape) == (8, 64, 32)
     assert tuple(block.router.weight.shape) == (8, 64)
+
+
+def _gpt_oss(**overrides) -> dict:
+    from moe_fixtures import gpt_oss_config
+
+    return {**gpt_oss_config().to_dict(), **overrides}
+
+
+@pytest.mark.parametrize(
+    "overrides, named",
+    [
+        ({"quantization_config": {"quant_method": "mxfp4"}}, "quant_method='mxfp4'"),
+        ({"rope_parameters": {"rope_type": "llama3", "rope_theta": 1e4}}, "rope_type='llama3'"),
+        (
+            {"rope_parameters": {"rope_type": "yarn", "factor": 4.0, "mscale": 1.0}},
+            "options ['mscale']",
+        ),
+        ({"sliding_window": None}, "sliding_window >= 1"),
+        ({"layer_types": ["full_attention"]}, "layer_types must list 4"),
+        ({"num_experts_per_tok": 9}, "num_experts_per_tok=9"),
+    ],
+)
+def test_gpt_oss_options_are_refused_by_name(overrides, named):
+    with pytest.raises(ModelLoadError, match=re.escape(named)):
+        config_from_hf(_gpt_oss(**overrides), {}, "m")
+
+
+def test_gpt_oss_attention_sinks_are_refused_on_the_gpu():
+    loaded = random_loaded(_gpt_oss(), dtype=torch.float32)
+    with pytest.raises(ValueError, match="attention sinks run on the torch attention backend"):
+        build_model(loaded.config, loaded.state_dict, device="cuda")
+
+
+@pytest.mark.parametrize("truncate", [True, False])
+@pytest.mark.parametrize("attention_factor", [None, 1.3])
+@pytest.mark.parametrize("factor, theta", [(32.0, 150000.0), (4.0, 10000.0)])
+def test_yarn_matches_transformers(truncate, attention_factor, factor, theta):
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    from serving.loader.rope import attention_factor_for, inv_freq_for
+
+    scaling = {
+        "rope_type": "yarn",
+        "rope_theta": theta,
+        "factor": factor,
+        "beta_fast": 32.0,
+        "beta_slow": 1.0,
+        "original_max_position_embeddings": 4096,
+        "truncate": truncate,
+    }
+    if attention_factor is not None:
+        scaling["attention_factor"] = attention_factor
+    from moe_fixtures import gpt_oss_config
+
+    hf_config = gpt_oss_config(head_dim=64, rope_parameters=dict(scaling))
+    ref_inv_freq, ref_factor = ROPE_INIT_FUNCTIONS["yarn"](hf_config, "cpu")
+    ours = {k: v for k, v in scaling.items() if k != "rope_theta"}
+    torch.testing.assert_close(inv_freq_for(theta, 64, ours), ref_inv_freq, rtol=0, atol=0)
+    assert attention_factor_for(ours) == pytest.approx(ref_factor, rel=1e-12)

@@ -1,7 +1,12 @@
-"""A tiny random-weight Qwen3-MoE written by transformers (8 experts, top-2, renormalised; one
-dense layer by `mlp_only_layers`), loaded by our loader and served by our engine: greedy tokens
-identical to HF generate through the offline engine and through the OpenAI server, and prefill
-logits within 1e-4 of HF's (float32 on the CPU: the experts' torch path)."""
+"""Tiny random-weight mixture-of-experts checkpoints written by transformers, loaded by our loader
+and served by our engine: greedy tokens identical to HF generate through the offline engine and
+through the OpenAI server, and prefill logits within 1e-4 of HF's (float32 on the CPU: the
+experts' torch path).
+
+- Qwen3-MoE: 8 experts, top-2, renormalised; one dense layer by `mlp_only_layers`.
+- gpt-oss: 8 experts, top-2, biased router and experts, clamped SwiGLU; layers alternating
+  sliding (window 8, shorter than most prompts) and full attention; attention sinks; YaRN.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,7 @@ import httpx
 import pytest
 import torch
 from engine_fixtures import greedy, make_engine, run_to_completion
-from moe_fixtures import qwen3_moe_config, save_tiny_moe
+from moe_fixtures import gpt_oss_config, qwen3_moe_config, save_tiny_moe
 from test_server_support import API_KEY, ServerThread, make_settings
 
 from serving.attention.base import AttentionMetadata
@@ -23,11 +28,14 @@ NEW_TOKENS = 20
 LOGIT_TOLERANCE = 1e-4
 
 
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
+CONFIGS = {"qwen3_moe": qwen3_moe_config, "gpt_oss": gpt_oss_config}
+
+
+@pytest.fixture(scope="module", params=list(CONFIGS))
+def tiny(request, tmp_path_factory):
     torch.set_num_threads(1)
-    path = tmp_path_factory.mktemp("qwen3_moe")
-    hf = save_tiny_moe(path, qwen3_moe_config(), seed=5)
+    path = tmp_path_factory.mktemp(request.param)
+    hf = save_tiny_moe(path, CONFIGS[request.param](), seed=5)
     return hf, load_model_files(path), path
 
 
@@ -52,12 +60,17 @@ def hf_answers(tiny):
 
 def test_config_and_layers_follow_the_checkpoint(tiny):
     _, loaded, _ = tiny
-    moe = loaded.config.moe
-    assert (moe.num_experts, moe.top_k, moe.renormalize) == (8, 2, True)
-    assert moe.sparse_layers == (0, 2)
-    model = build_model(loaded.config, loaded.state_dict)
+    config, moe = loaded.config, loaded.config.moe
+    model = build_model(config, loaded.state_dict)
     kinds = [isinstance(layer.mlp, SparseMoeBlock) for layer in model.layers]
-    assert kinds == [True, False, True]
+    if config.arch == "qwen3_moe":
+        assert (moe.num_experts, moe.top_k, moe.renormalize) == (8, 2, True)
+        assert moe.sparse_layers == (0, 2) and kinds == [True, False, True]
+        return
+    assert (moe.num_experts, moe.top_k, moe.router_bias, moe.expert_bias) == (8, 2, True, True)
+    assert kinds == [True] * 4
+    assert [s.sliding_window for s in config.layers()] == [8, None, 8, None]
+    assert all(layer.self_attn.sinks is not None for layer in model.layers)
 
 
 def test_greedy_matches_hf_generate_offline(tiny, hf_answers):
