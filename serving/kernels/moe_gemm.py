@@ -23,7 +23,7 @@ from serving.kernels.moe_align import ExpertLayout, align_by_expert
 GROUP_M = 8
 
 
-@triton.jit(do_not_specialize=["num_pairs"])
+@triton.jit(do_not_specialize=["num_pairs", "TILES_M"])
 def _grouped_gemm_kernel(
     a_ptr,
     w_ptr,
