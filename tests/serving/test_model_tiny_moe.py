@@ -135,8 +135,19 @@ def test_prefill_logits_match_hf(tiny):
         max_query_len=n,
         max_seq_len=n,
     )
+
+    def logits():
+        with torch.inference_mode():
+            hidden = model(torch.tensor(p), torch.arange(n), caches, meta, TorchRefBackend())
+            return model.compute_logits(hidden)
+
     with torch.inference_mode():
-        hidden = model(torch.tensor(p), torch.arange(n), caches, meta, TorchRefBackend())
-        ours = model.compute_logits(hidden)
         ref = hf(torch.tensor([p])).logits[0]
-    torch.testing.assert_close(ours, ref, atol=LOGIT_TOLERANCE, rtol=LOGIT_TOLERANCE)
+    torch.testing.assert_close(logits(), ref, atol=LOGIT_TOLERANCE, rtol=LOGIT_TOLERANCE)
+    # the family's own pieces matter at this tolerance: without them the logits are far off
+    for layer in model.layers:
+        if layer.self_attn.sinks is not None:
+            layer.self_attn.sinks = None
+        elif hasattr(layer.mlp, "router"):
+            layer.mlp.router.renormalize = False
+    assert (logits() - ref).abs().max() > 100 * LOGIT_TOLERANCE
