@@ -46,7 +46,7 @@ def _grouped_gemm_kernel(
     ROW_DIV: tl.constexpr,
     HAS_BIAS: tl.constexpr,
     MUL_WEIGHT: tl.constexpr,
-    PRECISION: tl.constexpr,
+    IEEE: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
@@ -81,7 +81,10 @@ def _grouped_gemm_kernel(
         k_left = K - step * BLOCK_K
         a = tl.load(a_ptrs, mask=row_ok[:, None] & (offs_k[None, :] < k_left), other=0.0)
         w = tl.load(w_ptrs, mask=(offs_k[:, None] < k_left) & n_ok[None, :], other=0.0)
-        acc = tl.dot(a, w, acc, input_precision=PRECISION)
+        if IEEE:  # noqa: SIM108 (a constexpr branch) fp32 weights: IEEE products, not TF32
+            acc = tl.dot(a, w, acc, input_precision="ieee")
+        else:
+            acc = tl.dot(a, w, acc)
         a_ptrs += BLOCK_K
         w_ptrs += BLOCK_K * stride_wk
     if HAS_BIAS:
@@ -151,7 +154,7 @@ def grouped_gemm(
         ROW_DIV=row_div,
         HAS_BIAS=bias is not None,
         MUL_WEIGHT=weights is not None,
-        PRECISION="ieee" if a.dtype == torch.float32 else "tf32",
+        IEEE=a.dtype == torch.float32,
         BLOCK_M=block_m,
         BLOCK_N=block_n,
         BLOCK_K=block_k,
