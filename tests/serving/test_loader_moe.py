@@ -62,7 +62,7 @@ def test_tensor_parallelism_is_refused_for_experts():
         build_model(loaded.config, loaded.state_dict, tp=tp)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     st.fixed_dictionaries(
         {},

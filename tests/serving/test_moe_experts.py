@@ -90,7 +90,7 @@ def tile_emulation(x, w13, w2, ids, weights, act, b13, b2, block_m):
 ACTS = [ExpertActivation(SILU), ExpertActivation(SWIGLU_OAI, alpha=1.702, limit=1.5)]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(routings(), st.sampled_from(ACTS), st.booleans(), st.integers(0, 2**16))
 def test_reference_equals_a_loop_over_tokens(routing, act, bias, seed):
     experts, top_k, tokens, ids = routing
@@ -107,7 +107,7 @@ def test_reference_equals_a_loop_over_tokens(routing, act, bias, seed):
         torch.testing.assert_close(emulated, expected, rtol=1e-10, atol=1e-10)
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(routings(), st.sampled_from([1, 2, 16, 64]))
 def test_layout_holds_every_pair_once_in_single_expert_tiles(routing, block_m):
     experts, top_k, tokens, ids = routing
