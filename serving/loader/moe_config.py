@@ -44,10 +44,10 @@ class MoEConfig:
 
 def qwen3_moe_config(cfg: dict[str, Any], num_layers: int, source: str) -> MoEConfig | None:
     """None when the checkpoint has no experts (num_experts = 0: every layer dense)."""
-    if cfg.get("sliding_window") is not None or cfg.get("use_sliding_window"):
-        raise ModelLoadError(
-            f"{source}: sliding_window / use_sliding_window is not supported for qwen3_moe"
-        )
+    # transformers applies `sliding_window` only with `use_sliding_window` (off in the released
+    # checkpoints)
+    if cfg.get("use_sliding_window"):
+        raise ModelLoadError(f"{source}: use_sliding_window=true is not supported for qwen3_moe")
     act = cfg.get("hidden_act", "silu")
     if act != "silu":
         raise ModelLoadError(f"{source}: hidden_act={act!r} is not supported (silu only)")

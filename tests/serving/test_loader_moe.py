@@ -32,13 +32,15 @@ def test_sparse_layers_follow_mlp_only_layers_and_decoder_sparse_step():
     assert sparse(mlp_only_layers=[], decoder_sparse_step=2) == (1, 3, 5)
     assert sparse(mlp_only_layers=[3], decoder_sparse_step=3) == (2, 5)
     assert config_from_hf(_cfg(num_experts=0), {}, "m").moe is None  # every layer dense
+    # a window without use_sliding_window is not applied (transformers ignores it too)
+    windowed = config_from_hf(_cfg(sliding_window=64, use_sliding_window=False), {}, "m")
+    assert {s.sliding_window for s in windowed.layers()} == {None}
 
 
 @pytest.mark.parametrize(
     "overrides, named",
     [
-        ({"sliding_window": 64}, "sliding_window"),
-        ({"use_sliding_window": True}, "use_sliding_window"),
+        ({"use_sliding_window": True, "sliding_window": 64}, "use_sliding_window=true"),
         ({"hidden_act": "gelu"}, "hidden_act='gelu'"),
         ({"num_experts_per_tok": 9}, "num_experts_per_tok=9"),
         ({"num_experts_per_tok": 0}, "num_experts_per_tok=0"),
