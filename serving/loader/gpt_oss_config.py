@@ -70,7 +70,7 @@ def apply_gpt_oss_config(config: Any, cfg: dict[str, Any], source: str) -> None:
         )
         for kind_of in types
     ]
-    config.attention_bias = True
+    config.attention_bias = bool(cfg.get("attention_bias", True))  # q/k/v and o
     config.attention_sinks = True
     config.qk_norm = False
     experts = cfg.get("num_local_experts")

@@ -53,8 +53,8 @@ def expected_tensor_names(config: ModelConfig, fused_experts: bool = False) -> s
         per_layer += [f"self_attn.{p}_proj.bias" for p in "qkv"]
     if config.qk_norm:
         per_layer += ["self_attn.q_norm.weight", "self_attn.k_norm.weight"]
-    if config.attention_sinks:  # gpt-oss (its o_proj has a bias too)
-        per_layer += ["self_attn.sinks", "self_attn.o_proj.bias"]
+    if config.attention_sinks:  # gpt-oss (with attention_bias, its o_proj has one too)
+        per_layer += ["self_attn.sinks"] + ["self_attn.o_proj.bias"] * config.attention_bias
     dense_mlp = {f"mlp.{p}_proj.weight" for p in ("gate", "up", "down")}
     for i in range(config.num_hidden_layers):
         sparse = config.moe is not None and config.moe.is_sparse(i)

@@ -13,20 +13,36 @@ from serving.loader.shard import ShardSpec, apply_slice, tensor_slice
 
 
 def _full_shape(name: str, config) -> tuple[int, ...]:
-    h, hd = config.hidden_size, config.head_dim
-    q, kv = config.num_attention_heads * hd, config.num_key_value_heads * hd
+    h = config.hidden_size
     leaf = name.rsplit(".", 2)[-2]
     if name in ("model.embed_tokens.weight", "lm_head.weight"):
         return (config.vocab_size, h)
-    moe = config.moe
-    if moe is not None:  # the experts stacked per layer (moe_config.has_fused_experts)
-        e, i = moe.num_experts, moe.intermediate_size
-        if name.endswith(".mlp.gate.weight"):
-            return (e, h)
-        if name.endswith(".mlp.experts.gate_up_proj"):
-            return (e, 2 * i, h)
-        if name.endswith(".mlp.experts.down_proj"):
-            return (e, h, i)
+    if name.endswith(".self_attn.sinks"):
+        return (config.num_attention_heads,)
+    if config.moe is not None and ".mlp." in name:
+        return _expert_shape(name, config.moe, h) or _full_shape_dense(name, config, leaf)
+    return _full_shape_dense(name, config, leaf)
+
+
+def _expert_shape(name: str, moe, h: int) -> tuple[int, ...] | None:
+    """The experts stacked per layer (moe_config.has_fused_experts; gpt-oss transposed)."""
+    e, i = moe.num_experts, moe.intermediate_size
+    gpt_oss = moe.expert_layout != "split"
+    shapes = {
+        ".mlp.gate.weight": (e, h),
+        ".mlp.router.weight": (e, h),
+        ".mlp.router.bias": (e,),
+        ".mlp.experts.gate_up_proj": (e, h, 2 * i) if gpt_oss else (e, 2 * i, h),
+        ".mlp.experts.down_proj": (e, i, h) if gpt_oss else (e, h, i),
+        ".mlp.experts.gate_up_proj_bias": (e, 2 * i),
+        ".mlp.experts.down_proj_bias": (e, h),
+    }
+    return next((shape for suffix, shape in shapes.items() if name.endswith(suffix)), None)
+
+
+def _full_shape_dense(name: str, config, leaf: str) -> tuple[int, ...]:
+    h, hd = config.hidden_size, config.head_dim
+    q, kv = config.num_attention_heads * hd, config.num_key_value_heads * hd
     table = {
         "q_proj": (q, h),
         "k_proj": (kv, h),

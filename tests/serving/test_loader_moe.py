@@ -155,6 +155,13 @@ def test_gpt_oss_options_are_refused_by_name(overrides, named):
         config_from_hf(_gpt_oss(**overrides), {}, "m")
 
 
+def test_gpt_oss_without_attention_bias_loads_without_biases():
+    loaded = random_loaded(_gpt_oss(attention_bias=False), dtype=torch.float32)
+    assert not any(name.endswith("proj.bias") for name in loaded.state_dict if "attn" in name)
+    model = build_model(loaded.config, loaded.state_dict)
+    assert model.layers[0].self_attn.o_proj.bias is None
+
+
 def test_gpt_oss_attention_sinks_are_refused_on_the_gpu():
     loaded = random_loaded(_gpt_oss(), dtype=torch.float32)
     with pytest.raises(ValueError, match="attention sinks run on the torch attention backend"):
