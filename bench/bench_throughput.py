@@ -23,6 +23,13 @@ once the engine is built, as in the served engine core (`--freeze-heap off` to c
     python -m bench.bench_throughput --device cuda --shapes smollm2-135m,qwen3-4b --batches 1 \
         --no-hf
 
+A mixture of experts (`qwen3-30b-a3b`: 128 experts, top-8; the experts run as the Triton grouped
+GEMM) reads, per decode step, attention, the routers and only the experts the batch routes to: the
+roofline counts the experts expected under uniform routing, E * (1 - (1 - k/E)^batch) per layer
+(8 at batch 1, ~82 at 16, all 128 from ~64 on; bench/model_shapes.py).
+
+    python -m bench.bench_throughput --shapes qwen3-30b-a3b --batches 1,16,64,256 --no-hf
+
 With `--tensor-parallel-size N` (N > 1) each shape runs at TP=1 and TP=N side by side on the
 same random weights (made on the GPUs, no HF model), except the `--tp-only-shapes` (default
 qwen3-32b), which run at TP=N alone; the roofline counts N GPUs' bandwidth. Both sizes run with

@@ -119,12 +119,39 @@ GEMMA4_12B_LIKE = {
     "bos_token_id": 2,
     "eos_token_id": 1,
 }
+# mixture of experts: 128 experts of which a token takes 8; 61 GB of bf16 weights, ~3.3 B read per
+# token (attention, the router and 8 experts per layer)
+QWEN3_30B_A3B = {
+    "model_type": "qwen3_moe",
+    "vocab_size": 151936,
+    "hidden_size": 2048,
+    "intermediate_size": 6144,
+    "moe_intermediate_size": 768,
+    "num_experts": 128,
+    "num_experts_per_tok": 8,
+    "norm_topk_prob": True,
+    "decoder_sparse_step": 1,
+    "mlp_only_layers": [],
+    "num_hidden_layers": 48,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 4,
+    "head_dim": 128,
+    "rms_norm_eps": 1e-6,
+    "rope_theta": 1000000.0,
+    "max_position_embeddings": 40960,
+    "tie_word_embeddings": False,
+    "hidden_act": "silu",
+    "attention_bias": False,
+    "bos_token_id": 151643,
+    "eos_token_id": 151645,
+}
 SHAPES = {
     "smollm2-135m": SMOLLM2_135M,
     "gemma4-12b-like": GEMMA4_12B_LIKE,
     "qwen3-0.6b": QWEN3_0_6B,
     "qwen3-4b": QWEN3_4B,
     "qwen3-32b": QWEN3_32B,
+    "qwen3-30b-a3b": QWEN3_30B_A3B,
 }
 
 HBM_BYTES_PER_S = 4.8e12  # H200 datasheet
@@ -136,8 +163,16 @@ def _layer_specs(cfg: dict):
     return config_from_hf(dict(cfg), {}, "shape").layers()
 
 
-def weight_bytes(cfg: dict, elem: int = 2) -> int:
-    """Bytes of weights one decode step reads (tied embeddings read once, as the lm_head)."""
+def experts_read(cfg: dict, batch: int) -> float:
+    """Experts a decode step of `batch` tokens reads per sparse layer, expected under uniform
+    routing: each expert is missed by all `batch` tokens with probability (1 - k/E)^batch."""
+    e, k = cfg["num_experts"], cfg["num_experts_per_tok"]
+    return e * (1.0 - (1.0 - k / e) ** batch)
+
+
+def weight_bytes(cfg: dict, elem: int = 2, batch: int = 1) -> int:
+    """Bytes of weights one decode step of `batch` tokens reads (tied embeddings read once, as the
+    lm_head; a mixture of experts' layers read the router and the experts the batch routes to)."""
     h, i, layers = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_hidden_layers"]
     if "layer_types" in cfg:  # per-layer geometry (Gemma): k = v on full layers when k_eq_v
         total = 0
@@ -148,11 +183,16 @@ def weight_bytes(cfg: dict, elem: int = 2) -> int:
         return elem * (total + cfg["vocab_size"] * h + h)
     q = cfg["num_attention_heads"] * cfg["head_dim"]
     kv = cfg["num_key_value_heads"] * cfg["head_dim"]
-    per_layer = h * (q + 2 * kv) + q * h + 3 * h * i + 2 * h
-    if cfg["model_type"] == "qwen3":
+    mlp = 3 * h * i
+    if cfg.get("num_experts"):
+        mlp = (
+            cfg["num_experts"] * h + experts_read(cfg, batch) * 3 * h * cfg["moe_intermediate_size"]
+        )
+    per_layer = h * (q + 2 * kv) + q * h + mlp + 2 * h
+    if cfg["model_type"] in ("qwen3", "qwen3_moe"):
         per_layer += 2 * cfg["head_dim"]
     lm_head = cfg["vocab_size"] * h * (1 if cfg["tie_word_embeddings"] else 2)
-    return elem * (layers * per_layer + lm_head + h)
+    return int(elem * (layers * per_layer + lm_head + h))
 
 
 def kv_bytes_per_token(cfg: dict, elem: int = 2) -> int:
@@ -173,5 +213,5 @@ def decode_step_bytes(cfg: dict, batch: int, mean_context: float, kv_elem: int =
             * min(mean_context, s.sliding_window or mean_context)
             for s in _layer_specs(cfg)
         )
-        return weight_bytes(cfg) + batch * kv
-    return weight_bytes(cfg) + batch * mean_context * kv_bytes_per_token(cfg, kv_elem)
+        return weight_bytes(cfg, batch=batch) + batch * kv
+    return weight_bytes(cfg, batch=batch) + batch * mean_context * kv_bytes_per_token(cfg, kv_elem)

@@ -41,7 +41,9 @@ class TorchRefBackend:
         scale: float,
         window: int | None = None,
         softcap: float | None = None,
+        sinks: torch.Tensor | None = None,
     ) -> torch.Tensor:
+        """`sinks` (gpt-oss): one logit per query head [num_heads] joining each softmax."""
         scale = faulted_scale(scale, k_cache)  # test-only switch; a no-op unless set
         num_heads = query.shape[1]
         block_size, num_kv_heads, head_dim = k_cache.shape[1:]
@@ -55,7 +57,7 @@ class TorchRefBackend:
         num_decode = meta.num_decode_tokens
         if num_decode > 1:
             out[:num_decode] = self._decode_batch(
-                query[:num_decode], k_cache, v_cache, meta, slens, scale, window, softcap
+                query[:num_decode], k_cache, v_cache, meta, slens, scale, window, softcap, sinks
             )
         else:
             num_decode = 0
@@ -81,7 +83,8 @@ class TorchRefBackend:
                 mask = kpos <= qpos
                 if window is not None:
                     mask = mask & (kpos > qpos - window)
-            o = attend(q, k, v, mask, scale, softcap)
+            sink = None if sinks is None else sinks.view(-1, 1, 1)
+            o = attend(q, k, v, mask, scale, softcap, sink)
             out[start : start + qlen] = o.transpose(0, 1)
             start += qlen
         return out
@@ -96,6 +99,7 @@ class TorchRefBackend:
         scale: float,
         window: int | None,
         softcap: float | None,
+        sinks: torch.Tensor | None = None,
     ):
         """One query per sequence: gather every context padded to the longest, mask the padding.
         A kv head's `group` query heads ride in SDPA's query-length slot, so GQA needs no copy."""
@@ -115,7 +119,8 @@ class TorchRefBackend:
         if window is not None:  # the query sits at lens - 1
             mask = mask & (kpos > lens[:, None] - 1 - window)
         q = query.reshape(n, num_kv_heads, group, head_dim)
-        o = attend(q, k, v, mask[:, None, None, :], scale, softcap)
+        sink = None if sinks is None else sinks.view(1, num_kv_heads, group, 1)
+        o = attend(q, k, v, mask[:, None, None, :], scale, softcap, sink)
         return o.reshape(n, num_heads, head_dim)
 
 
@@ -126,14 +131,24 @@ def attend(
     mask: torch.Tensor | None,
     scale: float,
     softcap: float | None,
+    sinks: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Masked softmax attention; with `softcap`, the scaled logits are capped first (HF's eager
-    order: scale, cap, mask, float32 softmax)."""
-    if softcap is None:
+    order: scale, cap, mask, float32 softmax). With `sinks` (broadcast to the logits' shape but
+    the last dim, 1): each head's sink logit joins the softmax and its share is dropped (HF's
+    gpt-oss eager order: the max subtracted, softmax in the logits' dtype)."""
+    if softcap is None and sinks is None:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
     logits = torch.matmul(q, k.transpose(-1, -2)) * scale
-    logits = torch.tanh(logits / softcap) * softcap
+    if softcap is not None:
+        logits = torch.tanh(logits / softcap) * softcap
     if mask is not None:
         logits = logits.masked_fill(~mask, float("-inf"))
-    weights = torch.softmax(logits, dim=-1, dtype=torch.float32).to(q.dtype)
-    return torch.matmul(weights, v)
+    if sinks is None:
+        weights = torch.softmax(logits, dim=-1, dtype=torch.float32).to(q.dtype)
+        return torch.matmul(weights, v)
+    sink = sinks.to(logits.dtype).expand(*logits.shape[:-1], 1)
+    combined = torch.cat([logits, sink], dim=-1)
+    combined = combined - combined.amax(dim=-1, keepdim=True)
+    weights = torch.softmax(combined, dim=-1, dtype=combined.dtype)[..., :-1]
+    return torch.matmul(weights.to(v.dtype), v)

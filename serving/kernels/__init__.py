@@ -16,6 +16,9 @@ points are the Python wrappers:
   which it keeps where faster)
 - `serving.kernels.linear.linear`  (what the model's projections call: GEMV, skinny GEMM or cuBLAS)
 - `serving.kernels.logit_stats.logit_stats(logits)`  (the sampler's lse, entropy and argmax per row)
+- `serving.kernels.moe_gemm.fused_experts(x, w13, w2, ids, weights, act, b13, b2)`  (a mixture of
+  experts' experts: grouped GEMMs over the pairs sorted by expert, `moe_align`; its torch oracle
+  and CPU path is `moe_reference.experts_reference`)
 """
 
 from serving.kernels._compat import HAS_TRITON

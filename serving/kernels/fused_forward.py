@@ -62,6 +62,10 @@ def fused_forward(
         out = backend.forward(q, k_cache, v_cache, meta, attn.scale, window=attn.sliding_window)
         hidden = _project(attn.o_proj, out.view(n, attn.q_size))
         mlp = layer.mlp
+        if hasattr(mlp, "router"):  # mixture of experts (serving/model/moe.py)
+            norm = layer.post_attention_layernorm
+            hidden = mlp(rms_norm(hidden, norm.weight, norm.eps, residual=residual))
+            continue
         gate_up, residual = _norm_project(
             mlp.gate_up_proj, layer.post_attention_layernorm, hidden, residual
         )

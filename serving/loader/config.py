@@ -8,12 +8,14 @@ from typing import Any
 
 from serving.attention.layer_spec import LayerSpec, RopeSpec
 from serving.loader.errors import ModelLoadError
+from serving.loader.moe_config import MOE_ARCHS, MoEConfig, moe_config_from_hf
 
-LLAMA_ARCHS = ("llama", "qwen2", "qwen3", "mistral")
+LLAMA_ARCHS = ("llama", "qwen2", "qwen3", "mistral", *MOE_ARCHS)
 GEMMA_ARCHS = ("gemma3_text", "gemma4_text")
 SUPPORTED_ARCHS = LLAMA_ARCHS + GEMMA_ARCHS
 MAX_HEAD_DIM = 512
-SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3", "freq_factors", "proportional")
+YARN_REQUIRED = ("factor", "original_max_position_embeddings")
+SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3", "freq_factors", "proportional", "yarn")
 
 
 @dataclass
@@ -36,6 +38,8 @@ class ModelConfig:
     qk_norm: bool  # per-head RMSNorm on q and k before RoPE (Qwen3)
     bos_token_id: int | None
     eos_token_ids: list[int] = field(default_factory=list)
+    moe: MoEConfig | None = None  # mixture of experts (serving/loader/moe_config.py)
+    attention_sinks: bool = False  # gpt-oss: a learned sink logit per head in every softmax
     # per-layer attention geometry; None: every layer as the fields above say (uniform_layers)
     layer_specs: list[LayerSpec] | None = None
     sliding_window: int | None = None  # Mistral: every layer (None: full attention)
@@ -94,6 +98,10 @@ class ModelConfig:
                     f"{where}: unsupported rope scaling type {kind!r} "
                     f"(supported: {', '.join(SUPPORTED_ROPE_TYPES)})"
                 )
+            given = spec.rope.scaling_dict or {}
+            lacking = [k for k in YARN_REQUIRED if kind == "yarn" and k not in given]
+            if lacking:
+                raise ModelLoadError(f"{where}: yarn rope scaling lacks {', '.join(lacking)}")
 
 
 def _frozen(scaling: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
@@ -152,13 +160,18 @@ def config_from_hf(cfg: dict[str, Any], generation_cfg: dict[str, Any], source: 
             # Qwen2 always has qkv bias (its config has no flag); Llama/Qwen3 say so in
             # attention_bias
             attention_bias=True if arch == "qwen2" else bool(cfg.get("attention_bias", False)),
-            qk_norm=arch == "qwen3",
+            qk_norm=arch in ("qwen3", "qwen3_moe"),
             bos_token_id=cfg.get("bos_token_id"),
             eos_token_ids=_eos_list(generation_cfg.get("eos_token_id"), cfg.get("eos_token_id")),
             sliding_window=window_of(cfg) if arch == "mistral" else None,
         )
+        config.moe = moe_config_from_hf(arch, cfg, config.num_hidden_layers, source)
         if arch in GEMMA_ARCHS:
             apply_gemma_config(config, cfg, source)
+        if arch == "gpt_oss":
+            from serving.loader.gpt_oss_config import apply_gpt_oss_config
+
+            apply_gpt_oss_config(config, cfg, source)
     except KeyError as exc:
         raise ModelLoadError(f"{source}: config.json lacks required key {exc.args[0]!r}") from exc
     config.validate(source)

@@ -13,6 +13,7 @@ from serving.loader.config import GEMMA_ARCHS, ModelConfig
 from serving.loader.errors import ModelLoadError
 from serving.loader.gguf_file import load_gguf
 from serving.loader.hf_dir import load_hf_dir
+from serving.loader.moe_config import expert_tensor_names, has_fused_experts
 from serving.loader.shard import ShardSpec
 from serving.tokenizer import Tokenizer
 
@@ -36,7 +37,8 @@ def default_model_path() -> Path:
     return Path(list(spec.submodule_search_locations)[0]) / DEFAULT_GGUF_NAME
 
 
-def expected_tensor_names(config: ModelConfig) -> set[str]:
+def expected_tensor_names(config: ModelConfig, fused_experts: bool = False) -> set[str]:
+    """`fused_experts`: the experts stacked per layer (moe_config.has_fused_experts)."""
     if config.arch in GEMMA_ARCHS:
         from serving.model.gemma import gemma_tensor_shapes
 
@@ -51,15 +53,21 @@ def expected_tensor_names(config: ModelConfig) -> set[str]:
         per_layer += [f"self_attn.{p}_proj.bias" for p in "qkv"]
     if config.qk_norm:
         per_layer += ["self_attn.q_norm.weight", "self_attn.k_norm.weight"]
+    if config.attention_sinks:  # gpt-oss (with attention_bias, its o_proj has one too)
+        per_layer += ["self_attn.sinks"] + ["self_attn.o_proj.bias"] * config.attention_bias
+    dense_mlp = {f"mlp.{p}_proj.weight" for p in ("gate", "up", "down")}
     for i in range(config.num_hidden_layers):
-        names.update(f"model.layers.{i}.{p}" for p in per_layer)
+        sparse = config.moe is not None and config.moe.is_sparse(i)
+        names.update(f"model.layers.{i}.{p}" for p in per_layer if not (sparse and p in dense_mlp))
+        if sparse:
+            names.update(expert_tensor_names(config.moe, i, fused_experts))
     return names
 
 
 def _check_tensors(
     config: ModelConfig, state: dict[str, torch.Tensor], source: str, rows: int
 ) -> None:
-    expected = expected_tensor_names(config)
+    expected = expected_tensor_names(config, has_fused_experts(state))
     missing, unexpected = sorted(expected - state.keys()), sorted(state.keys() - expected)
     if missing:
         raise ModelLoadError(

@@ -13,11 +13,36 @@ from serving.loader.shard import ShardSpec, apply_slice, tensor_slice
 
 
 def _full_shape(name: str, config) -> tuple[int, ...]:
-    h, hd = config.hidden_size, config.head_dim
-    q, kv = config.num_attention_heads * hd, config.num_key_value_heads * hd
+    h = config.hidden_size
     leaf = name.rsplit(".", 2)[-2]
     if name in ("model.embed_tokens.weight", "lm_head.weight"):
         return (config.vocab_size, h)
+    if name.endswith(".self_attn.sinks"):
+        return (config.num_attention_heads,)
+    if config.moe is not None and ".mlp." in name:
+        return _expert_shape(name, config.moe, h) or _full_shape_dense(name, config, leaf)
+    return _full_shape_dense(name, config, leaf)
+
+
+def _expert_shape(name: str, moe, h: int) -> tuple[int, ...] | None:
+    """The experts stacked per layer (moe_config.has_fused_experts; gpt-oss transposed)."""
+    e, i = moe.num_experts, moe.intermediate_size
+    gpt_oss = moe.expert_layout != "split"
+    shapes = {
+        ".mlp.gate.weight": (e, h),
+        ".mlp.router.weight": (e, h),
+        ".mlp.router.bias": (e,),
+        ".mlp.experts.gate_up_proj": (e, h, 2 * i) if gpt_oss else (e, 2 * i, h),
+        ".mlp.experts.down_proj": (e, i, h) if gpt_oss else (e, h, i),
+        ".mlp.experts.gate_up_proj_bias": (e, 2 * i),
+        ".mlp.experts.down_proj_bias": (e, h),
+    }
+    return next((shape for suffix, shape in shapes.items() if name.endswith(suffix)), None)
+
+
+def _full_shape_dense(name: str, config, leaf: str) -> tuple[int, ...]:
+    h, hd = config.hidden_size, config.head_dim
+    q, kv = config.num_attention_heads * hd, config.num_key_value_heads * hd
     table = {
         "q_proj": (q, h),
         "k_proj": (kv, h),
@@ -46,7 +71,7 @@ def random_loaded(
     """A LoadedModel (no tokenizer) of random weights for an HF config dict; norms are 1 + noise."""
     config = config_from_hf(dict(hf_config), {}, name)
     state: dict[str, torch.Tensor] = {}
-    for i, tensor_name in enumerate(sorted(expected_tensor_names(config))):
+    for i, tensor_name in enumerate(sorted(expected_tensor_names(config, config.moe is not None))):
         gen = torch.Generator(device=device).manual_seed(seed * 100_003 + i)
         full = torch.randn(
             _full_shape(tensor_name, config), generator=gen, device=device, dtype=torch.float32

@@ -50,6 +50,8 @@ def inv_freq_for(theta: float, head_dim: int, scaling: dict | None) -> torch.Ten
         return inv_freq / factors
     if kind == "llama3":
         return _llama3(inv_freq, scaling)
+    if kind == "yarn":
+        return _yarn(theta, head_dim, scaling)
     if kind == "proportional":
         angles = int(float(scaling.get("partial_rotary_factor", 1.0)) * head_dim // 2)
         exponents = torch.arange(0, 2 * angles, 2, dtype=torch.int64).to(torch.float32) / head_dim
@@ -57,6 +59,43 @@ def inv_freq_for(theta: float, head_dim: int, scaling: dict | None) -> torch.Ten
         padded = torch.cat((rotated, torch.zeros(head_dim // 2 - angles, dtype=torch.float32)))
         return padded / float(scaling.get("factor", 1.0))
     raise ValueError(f"unsupported rope scaling type {kind!r}")
+
+
+def attention_factor_for(scaling: dict | None) -> float:
+    """The factor cos and sin are multiplied by (1 but for YaRN: its `attention_factor`, else
+    0.1 * ln(factor) + 1)."""
+    if scaling is None or scaling.get("rope_type") != "yarn":
+        return 1.0
+    if scaling.get("attention_factor") is not None:
+        return float(scaling["attention_factor"])
+    factor = float(scaling["factor"])
+    return 1.0 if factor <= 1 else 0.1 * math.log(factor) + 1.0
+
+
+def _yarn(theta: float, head_dim: int, s: dict) -> torch.Tensor:
+    """YaRN (HF transformers' `_compute_yarn_parameters`): high frequencies kept, low ones
+    interpolated by `factor`, a linear ramp between the dimensions that turn `beta_fast` and
+    `beta_slow` times over `original_max_position_embeddings` (the range rounded outwards unless
+    `truncate` is false)."""
+    factor = float(s["factor"])
+    old_len = float(s["original_max_position_embeddings"])
+    fast, slow = float(s.get("beta_fast") or 32), float(s.get("beta_slow") or 1)
+
+    def dim_of(rotations: float) -> float:
+        return head_dim * math.log(old_len / (rotations * 2 * math.pi)) / (2 * math.log(theta))
+
+    low, high = dim_of(fast), dim_of(slow)
+    if s.get("truncate", True):
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, head_dim - 1)
+    if low == high:
+        high += 0.001
+    pos_freqs = theta ** (torch.arange(0, head_dim, 2).to(dtype=torch.float) / head_dim)
+    extrapolation, interpolation = 1.0 / pos_freqs, 1.0 / (factor * pos_freqs)
+    dims = torch.arange(head_dim // 2, dtype=torch.float32)
+    ramp = torch.clamp((dims - low) / (high - low), 0, 1)
+    keep = 1 - ramp
+    return interpolation * (1 - keep) + extrapolation * keep
 
 
 def _llama3(inv_freq: torch.Tensor, s: dict) -> torch.Tensor:

@@ -62,6 +62,12 @@ class Attention(nn.Module):
         if self.qk_norm:  # Qwen3: RMSNorm over each head's q and k before RoPE
             self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
             self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
+        # gpt-oss: a learned logit per head that joins every softmax and takes its share of it
+        self.sinks = (
+            nn.Parameter(torch.empty(self.num_heads))
+            if getattr(config, "attention_sinks", False)
+            else None
+        )
 
     def forward(
         self,
@@ -83,8 +89,16 @@ class Attention(nn.Module):
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         k_cache, v_cache = kv_cache
         backend.write_kv(k, v, k_cache, v_cache, meta.slot_mapping)
+        sinks = {} if self.sinks is None else {"sinks": self.sinks}  # the torch backend's
         out = backend.forward(
-            q, k_cache, v_cache, meta, self.scale, window=self.sliding_window, softcap=self.softcap
+            q,
+            k_cache,
+            v_cache,
+            meta,
+            self.scale,
+            window=self.sliding_window,
+            softcap=self.softcap,
+            **sinks,
         )
         return self.o_proj(out.reshape(n, self.q_size))
 

@@ -17,6 +17,8 @@ from serving.distributed.context import ParallelContext
 from serving.distributed.partition import vocab_shard_size
 from serving.model.gemma import build_gemma
 from serving.model.layers import DecoderLayer, RMSNorm
+from serving.model.moe import SparseMoeBlock
+from serving.model.moe_weights import moe_state_dict
 from serving.model.parallel_layers import (
     ColumnParallelLinear,
     VocabParallelEmbedding,
@@ -26,7 +28,7 @@ from serving.model.rope import RotaryEmbedding
 
 GEMMA_ARCHS = ("gemma3_text", "gemma4_text")
 
-SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "mistral")
+SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "mistral", "qwen3_moe", "gpt_oss")
 
 
 class LlamaForCausalLM(nn.Module):
@@ -106,6 +108,7 @@ def _fused_state_dict(config, sd: dict[str, torch.Tensor], o_bias: bool) -> dict
             return torch.empty(0)
         return sd[name]
 
+    moe = getattr(config, "moe", None)
     out = {
         "embed_tokens.weight": take("model.embed_tokens.weight"),
         "norm.weight": take("model.norm.weight"),
@@ -125,15 +128,19 @@ def _fused_state_dict(config, sd: dict[str, torch.Tensor], o_bias: bool) -> dict
         out[q + "self_attn.o_proj.weight"] = take(attn + "o_proj.weight")
         if o_bias:
             out[q + "self_attn.o_proj.bias"] = take(attn + "o_proj.bias")
+        if getattr(config, "attention_sinks", False):
+            out[q + "self_attn.sinks"] = take(attn + "sinks")
         if getattr(config, "qk_norm", False):
             out[q + "self_attn.q_norm.weight"] = take(attn + "q_norm.weight")
             out[q + "self_attn.k_norm.weight"] = take(attn + "k_norm.weight")
-        out[q + "mlp.gate_up_proj.weight"] = torch.cat(
-            [take(p + "mlp.gate_proj.weight"), take(p + "mlp.up_proj.weight")], dim=0
-        )
-        out[q + "mlp.down_proj.weight"] = take(p + "mlp.down_proj.weight")
+        if moe is None or not moe.is_sparse(i):
+            out[q + "mlp.gate_up_proj.weight"] = torch.cat(
+                [take(p + "mlp.gate_proj.weight"), take(p + "mlp.up_proj.weight")], dim=0
+            )
+            out[q + "mlp.down_proj.weight"] = take(p + "mlp.down_proj.weight")
         out[q + "input_layernorm.weight"] = take(p + "input_layernorm.weight")
         out[q + "post_attention_layernorm.weight"] = take(p + "post_attention_layernorm.weight")
+    out.update(moe_state_dict(config, sd, take))
     if missing:
         shown = ", ".join(missing[:5]) + (
             f" (+{len(missing) - 5} more)" if len(missing) > 5 else ""
@@ -158,8 +165,18 @@ def build_model(
         return build_gemma(config, state_dict, device, dtype)
     qkv_bias = "model.layers.0.self_attn.q_proj.bias" in state_dict
     o_bias = "model.layers.0.self_attn.o_proj.bias" in state_dict
+    moe = getattr(config, "moe", None)
+    if moe is not None and tp is not None and tp.world_size > 1:
+        raise ValueError("tensor parallelism is not supported for mixture-of-experts models")
+    if getattr(config, "attention_sinks", False) and torch.device(device).type == "cuda":
+        raise ValueError(
+            f"{config.arch}: attention sinks run on the torch attention backend only (the "
+            "Triton attention kernels have none); serve it with device=cpu"
+        )
     with torch.device("meta"):
         model = LlamaForCausalLM(config, qkv_bias=qkv_bias, o_bias=o_bias, tp=tp)
+        for i in moe.sparse_layers if moe is not None else ():  # experts where the MLP stood
+            model.layers[i].mlp = SparseMoeBlock(config.hidden_size, moe, i)
     fused = _fused_state_dict(config, state_dict, o_bias)
     expected = dict(model.named_parameters())
     for name, param in expected.items():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from serving.attention.layer_spec import LayerSpec
-from serving.loader.rope import inv_freq_for, rope_inv_freq
+from serving.loader.rope import attention_factor_for, inv_freq_for, rope_inv_freq
 
 
 class RotaryEmbedding(torch.nn.Module):
@@ -17,6 +17,8 @@ class RotaryEmbedding(torch.nn.Module):
             else inv_freq_for(spec.rope.theta, spec.head_dim, spec.rope.scaling_dict)
         )
         self.register_buffer("inv_freq", inv_freq.float(), persistent=False)
+        scaling = config.rope_scaling if spec is None else spec.rope.scaling_dict
+        self.attention_factor = attention_factor_for(scaling)  # YaRN's cos/sin scale
 
     def cos_sin(
         self, positions: torch.Tensor, dtype: torch.dtype
@@ -24,6 +26,11 @@ class RotaryEmbedding(torch.nn.Module):
         # float32 angles like HF, then cast: keeps greedy tokens identical to the oracle
         freqs = positions.float()[:, None] * self.inv_freq[None, :]
         emb = torch.cat((freqs, freqs), dim=-1)
+        if self.attention_factor != 1.0:
+            return (
+                (emb.cos() * self.attention_factor).to(dtype),
+                (emb.sin() * self.attention_factor).to(dtype),
+            )
         return emb.cos().to(dtype), emb.sin().to(dtype)
 
 

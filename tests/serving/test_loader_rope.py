@@ -101,9 +101,12 @@ def test_unsupported_rope_type_is_named():
         "intermediate_size": 8,
         "num_hidden_layers": 1,
         "num_attention_heads": 4,
-        "rope_parameters": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e6},
+        "rope_parameters": {"rope_type": "longrope", "factor": 4.0, "rope_theta": 1e6},
     }
-    with pytest.raises(ModelLoadError, match="unsupported rope scaling type 'yarn'"):
+    with pytest.raises(ModelLoadError, match="unsupported rope scaling type 'longrope'"):
+        config_from_hf(cfg, {}, "test")
+    cfg["rope_parameters"]["rope_type"] = "yarn"
+    with pytest.raises(ModelLoadError, match="yarn rope scaling lacks original_max_position"):
         config_from_hf(cfg, {}, "test")
 
 
