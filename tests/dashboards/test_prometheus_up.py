@@ -45,3 +45,7 @@ def test_promtool_accepts_the_rules():
         [promtool, "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60
     )
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+# starts real OS processes: left out by make test-fast
+pytestmark = pytest.mark.processes

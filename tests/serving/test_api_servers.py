@@ -291,3 +291,7 @@ def test_each_process_gets_its_own_socket_and_a_port_in_use_is_refused():
                 sock.close()
     finally:
         taken.close()
+
+
+# starts real OS processes: left out by make test-fast
+pytestmark = pytest.mark.processes

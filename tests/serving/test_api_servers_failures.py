@@ -164,3 +164,7 @@ def test_work_directories_of_killed_parents_are_removed(tmp_path):
     assert remove_stale_workdirs(str(tmp_path)) == [stale]
     assert not os.path.exists(stale)
     assert all(os.path.isdir(p) for p in (live, unowned, garbled, other))
+
+
+# starts real OS processes: left out by make test-fast
+pytestmark = pytest.mark.processes

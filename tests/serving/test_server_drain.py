@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 
 import httpx
+import pytest
 from sqlalchemy import func, select
 from test_server_support import wait_for
 
@@ -136,3 +137,7 @@ def test_sigterm_drains_in_flight_streams_and_flushes_samples(tmp_path: Path):
         assert s.scalar(select(func.count()).select_from(Sample)) == N  # no sample lost
         assert set(s.scalars(select(Sample.completion_tokens))) == {24}
         assert {r["text"] for r in results} == set(s.scalars(select(Sample.response)))
+
+
+# starts real OS processes: left out by make test-fast
+pytestmark = pytest.mark.processes

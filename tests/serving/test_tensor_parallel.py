@@ -104,3 +104,7 @@ def test_unsplittable_shape_fails_before_any_process_starts(tmp_path):
     save_tiny_model("llama", tmp_path, seed=1)  # 2 KV heads cannot be spread over 3 ranks
     with pytest.raises(ValueError, match="multiple of num_key_value_heads"):
         make_engine(load_model_files(tmp_path), tensor_parallel_size=3)
+
+
+# starts real OS processes: left out by make test-fast
+pytestmark = pytest.mark.processes

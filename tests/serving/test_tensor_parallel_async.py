@@ -204,3 +204,7 @@ def test_close_with_a_step_in_flight_is_prompt(loaded):
     assert time.monotonic() - t0 < 10.0
     assert all(p.poll() is not None for p in workers)
     assert segment is None or not os.path.exists(segment)  # unlinked: nothing left in /dev/shm
+
+
+# starts real OS processes: left out by make test-fast
+pytestmark = pytest.mark.processes

@@ -14,6 +14,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
 from sidecar_servers import OPERATOR_KEY, UvicornThread, WebhookReceiver
 from sidecar_world import clear_of_window_boundary, last_window
 from sqlalchemy import func, select
@@ -107,3 +108,7 @@ def test_drift_seen_only_through_the_official_instrumentation_reaches_a_signed_w
         for _path, headers, raw in receiver.received:
             verify(raw, headers, SECRET)
         assert any("prompt_embedding" in raw.decode() for _p, _h, raw in receiver.received)
+
+
+# starts real OS processes: left out by make test-fast
+pytestmark = pytest.mark.processes

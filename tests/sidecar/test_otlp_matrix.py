@@ -68,3 +68,7 @@ def test_instrumented_openai_chats_arrive_with_their_text(package, migrated_db, 
 def sidecar_rejected(sidecar) -> dict[tuple[str, str], int]:
     app = sidecar.server.config.app
     return app.state.otlp_tally.rejected()
+
+
+# starts real OS processes: left out by make test-fast
+pytestmark = pytest.mark.processes

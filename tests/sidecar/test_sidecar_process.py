@@ -9,6 +9,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import httpx
+import pytest
 from sidecar_servers import OPERATOR_KEY, SidecarProcess, WebhookReceiver, sidecar_env
 from sidecar_world import prepare
 from sqlalchemy import func, select
@@ -170,3 +171,7 @@ def test_two_sidecars_run_the_periodic_job_once_per_interval(pg_url, tmp_path):
     claims = re.findall(r"drift run (\d+) claimed", a.log() + b.log())
     assert len(claims) == len(set(claims)) >= len(done)  # no window was worked twice
     assert done[-1].window_end <= datetime.now(UTC)
+
+
+# starts real OS processes: left out by make test-fast
+pytestmark = pytest.mark.processes

@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from sqlalchemy import func, select
 
 from storage.db import session_scope
@@ -84,3 +85,7 @@ def test_sigkill_mid_batch_loses_no_journaled_record(pg_url, pg_proxy, tmp_path)
     assert rows == len(final)  # none duplicated
     assert restarted.replayed == len(journaled) and restarted.dropped == 0
     assert list(journal_dir.glob("*.jsonl")) == []  # journal drained
+
+
+# starts real OS processes: left out by make test-fast
+pytestmark = pytest.mark.processes

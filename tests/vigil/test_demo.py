@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from vigil.devtools.demo import drift_alerts
 
 
@@ -48,3 +50,7 @@ def test_quick_demo_delivers_a_signed_drift_alert(tmp_path):
     assert summary["dashboard_says"] == summary["headline"]
     assert summary["alert"].startswith(summary["dashboard"].rstrip("/") + "/alerts/")
     assert Path(summary["report"]).is_file()
+
+
+# starts real OS processes: left out by make test-fast
+pytestmark = pytest.mark.processes

@@ -8,6 +8,7 @@ import sys
 import time
 
 import httpx
+import pytest
 
 
 def free_port() -> int:
@@ -66,3 +67,7 @@ def test_up_runs_engine_and_sidecar_and_stops_on_sigterm(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+# starts real OS processes: left out by make test-fast
+pytestmark = pytest.mark.processes

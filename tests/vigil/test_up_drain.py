@@ -123,3 +123,7 @@ def test_stream_in_flight_finishes_when_up_is_stopped(tmp_path, target):
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         _kill_all(children)
+
+
+# starts real OS processes: left out by make test-fast
+pytestmark = pytest.mark.processes

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import httpx
+import pytest
 from fake_upstream import WORDS, FakeUpstream
 from sidecar_servers import UvicornThread, free_port
 from sqlalchemy import select
@@ -58,3 +59,7 @@ def test_up_with_a_proxy_relays_samples_and_stops_on_sigterm(tmp_path):
                 proc.wait()
     with session_factory(database)() as s:  # the proxy's writer flushed on the way out
         assert [row.response for row in s.scalars(select(Sample))] == ["".join(WORDS)]
+
+
+# starts real OS processes: left out by make test-fast
+pytestmark = pytest.mark.processes

@@ -251,3 +251,7 @@ def test_killing_the_core_fails_in_flight_requests_and_a_new_core_takes_over(mod
     finally:
         asyncio.run(engine.shutdown())
     assert not engine.is_running
+
+
+# starts real OS processes: left out by make test-fast
+pytestmark = pytest.mark.processes
