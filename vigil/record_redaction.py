@@ -42,7 +42,7 @@ class RecordRedaction:
         out = dict(data)
         for name in TEXT_FIELDS:
             if isinstance(out.get(name), str):
-                out[name] = self._text(out[name])
+                out[name] = self.text(out[name])
         for name, value in data.items():
             if name not in _RECORD_FIELDS and not name.startswith("eval_"):
                 out[name] = self._unknown(name, value)
@@ -50,15 +50,16 @@ class RecordRedaction:
 
     def sample(self, record: SampleRecord) -> SampleRecord:
         """Redact a validated record in place; returns it."""
-        record.prompt = self._text(record.prompt)
-        record.response = self._text(record.response)
+        record.prompt = self.text(record.prompt)
+        record.response = self.text(record.response)
         extra = record.model_extra or {}
         for name, value in list(extra.items()):
             if not name.startswith("eval_"):
                 extra[name] = self._unknown(name, value)
         return record
 
-    def _text(self, value: str | None) -> str | None:
+    def text(self, value: str | None) -> str | None:
+        """One text, redacted when `pii` is on (the OTLP join buffer's pieces before they wait)."""
         return redact_pii(value) if self.pii and value else value
 
     def _unknown(self, name: str, value: Any) -> Any:

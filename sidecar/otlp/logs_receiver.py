@@ -26,16 +26,17 @@ from sidecar.otlp.join_buffer import Key, hold_logs
 from sidecar.otlp.log_content import log_pieces
 from sidecar.otlp.receiver import answer
 from sidecar.otlp.records import Refusals, store_joined
-from sidecar.otlp.spans import MapOptions, _scrub
+from sidecar.otlp.spans import scrub
 from sidecar.otlp.tally import REASONS, OtlpTally
 from storage.types import utcnow
 from vigil.keys import Principal
+from vigil.record_redaction import RecordRedaction
 
 LOGS_PATH = "/v1/logs"
 
 
 def pieces_by_span(
-    request: Any, refusals: Refusals, options: MapOptions
+    request: Any, refusals: Refusals, redaction: RecordRedaction
 ) -> tuple[dict[Key, list[dict[str, Any]]], Counter[Key]]:
     """The content pieces of each span (redacted and cut before they wait anywhere), and how
     many log records gave them."""
@@ -55,7 +56,7 @@ def pieces_by_span(
                     continue
                 key = (record.trace_id.hex(), record.span_id.hex())
                 for piece in pieces:
-                    piece["text"] = _scrub(piece["text"], options)
+                    piece["text"] = redaction.text(scrub(piece["text"]))
                 found[key] += pieces
                 records[key] += 1
     return found, records
@@ -82,8 +83,7 @@ def receive_logs(
             ingest.quota.charge(sender, settings.ingest_max_samples)
         return JSONResponse({"detail": exc.reason}, status_code=exc.status)
     refusals = Refusals()
-    options = MapOptions(settings.secret_key, settings.redact_pii, principal.may_label_others)
-    pieces, records = pieces_by_span(request, refusals, options)
+    pieces, records = pieces_by_span(request, refusals, ingest.redaction)
     if pieces:
         with ingest.session_factory() as session:
             done, refused = hold_logs(

@@ -16,7 +16,7 @@ from starlette.exceptions import HTTPException
 
 from sidecar.ingest.write_path import IngestPath
 from sidecar.otlp.join_buffer import Held
-from sidecar.otlp.spans import MapOptions, _scrub
+from sidecar.otlp.spans import scrub
 from storage.types import utcnow
 from vigil.keys import Principal
 from vigil.sample_record import RecordError, SampleRecord, validate_record
@@ -79,9 +79,6 @@ def store_joined(ingest: IngestPath, held: list[Held]) -> int:
     """Store spans the join buffer let go (complete, expired or past its size), their rows
     already counted against the quota when the spans came. Returns how many were refused."""
     settings = ingest.settings
-    options = MapOptions(
-        secret=settings.secret_key, redact=settings.redact_pii, labels_others=False
-    )
     groups: dict[tuple, tuple[Principal, list[SampleRecord]]] = {}
     refusals = Refusals()
     now = utcnow()
@@ -89,7 +86,7 @@ def store_joined(ingest: IngestPath, held: list[Held]) -> int:
         record = dict(item.record)
         for name in ("prompt", "response"):
             if record.get(name) is not None:
-                record[name] = _scrub(record[name], options)
+                record[name] = scrub(record[name])
         valid = validated(record, now, settings.max_future_skew_s, refusals)
         if valid is not None:
             key = tuple(sorted(asdict(item.principal).items()))

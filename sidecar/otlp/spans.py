@@ -42,7 +42,8 @@ def _label(value: str | None, cap: int) -> str | None:
     return value[:cap] if value else None
 
 
-def _scrub(value: str | None, options: MapOptions) -> str | None:
+def scrub(value: str | None) -> str | None:
+    """A text made storable: valid UTF-8, no NUL, cut to the record's cap."""
     if value is None:
         return None
     if not value.isascii():  # ASCII holds no lone surrogate
@@ -86,8 +87,8 @@ def span_record(
         "segment": _label(text(labels, names.SEGMENT), limits.MAX_KEY_CHARS),
         "prompt_version": _label(text(labels, names.PROMPT_VERSION), limits.MAX_KEY_CHARS),
         "model_version": _label(text(attrs, names.MODEL), limits.MAX_KEY_CHARS),
-        "prompt": _scrub(content.prompt, options),
-        "response": _scrub(content.response, options),
+        "prompt": scrub(content.prompt),
+        "response": scrub(content.response),
         "prompt_tokens": _count(number(attrs, names.INPUT_TOKENS)),
         "completion_tokens": _count(n_out),
         "finish_reason": _label(
