@@ -92,7 +92,7 @@ class IngestQuota:
         now = self.clock()
         with self._lock:
             used = self._used.get(sender) or deque()
-            inside = [(stamp, n) for stamp, n in used if stamp > now - self.window_s]
+            inside = [(stamp, rows) for stamp, rows, _ in used if stamp > now - self.window_s]
             total = sum(n for _, n in inside)
             if total < self.limit:
                 return 0.0
@@ -110,7 +110,7 @@ class IngestQuota:
             return
         with self._lock:
             used = self._used.pop(sender, None) or deque()
-            used.append((self.clock(), min(rows, self.limit)))
+            used.append((self.clock(), min(rows, self.limit), 0))
             self._used[sender] = used
             while len(self._used) > self.max_tenants:
                 self._used.popitem(last=False)

@@ -25,6 +25,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
@@ -61,14 +62,15 @@ def _mapped(span: Any, resource: dict[str, Any], options: MapOptions) -> dict[st
 
 def convert(
     request: Any, principal: Principal, ingest: IngestPath, refusals: Refusals
-) -> list[tuple[dict[str, Any], SampleRecord]]:
-    """The mapped and valid records of the request's generation spans, in order."""
+) -> list[tuple[dict[str, Any], SampleRecord, bool]]:
+    """The mapped and valid records of the request's generation spans, in order, each with
+    whether it waits for its content as log records (`_waits_for_logs`)."""
     settings = ingest.settings
     options = MapOptions(
         secret=settings.secret_key,
         labels_others=principal.may_label_others,
     )
-    out: list[tuple[dict[str, Any], SampleRecord]] = []
+    out: list[tuple[dict[str, Any], SampleRecord, bool]] = []
     now = utcnow()
     generation = 0
     for resource_spans in request.resource_spans:
@@ -96,15 +98,17 @@ def convert(
                     )
                 record = validated(mapped, now, settings.max_future_skew_s, refusals)
                 if record is not None:
-                    out.append((mapped, record))
+                    out.append((mapped, record, _waits_for_logs(span, mapped)))
     return out
 
 
-def _waits_for_logs(mapped: dict[str, Any]) -> bool:
-    """A client span (it names its operation) with no text and an id: its instrumentation may
-    send the text as log records. vLLM's server spans name no operation and have no logs."""
+def _waits_for_logs(span: Any, mapped: dict[str, Any]) -> bool:
+    """A client span (not a server's, and it names its operation) with no text and an id: its
+    instrumentation may send the text as log records. Servers (vLLM, the engine's own spans with
+    content capture off) send no content events, so their spans are stored at once."""
     return (
-        "operation" in mapped
+        span.kind != Span.SpanKind.SPAN_KIND_SERVER
+        and "operation" in mapped
         and "prompt" not in mapped
         and "response" not in mapped
         and str(mapped.get("id", "")).startswith("otel-")
@@ -151,12 +155,13 @@ def receive_traces(
         return JSONResponse({"detail": exc.reason}, status_code=exc.status)
     refusals = Refusals()
     converted = convert(request, principal, ingest, refusals)
-    kept = [converted[i] for i in allowed([r for _, r in converted], principal, ingest, refusals)]
+    records = [record for _, record, _ in converted]
+    kept = [converted[i] for i in allowed(records, principal, ingest, refusals)]
     ingest.meter(principal, len(kept) + len(refusals.reasons) - refusals.reasons["not_genai"])
-    now_records = [record for mapped, record in kept if not _waits_for_logs(mapped)]
+    now_records = [record for _, record, waits in kept if not waits]
     if now_records:
         ingest.store(now_records, principal, metered=False)
-    waiting = [Held(_key(m), m, principal) for m, _ in kept if _waits_for_logs(m)]
+    waiting = [Held(_key(m), m, principal) for m, _, waits in kept if waits]
     if waiting:
         with ingest.session_factory() as session:
             done, full = hold_spans(

@@ -49,6 +49,7 @@ def test_registry_lists_every_kind():
         "mmd",
         "cluster_mix",
         "conditional_mmd",
+        "response_agg",
     }
     assert {s.name for s in registry.tests_for("word_set")} == {"instruction_ngrams"}
     with pytest.raises(KeyError, match="unknown drift test 'nope'"):

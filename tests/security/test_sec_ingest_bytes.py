@@ -63,3 +63,33 @@ def test_neither_rows_nor_bytes_pass_their_limit_in_any_minute(calls, rows_limit
         in_minute = [(r, b) for t, r, b in admitted if start <= t < start + 60]
         assert sum(r for r, _ in in_minute) <= rows_limit
         assert sum(b for _, b in in_minute) <= bytes_limit
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    calls=st.lists(
+        st.tuples(
+            st.sampled_from(("take", "charge", "room")),
+            st.integers(0, 300),
+            st.integers(0, 50),
+            st.integers(0, 5_000),
+        ),
+        max_size=30,
+    )
+)
+def test_charges_and_room_checks_read_the_same_minute_as_batches(calls):
+    """A refused batch's charge and the before-parse room check share the batches' minute: after
+    any mix of them, the room check says 0 exactly when one more row would be taken."""
+    now = [0.0]
+    quota = IngestQuota(40, clock=lambda: now[0], bytes_per_minute=4_000)
+    for what, step, rows, nbytes in calls:
+        now[0] += step / 10
+        if what == "take":
+            quota.take_batch("t", rows, nbytes)
+        elif what == "charge":
+            quota.charge("t", rows)
+        else:
+            wait = quota.wait_for_room("t")
+            assert 0 <= wait <= 60
+            rows_in_minute = sum(r for t, r, _ in quota._used.get("t", ()) if t > now[0] - 60)
+            assert (wait == 0) == (rows_in_minute < 40)

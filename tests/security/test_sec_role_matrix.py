@@ -9,7 +9,8 @@ key. Access classes:
 - `key`: any valid key (the engine API, ingest, OTLP);
 - `reader`: global and admin keys (every page, chart API and the sidecar's /metrics);
 - `admin`: admin keys only (baseline and alert actions);
-- `login`: the key travels in the form; readers get a session (303), the rest a 401.
+- `login`: the key travels in the form; readers get a session (303), the rest a 401;
+- `slack`: Slack's signature alone (no key opens it): every role without one gets a 401.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ ALLOWED = {
     "reader": {"global", "admin"},
     "admin": {"admin"},
     "login": {"global", "admin"},
+    "slack": set(),
 }
 
 SIDECAR = {
@@ -41,11 +43,14 @@ SIDECAR = {
     ("GET", "/health"): "open",
     ("POST", "/v1/ingest"): "key",
     ("POST", "/v1/traces"): "key",
+    ("POST", "/v1/logs"): "key",
+    ("POST", "/slack/actions"): "slack",
     ("GET", "/login"): "open",
     ("POST", "/login"): "login",
     ("POST", "/logout"): "open",
     ("GET", "/reports"): "reader",
     ("GET", "/reports/{run_id}"): "reader",
+    ("GET", "/reports/{run_id}/evidently"): "reader",
     ("GET", "/alerts"): "reader",
     ("GET", "/metrics"): "reader",
     ("GET", "/baselines"): "reader",
@@ -54,7 +59,17 @@ SIDECAR = {
     ("GET", "/alerts/{alert_id}"): "reader",
     ("POST", "/alerts/{row_id}/{action}"): "admin",
     ("POST", "/api/v1/alerts/{row_id}/{action}"): "admin",
+    ("GET", "/incidents"): "reader",
+    ("GET", "/api/v1/incidents"): "reader",
     ("GET", "/incidents/{incident_id}"): "reader",
+    ("POST", "/incidents/{incident_id}/expected"): "admin",
+    ("POST", "/api/v1/incidents/{incident_id}/expected"): "admin",
+    ("GET", "/silences"): "reader",
+    ("GET", "/api/v1/silences"): "reader",
+    ("POST", "/silences"): "admin",
+    ("POST", "/api/v1/silences"): "admin",
+    ("POST", "/silences/{silence_id}/expire"): "admin",
+    ("POST", "/api/v1/silences/{silence_id}/expire"): "admin",
     ("POST", "/incidents/{row_id}/{action}"): "admin",
     ("POST", "/api/v1/incidents/{row_id}/{action}"): "admin",
     ("GET", "/segments"): "reader",
@@ -77,6 +92,7 @@ PARAMS = {
     "{alert_id}": "1",
     "{incident_id}": "1",
     "{row_id}": "999999",
+    "{silence_id}": "999999",
     "{action}": "acknowledge",
     "{tenant}": "acme",
     "{segment}": "default",
@@ -122,7 +138,7 @@ def _call(client: httpx.Client, method: str, template: str, role: str) -> int:
     if method == "GET":
         return client.get(path, headers=headers).status_code
     body = BODIES.get(template, {})
-    if template == "/v1/traces":
+    if template in ("/v1/traces", "/v1/logs"):
         headers["content-type"] = "application/x-protobuf"
         return client.post(path, content=b"", headers=headers).status_code
     return client.post(path, json=body, headers=headers).status_code
@@ -145,7 +161,8 @@ def _check(url: str, table: dict[tuple[str, str], str], app_routes: set) -> None
                 if role in ALLOWED[access]:
                     ok = let_in and status != 429
                 else:
-                    expected = 401 if role in ("none", "wrong") or access == "login" else 403
+                    keyless = role in ("none", "wrong") or access in ("login", "slack")
+                    expected = 401 if keyless else 403
                     ok = status == expected
                 if not ok:
                     wrong.append(f"{method} {template} as {role}: {status} ({access})")
@@ -168,7 +185,11 @@ def test_every_sidecar_route_lets_in_exactly_its_roles(migrated_db, tmp_path):
     from sidecar.app import create_app
     from storage.db import session_factory
 
-    settings = _settings(database_url=migrated_db, report_dir=tmp_path / "reports")
+    settings = _settings(
+        database_url=migrated_db,
+        report_dir=tmp_path / "reports",
+        slack_signing_secret="slack-signing-secret-0123456789",
+    )
     app = create_app(settings, session_factory(migrated_db))
     with sidecar_server(settings, app) as url:
         _check(url, SIDECAR, routes_of(app))
