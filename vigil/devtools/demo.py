@@ -106,6 +106,27 @@ def _embed_backlog(http: httpx.Client, sidecar: str, key: dict[str, str]) -> flo
     return float("inf")
 
 
+_JOB_ROW = (
+    r"<tr[^>]*><td>{id}</td><td>[^<]*</td><td><b>(\w+)</b></td>"
+    r"<td>[^<]*</td><td>([^<]*)</td>"
+)
+
+
+def _job_outcome(
+    http: httpx.Client, page: str, headers: dict[str, str], job_id: str, timeout: float = 600.0
+) -> str:
+    """The outcome of a baseline job started from the /baselines page, once it has finished
+    (the page lists each job's state and outcome; the work runs off the request)."""
+    row = re.compile(_JOB_ROW.format(id=re.escape(job_id)))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = row.search(http.get(page, headers=headers).text)
+        if found and found.group(1) in ("done", "failed"):
+            return html.unescape(found.group(2))
+        time.sleep(0.5)
+    return f"job {job_id} refused: not finished after {timeout:.0f} s"
+
+
 def _say(text: str) -> None:
     print(f"[demo {time.strftime('%H:%M:%S')}] {text}", flush=True)
 
@@ -199,6 +220,8 @@ def _run(up, *, http_env, env, receiver, quick: bool, started: float) -> int:
                 f"{sidecar}/baselines/{step}", data=data, headers=admin, follow_redirects=False
             )
             message = httpx.URL(r.headers.get("location", "")).params.get("message", r.text[:200])
+            if r.status_code < 400 and (job := re.match(r"job (\d+) started", message)):
+                message = _job_outcome(http, f"{sidecar}/baselines", admin, job.group(1))
             _say(f"baseline {step} (from the /baselines page): {message}")
             if "refused" in message or "rejected" in message or r.status_code >= 400:
                 raise RuntimeError(f"baseline {step} failed: {message}")
