@@ -15,6 +15,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from sidecar.embed_cache import EmbeddingCache
 from sidecar.embed_device import (
     CUDA_BATCH_TOKENS,
     EmbedConfig,
@@ -68,6 +69,7 @@ class Embedder:
     device: str = "cpu"
     dtype: str = "fp32"
     batch_tokens: int = CUDA_BATCH_TOKENS
+    cache: EmbeddingCache | None = None  # texts embedded before by this model (get_embedder's)
 
     @property
     def dim(self) -> int:
@@ -90,6 +92,11 @@ class Embedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         clipped = [t[:MAX_CHARS] for t in texts]
+        if self.cache is not None:
+            return self.cache.encode(clipped, self.dim, self._forward)
+        return self._forward(clipped)
+
+    def _forward(self, clipped: list[str]) -> np.ndarray:
         out = np.empty((len(clipped), self.dim), dtype=np.float32)
         for idx in token_batches(self.token_lengths(clipped), self.batch_tokens, MAX_ROWS):
             vecs = self.model.encode([clipped[i] for i in idx], batch_size=len(idx),
@@ -113,7 +120,14 @@ def get_embedder(config: EmbedConfig | None = None) -> Embedder:
     with _lock:  # the first jobs may ask at once; load the model one time
         model = load_model(config.model_path, device, dtype, config.threads)
     batch = resolve_batch_tokens(config.batch_tokens, device)
-    return Embedder(embedder_name(config.model_path), model, device, dtype, batch)
+    cache = _cache_for(config.model_path, device, dtype)
+    return Embedder(embedder_name(config.model_path), model, device, dtype, batch, cache)
+
+
+@lru_cache(maxsize=4)
+def _cache_for(path: str | None, device: str, dtype: str) -> EmbeddingCache:
+    """One cache per model copy: rows from another precision or device differ slightly."""
+    return EmbeddingCache()
 
 
 def embed_texts(texts: Sequence[str], *, model_path: str | None = None) -> np.ndarray:

@@ -61,7 +61,9 @@ def test_the_cpu_path_fills_both_tables_with_sane_numbers(tmp_path):
         p50, last, steps, tok_s, tflops = (float(x) for x in row[3:8])
         mfu = float(row[8].rstrip(" %")) / 100
         assert 0 < p50 <= last and tok_s > 0 and tflops > 0 and 0 < mfu < 1
-        assert tok_s == pytest.approx(int(prompts) * 128 / (last / 1e3), rel=0.01)
+        # the table prints the prefill time to 0.1 ms: the rate agrees within that rounding
+        rounding = 0.05 / last
+        assert tok_s == pytest.approx(int(prompts) * 128 / (last / 1e3), rel=0.01 + rounding)
         # the scheduler's budget cuts the prompts: at least this many steps
         assert steps >= math.ceil(int(prompts) * 128 / int(budget))
     assert float(rows[("40", "1")][5]) >= 4 and float(rows[("256", "1")][5]) <= 2

@@ -120,7 +120,9 @@ def _job_outcome(
     row = re.compile(_JOB_ROW.format(id=re.escape(job_id)))
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        found = row.search(http.get(page, headers=headers).text)
+        text = http.get(page, headers=headers).text
+        jobs_table = text.find('id="baseline-jobs"')  # the baselines table above has ids too
+        found = row.search(text, jobs_table) if jobs_table >= 0 else None
         if found and found.group(1) in ("done", "failed"):
             return html.unescape(found.group(2))
         time.sleep(0.5)
