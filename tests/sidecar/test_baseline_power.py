@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from traffic_gen import traffic
 
 from dashboards.baselines_page import baseline_rows
@@ -19,6 +20,8 @@ from storage.repositories.baselines import get_baseline
 from storage.repositories.samples import insert_samples
 
 
+# a whole pipeline on one backend; the storage tests cover both
+@pytest.mark.parametrize("migrated_db", ["sqlite"], indirect=True)
 def test_validation_stores_the_detectable_effects(migrated_db, make_settings, embedder):
     settings = make_settings(migrated_db, baseline_power=True, drift_interval_s=3600)
     factory = session_factory(migrated_db)

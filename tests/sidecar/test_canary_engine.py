@@ -171,6 +171,8 @@ def _deliveries(receiver: WebhookReceiver, count: int, factory, settings) -> lis
     return bodies
 
 
+# a whole pipeline on one backend; the storage tests cover both
+@pytest.mark.parametrize("migrated_db", ["postgresql"], indirect=True)
 def test_fault_is_caught_in_one_run_and_alerts_through_a_webhook(
     engine_server, migrated_db, make_settings, probes_file
 ):

@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
+import pytest
 from sidecar_servers import WebhookReceiver
 
 from alerts.delivery import deliver_due
@@ -75,6 +76,8 @@ def _insert(factory, records, now):
         s.commit()
 
 
+# a whole pipeline on one backend; the storage tests cover both
+@pytest.mark.parametrize("migrated_db", ["sqlite"], indirect=True)
 def test_demo_event_is_one_incident_that_says_what_changed(
     migrated_db, make_settings, embedder, tmp_path
 ):

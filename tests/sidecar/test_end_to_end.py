@@ -51,6 +51,8 @@ def open_in_chromium(url: str) -> list[str]:
     return errors
 
 
+# a whole pipeline on one backend; the storage tests cover both
+@pytest.mark.parametrize("migrated_db", ["postgresql"], indirect=True)
 def test_pipeline_delivers_signed_alerts_and_a_report(migrated_db, make_settings, embedder):
     with JudgeEngine() as engine, WebhookReceiver() as receiver:
         settings = make_settings(

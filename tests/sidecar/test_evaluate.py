@@ -117,6 +117,8 @@ def test_evaluate_job_retries_after_engine_outage(migrated_db, make_settings, em
     assert all(0.2 < r <= 1.0 for r in rel)  # on-topic answers: clearly related embeddings
 
 
+# a whole pipeline on one backend; the storage tests cover both
+@pytest.mark.parametrize("migrated_db", ["sqlite"], indirect=True)
 def test_judge_through_the_real_engine(migrated_db, make_settings, embedder, tmp_path):
     """The judge against `vigil serve` (SmolLM2 on CPU) in a subprocess: the engine returns
     top_logprobs with digit tokens, so the score is the logprob-weighted mean, deterministic at

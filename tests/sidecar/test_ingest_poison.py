@@ -59,6 +59,8 @@ def test_one_poisoned_sample_fails_its_request(migrated_db, make_settings, poiso
     assert _count(factory) == 0  # nothing of the request was stored
 
 
+# a whole pipeline on one backend; the storage tests cover both
+@pytest.mark.parametrize("migrated_db", ["sqlite"], indirect=True)
 def test_drift_run_completes_after_a_poisoned_request(migrated_db, make_settings, embedder):
     settings = make_settings(migrated_db)
     factory = session_factory(migrated_db)

@@ -110,6 +110,8 @@ def cli_env(migrated_db, tmp_path, monkeypatch, embedder):
     get_settings.cache_clear()
 
 
+# a whole pipeline on one backend; the storage tests cover both
+@pytest.mark.parametrize("migrated_db", ["sqlite"], indirect=True)
 def test_baseline_cli_life_cycle(cli_env, capsys):
     factory = cli_env
     start = NOW - timedelta(hours=6)

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
+import pytest
 from sidecar_servers import OPERATOR_KEY, UvicornThread, WebhookReceiver
 from sidecar_world import prepare
 from sqlalchemy import select
@@ -26,6 +27,8 @@ from storage.models import Alert, DriftRun
 SECRET = "new-population-webhook-secret-0123"
 
 
+# a whole pipeline on one backend; the storage tests cover both
+@pytest.mark.parametrize("migrated_db", ["postgresql"], indirect=True)
 def test_new_tenant_on_a_new_model_version_alerts_by_kind(migrated_db, make_settings, embedder):
     with WebhookReceiver() as receiver:
         settings = make_settings(

@@ -10,6 +10,7 @@ import json
 import time
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from opentelemetry.sdk.trace.export import SpanExportResult
 from otlp_support import export_protobuf
 from sidecar_servers import OPERATOR_KEY, UvicornThread, WebhookReceiver
@@ -84,6 +85,8 @@ def send(url: str, records: list[dict]) -> None:
         )
 
 
+# a whole pipeline on one backend; the storage tests cover both
+@pytest.mark.parametrize("migrated_db", ["sqlite"], indirect=True)
 def test_drift_seen_only_through_otlp_reaches_a_signed_webhook(
     migrated_db, make_settings, embedder
 ):

@@ -53,6 +53,8 @@ def chat(url: str, stub: str, records: list[dict], tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
 
 
+# a whole pipeline on one backend; the storage tests cover both
+@pytest.mark.parametrize("migrated_db", ["postgresql"], indirect=True)
 def test_drift_seen_only_through_the_official_instrumentation_reaches_a_signed_webhook(
     migrated_db, make_settings, embedder, tmp_path
 ):

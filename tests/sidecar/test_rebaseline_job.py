@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from sidecar_world import prepare
 from sqlalchemy import select
 
@@ -18,6 +19,8 @@ from storage.db import session_factory
 from storage.models import Alert, Baseline, Incident
 
 
+# a whole pipeline on one backend; the storage tests cover both
+@pytest.mark.parametrize("migrated_db", ["postgresql"], indirect=True)
 def test_an_expected_change_becomes_the_baseline(migrated_db, make_settings, embedder):
     settings = make_settings(migrated_db, webhook_targets=[], rebaseline_min_samples=10_000)
     factory = session_factory(migrated_db)

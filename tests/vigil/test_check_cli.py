@@ -23,9 +23,16 @@ ROOT = Path(__file__).resolve().parents[2]
 ALSO_ALLOWED = {"persona": {"prompt"}}
 
 
-def run_check(ref: Path, cur: Path, *, seed: int = 0, segment_by=(), as_json=True):
+def run_check(
+    ref: Path, cur: Path, *, seed: int = 0, segment_by=(), as_json=True, baseline_cache=None
+):
     args = argparse.Namespace(
-        reference=str(ref), current=str(cur), json=as_json, segment_by=list(segment_by), seed=seed
+        reference=str(ref),
+        current=str(cur),
+        json=as_json,
+        segment_by=list(segment_by),
+        seed=seed,
+        baseline_cache=None if baseline_cache is None else str(baseline_cache),
     )
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -36,12 +43,14 @@ def run_check(ref: Path, cur: Path, *, seed: int = 0, segment_by=(), as_json=Tru
 @pytest.mark.parametrize("seed", range(20))
 def test_null_pair_is_quiet_and_each_drift_kind_raises_its_kind(seed, tmp_path):
     """Per seed: two independent draws of one distribution raise nothing (exit 0); a drifted
-    current file (kinds rotate, so each kind gets 4 seeds) raises its kind (exit 3)."""
+    current file (kinds rotate, so each kind gets 4 seeds) raises its kind (exit 3). The second
+    check reuses the first's baseline through --baseline-cache, as repeated checks do."""
+    cache = tmp_path / "baselines"
     ref = write_jsonl(make_samples(500, seed=10_000 + seed), tmp_path / "ref.jsonl")
     same = write_jsonl(
         make_samples(250, seed=20_000 + seed, t0=1.7e9 + 7200), tmp_path / "same.jsonl"
     )
-    code, out, _ = run_check(ref, same, seed=seed)
+    code, out, _ = run_check(ref, same, seed=seed, baseline_cache=cache)
     report = json.loads(out)
     assert code == 0 and not report["drifted"] and report["alerts"] == [], report["alerts"]
     assert report["baseline_valid"] and not report["insufficient_data"]
@@ -50,7 +59,7 @@ def test_null_pair_is_quiet_and_each_drift_kind_raises_its_kind(seed, tmp_path):
     cur = write_jsonl(
         make_samples(250, seed=30_000 + seed, t0=1.7e9 + 7200, drift=kind), tmp_path / "cur.jsonl"
     )
-    code, out, _ = run_check(ref, cur, seed=seed)
+    code, out, _ = run_check(ref, cur, seed=seed, baseline_cache=cache)
     report = json.loads(out)
     kinds = {a["kind"] for a in report["alerts"]}
     assert code == 3 and report["drifted"] and kind in kinds, (kind, report["alerts"])
