@@ -7,7 +7,8 @@ them all, a tenth to a quarter of a second on a small machine (a stall of every 
 engine core does it: bench/bench_core_loop.py), and serving allocates enough long-lived objects
 (requests, sequences, streams, outputs) to trigger such passes. `gc.freeze()` moves everything
 alive at that moment to a generation the collector never scans; later garbage is collected as
-before. Both processes freeze once they are ready, as vLLM's engine core does.
+before. Both processes freeze once they are ready, as vLLM's engine core does; so does each
+`vigil proxy` process, whose loop relays every stream it holds.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ import torch
 
 from serving.attention.base import AttentionBackend, AttentionMetadata
 
-# device type -> factory; the GPU engineer registers "cuda" (Triton) with `register_backend`
+# device type -> factory; "cuda" is the Triton backend where Triton is installed
 _REGISTRY: dict[str, Callable[[], AttentionBackend]] = {}
 
 
@@ -17,13 +17,20 @@ def register_backend(device_type: str, factory: Callable[[], AttentionBackend]) 
     _REGISTRY[device_type] = factory
 
 
+def _register_triton() -> None:
+    from serving.attention.triton_backend import TritonAttentionBackend
+    from serving.kernels import HAS_TRITON
+
+    if HAS_TRITON:
+        register_backend("cuda", TritonAttentionBackend)
+
+
 def get_backend(device: str | torch.device = "cpu") -> AttentionBackend:
     """The registered backend for the device type, else the torch reference (works anywhere)."""
     device_type = torch.device(device).type
     if device_type not in _REGISTRY and device_type == "cuda":
-        # the Triton backend registers itself on import, when present
         with contextlib.suppress(ImportError):
-            import serving.attention.triton_backend  # noqa: F401
+            _register_triton()
     factory = _REGISTRY.get(device_type)
     if factory is not None:
         return factory()

@@ -4,14 +4,14 @@ Decode rows (sequences with one query token; the runner lays them out first) go 
 GQA decode kernel; the rest of the step (prefill chunks, prefix hits) to the paged prefill
 kernel, both in one output tensor. FP8 (float8_e4m3fn) caches are detected from the cache dtype
 and read/written with per-tensor scales `k_scale`/`v_scale` (stored value = x / scale).
-Importing this module registers it as the "cuda" backend; it imports without Triton.
+`serving.attention.get_backend` serves it for "cuda" where Triton is installed; the module
+imports without Triton.
 """
 
 from __future__ import annotations
 
 import torch
 
-from serving.attention import register_backend
 from serving.attention.base import AttentionMetadata
 from serving.attention.fault import faulted_scale
 from serving.kernels import HAS_TRITON
@@ -130,7 +130,3 @@ class TritonAttentionBackend:
                 **scales,
             )
         return out
-
-
-if HAS_TRITON:
-    register_backend("cuda", TritonAttentionBackend)

@@ -7,12 +7,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from serving.attention.layer_spec import LayerSpec, RopeSpec
+from serving.loader.archs import GEMMA_ARCHS, LLAMA_ARCHS, SUPPORTED_ARCHS
 from serving.loader.errors import ModelLoadError
-from serving.loader.moe_config import MOE_ARCHS, MoEConfig, moe_config_from_hf
+from serving.loader.families import apply_gemma_config, refuse_unsupported, window_of
+from serving.loader.gpt_oss_config import apply_gpt_oss_config
+from serving.loader.moe_config import MoEConfig, moe_config_from_hf
+from serving.loader.rope_scaling import frozen_scaling, normalize_rope_scaling
 
-LLAMA_ARCHS = ("llama", "qwen2", "qwen3", "mistral", *MOE_ARCHS)
-GEMMA_ARCHS = ("gemma3_text", "gemma4_text")
-SUPPORTED_ARCHS = LLAMA_ARCHS + GEMMA_ARCHS
+__all__ = ["GEMMA_ARCHS", "LLAMA_ARCHS", "SUPPORTED_ARCHS", "ModelConfig", "config_from_hf"]
+
 MAX_HEAD_DIM = 512
 YARN_REQUIRED = ("factor", "original_max_position_embeddings")
 SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3", "freq_factors", "proportional", "yarn")
@@ -56,7 +59,7 @@ class ModelConfig:
         """Each decoder layer's attention geometry."""
         if self.layer_specs is not None:
             return self.layer_specs
-        scaling = None if self.rope_scaling is None else _frozen(self.rope_scaling)
+        scaling = None if self.rope_scaling is None else frozen_scaling(self.rope_scaling)
         spec = LayerSpec(
             num_heads=self.num_attention_heads,
             num_kv_heads=self.num_key_value_heads,
@@ -104,22 +107,6 @@ class ModelConfig:
                 raise ModelLoadError(f"{where}: yarn rope scaling lacks {', '.join(lacking)}")
 
 
-def _frozen(scaling: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
-    return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in scaling.items()))
-
-
-def normalize_rope_scaling(raw: dict[str, Any] | None) -> dict[str, Any] | None:
-    """HF spells it `rope_scaling` (v4) or `rope_parameters` (v5), with `type` or `rope_type`."""
-    if not raw:
-        return None
-    scaling = {k: v for k, v in raw.items() if k not in ("type", "rope_theta")}
-    kind = raw.get("rope_type", raw.get("type", "default"))
-    if kind == "default":
-        return None
-    scaling["rope_type"] = kind
-    return scaling
-
-
 def _eos_list(*values: Any) -> list[int]:
     out: list[int] = []
     for value in values:
@@ -134,8 +121,6 @@ def config_from_hf(cfg: dict[str, Any], generation_cfg: dict[str, Any], source: 
     """Build from a parsed config.json (+ generation_config.json, whose eos list wins over
     config's)."""
     arch = cfg.get("model_type")
-    from serving.loader.families import apply_gemma_config, refuse_unsupported, window_of
-
     refuse_unsupported(cfg, source)
     if cfg.get("mlp_bias"):
         raise ModelLoadError(f"{source}: mlp_bias=true is not supported")
@@ -169,8 +154,6 @@ def config_from_hf(cfg: dict[str, Any], generation_cfg: dict[str, Any], source: 
         if arch in GEMMA_ARCHS:
             apply_gemma_config(config, cfg, source)
         if arch == "gpt_oss":
-            from serving.loader.gpt_oss_config import apply_gpt_oss_config
-
             apply_gpt_oss_config(config, cfg, source)
     except KeyError as exc:
         raise ModelLoadError(f"{source}: config.json lacks required key {exc.args[0]!r}") from exc

@@ -9,7 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from serving.attention.layer_spec import LayerSpec, RopeSpec
+from serving.loader.archs import SUPPORTED_ARCHS
 from serving.loader.errors import ModelLoadError
+from serving.loader.rope_scaling import frozen_scaling, normalize_rope_scaling
 
 # model_type -> why it is refused (the text-only model_type serves the same language model)
 REFUSED_MODEL_TYPES = {
@@ -23,8 +25,6 @@ GELU_TANH = ("gelu_pytorch_tanh", "gelu_tanh")
 
 
 def refuse_unsupported(cfg: dict[str, Any], source: str) -> None:
-    from serving.loader.config import SUPPORTED_ARCHS
-
     arch = cfg.get("model_type")
     if arch in REFUSED_MODEL_TYPES:
         raise ModelLoadError(f"{source}: model_type={arch!r}: {REFUSED_MODEL_TYPES[arch]}")
@@ -58,15 +58,13 @@ def window_of(cfg: dict[str, Any]) -> int | None:
 
 
 def _rope_for(cfg: dict[str, Any], layer_type: str, source: str) -> RopeSpec:
-    from serving.loader.config import _frozen, normalize_rope_scaling
-
     params = (cfg.get("rope_parameters") or {}).get(layer_type)
     if params is None:
         raise ModelLoadError(f"{source}: rope_parameters has no entry for {layer_type!r}")
     scaling = normalize_rope_scaling(params)
     return RopeSpec(
         float(params.get("rope_theta", 10000.0)),
-        None if scaling is None else _frozen(scaling),
+        None if scaling is None else frozen_scaling(scaling),
     )
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from serving.attention.layer_spec import LayerSpec, RopeSpec
 from serving.loader.errors import ModelLoadError
 from serving.loader.moe_config import TOPK_SOFTMAX, MoEConfig
+from serving.loader.rope_scaling import frozen_scaling, normalize_rope_scaling
 
 LAYER_TYPES = ("sliding_attention", "full_attention")
 YARN_KEYS = {
@@ -31,8 +32,6 @@ EXPERT_LAYOUT = "interleaved_transposed"  # serving/model/moe_weights.py
 
 def apply_gpt_oss_config(config: Any, cfg: dict[str, Any], source: str) -> None:
     """Fill a gpt-oss `ModelConfig`'s per-layer attention, rope and experts."""
-    from serving.loader.config import _frozen, normalize_rope_scaling
-
     if cfg.get("quantization_config"):
         method = (cfg["quantization_config"] or {}).get("quant_method", "?")
         raise ModelLoadError(
@@ -58,7 +57,7 @@ def apply_gpt_oss_config(config: Any, cfg: dict[str, Any], source: str) -> None:
     if "sliding_attention" in types and not (isinstance(window, int) and window >= 1):
         raise ModelLoadError(f"{source}: sliding layers need a sliding_window >= 1, got {window!r}")
     scaling = normalize_rope_scaling(rope)
-    spec_rope = RopeSpec(config.rope_theta, None if scaling is None else _frozen(scaling))
+    spec_rope = RopeSpec(config.rope_theta, None if scaling is None else frozen_scaling(scaling))
     config.layer_specs = [
         LayerSpec(
             num_heads=config.num_attention_heads,

@@ -16,7 +16,7 @@ from serving.kernels._compat import HAS_TRITON
 from serving.kernels.moe_activation import ExpertActivation
 from serving.kernels.moe_reference import experts_reference
 from serving.loader.moe_config import SOFTMAX_TOPK, TOPK_SOFTMAX, MoEConfig
-from serving.model import moe_fault
+from serving.model.moe_fault import faulted_ids
 
 
 class TopKRouter(nn.Module):
@@ -58,7 +58,7 @@ class SparseMoeBlock(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         weights, ids = self.router(x)
-        ids = moe_fault.faulted_ids(ids, self.layer_index, self.num_experts)
+        ids = faulted_ids(ids, self.layer_index, self.num_experts)
         experts = fused_experts_for(x)
         return experts(x, self.w13, self.w2, ids, weights, self.activation, self.b13, self.b2)
 

@@ -33,6 +33,10 @@ import threading
 import time
 from typing import Any
 
+import uvicorn
+
+from serving.heap import freeze_startup_heap
+from serving.proxy.build import build_proxy, proxy_config
 from serving.server.process_group import POLL_S, ProcessGroup
 from vigil.config import Settings
 
@@ -61,10 +65,6 @@ def run_worker(settings: Settings, sock: socket.socket, parent_pid: int, index: 
         format=f"%(asctime)s %(levelname)s %(name)s[proxy-{index}]: %(message)s",
     )
     logging.getLogger("alembic").setLevel(logging.WARNING)
-    import uvicorn
-
-    from serving.proxy.main import build_proxy, freeze_startup_heap, proxy_config
-
     app = build_proxy(settings, worker=f"{index}:{os.getpid()}")
     freeze_startup_heap()
     server = uvicorn.Server(proxy_config(settings, app))
