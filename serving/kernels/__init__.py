@@ -19,6 +19,7 @@ points are the Python wrappers:
 - `serving.kernels.moe_gemm.fused_experts(x, w13, w2, ids, weights, act, b13, b2)`  (a mixture of
   experts' experts: grouped GEMMs over the pairs sorted by expert, `moe_align`; its torch oracle
   and CPU path is `moe_reference.experts_reference`)
+- `serving.kernels.sm_count.sm_count(device)`  (the device's SM count, which a grid fills)
 """
 
 from serving.kernels._compat import HAS_TRITON

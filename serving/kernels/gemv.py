@@ -1,8 +1,8 @@
 """Matrix-vector product for one decode token: y = x @ W.T (+ b), W [N, K] row-major.
 
-At M = 1 cuBLAS picks split-K GEMM kernels that reach about 63 % of HBM bandwidth on an H200
-for the Qwen3-4B layer shapes (bench/results/profile_step.md); a decode step at batch 1 is all
-weight reads, so that share is the step's speed. Here each program streams BLOCK_N whole rows
+At M = 1 cuBLAS picks split-K GEMM kernels that leave a good part of the HBM bandwidth unused
+on common layer shapes (bench/results/profile_step.md); a decode step at batch 1 is all weight
+reads, so the bandwidth reached is the step's speed. Here each program streams BLOCK_N whole rows
 of W (coalesced along K) against x held in registers, accumulates in fp32 and rounds once,
 as cuBLAS does. A shape's launch configuration is chosen on its first call (the CUDA-graph
 warm-up makes that call before capture) by timing every candidate as a decode step runs it:
@@ -154,9 +154,8 @@ _MIN_WEIGHT_ELEMENTS = 1 << 16
 
 
 # the norm read inside the GEMV: each program recomputes it over the whole row, which beats a
-# separate RMSNorm launch on short rows (SmolLM2, K = 576: 1013 -> 1311 tok/s at batch 1 on an
-# H200, together with GEMVs for its small projections) and loses on long ones (Qwen3-4B,
-# K = 2560: 329 -> 303)
+# separate RMSNorm launch on short rows (SmolLM2, K = 576) and loses on long ones (Qwen3-4B,
+# K = 2560; batch-1 decode rates of both in bench/results/throughput.md)
 MAX_FUSED_NORM_FEATURES = 1024
 
 # SiLU-and-mul read inside the down projection: every program recomputes the activation of the

@@ -3,8 +3,9 @@
 A one-token GEMV moves a few megabytes in a few microseconds. Triton's autotuner times one
 launch at a time over the same weight: event resolution and launch jitter are the size of the
 differences between configurations, the weight may sit in L2, and no launch overlaps the one
-before it as programmatic dependent launch makes them do in a decode step. On an H200 its picks
-swung SmolLM2's batch-1 decode between 973 and 1,611 tok/s from one process to the next.
+before it as programmatic dependent launch makes them do in a decode step. Its picks differ from
+one process to the next, and with them a small model's batch-1 decode rate
+(bench/results/throughput.md).
 
 Here each configuration runs as one CUDA graph of back-to-back launches over enough distinct
 weight copies to overflow the L2 (the step's layers do the same), launched as the step launches

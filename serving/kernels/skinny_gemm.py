@@ -1,8 +1,9 @@
 """GEMM for a decode batch of a few dozen rows: y = x @ W.T, x [M, K] with M <= MAX_ROWS.
 
-At M = 64 a decode step's GEMMs are still weight reads (64 FLOP per weight byte against the
-H200's ~206 at which they turn compute-bound), and cuBLAS's picks reach 46-68 % of HBM bandwidth
-on Qwen3-4B's projections (bench/results/profile_step.md). This kernel reads them no faster
+At M = 64 a decode step's GEMMs are still weight reads (64 FLOP per weight byte, well under the
+ratio of a data-centre GPU's tensor-core rate to its HBM bandwidth at which they turn
+compute-bound), and cuBLAS's picks leave part of the HBM bandwidth unused on Qwen3-4B's
+projections (bench/results/profile_step.md). This kernel reads them no faster
 (0.90-1.09x of cuBLAS at 16-64 rows, bench/results/decode_tuning.md); it pays on small models,
 whose projections are launch-bound (SmolLM2: 1.1-1.3x). Reading the RMSNorm or SiLU-and-mul
 inside it on short rows was tried and measured no faster end to end (SmolLM2 at 64 rows), so
