@@ -11,6 +11,8 @@ projection's GEMV.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from serving.attention.base import AttentionBackend, AttentionMetadata
@@ -29,14 +31,17 @@ def fused_forward(
     backend: AttentionBackend,
 ) -> torch.Tensor:
     """Final-norm hidden states [num_tokens, hidden] for the step, like `model(...)`."""
+    # the model's parts are read by name: the plain and tensor-parallel Llama forms and any other
+    # module laid out the same (serving/model) serve alike
+    parts: Any = model
     n = input_ids.shape[0]
-    hidden = model.embed_tokens(input_ids)
-    cos, sin = model.rotary.cos_sin(positions, hidden.dtype)
+    hidden = parts.embed_tokens(input_ids)
+    cos, sin = parts.rotary.cos_sin(positions, hidden.dtype)
     residual: torch.Tensor | None = None
     # the one-kernel prologue writes the cache itself: only for the Triton backend (same format)
-    hd = model.config.head_dim
+    hd = parts.config.head_dim
     fused_prologue = getattr(backend, "name", "") == "triton" and hd >= 32 and not hd & (hd - 1)
-    for layer, (k_cache, v_cache) in zip(model.layers, kv_caches, strict=True):
+    for layer, (k_cache, v_cache) in zip(parts.layers, kv_caches, strict=True):
         attn = layer.self_attn
         qkv, residual = _norm_project(attn.qkv_proj, layer.input_layernorm, hidden, residual)
         if fused_prologue:
@@ -54,8 +59,8 @@ def fused_forward(
                 None if qn is None else qn.weight,
                 None if kn is None else kn.weight,
                 1e-6 if qn is None else qn.eps,
-                backend.k_scale,
-                backend.v_scale,
+                getattr(backend, "k_scale", 1.0),
+                getattr(backend, "v_scale", 1.0),
             )
         else:
             q = _prologue_unfused(attn, qkv, n, cos, sin, k_cache, v_cache, meta, backend)
@@ -70,21 +75,22 @@ def fused_forward(
             mlp.gate_up_proj, layer.post_attention_layernorm, hidden, residual
         )
         hidden = _down(mlp.down_proj, gate_up)
-    final = model.norm
+    final = parts.norm
     if residual is None:  # a model with no layers
         return rms_norm(hidden, final.weight, final.eps)
     return rms_norm(hidden, final.weight, final.eps, residual=residual)
 
 
-def _project(module: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+def _project(module: Any, x: torch.Tensor) -> torch.Tensor:
     if isinstance(module, torch.nn.Linear):
         return linear(x, module.weight, module.bias)
-    return module(x)  # the tensor-parallel linears dispatch the same way themselves
+    out: torch.Tensor = module(x)
+    return out  # the tensor-parallel linears dispatch the same way themselves
 
 
 def _norm_project(
-    module: torch.nn.Module,
-    norm: torch.nn.Module,
+    module: Any,
+    norm: Any,
     hidden: torch.Tensor,
     residual: torch.Tensor | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -103,21 +109,33 @@ def _norm_project(
     return _project(module, rms_norm(hidden, norm.weight, norm.eps, residual=residual)), residual
 
 
-def _down(module: torch.nn.Module, gate_up: torch.Tensor) -> torch.Tensor:
+def _down(module: Any, gate_up: torch.Tensor) -> torch.Tensor:
     """down_proj(silu(gate) * up), the activation read inside a one-token GEMV on short rows."""
-    weight = module.weight
+    weight: torch.Tensor = module.weight
     if not (gemv_kernels.ENABLED and gemv_kernels.gemv_applies(gate_up, weight)):
-        return module(silu_and_mul(gate_up))
+        out: torch.Tensor = module(silu_and_mul(gate_up))
+        return out
     if weight.shape[1] <= gemv_kernels.MAX_FUSED_SILU_FEATURES:
         partial = gemv_kernels.gemv_silu(gate_up, weight)
     else:
         partial = gemv_kernels.gemv(silu_and_mul(gate_up), weight)
     if hasattr(module, "reduce"):  # row-parallel: all-reduce, then the bias
-        return module.reduce(partial)
+        reduced: torch.Tensor = module.reduce(partial)
+        return reduced
     return partial if module.bias is None else partial + module.bias
 
 
-def _prologue_unfused(attn, qkv, n, cos, sin, k_cache, v_cache, meta, backend) -> torch.Tensor:
+def _prologue_unfused(
+    attn: Any,
+    qkv: torch.Tensor,
+    n: int,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    meta: AttentionMetadata,
+    backend: AttentionBackend,
+) -> torch.Tensor:
     """q/k norm, rotary and KV write as separate kernels (any backend)."""
     q, k, v = qkv.split([attn.q_size, attn.kv_size, attn.kv_size], dim=-1)
     q = q.view(n, attn.num_heads, attn.head_dim)

@@ -21,6 +21,10 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Callable
+from typing import Any
+
+from starlette.types import Receive, Scope, Send
 
 from serving.proxy.exchange import Exchange
 from serving.proxy.upstream import UpstreamError, UpstreamPool
@@ -67,7 +71,7 @@ def _error(status: int, message: str, kind: str) -> tuple[int, bytes]:
     ).encode()
 
 
-def _forwardable(scope) -> bool:
+def _forwardable(scope: Scope) -> bool:
     """Whether the client's key may go upstream: a global or tenant key may, an operator or
     admin key (Vigil's own: gateways, the sidecar's judge and canaries) never leaves Vigil; its
     requests get `VIGIL_PROXY_UPSTREAM_API_KEY` instead. With no keys configured (development),
@@ -82,7 +86,7 @@ class ProxyApp:
         settings: Settings,
         traffic: TrafficLogger,
         pool: UpstreamPool | None = None,
-        close_writer=None,
+        close_writer: Callable[[], object] | None = None,
     ) -> None:
         if not settings.proxy_upstream_url:
             raise ValueError("the proxy needs an upstream: VIGIL_PROXY_UPSTREAM_URL or --upstream")
@@ -109,7 +113,7 @@ class ProxyApp:
         for item in pending:
             self.traffic.log(item)
 
-    async def __call__(self, scope, receive, send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
             return await self._lifespan(receive, send)
         if scope["type"] != "http":
@@ -128,7 +132,7 @@ class ProxyApp:
         )
         await _answer(send, status, body)
 
-    def _headers(self, scope) -> list[tuple[bytes, bytes]]:
+    def _headers(self, scope: Scope) -> list[tuple[bytes, bytes]]:
         headers = [(k, v) for k, v in scope["headers"] if k in _FORWARDED]
         if self.settings.proxy_forward_client_key and _forwardable(scope):
             headers += [(k, v) for k, v in scope["headers"] if k == b"authorization"]
@@ -139,7 +143,7 @@ class ProxyApp:
         )  # relayed bytes stay readable for the logger
         return headers
 
-    async def _relay(self, scope, receive, send, logged: bool) -> None:
+    async def _relay(self, scope: Scope, receive: Receive, send: Send, logged: bool) -> None:
         started = _clock()
         body = await _read_body(receive)
         query = scope.get("query_string") or b""
@@ -182,7 +186,7 @@ class ProxyApp:
                     ObservedRequest(lambda: exchange.observe(self.settings), exchange.end_time)
                 )
         except asyncio.CancelledError:
-            if not watch.left:
+            if not watch.left or watch.task is None:
                 raise
             watch.task.uncancel()  # the client left: its upstream connection closes below
         except UpstreamError as exc:
@@ -193,7 +197,7 @@ class ProxyApp:
             if upstream is not None:
                 upstream.release()  # to the pool when the answer ended, else closed
 
-    async def _lifespan(self, receive, send) -> None:
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
@@ -208,7 +212,7 @@ class ProxyApp:
                 return
 
 
-async def _read_body(receive) -> bytes:
+async def _read_body(receive: Receive) -> bytes:
     chunks = []
     while True:
         message = await receive()
@@ -224,12 +228,12 @@ class _Watch:
     """Waits for the client to disconnect while its answer is relayed, and then cancels the
     relay (uvicorn drops writes to a closed connection silently; only `receive` tells)."""
 
-    def __init__(self, task: asyncio.Task | None) -> None:
+    def __init__(self, task: asyncio.Task[Any] | None) -> None:
         self.task = task
         self.finishing = False
         self.left = False
 
-    async def run(self, receive) -> None:
+    async def run(self, receive: Receive) -> None:
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
@@ -239,7 +243,7 @@ class _Watch:
                 return
 
 
-async def _answer(send, status: int, body: bytes) -> None:
+async def _answer(send: Send, status: int, body: bytes) -> None:
     await send(
         {
             "type": "http.response.start",

@@ -4,9 +4,11 @@ each of several workers (serving/proxy/workers.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import uvicorn
+from starlette.types import ASGIApp
 
 from serving.proxy.app import ProxyApp
 from serving.server.errors import openai_error_json
@@ -35,7 +37,7 @@ def build_proxy(
         log_traffic = (
             writer is not None or settings.sample_rate > 0 or settings.segment_min_per_hour > 0
         )
-    close_writer = None
+    close_writer: Callable[[], object] | None = None
     if writer is None and log_traffic:
         from storage.writer import SampleWriter
 
@@ -44,7 +46,7 @@ def build_proxy(
     sampler = TrafficSampler(settings.sample_rate, settings.segment_min_per_hour, seed=sampler_seed)
     traffic = TrafficLogger(sampler, writer if log_traffic else None, model_version=None)
     proxy = ProxyApp(settings, traffic, close_writer=close_writer)
-    guarded = RequestGuard(
+    guarded: ASGIApp = RequestGuard(
         proxy,
         keyring=KeyRing.from_settings(settings),
         protected=("/v1/",),
@@ -59,7 +61,7 @@ def build_proxy(
 
         guarded = ServerPidHeader(guarded, value=worker)
     app = ServerSend(guarded)  # body chunks skip the guard's send wrapper (and the header's)
-    app.proxy = proxy  # type: ignore[attr-defined]
+    app.proxy = proxy  # type: ignore[attr-defined]  # the proxy behind the app, for tests to read
     return app
 
 

@@ -20,10 +20,12 @@ import bisect
 import itertools
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from starlette.requests import Request
+from starlette.types import Scope
 
 from serving.server.auth import request_segment
 from serving.traffic.logger import Observation
@@ -49,7 +51,7 @@ class _Choice:
 
 @dataclass
 class Exchange:
-    scope: dict  # the client's request scope: headers, address and key (for the segment)
+    scope: Scope  # the client's request scope: headers, address and key (for the segment)
     body: bytes  # the request body as the client sent it
     started: float  # perf_counter seconds when the request reached the proxy
     streamed: bool
@@ -86,7 +88,9 @@ class Exchange:
         segment = request_segment(Request(self.scope), settings, user, metadata)
         return Observation(segment=segment, read=lambda: self._read(request))
 
-    def _read(self, request: dict) -> tuple[list[tuple[RequestStats, dict]], str | None]:
+    def _read(
+        self, request: dict[str, Any]
+    ) -> tuple[list[tuple[RequestStats, dict[str, Any]]], str | None]:
         """Per choice its statistics and extras, and the model the answer names."""
         choices: dict[int, _Choice] = {}
         usage: dict[str, Any] = {}
@@ -131,16 +135,16 @@ class Exchange:
                 mean_entropy=None,
                 end_time=self.end_time,
                 tools=choice.tools,
-            )  # type: ignore[arg-type]
+            )
             out.append((stats, {"request_id": answer_id, "choice_index": index, "source": "proxy"}))
         return out, model
 
-    def _whole(self):
+    def _whole(self) -> Iterator[tuple[dict[str, Any], float | None]]:
         payload = _json(b"".join(self.pieces))
         if isinstance(payload, dict):
             yield payload, None
 
-    def _events(self):
+    def _events(self) -> Iterator[tuple[dict[str, Any], float | None]]:
         """Each complete SSE event's JSON payloads, with the arrival of the piece that completed
         the event (its blank line). One pass over the joined answer: linear in its size however
         finely the upstream split it; an unfinished last event is not read."""
@@ -169,11 +173,11 @@ def _json(data: bytes) -> Any:
         return None
 
 
-def _list(value: Any) -> list:
+def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
@@ -181,7 +185,7 @@ def _str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _fold(choice: _Choice, raw: dict, at: float | None) -> None:
+def _fold(choice: _Choice, raw: dict[str, Any], at: float | None) -> None:
     delta = raw.get("delta") if isinstance(raw.get("delta"), dict) else raw.get("message")
     piece = None
     if isinstance(delta, dict):
@@ -214,7 +218,7 @@ def _fold(choice: _Choice, raw: dict, at: float | None) -> None:
         ]
 
 
-def _prompt_text(request: dict) -> str:
+def _prompt_text(request: dict[str, Any]) -> str:
     messages = request.get("messages")
     if isinstance(messages, list):
         pieces = []

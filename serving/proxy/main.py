@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import argparse
 import logging
 from typing import Any
 
@@ -19,7 +20,7 @@ log = logging.getLogger("vigil.proxy")
 __all__ = ["build_proxy", "proxy_command", "proxy_config"]
 
 
-def proxy_command(args) -> int:
+def proxy_command(args: argparse.Namespace) -> int:
     overrides: dict[str, Any] = {}
     for name, field in (
         ("host", "host"),

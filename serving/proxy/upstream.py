@@ -18,6 +18,7 @@ import socket
 import ssl
 from collections import deque
 from collections.abc import AsyncIterator
+from typing import cast
 from urllib.parse import urlsplit
 
 import httptools
@@ -54,17 +55,26 @@ class _Connection(asyncio.Protocol):
         self.keep_alive = False  # llhttp answers this inside its callbacks only
         self.received_any = False
         self.error: str | None = None
-        self.waiter: asyncio.Future | None = None
+        self.waiter: asyncio.Future[None] | None = None
         self.paused = False
         self.timeout = 0.0
         self.last = 0.0
-        if getattr(self, "timer", None) is not None:
-            self.timer.cancel()
+        timer: asyncio.TimerHandle | None = getattr(self, "timer", None)
+        if timer is not None:
+            timer.cancel()
         self.timer: asyncio.TimerHandle | None = None
 
+    @property
+    def open_transport(self) -> asyncio.Transport:
+        """The transport: asyncio calls connection_made before the pool sees the connection."""
+        transport = self.transport
+        assert transport is not None
+        return transport
+
     # asyncio.Protocol
-    def connection_made(self, transport) -> None:
-        self.transport = transport
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # a stream connection: its transport reads and writes, whichever loop made it
+        self.transport = cast(asyncio.Transport, transport)
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             # each relayed piece is sent as soon as it is written (asyncio sets this too)
@@ -80,16 +90,16 @@ class _Connection(asyncio.Protocol):
             self.parser.feed_data(data)
         except httptools.HttpParserError as exc:
             self.error = f"the upstream's answer is not valid HTTP ({exc})"
-            self.transport.close()
+            self.open_transport.close()
         if not self.head_done and self.head_bytes > MAX_HEAD_BYTES and self.error is None:
             self.error = f"the upstream's headers ran past {MAX_HEAD_BYTES} bytes"
-            self.transport.close()
+            self.open_transport.close()
         self._wake()
         if self.buffered > MAX_BUFFERED and not self.paused and not self.complete:
             self.paused = True
-            self.transport.pause_reading()
+            self.open_transport.pause_reading()
 
-    def connection_lost(self, exc) -> None:
+    def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         if self.timer is not None:
             self.timer.cancel()
@@ -150,7 +160,7 @@ class _Connection(asyncio.Protocol):
         pieces, self.pieces, self.buffered = self.pieces, [], 0
         if self.paused:
             self.paused = False
-            self.transport.resume_reading()
+            self.open_transport.resume_reading()
         return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
 
@@ -234,7 +244,7 @@ class UpstreamPool:
             self._idle.append(conn)
         else:
             conn.closed = True
-            conn.transport.close()
+            conn.open_transport.close()
 
     async def _connect(self) -> _Connection:
         loop = asyncio.get_running_loop()
@@ -285,18 +295,18 @@ class UpstreamPool:
             reused = conn is not None
             if conn is None:
                 conn = await self._connect()
-            conn.transport.write(message)
+            conn.open_transport.write(message)
             try:
                 while not conn.head_done and conn.error is None:
                     await conn.wait(self.timeout_s)
             except BaseException:  # cancelled (the client left) or silent: the upstream must see it
                 conn.closed = True
-                conn.transport.close()
+                conn.open_transport.close()
                 raise
             if conn.head_done:
                 return UpstreamResponse(conn, self.timeout_s)
             conn.closed = True
-            conn.transport.close()
+            conn.open_transport.close()
             if not (reused and not conn.received_any):  # a stale keep-alive connection: once more
                 raise UpstreamError(conn.error or "the upstream did not answer")
         raise UpstreamError("the upstream did not answer")

@@ -112,13 +112,11 @@ def _set_post_processor(backend: Backend, meta: dict[str, Any], tokens: list[str
         meta.get("tokenizer.ggml.bos_token_id"),
         meta.get("tokenizer.ggml.eos_token_id"),
     )
-    add_bos = bool(meta.get("tokenizer.ggml.add_bos_token", False)) and bos_id is not None
-    add_eos = bool(meta.get("tokenizer.ggml.add_eos_token", False)) and eos_id is not None
     single, specials = "$A", []
-    if add_bos:
+    if bos_id is not None and meta.get("tokenizer.ggml.add_bos_token", False):
         single = f"{tokens[bos_id]} {single}"
         specials.append((tokens[bos_id], int(bos_id)))
-    if add_eos:
+    if eos_id is not None and meta.get("tokenizer.ggml.add_eos_token", False):
         single = f"{single} {tokens[eos_id]}"
         specials.append((tokens[eos_id], int(eos_id)))
     backend.post_processor = processors.TemplateProcessing(single=single, special_tokens=specials)

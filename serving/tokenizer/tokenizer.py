@@ -85,7 +85,8 @@ class Tokenizer:
         backend = Backend.from_file(str(path / "tokenizer.json"))
         cfg_file = path / "tokenizer_config.json"
         cfg = json.loads(cfg_file.read_text()) if cfg_file.exists() else {}
-        special = {n: _token_text(cfg.get(n)) for n in _SPECIAL_NAMES if _token_text(cfg.get(n))}
+        texts = {n: _token_text(cfg.get(n)) for n in _SPECIAL_NAMES}
+        special = {n: t for n, t in texts.items() if t}
         ids = {n: backend.token_to_id(t) for n, t in special.items()}
         template = cfg.get("chat_template")
         if isinstance(template, list):  # [{"name": "default", "template": ...}, ...]
@@ -93,9 +94,8 @@ class Tokenizer:
         jinja_file = path / "chat_template.jinja"  # transformers 5 saves it beside the config
         if template is None and jinja_file.exists():
             template = jinja_file.read_text()
-        eos = list(eos_token_ids or []) or (
-            [ids["eos_token"]] if ids.get("eos_token") is not None else []
-        )
+        eos_id = ids.get("eos_token")
+        eos = list(eos_token_ids or []) or ([eos_id] if eos_id is not None else [])
         return cls(
             backend,
             bos_token_id=ids.get("bos_token"),

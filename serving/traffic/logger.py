@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from serving.outputs import RequestOutput
 from serving.traffic.record import RequestStats, build_record, stats_from_output
@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 
 class RecordSink(Protocol):
-    def submit(self, record: dict) -> bool: ...
+    def submit(self, record: dict[str, Any]) -> bool: ...
 
 
 class SpanSink(Protocol):
@@ -51,7 +51,7 @@ class Observation:
     names (else the logger's)."""
 
     segment: SegmentInfo
-    read: Callable[[], tuple[list[tuple[RequestStats, dict]], str | None]]
+    read: Callable[[], tuple[list[tuple[RequestStats, dict[str, Any]]], str | None]]
 
 
 @dataclass
@@ -91,7 +91,7 @@ class TrafficLogger:
         self.model_version = model_version
         self.counters = LoggerCounters()
         self._count_lock = threading.Lock()  # counters are bumped from two threads
-        self._queue: queue.Queue = queue.Queue(maxsize=max_pending)
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=max_pending)
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="vigil-traffic", daemon=True)
         self._thread.start()

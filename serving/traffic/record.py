@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
 from serving.outputs import CompletionOutput, RequestOutput
 from serving.traffic.sampler import SampleDecision
@@ -19,7 +20,7 @@ class RequestStats:
 
     prompt: str
     response: str
-    prompt_tokens: int
+    prompt_tokens: int | None  # None: not known (an upstream answer without usage)
     completion_tokens: int
     finish_reason: str | None
     queue_ms: float | None
@@ -50,8 +51,9 @@ def stats_from_output(
     end = m.finished_time if m.finished_time is not None else m.last_token_time
     n_out = len(choice.token_ids)
     tpot = None
-    if n_out > 1 and m.first_token_time is not None and m.last_token_time is not None:
-        tpot = _ms(m.first_token_time, m.last_token_time) / (n_out - 1)
+    decoding = _ms(m.first_token_time, m.last_token_time)
+    if n_out > 1 and decoding is not None:
+        tpot = decoding / (n_out - 1)
     return RequestStats(
         prompt=output.prompt or "",
         response=choice.text,
@@ -75,8 +77,8 @@ def build_record(
     decision: SampleDecision,
     *,
     model_version: str | None,
-    extra: dict | None = None,
-) -> dict:
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """The sample record for storage's writer, valid under the one record schema
     (`vigil.sample_record`): text made storable and cut to its caps, statistics clamped to
     their ranges (NaN/inf become null). Fields outside the fixed set (user, metadata, request
@@ -84,7 +86,7 @@ def build_record(
     PII redaction is storage's writer's (vigil.record_redaction, the one step of every path)."""
     scrub = _storable
 
-    record: dict = {
+    record: dict[str, Any] = {
         "id": str(uuid.uuid4()),
         "timestamp": stats.end_time,
         "tenant": segment.tenant,
