@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, overload
 
 
-class ListPrefix(SequenceABC):
+class ListPrefix(SequenceABC[Any]):
     """A read-only snapshot of the first `stop` items from `start` of an APPEND-ONLY list, made
     in O(1). Running outputs carry these instead of copies: a step would otherwise copy every
     sequence's whole token list (O(batch x length) per step). Later appends stay invisible, so
@@ -17,7 +17,7 @@ class ListPrefix(SequenceABC):
 
     __slots__ = ("_items", "_start", "_stop")
 
-    def __init__(self, items: list, start: int = 0, stop: int | None = None):
+    def __init__(self, items: list[Any], start: int = 0, stop: int | None = None):
         self._items, self._start = items, start
         self._stop = len(items) if stop is None else stop
 
@@ -27,8 +27,8 @@ class ListPrefix(SequenceABC):
     @overload
     def __getitem__(self, i: int) -> Any: ...
     @overload
-    def __getitem__(self, i: slice) -> list: ...
-    def __getitem__(self, i):
+    def __getitem__(self, i: slice) -> list[Any]: ...
+    def __getitem__(self, i: int | slice) -> Any:
         if isinstance(i, slice):
             return self._items[self._start : self._stop][i]
         n = self._stop - self._start
@@ -36,7 +36,7 @@ class ListPrefix(SequenceABC):
             raise IndexError("ListPrefix index out of range")
         return self._items[self._start + (i % n)]
 
-    def __iter__(self) -> Iterator:
+    def __iter__(self) -> Iterator[Any]:
         return iter(self._items[self._start : self._stop])
 
     def __eq__(self, other: object) -> bool:

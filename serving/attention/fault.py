@@ -34,7 +34,7 @@ def set_scale_fault(layer: int | None, factor: float = 1.0) -> None:
 
 # id of a registered K cache view -> (a weak reference to that view, its layer): the views the
 # runner hands each layer are the objects attention receives, and a dead one never matches
-_layers: dict[int, tuple[weakref.ref, int]] = {}
+_layers: dict[int, tuple[weakref.ref[torch.Tensor], int]] = {}
 
 
 def register_layer_caches(kv_caches: list[tuple[torch.Tensor, torch.Tensor]]) -> None:

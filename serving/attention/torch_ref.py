@@ -91,16 +91,16 @@ class TorchRefBackend:
 
     @staticmethod
     def _decode_batch(
-        query,
-        k_cache,
-        v_cache,
+        query: torch.Tensor,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
         meta: AttentionMetadata,
         slens: list[int],
         scale: float,
         window: int | None,
         softcap: float | None,
         sinks: torch.Tensor | None = None,
-    ):
+    ) -> torch.Tensor:
         """One query per sequence: gather every context padded to the longest, mask the padding.
         A kv head's `group` query heads ride in SDPA's query-length slot, so GQA needs no copy."""
         n, num_heads, head_dim = query.shape

@@ -10,6 +10,8 @@ imports without Triton.
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 import torch
 
 from serving.attention.base import AttentionMetadata
@@ -18,6 +20,15 @@ from serving.kernels import HAS_TRITON
 from serving.kernels.kv_write import write_kv
 from serving.kernels.paged_decode import paged_decode
 from serving.kernels.paged_prefill import paged_prefill
+
+
+class _Scales(TypedDict):
+    """What both kernels take besides the step's tensors."""
+
+    k_scale: float
+    v_scale: float
+    window: int | None
+    softcap: float | None
 
 
 def _leading_decodes(meta: AttentionMetadata) -> int:
@@ -69,13 +80,9 @@ class TritonAttentionBackend:
         scale = faulted_scale(scale, k_cache)  # test-only switch; a no-op unless set
         out = torch.empty(query.shape, dtype=query.dtype, device=query.device)
         num_seqs = meta.num_seqs
-        scales = {
-            "k_scale": self.k_scale,
-            "v_scale": self.v_scale,
-            "window": window,
-            "softcap": softcap,
-        }
+        scales = _Scales(k_scale=self.k_scale, v_scale=self.v_scale, window=window, softcap=softcap)
         if meta.decode_seq_lens is not None:  # a prefill graph: decode rows anywhere, then the rest
+            assert meta.decode_rows is not None  # set with decode_seq_lens
             paged_decode(
                 query,
                 k_cache,

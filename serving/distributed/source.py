@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 import torch
 
-from serving.loader.shard import ShardSpec, shard_loaded
+from serving.loader.load import shard_loaded
+from serving.loader.shard import ShardSpec
 
 
 @dataclass(frozen=True)

@@ -120,8 +120,8 @@ def _eos_list(*values: Any) -> list[int]:
 def config_from_hf(cfg: dict[str, Any], generation_cfg: dict[str, Any], source: str) -> ModelConfig:
     """Build from a parsed config.json (+ generation_config.json, whose eos list wins over
     config's)."""
-    arch = cfg.get("model_type")
     refuse_unsupported(cfg, source)
+    arch: str = cfg["model_type"]  # refuse_unsupported: one of SUPPORTED_ARCHS
     if cfg.get("mlp_bias"):
         raise ModelLoadError(f"{source}: mlp_bias=true is not supported")
     try:

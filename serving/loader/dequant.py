@@ -52,8 +52,8 @@ def dequantize(data: np.ndarray, qtype: Q) -> torch.Tensor:
     if qtype == Q.F16:
         return _from_numpy(np.ascontiguousarray(data).view(np.float16)).to(torch.float32)
     if qtype == Q.BF16:
-        raw = _from_numpy(np.ascontiguousarray(data).view(np.int16))
-        return raw.view(torch.bfloat16).to(torch.float32)
+        bits = _from_numpy(np.ascontiguousarray(data).view(np.int16))
+        return bits.view(torch.bfloat16).to(torch.float32)
     if qtype not in (Q.Q8_0, Q.Q4_0, Q.Q4_1):
         raise UnsupportedQuantError(qtype)
     block_bytes = {Q.Q8_0: 34, Q.Q4_0: 18, Q.Q4_1: 20}[qtype]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors import SafetensorError
@@ -15,13 +16,14 @@ from serving.loader.shard import ShardSpec, read_safetensors_shard
 from serving.tokenizer import Tokenizer
 
 
-def _read_json(path: Path, required: bool) -> dict:
+def _read_json(path: Path, required: bool) -> dict[str, Any]:
     if not path.exists():
         if required:
             raise ModelLoadError(f"{path.parent}: missing {path.name}")
         return {}
     try:
-        return json.loads(path.read_text())
+        parsed: dict[str, Any] = json.loads(path.read_text())
+        return parsed
     except json.JSONDecodeError as exc:
         raise ModelLoadError(f"{path}: invalid JSON: {exc}") from exc
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -14,7 +14,7 @@ from serving.loader.errors import ModelLoadError
 from serving.loader.gguf_file import load_gguf
 from serving.loader.hf_dir import load_hf_dir
 from serving.loader.moe_config import expert_tensor_names, has_fused_experts
-from serving.loader.shard import ShardSpec
+from serving.loader.shard import ShardSpec, shard_state_dict
 from serving.tokenizer import Tokenizer
 
 DEFAULT_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -24,8 +24,13 @@ DEFAULT_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 class LoadedModel:
     config: ModelConfig
     state_dict: dict[str, torch.Tensor]  # HF Llama naming, float32, CPU
-    tokenizer: Tokenizer
+    tokenizer: Tokenizer | None  # None: random weights (random_weights.py)
     source: str  # the file or directory it came from
+
+
+def shard_loaded(loaded: LoadedModel, spec: ShardSpec) -> LoadedModel:
+    """A `LoadedModel` holding only `spec.rank`'s slices (the full one is left untouched)."""
+    return replace(loaded, state_dict=shard_state_dict(loaded.config, loaded.state_dict, spec))
 
 
 def default_model_path() -> Path:
@@ -59,7 +64,7 @@ def expected_tensor_names(config: ModelConfig, fused_experts: bool = False) -> s
     for i in range(config.num_hidden_layers):
         sparse = config.moe is not None and config.moe.is_sparse(i)
         names.update(f"model.layers.{i}.{p}" for p in per_layer if not (sparse and p in dense_mlp))
-        if sparse:
+        if sparse and config.moe is not None:
             names.update(expert_tensor_names(config.moe, i, fused_experts))
     return names
 

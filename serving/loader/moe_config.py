@@ -11,6 +11,7 @@ Routers (HF transformers' definitions):
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,7 +103,7 @@ def moe_config_from_hf(
     return None  # gpt_oss: serving/loader/gpt_oss_config.py
 
 
-def has_fused_experts(names) -> bool:
+def has_fused_experts(names: Iterable[str]) -> bool:
     """Whether a state dict holds the experts stacked (transformers' in-memory layout,
     `mlp.experts.gate_up_proj` [E, 2I, H] and `mlp.experts.down_proj` [E, H, I]) rather than one
     tensor per expert (the layout of Qwen3-MoE checkpoints on disk)."""

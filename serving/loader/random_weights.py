@@ -5,14 +5,17 @@ of what a single-device run draws (TP=1 and TP=N hold the same model)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
-from serving.loader.config import config_from_hf
+from serving.loader.config import ModelConfig, config_from_hf
 from serving.loader.load import LoadedModel, expected_tensor_names
+from serving.loader.moe_config import MoEConfig
 from serving.loader.shard import ShardSpec, apply_slice, tensor_slice
 
 
-def _full_shape(name: str, config) -> tuple[int, ...]:
+def _full_shape(name: str, config: ModelConfig) -> tuple[int, ...]:
     h = config.hidden_size
     leaf = name.rsplit(".", 2)[-2]
     if name in ("model.embed_tokens.weight", "lm_head.weight"):
@@ -24,7 +27,7 @@ def _full_shape(name: str, config) -> tuple[int, ...]:
     return _full_shape_dense(name, config, leaf)
 
 
-def _expert_shape(name: str, moe, h: int) -> tuple[int, ...] | None:
+def _expert_shape(name: str, moe: MoEConfig, h: int) -> tuple[int, ...] | None:
     """The experts stacked per layer (moe_config.has_fused_experts; gpt-oss transposed)."""
     e, i = moe.num_experts, moe.intermediate_size
     gpt_oss = moe.expert_layout != "split"
@@ -40,7 +43,7 @@ def _expert_shape(name: str, moe, h: int) -> tuple[int, ...] | None:
     return next((shape for suffix, shape in shapes.items() if name.endswith(suffix)), None)
 
 
-def _full_shape_dense(name: str, config, leaf: str) -> tuple[int, ...]:
+def _full_shape_dense(name: str, config: ModelConfig, leaf: str) -> tuple[int, ...]:
     h, hd = config.hidden_size, config.head_dim
     q, kv = config.num_attention_heads * hd, config.num_key_value_heads * hd
     table = {
@@ -59,7 +62,7 @@ def _full_shape_dense(name: str, config, leaf: str) -> tuple[int, ...]:
 
 
 def random_loaded(
-    hf_config: dict,
+    hf_config: dict[str, Any],
     *,
     seed: int = 0,
     std: float = 0.02,

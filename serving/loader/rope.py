@@ -7,6 +7,7 @@ as far as possible.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 
@@ -23,7 +24,7 @@ def rope_inv_freq(config: ModelConfig) -> torch.Tensor:
     return inv_freq_for(config.rope_theta, config.head_dim, config.rope_scaling)
 
 
-def inv_freq_for(theta: float, head_dim: int, scaling: dict | None) -> torch.Tensor:
+def inv_freq_for(theta: float, head_dim: int, scaling: dict[str, Any] | None) -> torch.Tensor:
     """float32 [head_dim // 2]. Scaling types:
     - None: plain RoPE with `rope_theta`;
     - "linear": every frequency divided by `factor` (position interpolation);
@@ -61,7 +62,7 @@ def inv_freq_for(theta: float, head_dim: int, scaling: dict | None) -> torch.Ten
     raise ValueError(f"unsupported rope scaling type {kind!r}")
 
 
-def attention_factor_for(scaling: dict | None) -> float:
+def attention_factor_for(scaling: dict[str, Any] | None) -> float:
     """The factor cos and sin are multiplied by (1 but for YaRN: its `attention_factor`, else
     0.1 * ln(factor) + 1)."""
     if scaling is None or scaling.get("rope_type") != "yarn":
@@ -72,7 +73,7 @@ def attention_factor_for(scaling: dict | None) -> float:
     return 1.0 if factor <= 1 else 0.1 * math.log(factor) + 1.0
 
 
-def _yarn(theta: float, head_dim: int, s: dict) -> torch.Tensor:
+def _yarn(theta: float, head_dim: int, s: dict[str, Any]) -> torch.Tensor:
     """YaRN (HF transformers' `_compute_yarn_parameters`): high frequencies kept, low ones
     interpolated by `factor`, a linear ramp between the dimensions that turn `beta_fast` and
     `beta_slow` times over `original_max_position_embeddings` (the range rounded outwards unless
@@ -98,7 +99,7 @@ def _yarn(theta: float, head_dim: int, s: dict) -> torch.Tensor:
     return interpolation * (1 - keep) + extrapolation * keep
 
 
-def _llama3(inv_freq: torch.Tensor, s: dict) -> torch.Tensor:
+def _llama3(inv_freq: torch.Tensor, s: dict[str, Any]) -> torch.Tensor:
     factor = float(s["factor"])
     low, high = float(s["low_freq_factor"]), float(s["high_freq_factor"])
     old_len = float(s["original_max_position_embeddings"])

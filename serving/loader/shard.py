@@ -8,7 +8,7 @@ norms and the o_proj bias are replicated. The cuts come from serving/distributed
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from safetensors import SafetensorError, safe_open
 
 from serving.distributed.partition import balanced_range, head_shard, vocab_range, vocab_shard_size
+from serving.loader.config import ModelConfig
 from serving.loader.errors import ModelLoadError
 
 
@@ -33,7 +34,7 @@ class TensorSlice:
     padded: int | None = None  # rows after zero padding (vocabulary shards)
 
 
-def tensor_slice(name: str, config, spec: ShardSpec) -> TensorSlice | None:
+def tensor_slice(name: str, config: ModelConfig, spec: ShardSpec) -> TensorSlice | None:
     """The slice of HF tensor `name` that `spec.rank` holds; None: replicated whole."""
     ws, rank = spec.world_size, spec.rank
     if name in ("model.embed_tokens.weight", "lm_head.weight"):
@@ -71,17 +72,14 @@ def _pad_rows(part: torch.Tensor, cut: TensorSlice) -> torch.Tensor:
 
 
 def shard_state_dict(
-    config, state: dict[str, torch.Tensor], spec: ShardSpec
+    config: ModelConfig, state: dict[str, torch.Tensor], spec: ShardSpec
 ) -> dict[str, torch.Tensor]:
     return {name: apply_slice(t, tensor_slice(name, config, spec)) for name, t in state.items()}
 
 
-def shard_loaded(loaded, spec: ShardSpec):
-    """A `LoadedModel` holding only `spec.rank`'s slices (the full one is left untouched)."""
-    return replace(loaded, state_dict=shard_state_dict(loaded.config, loaded.state_dict, spec))
-
-
-def read_safetensors_shard(file: Path, config, spec: ShardSpec) -> dict[str, torch.Tensor]:
+def read_safetensors_shard(
+    file: Path, config: ModelConfig, spec: ShardSpec
+) -> dict[str, torch.Tensor]:
     """Only this rank's slice of every tensor in `file` is read from disk."""
     out: dict[str, torch.Tensor] = {}
     try:

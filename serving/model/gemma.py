@@ -10,17 +10,20 @@ KV-cache groups each read their own group's block table (`AttentionMetadata.for_
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from torch import nn
 
 from serving.attention.base import AttentionBackend, AttentionMetadata
-from serving.attention.layer_spec import kv_groups, layer_slots
+from serving.attention.layer_spec import LayerSpec, RopeSpec, kv_groups, layer_slots
+from serving.loader.config import ModelConfig
 from serving.model.gemma_layers import GemmaDecoderLayer, GemmaRMSNorm
 from serving.model.rope import RotaryEmbedding
 
 
 class GemmaForCausalLM(nn.Module):
-    def __init__(self, config):
+    def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.config = config
         self.gemma4 = config.arch == "gemma4_text"
@@ -47,14 +50,14 @@ class GemmaForCausalLM(nn.Module):
 
     def _build_rotaries(self) -> None:
         """One rotary table per distinct (rope, head_dim); `layer_rope[i]` indexes it."""
-        keys: list = []
+        keys: list[tuple[RopeSpec, int]] = []
         self.layer_rope: list[int] = []
         for spec in self.config.layers():
             key = (spec.rope, spec.head_dim)
             if key not in keys:
                 keys.append(key)
             self.layer_rope.append(keys.index(key))
-        first_spec = {}
+        first_spec: dict[tuple[RopeSpec, int], LayerSpec] = {}
         for spec in self.config.layers():
             first_spec.setdefault((spec.rope, spec.head_dim), spec)
         self.rotaries = nn.ModuleList(RotaryEmbedding(self.config, first_spec[k]) for k in keys)
@@ -85,7 +88,8 @@ class GemmaForCausalLM(nn.Module):
             weight.dtype
         )
         per_layer = self._per_layer_inputs(input_ids, hidden) if self.ple else None
-        ropes = [rot.cos_sin(positions, hidden.dtype) for rot in self.rotaries]
+        rotaries = cast(list[RotaryEmbedding], self.rotaries)
+        ropes = [rot.cos_sin(positions, hidden.dtype) for rot in rotaries]
         metas = meta.for_groups(self.num_kv_groups)
         for i, (layer, kv) in enumerate(zip(self.layers, kv_caches, strict=True)):
             cos, sin = ropes[self.layer_rope[i]]
@@ -99,7 +103,7 @@ class GemmaForCausalLM(nn.Module):
         return logits if cap is None else torch.tanh(logits / cap) * cap
 
 
-def gemma_tensor_shapes(config) -> dict[str, tuple[int, ...]]:
+def gemma_tensor_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
     """Every HF tensor of a Gemma 3 / 4 text checkpoint, with its shape."""
     h, gemma4 = config.hidden_size, config.arch == "gemma4_text"
     shapes: dict[str, tuple[int, ...]] = {
@@ -138,7 +142,7 @@ def gemma_tensor_shapes(config) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def gemma_state_dict(config, sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def gemma_state_dict(config: ModelConfig, sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """HF names onto this module's: drop the `model.` prefix, fuse q/k/v and gate/up."""
     out: dict[str, torch.Tensor] = {}
     for name, tensor in sd.items():
@@ -157,7 +161,12 @@ def gemma_state_dict(config, sd: dict[str, torch.Tensor]) -> dict[str, torch.Ten
     return out
 
 
-def build_gemma(config, state_dict, device, dtype) -> GemmaForCausalLM:
+def build_gemma(
+    config: ModelConfig,
+    state_dict: dict[str, torch.Tensor],
+    device: str | torch.device,
+    dtype: torch.dtype,
+) -> GemmaForCausalLM:
     with torch.device("meta"):
         model = GemmaForCausalLM(config)
     fused = gemma_state_dict(config, state_dict)

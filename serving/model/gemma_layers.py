@@ -19,6 +19,7 @@ from torch import nn
 
 from serving.attention.base import AttentionBackend, AttentionMetadata
 from serving.attention.layer_spec import LayerSpec
+from serving.loader.config import ModelConfig
 from serving.model.rope import apply_rope
 
 
@@ -44,7 +45,7 @@ class GemmaRMSNorm(nn.Module):
 
 
 class GemmaAttention(nn.Module):
-    def __init__(self, config, spec: LayerSpec, gemma4: bool):
+    def __init__(self, config: ModelConfig, spec: LayerSpec, gemma4: bool):
         super().__init__()
         self.spec = spec
         self.num_heads, self.num_kv_heads, self.head_dim = (
@@ -112,14 +113,16 @@ class GemmaMLP(nn.Module):
 
 
 class GemmaDecoderLayer(nn.Module):
-    def __init__(self, config, index: int, spec: LayerSpec, gemma4: bool):
+    def __init__(self, config: ModelConfig, index: int, spec: LayerSpec, gemma4: bool):
         super().__init__()
         h, eps, one_plus = config.hidden_size, config.rms_norm_eps, not gemma4
         self.self_attn = GemmaAttention(config, spec, gemma4)
         wide = 2 if index in config.double_wide_mlp_layers else 1
         self.mlp = GemmaMLP(h, config.intermediate_size * wide)
-        for name in ("input", "post_attention", "pre_feedforward", "post_feedforward"):
-            setattr(self, f"{name}_layernorm", GemmaRMSNorm(h, eps, one_plus))
+        self.input_layernorm = GemmaRMSNorm(h, eps, one_plus)
+        self.post_attention_layernorm = GemmaRMSNorm(h, eps, one_plus)
+        self.pre_feedforward_layernorm = GemmaRMSNorm(h, eps, one_plus)
+        self.post_feedforward_layernorm = GemmaRMSNorm(h, eps, one_plus)
         self.per_layer_size = config.per_layer_input_size if gemma4 else 0
         if self.per_layer_size:
             self.per_layer_input_gate = nn.Linear(h, self.per_layer_size, bias=False)

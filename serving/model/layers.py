@@ -15,6 +15,7 @@ from serving.attention.base import AttentionBackend, AttentionMetadata
 from serving.attention.layer_spec import LayerSpec
 from serving.distributed.context import ParallelContext
 from serving.distributed.partition import balanced_range, head_shard
+from serving.loader.config import ModelConfig
 from serving.model.parallel_layers import column_linear, row_linear
 from serving.model.rope import apply_rope
 
@@ -35,7 +36,7 @@ class RMSNorm(nn.Module):
 class Attention(nn.Module):
     def __init__(
         self,
-        config,
+        config: ModelConfig,
         qkv_bias: bool,
         o_bias: bool,
         tp: ParallelContext | None = None,
@@ -104,7 +105,7 @@ class Attention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, config, tp: ParallelContext | None = None):
+    def __init__(self, config: ModelConfig, tp: ParallelContext | None = None):
         super().__init__()
         self.intermediate = config.intermediate_size
         if tp is not None:
@@ -121,7 +122,7 @@ class MLP(nn.Module):
 class DecoderLayer(nn.Module):
     def __init__(
         self,
-        config,
+        config: ModelConfig,
         qkv_bias: bool,
         o_bias: bool,
         tp: ParallelContext | None = None,
@@ -133,7 +134,15 @@ class DecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.mlp = MLP(config, tp)
 
-    def forward(self, hidden, cos, sin, kv_cache, meta, backend) -> torch.Tensor:
+    def forward(
+        self,
+        hidden: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        kv_cache: tuple[torch.Tensor, torch.Tensor],
+        meta: AttentionMetadata,
+        backend: AttentionBackend,
+    ) -> torch.Tensor:
         residual = hidden
         hidden = self.self_attn(self.input_layernorm(hidden), cos, sin, kv_cache, meta, backend)
         hidden = residual + hidden

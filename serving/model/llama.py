@@ -15,6 +15,8 @@ from serving.attention.base import AttentionBackend, AttentionMetadata
 from serving.attention.layer_spec import kv_groups, layer_slots
 from serving.distributed.context import ParallelContext
 from serving.distributed.partition import vocab_shard_size
+from serving.loader.config import ModelConfig
+from serving.loader.moe_config import MoEConfig
 from serving.model.gemma import build_gemma
 from serving.model.layers import DecoderLayer, RMSNorm
 from serving.model.moe import SparseMoeBlock
@@ -34,7 +36,7 @@ SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "mistral", "qwen3_moe", "gpt_oss")
 class LlamaForCausalLM(nn.Module):
     def __init__(
         self,
-        config,
+        config: ModelConfig,
         qkv_bias: bool = False,
         o_bias: bool = False,
         tp: ParallelContext | None = None,
@@ -47,6 +49,8 @@ class LlamaForCausalLM(nn.Module):
         self.config = config
         # tensor parallel only past one rank: world size 1 builds the plain single-device modules
         self.tp = tp if tp is not None and tp.world_size > 1 else None
+        self.embed_tokens: nn.Embedding | VocabParallelEmbedding
+        self.lm_head: nn.Linear | ColumnParallelLinear
         if self.tp is None:
             self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
         else:
@@ -67,7 +71,7 @@ class LlamaForCausalLM(nn.Module):
         self.tie_word_embeddings = bool(config.tie_word_embeddings)
         if not self.tie_word_embeddings and self.tp is None:
             self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
-        elif not self.tie_word_embeddings:
+        elif not self.tie_word_embeddings and self.tp is not None:
             rows = vocab_shard_size(config.vocab_size, self.tp.world_size)
             self.lm_head = ColumnParallelLinear(config.hidden_size, rows, bias=False)
 
@@ -98,7 +102,9 @@ class LlamaForCausalLM(nn.Module):
         return torch.nn.functional.linear(hidden, self.lm_head_weight).float()
 
 
-def _fused_state_dict(config, sd: dict[str, torch.Tensor], o_bias: bool) -> dict[str, torch.Tensor]:
+def _fused_state_dict(
+    config: ModelConfig, sd: dict[str, torch.Tensor], o_bias: bool
+) -> dict[str, torch.Tensor]:
     """Map HF Llama names onto this module's (q/k/v and gate/up concatenated)."""
     missing: list[str] = []
 
@@ -150,10 +156,10 @@ def _fused_state_dict(config, sd: dict[str, torch.Tensor], o_bias: bool) -> dict
 
 
 def build_model(
-    config,
+    config: ModelConfig,
     state_dict: dict[str, torch.Tensor],
     device: str | torch.device = "cpu",
-    dtype=torch.float32,
+    dtype: torch.dtype = torch.float32,
     tp: ParallelContext | None = None,
 ) -> nn.Module:
     """Build the model for `config` and load an HF-named state dict into it (shapes checked).
@@ -165,7 +171,7 @@ def build_model(
         return build_gemma(config, state_dict, device, dtype)
     qkv_bias = "model.layers.0.self_attn.q_proj.bias" in state_dict
     o_bias = "model.layers.0.self_attn.o_proj.bias" in state_dict
-    moe = getattr(config, "moe", None)
+    moe: MoEConfig | None = getattr(config, "moe", None)
     if moe is not None and tp is not None and tp.world_size > 1:
         raise ValueError("tensor parallelism is not supported for mixture-of-experts models")
     if getattr(config, "attention_sinks", False) and torch.device(device).type == "cuda":
@@ -175,8 +181,9 @@ def build_model(
         )
     with torch.device("meta"):
         model = LlamaForCausalLM(config, qkv_bias=qkv_bias, o_bias=o_bias, tp=tp)
-        for i in moe.sparse_layers if moe is not None else ():  # experts where the MLP stood
-            model.layers[i].mlp = SparseMoeBlock(config.hidden_size, moe, i)
+        if moe is not None:  # experts where the MLP stood
+            for i in moe.sparse_layers:
+                model.layers[i].mlp = SparseMoeBlock(config.hidden_size, moe, i)
     fused = _fused_state_dict(config, state_dict, o_bias)
     expected = dict(model.named_parameters())
     for name, param in expected.items():

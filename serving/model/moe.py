@@ -8,6 +8,8 @@ loop over experts); elsewhere the torch reference (serving/kernels/moe_reference
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -63,7 +65,7 @@ class SparseMoeBlock(nn.Module):
         return experts(x, self.w13, self.w2, ids, weights, self.activation, self.b13, self.b2)
 
 
-def fused_experts_for(x: torch.Tensor):
+def fused_experts_for(x: torch.Tensor) -> Callable[..., torch.Tensor]:
     """The experts' implementation for x's device: the Triton grouped GEMM on CUDA, else the
     torch reference."""
     if x.is_cuda and HAS_TRITON:

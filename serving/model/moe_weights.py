@@ -13,12 +13,19 @@ model's `state_dict()`) is already stacked as w13/w2 (`mlp.experts.gate_up_proj`
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
+from serving.loader.config import ModelConfig
 from serving.loader.moe_config import MoEConfig
 
+Take = Callable[[str], torch.Tensor]  # a named tensor of the state dict (empty when missing)
 
-def moe_state_dict(config, sd: dict[str, torch.Tensor], take) -> dict[str, torch.Tensor]:
+
+def moe_state_dict(
+    config: ModelConfig, sd: dict[str, torch.Tensor], take: Take
+) -> dict[str, torch.Tensor]:
     """This module's names for every sparse layer's router and experts; `take(name)` reads a
     tensor of `sd` (recording a missing one)."""
     moe: MoEConfig | None = getattr(config, "moe", None)
@@ -46,7 +53,7 @@ def moe_state_dict(config, sd: dict[str, torch.Tensor], take) -> dict[str, torch
     return out
 
 
-def _gpt_oss_experts(p: str, q: str, take) -> dict[str, torch.Tensor]:
+def _gpt_oss_experts(p: str, q: str, take: Take) -> dict[str, torch.Tensor]:
     gate_up, gate_up_bias = take(p + "experts.gate_up_proj"), take(p + "experts.gate_up_proj_bias")
     down, down_bias = take(p + "experts.down_proj"), take(p + "experts.down_proj_bias")
     out = {q + "router." + x: take(p + "router." + x) for x in ("weight", "bias")}

@@ -5,17 +5,19 @@ from __future__ import annotations
 import torch
 
 from serving.attention.layer_spec import LayerSpec
+from serving.loader.config import ModelConfig
 from serving.loader.rope import attention_factor_for, inv_freq_for, rope_inv_freq
 
 
 class RotaryEmbedding(torch.nn.Module):
-    def __init__(self, config, spec: LayerSpec | None = None):
+    def __init__(self, config: ModelConfig, spec: LayerSpec | None = None):
         super().__init__()
         inv_freq = (
             rope_inv_freq(config)
             if spec is None
             else inv_freq_for(spec.rope.theta, spec.head_dim, spec.rope.scaling_dict)
         )
+        self.inv_freq: torch.Tensor
         self.register_buffer("inv_freq", inv_freq.float(), persistent=False)
         scaling = config.rope_scaling if spec is None else spec.rope.scaling_dict
         self.attention_factor = attention_factor_for(scaling)  # YaRN's cos/sin scale
