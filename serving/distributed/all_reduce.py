@@ -21,6 +21,9 @@ import warnings
 
 import torch
 import torch.distributed as dist
+from torch.distributed import ProcessGroup
+
+from serving.distributed.context import ParallelContext
 
 log = logging.getLogger("vigil.tensor_parallel")
 MAX_SYMM_WORLD = 8
@@ -31,7 +34,9 @@ DEFAULT_SYMM_MAX_BYTES = 512 * 1024
 class SymmMemAllReduce:
     name = "symm_mem"
 
-    def __init__(self, group, device: torch.device, dtype: torch.dtype, max_bytes: int):
+    def __init__(
+        self, group: ProcessGroup, device: torch.device, dtype: torch.dtype, max_bytes: int
+    ):
         import torch.distributed._symmetric_memory as symm_mem
 
         self.group = group
@@ -81,7 +86,7 @@ class SymmMemAllReduce:
 class GroupAllReduce:
     """dist.all_reduce on the device group: NCCL on CUDA, gloo on CPU."""
 
-    def __init__(self, group):
+    def __init__(self, group: ProcessGroup) -> None:
         self.group = group
         self.name = dist.get_backend(group)
 
@@ -109,13 +114,15 @@ def _symm_mem_usable(device: torch.device, world_size: int) -> str | None:
     return None
 
 
-def _all_agree(ok: bool, cpu_group) -> bool:
+def _all_agree(ok: bool, cpu_group: ProcessGroup) -> bool:
     flag = torch.tensor([1 if ok else 0], dtype=torch.int64)
     dist.all_reduce(flag, op=dist.ReduceOp.MIN, group=cpu_group)
     return bool(flag.item())
 
 
-def make_all_reduce(mode: str, tp, device: torch.device, dtype: torch.dtype, max_bytes: int):
+def make_all_reduce(
+    mode: str, tp: ParallelContext, device: torch.device, dtype: torch.dtype, max_bytes: int
+) -> SymmMemAllReduce | GroupAllReduce:
     """The all-reduce every rank uses (every rank calls this at the same point: it agrees with
     the others over the host group, so all ranks pick the same one)."""
     if mode not in ("auto", "nccl", "symm_mem"):
@@ -137,7 +144,8 @@ def make_all_reduce(mode: str, tp, device: torch.device, dtype: torch.dtype, max
         reducer = SymmMemAllReduce(tp.group, device, dtype, max_bytes)
     except Exception as exc:  # noqa: BLE001 - any failure means: NCCL
         error = f"{type(exc).__name__}: {exc}"
-    if not _all_agree(reducer is not None, tp.cpu_group):
+    agreed = _all_agree(reducer is not None, tp.cpu_group)  # every rank joins, whatever it holds
+    if reducer is None or not agreed:
         log.warning(
             "tp_allreduce: symmetric-memory rendezvous failed (%s); using NCCL",
             error or "on another rank",
@@ -147,8 +155,13 @@ def make_all_reduce(mode: str, tp, device: torch.device, dtype: torch.dtype, max
 
 
 def with_all_reduce(
-    tp, mode: str, device: torch.device, dtype: torch.dtype, max_tokens: int, hidden_size: int
-):
+    tp: ParallelContext,
+    mode: str,
+    device: torch.device,
+    dtype: torch.dtype,
+    max_tokens: int,
+    hidden_size: int,
+) -> ParallelContext:
     """`tp` with the chosen all-reduce; the symmetric buffer holds up to `max_tokens` rows of
     `hidden_size` (a step's largest message), capped at DEFAULT_SYMM_MAX_BYTES."""
     from dataclasses import replace

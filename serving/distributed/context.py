@@ -20,7 +20,8 @@ class ParallelContext:
     def all_reduce(self, t: torch.Tensor) -> torch.Tensor:
         """The sum over ranks of `t`: in place, or a new tensor (symmetric memory)."""
         if self.reducer is not None:
-            return self.reducer(t)
+            reduced: torch.Tensor = self.reducer(t)
+            return reduced
         dist.all_reduce(t, group=self.group)
         return t
 

@@ -37,7 +37,8 @@ def apply_nccl_env() -> None:
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def backend_for(device: torch.device) -> str:
@@ -59,14 +60,13 @@ def init_group(
         )
     timeout = datetime.timedelta(seconds=timeout_s)
     backend = backend_for(device)
-    kwargs = {"device_id": device} if device.type == "cuda" else {}
     dist.init_process_group(
         backend,
         init_method=f"tcp://127.0.0.1:{port}",
         rank=rank,
         world_size=world_size,
         timeout=timeout,
-        **kwargs,
+        device_id=device if device.type == "cuda" else None,
     )
     cpu_group = dist.new_group(backend="gloo", timeout=IDLE_TIMEOUT)
     return ParallelContext(

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import torch
 import torch.distributed as dist
+from torch.distributed import ProcessGroup
 
 DEFAULT_CAPACITY = 8192  # int64 elements (64 KiB): a batch-64 decode with 64-block tables fits
 
 
 class HostBroadcast:
-    def __init__(self, group, capacity: int = DEFAULT_CAPACITY):
+    def __init__(self, group: ProcessGroup, capacity: int = DEFAULT_CAPACITY):
         if capacity < 2:
             raise ValueError(f"capacity must be at least 2, got {capacity}")
         self.group = group

@@ -17,9 +17,13 @@ import sys
 import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING
 
 from serving.distributed.group import NCCL_ENV
 from serving.distributed.source import ModelSource
+
+if TYPE_CHECKING:  # the engine starts the launcher; its config type is read for the checker only
+    from serving.engine.config import EngineConfig
 
 JOIN_TIMEOUT_S = 10.0
 
@@ -29,7 +33,7 @@ class WorkerLaunch:
     rank: int
     world_size: int
     port: int
-    config: object  # EngineConfig
+    config: EngineConfig
     source: ModelSource
     init_timeout_s: float
     parent_pid: int
@@ -41,7 +45,7 @@ class WorkerStartError(RuntimeError):
 
 class WorkerProcesses:
     def __init__(self, launches: list[WorkerLaunch]):
-        self.procs: list[subprocess.Popen] = []
+        self.procs: list[subprocess.Popen[bytes]] = []
         self.conns: list[tuple[Connection, Connection]] = []  # (to worker, from worker)
         env = {**os.environ, **NCCL_ENV}
         try:
@@ -63,7 +67,7 @@ class WorkerProcesses:
             self.kill()
             raise
 
-    def send_all(self, message) -> None:
+    def send_all(self, message: object) -> None:
         for to_worker, _ in self.conns:
             to_worker.send(message)
 

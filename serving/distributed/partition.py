@@ -11,6 +11,10 @@ the logits are gathered with one all-gather of equal parts.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the loader imports this module (shard sizes) through its package
+    from serving.loader.config import ModelConfig
 
 
 def balanced_range(n: int, parts: int, index: int) -> tuple[int, int]:
@@ -61,7 +65,7 @@ def vocab_range(vocab_size: int, world_size: int, rank: int) -> tuple[int, int]:
     return start, min(start + per, vocab_size)
 
 
-def check_partition(config, world_size: int) -> None:
+def check_partition(config: ModelConfig, world_size: int) -> None:
     """Raise ValueError naming the reason when `config` cannot be split over `world_size` ranks."""
     if world_size < 1:
         raise ValueError(f"tensor parallel size must be at least 1, got {world_size}")
@@ -73,7 +77,7 @@ def check_partition(config, world_size: int) -> None:
         )
 
 
-def rank_config(config, world_size: int, rank: int):
+def rank_config(config: ModelConfig, world_size: int, rank: int) -> ModelConfig:
     """`config` with this rank's query and KV head counts: what its KV cache holds."""
     shard = head_shard(config.num_attention_heads, config.num_key_value_heads, world_size, rank)
     return replace(config, num_attention_heads=shard.q_count, num_key_value_heads=shard.kv_count)

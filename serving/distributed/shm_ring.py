@@ -19,11 +19,13 @@ import mmap
 import os
 import platform
 import time
+from collections.abc import Callable
 from multiprocessing import shared_memory
 
 import numpy as np
 import torch
 import torch.distributed as dist
+from torch.distributed import ProcessGroup
 
 SLOTS = 8
 LINE = 8  # int64s per cache line
@@ -31,6 +33,8 @@ DEFAULT_CAPACITY = 8192  # int64 per slot (64 KiB): a batch-64 decode with 64-bl
 WRITER_WAIT_S = 300.0  # a full ring this long means a worker is gone or stuck
 SPIN_S, MAX_SLEEP_S = 20e-6, 2e-4
 SHM_DIR = "/dev/shm"
+# what a closed ring's views become: the segment cannot be unmapped while an array views it
+_RELEASED = np.zeros(0, dtype=np.int64)
 
 
 def usable() -> bool:
@@ -47,7 +51,7 @@ def _attach(name: str, size: int) -> mmap.mmap:
         os.close(fd)
 
 
-def _wait(ready, deadline: float | None = None, what: str = "") -> None:
+def _wait(ready: Callable[[], bool], deadline: float | None = None, what: str = "") -> None:
     if ready():
         return
     start = time.perf_counter()
@@ -63,7 +67,9 @@ def _wait(ready, deadline: float | None = None, what: str = "") -> None:
 
 
 class ShmRing:
-    def __init__(self, group, rank: int, world_size: int, capacity: int = DEFAULT_CAPACITY):
+    def __init__(
+        self, group: ProcessGroup, rank: int, world_size: int, capacity: int = DEFAULT_CAPACITY
+    ):
         """Collective over `group` (gloo): rank 0 creates the segment and sends its name."""
         if capacity < 2:
             raise ValueError(f"capacity must be at least 2, got {capacity}")
@@ -71,17 +77,18 @@ class ShmRing:
         self.spills = 0
         ctl_len = LINE * world_size
         size = 8 * (ctl_len + SLOTS * capacity)
-        name = [None]
+        name: list[str | None] = [None]
         self._shm: shared_memory.SharedMemory | None = None
         self._map: mmap.mmap | None = None
+        buf: memoryview | mmap.mmap
         if rank == 0:  # the driver owns the segment and unlinks it at close
             self._shm = shared_memory.SharedMemory(create=True, size=size)
             name[0] = self._shm.name
         dist.broadcast_object_list(name, src=0, group=group)
-        if rank == 0:
+        if self._shm is not None and self._shm.buf is not None:  # an open segment has a buffer
             buf = self._shm.buf
         else:
-            buf = self._map = _attach(name[0], size)
+            buf = self._map = _attach(str(name[0]), size)
         self._ctl = np.ndarray((ctl_len,), dtype=np.int64, buffer=buf)
         self._slots = np.ndarray((SLOTS, capacity), dtype=np.int64, buffer=buf, offset=8 * ctl_len)
         if rank == 0:
@@ -127,7 +134,7 @@ class ShmRing:
         return torch.cat([head, tail])
 
     def close(self) -> None:
-        self._ctl = self._slots = self._reads = None
+        self._ctl = self._slots = self._reads = _RELEASED  # the views of the segment go first
         try:
             if self._map is not None:
                 self._map.close()

@@ -5,21 +5,22 @@ an HF config made on the rank's device (benchmarks of shapes too big for the hos
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
-from serving.loader.load import shard_loaded
+from serving.loader.load import LoadedModel, shard_loaded
 from serving.loader.shard import ShardSpec
 
 
 @dataclass(frozen=True)
 class ModelSource:
     path: str | None = None
-    loaded: object | None = None  # a full LoadedModel
-    random_config: dict | None = None  # HF config.json as a dict
+    loaded: LoadedModel | None = None  # a full one
+    random_config: dict[str, Any] | None = None  # HF config.json as a dict
     seed: int = 0
 
-    def load_shard(self, spec: ShardSpec, device: torch.device, dtype: torch.dtype):
+    def load_shard(self, spec: ShardSpec, device: torch.device, dtype: torch.dtype) -> LoadedModel:
         if self.loaded is not None:
             return shard_loaded(self.loaded, spec)
         if self.random_config is not None:

@@ -29,6 +29,8 @@ from serving.distributed.partition import check_partition, rank_config
 from serving.distributed.source import ModelSource
 from serving.distributed.step_channel import StepChannel
 from serving.distributed.tp_runner import TensorParallelRunner
+from serving.engine.config import EngineConfig
+from serving.loader.load import LoadedModel
 from serving.loader.shard import ShardSpec
 
 log = logging.getLogger("vigil.tensor_parallel")
@@ -37,7 +39,7 @@ LOAD_TIMEOUT_S = 900.0  # a worker reading a large checkpoint from a slow disk
 
 @dataclass
 class TensorParallel:
-    loaded: object  # rank 0's LoadedModel, weights dropped (config and tokenizer stay)
+    loaded: LoadedModel  # rank 0's, weights dropped (config and tokenizer stay)
     num_blocks: int
     runner: TensorParallelRunner
     workers: WorkerProcesses
@@ -53,13 +55,14 @@ class TensorParallel:
             with contextlib.suppress(Exception):  # a worker already gone breaks the broadcast
                 self.runner.channel.send_stop()
         self.runner.channel.close()
-        if getattr(self.runner, "gpu", None) is not None:
-            self.runner.gpu.release_graphs()  # graphs that hold NCCL collectives block leaving
+        gpu = getattr(self.runner, "gpu", None)
+        if gpu is not None:
+            gpu.release_graphs()  # graphs that hold NCCL collectives block leaving
         destroy_group()  # every rank leaves at once, then the join
         self.workers.join()
 
 
-def _source(cfg, loaded) -> ModelSource:
+def _source(cfg: EngineConfig, loaded: LoadedModel | ModelSource | None) -> ModelSource:
     if isinstance(loaded, ModelSource):
         return loaded
     if loaded is not None:
@@ -80,8 +83,8 @@ def _driver_device(device: torch.device, world_size: int) -> torch.device:
 
 
 def start_tensor_parallel(
-    cfg,
-    loaded,
+    cfg: EngineConfig,
+    loaded: LoadedModel | ModelSource | None,
     device: torch.device,
     dtype: torch.dtype,
     kv_dtype: torch.dtype,

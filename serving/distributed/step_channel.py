@@ -15,6 +15,7 @@ the workers keep them on their device for the next step's pending rows.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
@@ -23,6 +24,9 @@ from serving.attention.base import AttentionMetadata
 from serving.distributed import shm_ring
 from serving.distributed.context import ParallelContext
 from serving.distributed.host_broadcast import DEFAULT_CAPACITY, HostBroadcast
+
+if TYPE_CHECKING:  # the engine imports this module; its types are read for the checker only
+    from serving.engine.worker.step_inputs import StepInputs
 
 STEP, LOGITS, STOP = 1, 2, 3
 HEADER_LEN = 12
@@ -65,6 +69,7 @@ class StepChannel:
         usable)."""
         self.tp = tp
         self.device = device
+        self.host: shm_ring.ShmRing | HostBroadcast
         if transport == "auto":
             transport = "shm" if shm_ring.usable() else "gloo"
         if transport == "shm":
@@ -79,7 +84,7 @@ class StepChannel:
 
     # ---- driver (rank 0) -------------------------------------------------------------------
     def send_step(
-        self, inputs, copies: list[tuple[int, int]], share_samples: bool = False
+        self, inputs: StepInputs, copies: list[tuple[int, int]], share_samples: bool = False
     ) -> DeviceStep:
         """`inputs`: StepInputs built on the host. Returns the step as every rank sees it."""
         meta = inputs.meta

@@ -11,9 +11,13 @@ that broadcast (a synchronous step has no pending rows).
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from serving.distributed.step_channel import DeviceStep, StepChannel
+from serving.engine.core.request import Sequence
+from serving.engine.core.scheduler import SchedulerOutput
 from serving.engine.worker.input_batch import InputBatch
 from serving.engine.worker.prompt_logprobs import record_prompt_logprobs, wants_prompt_logprobs
 from serving.engine.worker.runner import (
@@ -51,7 +55,8 @@ def run_step(
         hidden = runner.model(
             input_ids, step.positions, runner.kv_caches, step.meta, runner.backend
         )
-    logits = runner.model.compute_logits(hidden[step.logits_rows]) if step.num_samples else None
+    model: Any = runner.model  # a Llama-shaped model (serving/model), its compute_logits by name
+    logits = model.compute_logits(hidden[step.logits_rows]) if step.num_samples else None
     return hidden, logits
 
 
@@ -59,30 +64,33 @@ class _BroadcastLogits:
     """The model as prompt logprobs see it: each extra logits call is announced to the workers,
     with the hidden rows, so they join its all-gather."""
 
-    def __init__(self, model: torch.nn.Module, channel: StepChannel):
+    def __init__(self, model: Any, channel: StepChannel):
         self.model, self.channel = model, channel
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         self.channel.send_logits(hidden)
-        return self.model.compute_logits(hidden)
+        logits: torch.Tensor = self.model.compute_logits(hidden)
+        return logits
 
 
 class TensorParallelRunner(ModelRunner):
-    def __init__(self, *args, channel: StepChannel, **kwargs):
+    def __init__(self, *args: Any, channel: StepChannel, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.channel = channel
         self.host_batch = InputBatch(self.block_size, HOST)  # the step message is built on the host
 
-    def execute(self, out, sample_targets) -> list[SampleResult]:
+    def execute(
+        self, out: SchedulerOutput, sample_targets: list[list[Sequence]]
+    ) -> list[SampleResult]:
         return self.launch(out, sample_targets, share_samples=False).results()
 
     @torch.inference_mode()
     def launch(
         self,
-        out,
-        sample_targets,
+        out: SchedulerOutput,
+        sample_targets: list[list[Sequence]],
         previous: InflightStep | None = None,
-        pending=None,
+        pending: dict[Sequence, int] | None = None,
         share_samples: bool = True,
     ) -> InflightStep:
         """Queue one step on every rank. Order, which the workers' loop mirrors: the step

@@ -16,11 +16,19 @@ import threading
 import time
 import traceback
 from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # torch and the engine load in the worker after it has started
+    import torch
+
+    from serving.distributed.launcher import WorkerLaunch
+    from serving.distributed.step_channel import StepChannel
+    from serving.engine.worker.runner import ModelRunner
 
 PARENT_POLL_S = 1.0
 
 
-def rank_device(device_type: str, rank: int):
+def rank_device(device_type: str, rank: int) -> torch.device:
     import torch
 
     if device_type != "cuda":
@@ -71,7 +79,9 @@ def main(fd_in: int, fd_out: int) -> int:
     os._exit(0)
 
 
-def _start(launch, inbox: Connection, outbox: Connection):
+def _start(
+    launch: WorkerLaunch, inbox: Connection, outbox: Connection
+) -> tuple[ModelRunner, StepChannel, Any]:
     import torch
 
     from serving.distributed.all_reduce import with_all_reduce
@@ -111,10 +121,10 @@ def _start(launch, inbox: Connection, outbox: Connection):
     return runner, StepChannel(tp, device), model
 
 
-def _serve(runner, channel, model) -> None:
+def _serve(runner: ModelRunner, channel: StepChannel, model: Any) -> None:
     import torch
 
-    from serving.distributed.step_channel import LOGITS, STEP, STOP
+    from serving.distributed.step_channel import LOGITS, STEP, STOP, DeviceStep
     from serving.distributed.tp_runner import run_step
 
     dtype = next(model.parameters()).dtype
@@ -123,6 +133,7 @@ def _serve(runner, channel, model) -> None:
         while True:
             cmd, payload = channel.receive(model.config.hidden_size, dtype)
             if cmd == STEP:
+                assert isinstance(payload, DeviceStep)
                 run_step(runner, payload, prev_ids)
                 shared = payload.share_samples and payload.num_samples
                 prev_ids = channel.receive_samples(payload.num_samples) if shared else None

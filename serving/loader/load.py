@@ -11,6 +11,7 @@ import torch
 from serving.distributed.partition import vocab_shard_size
 from serving.loader.config import GEMMA_ARCHS, ModelConfig
 from serving.loader.errors import ModelLoadError
+from serving.loader.gemma_shapes import gemma_tensor_shapes
 from serving.loader.gguf_file import load_gguf
 from serving.loader.hf_dir import load_hf_dir
 from serving.loader.moe_config import expert_tensor_names, has_fused_experts
@@ -45,8 +46,6 @@ def default_model_path() -> Path:
 def expected_tensor_names(config: ModelConfig, fused_experts: bool = False) -> set[str]:
     """`fused_experts`: the experts stacked per layer (moe_config.has_fused_experts)."""
     if config.arch in GEMMA_ARCHS:
-        from serving.model.gemma import gemma_tensor_shapes
-
         return set(gemma_tensor_shapes(config))
     names = {"model.embed_tokens.weight", "model.norm.weight"}
     if not config.tie_word_embeddings:
