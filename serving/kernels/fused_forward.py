@@ -137,7 +137,8 @@ def _prologue_unfused(
     backend: AttentionBackend,
 ) -> torch.Tensor:
     """q/k norm, rotary and KV write as separate kernels (any backend)."""
-    q, k, v = qkv.split([attn.q_size, attn.kv_size, attn.kv_size], dim=-1)
+    parts: tuple[torch.Tensor, ...] = qkv.split([attn.q_size, attn.kv_size, attn.kv_size], dim=-1)
+    q, k, v = parts
     q = q.view(n, attn.num_heads, attn.head_dim)
     k = k.view(n, attn.num_kv_heads, attn.head_dim)
     v = v.view(n, attn.num_kv_heads, attn.head_dim)

@@ -14,7 +14,7 @@ from serving.kernels.pdl import launch_next, wait_for_prior
 
 
 @triton.jit
-def _rms_norm_kernel(
+def _rms_norm_kernel(  # type: ignore[no-untyped-def]  # Triton kernel
     x_ptr,
     res_ptr,
     w_ptr,
@@ -96,7 +96,7 @@ def rms_norm(
 
 
 @triton.jit
-def _silu_mul_kernel(
+def _silu_mul_kernel(  # type: ignore[no-untyped-def]  # Triton kernel
     gate_ptr,
     up_ptr,
     out_ptr,
@@ -153,7 +153,7 @@ def silu_and_mul(gate: torch.Tensor, up: torch.Tensor | None = None) -> torch.Te
 
 
 @triton.jit
-def _rotary_kernel(
+def _rotary_kernel(  # type: ignore[no-untyped-def]  # Triton kernel
     x_ptr,
     cos_ptr,
     sin_ptr,

@@ -19,6 +19,7 @@ Kernel files must not use `from __future__ import annotations` (see _compat.py).
 """
 
 import logging
+from typing import Any
 
 import torch
 
@@ -27,7 +28,62 @@ from serving.kernels._compat import HAS_TRITON, require_triton, tl, triton
 from serving.kernels.pdl import launch_next, wait_for_prior
 
 
-def _gemv_body(
+@triton.jit
+def _row_rstd(  # type: ignore[no-untyped-def]  # Triton kernel
+    x_ptr, res_ptr, new_res_ptr, K, eps, HAS_RES: tl.constexpr, BLOCK_K: tl.constexpr
+):
+    """1 / RMS of the (short) row x [+ residual]; program 0 stores x + residual."""
+    cols = tl.arange(0, BLOCK_K)
+    first = tl.program_id(0) == 0
+    sq = tl.zeros([BLOCK_K], dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        k = k0 + cols
+        k_mask = k < K
+        h = tl.load(x_ptr + k, mask=k_mask, other=0.0)
+        if HAS_RES:
+            h = (h.to(tl.float32) + tl.load(res_ptr + k, mask=k_mask, other=0.0).to(tl.float32)).to(
+                h.dtype
+            )
+            tl.store(new_res_ptr + k, h, mask=k_mask & first)
+        hf = h.to(tl.float32)
+        sq += hf * hf
+    return tl.rsqrt(tl.sum(sq, 0) / K + eps)
+
+
+@triton.jit
+def _x_chunk(  # type: ignore[no-untyped-def]  # Triton kernel
+    x_ptr,
+    res_ptr,
+    nw_ptr,
+    k,
+    K,
+    rstd,
+    SILU: tl.constexpr,
+    NORM: tl.constexpr,
+    HAS_RES: tl.constexpr,
+):
+    """The float32 activations at columns k: x, silu(gate) * up, or rms_norm(x [+ residual])."""
+    k_mask = k < K
+    if SILU:
+        g = tl.load(x_ptr + k, mask=k_mask, other=0.0).to(tl.float32)
+        u = tl.load(x_ptr + K + k, mask=k_mask, other=0.0)
+        act = (g / (1.0 + tl.exp(-g))).to(u.dtype)
+        x = (act.to(tl.float32) * u.to(tl.float32)).to(u.dtype).to(tl.float32)
+    elif NORM:  # rounded as fused_ops.rms_norm: bf16 sum, bf16 normed, bf16 times the weight
+        h = tl.load(x_ptr + k, mask=k_mask, other=0.0)
+        if HAS_RES:
+            h = (h.to(tl.float32) + tl.load(res_ptr + k, mask=k_mask, other=0.0).to(tl.float32)).to(
+                h.dtype
+            )
+        normed = (h.to(tl.float32) * rstd).to(h.dtype)
+        nw = tl.load(nw_ptr + k, mask=k_mask, other=0.0)
+        x = (normed.to(tl.float32) * nw.to(tl.float32)).to(h.dtype).to(tl.float32)
+    else:
+        x = tl.load(x_ptr + k, mask=k_mask, other=0.0).to(tl.float32)
+    return x
+
+
+def _gemv_body(  # type: ignore[no-untyped-def]  # Triton kernel
     x_ptr,
     w_ptr,
     b_ptr,
@@ -60,22 +116,9 @@ def _gemv_body(
     )
     launch_next(USE_PDL)
     wait_for_prior(USE_PDL)
-    first = tl.program_id(0) == 0
     rstd = 0.0
     if NORM:  # every program computes the norm of the whole (short) row; program 0 stores the sum
-        sq = tl.zeros([BLOCK_K], dtype=tl.float32)
-        for k0 in range(0, K, BLOCK_K):
-            k = k0 + cols
-            k_mask = k < K
-            h = tl.load(x_ptr + k, mask=k_mask, other=0.0)
-            if HAS_RES:
-                h = (
-                    h.to(tl.float32) + tl.load(res_ptr + k, mask=k_mask, other=0.0).to(tl.float32)
-                ).to(h.dtype)
-                tl.store(new_res_ptr + k, h, mask=k_mask & first)
-            hf = h.to(tl.float32)
-            sq += hf * hf
-        rstd = tl.rsqrt(tl.sum(sq, 0) / K + eps)
+        rstd = _row_rstd(x_ptr, res_ptr, new_res_ptr, K, eps, HAS_RES, BLOCK_K)
     acc = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
     for k0 in range(0, K, BLOCK_K):
         w = w_next
@@ -86,24 +129,7 @@ def _gemv_body(
             other=0.0,
             eviction_policy="evict_first",
         )
-        k = k0 + cols
-        k_mask = k < K
-        if SILU:
-            g = tl.load(x_ptr + k, mask=k_mask, other=0.0).to(tl.float32)
-            u = tl.load(x_ptr + K + k, mask=k_mask, other=0.0)
-            act = (g / (1.0 + tl.exp(-g))).to(u.dtype)
-            x = (act.to(tl.float32) * u.to(tl.float32)).to(u.dtype).to(tl.float32)
-        elif NORM:  # rounded as fused_ops.rms_norm: bf16 sum, bf16 normed, bf16 times the weight
-            h = tl.load(x_ptr + k, mask=k_mask, other=0.0)
-            if HAS_RES:
-                h = (
-                    h.to(tl.float32) + tl.load(res_ptr + k, mask=k_mask, other=0.0).to(tl.float32)
-                ).to(h.dtype)
-            normed = (h.to(tl.float32) * rstd).to(h.dtype)
-            nw = tl.load(nw_ptr + k, mask=k_mask, other=0.0)
-            x = (normed.to(tl.float32) * nw.to(tl.float32)).to(h.dtype).to(tl.float32)
-        else:
-            x = tl.load(x_ptr + k, mask=k_mask, other=0.0).to(tl.float32)
+        x = _x_chunk(x_ptr, res_ptr, nw_ptr, k0 + cols, K, rstd, SILU, NORM, HAS_RES)
         acc += w.to(tl.float32) * x[None, :]
     y = tl.sum(acc, axis=1)
     if HAS_BIAS:
@@ -147,7 +173,7 @@ log = logging.getLogger("vigil.kernels")
 
 # (N, K, SiLU, norm, dtype, device) -> the configuration chosen for it; one per shape
 # whatever the launch mode, so launches with and without PDL compute the same bits
-_CHOSEN: dict[tuple, "triton.Config"] = {}
+_CHOSEN: dict[tuple[Any, ...], Any] = {}  # values: triton.Config
 
 # where the kernel pays: one token, a 16-bit weight big enough that bandwidth is the cost
 _MIN_WEIGHT_ELEMENTS = 1 << 16
@@ -196,7 +222,16 @@ def _launch(
     return _run(config, x, weight, bias, silu, residual, norm, new_residual)
 
 
-def _run(config, x, weight, bias, silu, residual, norm, new_residual) -> torch.Tensor:
+def _run(
+    config: Any,
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    silu: bool,
+    residual: torch.Tensor | None,
+    norm: tuple[torch.Tensor, float] | None,
+    new_residual: torch.Tensor | None,
+) -> torch.Tensor:
     n, k = weight.shape
     y = torch.empty(1, n, dtype=x.dtype, device=x.device)
     norm_weight, eps = norm if norm is not None else (y, 0.0)
@@ -226,7 +261,15 @@ def _run(config, x, weight, bias, silu, residual, norm, new_residual) -> torch.T
     return y
 
 
-def _choose(key: tuple, x, weight, bias, silu, residual, norm):
+def _choose(
+    key: tuple[Any, ...],
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    silu: bool,
+    residual: torch.Tensor | None,
+    norm: tuple[torch.Tensor, float] | None,
+) -> Any:
     """Time every configuration on copies of this call's arguments; remember the fastest."""
     if torch.cuda.is_current_stream_capturing():  # no timing inside a capture: a safe default
         log.warning(
@@ -235,7 +278,7 @@ def _choose(key: tuple, x, weight, bias, silu, residual, norm):
         return _CONFIGS[0]
     scratch = torch.empty_like(residual) if residual is not None else None
 
-    def launch(config, w: torch.Tensor) -> None:
+    def launch(config: Any, w: torch.Tensor) -> None:
         _run(config, x, w, bias, silu, residual, norm, scratch)
 
     _CHOSEN[key] = config = gemv_tuning.fastest_over_copies(_CONFIGS, weight, launch)

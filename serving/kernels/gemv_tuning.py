@@ -15,6 +15,7 @@ queues: the caller builds the copies and knows its kernel.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import statistics
@@ -38,7 +39,7 @@ def copies_for(weight_bytes: int, device: torch.device) -> int:
 
 
 def fastest_over_copies(
-    configs: Sequence[Any], weight: torch.Tensor, launch: Callable[[Any, torch.Tensor], None]
+    configs: Sequence[Any], weight: torch.Tensor, launch: Callable[[Any, torch.Tensor], object]
 ) -> Any:
     """The fastest of `configs` for `weight`, each timed as a chain of `launch(config, w)` over
     the weight and enough copies of it to overflow the L2 (at least two launches, so that each
@@ -54,13 +55,13 @@ def fastest_over_copies(
     return fastest(configs, chain)
 
 
-def fastest(configs: Sequence[Any], run_chain: Callable[[Any], None]) -> Any:
+def fastest(configs: Sequence[Any], run_chain: Callable[[Any], object]) -> Any:
     """The configuration whose chain replays fastest (median of REPLAYS); configurations that fail
     to compile or launch on this device are skipped."""
     best, best_seconds = None, math.inf
     for config in configs:
         try:
-            seconds = graph_seconds(lambda config=config: run_chain(config))
+            seconds = graph_seconds(functools.partial(run_chain, config))
         except (
             Exception
         ) as exc:  # out of shared memory or registers for this device: not a candidate
@@ -95,4 +96,4 @@ def graph_seconds(fn: Callable[[], object], replays: int = REPLAYS, warmup: int 
         end.synchronize()
         times.append(start.elapsed_time(end))
     del graph
-    return statistics.median(times) / 1e3
+    return float(statistics.median(times)) / 1e3

@@ -14,7 +14,7 @@ FP8_E4M3_MAX = 448.0
 
 
 @triton.jit
-def _write_kv_kernel(
+def _write_kv_kernel(  # type: ignore[no-untyped-def]  # Triton kernel
     key_ptr,
     value_ptr,
     k_cache_ptr,

@@ -24,7 +24,7 @@ _NO_INDEX = 2**31 - 1
 
 
 @triton.jit
-def _chunk_kernel(
+def _chunk_kernel(  # type: ignore[no-untyped-def]  # Triton kernel
     x_ptr,
     m_ptr,
     i_ptr,
@@ -61,7 +61,7 @@ def _chunk_kernel(
 
 
 @triton.jit
-def _fold_kernel(
+def _fold_kernel(  # type: ignore[no-untyped-def]  # Triton kernel
     m_ptr,
     i_ptr,
     s_ptr,
@@ -127,10 +127,10 @@ def logit_stats(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch
     rows, vocab = logits.shape
     chunks = triton.cdiv(vocab, CHUNK)
     dev = logits.device
-    f32 = {"dtype": torch.float32, "device": dev}
-    m, s, t = (torch.empty(rows, chunks, **f32) for _ in range(3))
+    f32 = torch.float32
+    m, s, t = (torch.empty(rows, chunks, dtype=f32, device=dev) for _ in range(3))
     idx, first_nan = (torch.empty(rows, chunks, dtype=torch.int32, device=dev) for _ in range(2))
-    lse = torch.empty(rows, **f32)
+    lse = torch.empty(rows, dtype=f32, device=dev)
     ids = torch.empty(rows, dtype=torch.int64, device=dev)
     packed = torch.empty(3, rows, dtype=torch.float64, device=dev)
     _chunk_kernel[(rows, chunks)](

@@ -24,7 +24,7 @@ GROUP_M = 8
 
 
 @triton.jit(do_not_specialize=["num_pairs", "TILES_M"])
-def _grouped_gemm_kernel(
+def _grouped_gemm_kernel(  # type: ignore[no-untyped-def]  # Triton kernel
     a_ptr,
     w_ptr,
     bias_ptr,

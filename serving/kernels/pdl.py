@@ -64,13 +64,13 @@ def enabled(device: torch.device) -> bool:
 if _HAS_GDC:  # pragma: no cover - GPU machine
 
     @triton.jit
-    def wait_for_prior(USE_PDL: tl.constexpr):
+    def wait_for_prior(USE_PDL: tl.constexpr):  # type: ignore[no-untyped-def]  # Triton kernel
         """Block until the kernels before this one have finished and their writes are visible."""
         if USE_PDL:
             gdc_wait()
 
     @triton.jit
-    def launch_next(USE_PDL: tl.constexpr):
+    def launch_next(USE_PDL: tl.constexpr):  # type: ignore[no-untyped-def]  # Triton kernel
         """Let the next kernel in the stream start once every program of this one got here."""
         if USE_PDL:
             gdc_launch_dependents()
@@ -78,9 +78,9 @@ if _HAS_GDC:  # pragma: no cover - GPU machine
 else:
 
     @triton.jit
-    def wait_for_prior(USE_PDL: tl.constexpr):
+    def wait_for_prior(USE_PDL: tl.constexpr):  # type: ignore[no-untyped-def]  # Triton kernel
         pass
 
     @triton.jit
-    def launch_next(USE_PDL: tl.constexpr):
+    def launch_next(USE_PDL: tl.constexpr):  # type: ignore[no-untyped-def]  # Triton kernel
         pass

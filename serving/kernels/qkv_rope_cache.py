@@ -19,7 +19,9 @@ from serving.kernels.pdl import launch_next, wait_for_prior
 
 
 @triton.jit
-def _norm_rope(x1, x2, w1, w2, c1, s1, c2, s2, eps, HEAD_DIM: tl.constexpr, QK_NORM: tl.constexpr):
+def _norm_rope(  # type: ignore[no-untyped-def]  # Triton kernel
+    x1, x2, w1, w2, c1, s1, c2, s2, eps, HEAD_DIM: tl.constexpr, QK_NORM: tl.constexpr
+):
     # every op after the fp32 norm statistics runs in the model dtype, each result rounded as in
     # torch (the launch disables FMA contraction, which would skip a rounding)
     dt = x1.dtype
@@ -36,7 +38,7 @@ def _norm_rope(x1, x2, w1, w2, c1, s1, c2, s2, eps, HEAD_DIM: tl.constexpr, QK_N
 
 
 @triton.jit
-def _qkv_rope_cache_kernel(
+def _qkv_rope_cache_kernel(  # type: ignore[no-untyped-def]  # Triton kernel
     qkv_ptr,
     cos_ptr,
     sin_ptr,

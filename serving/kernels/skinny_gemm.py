@@ -18,6 +18,7 @@ Kernel files must not use `from __future__ import annotations` (see _compat.py).
 """
 
 import logging
+from typing import Any
 
 import torch
 
@@ -34,7 +35,7 @@ CUBLAS = "cublas"  # the candidate that hands the shape back to torch
 
 
 @triton.jit(do_not_specialize=["M"])
-def _skinny_kernel(
+def _skinny_kernel(  # type: ignore[no-untyped-def]  # Triton kernel
     x_ptr,
     w_ptr,
     y_ptr,
@@ -86,7 +87,7 @@ def _skinny_kernel(
 
 
 @triton.jit(do_not_specialize=["M"])
-def _sum_splits_kernel(
+def _sum_splits_kernel(  # type: ignore[no-untyped-def]  # Triton kernel
     part_ptr,
     y_ptr,
     M,
@@ -125,12 +126,12 @@ if HAS_TRITON:  # pragma: no cover - GPU machine
             (128, 64, 1, 8, 4),
         ]
     ]
-    CONFIGS: list = [CUBLAS, *_TRITON_CONFIGS]
+    CONFIGS: list[Any] = [CUBLAS, *_TRITON_CONFIGS]
 else:
     CONFIGS = [CUBLAS]
 
 # (N, K, BLOCK_M, dtype, device) -> the configuration chosen for it
-_CHOSEN: dict[tuple, object] = {}
+_CHOSEN: dict[tuple[Any, ...], Any] = {}
 
 # the engine's switch, read at every call; graphs captured before a change keep the old path
 ENABLED = True
@@ -154,7 +155,9 @@ def skinny_applies(x: torch.Tensor, weight: torch.Tensor) -> bool:
     )
 
 
-def run(config, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+def run(
+    config: Any, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
+) -> torch.Tensor:
     """x @ weight.T (+ bias) with one configuration (CUBLAS: torch's F.linear)."""
     if isinstance(config, str):  # CUBLAS (a triton.Config compares only with its own kind)
         return torch.nn.functional.linear(x, weight, bias)
