@@ -60,6 +60,10 @@ lint: install
 	$(VENV)/bin/mypy serving/engine/frontend/client.py serving/engine/frontend/stats_mirror.py \
 		serving/engine/frontend/supervisor.py serving/engine/frontend/core_client.py \
 		serving/engine/frontend/core_host.py serving/engine/core/output_processor.py
+	$(VENV)/bin/mypy serving/attention serving/distributed serving/kernels serving/loader \
+		serving/model serving/proxy serving/tokenizer serving/traffic serving/detokenizer.py \
+		serving/heap.py serving/outputs.py serving/sampling_params.py serving/stop.py \
+		--exclude 'serving/kernels/paged_(decode|prefill|kv)\.py'
 
 # The image (Containerfile): IMAGE_TARGET=cpu (sidecar, proxy, engine on the CPU) or gpu (the
 # engine on CUDA), with the first builder that works: podman, buildah, or docker with a running

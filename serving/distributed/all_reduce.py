@@ -102,9 +102,9 @@ def _symm_mem_usable(device: torch.device, world_size: int) -> str | None:
     if world_size > MAX_SYMM_WORLD:
         return f"world size {world_size} > {MAX_SYMM_WORLD}"
     try:
-        import torch.distributed._symmetric_memory  # noqa: F401
+        import torch.distributed._symmetric_memory  # noqa: F401  # it loads, or the except says why
 
-        torch.ops.symm_mem.one_shot_all_reduce_out  # noqa: B018
+        torch.ops.symm_mem.one_shot_all_reduce_out  # noqa: B018  # the op is there, or AttributeError
     except (ImportError, AttributeError, RuntimeError) as exc:
         return f"torch has no symmetric-memory one-shot all-reduce ({exc})"
     me = device.index if device.index is not None else torch.cuda.current_device()
