@@ -20,7 +20,7 @@ import torch
 
 from bench.results_table import Table, write_results
 from drift.canary import Observation, compare, perplexity
-from serving.engine import EngineConfig, LLMEngine
+from serving.engine import EngineConfig, LLMEngine, build_engine
 from serving.sampling_params import SamplingParams
 from sidecar.canary.probes import Probe, load_probe_set
 
@@ -75,7 +75,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     probe_set = load_probe_set()
-    engine = LLMEngine(
+    engine = build_engine(
         EngineConfig(device="cpu", max_num_seqs=max(64, args.batch), kv_cache_memory_mb=512)
     )
     fillers = probe_set.calibration.fillers or ["Tell me something."]

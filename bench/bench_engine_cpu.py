@@ -52,7 +52,7 @@ def main() -> None:
 
     from transformers import AutoModelForCausalLM
 
-    from serving.engine import EngineConfig, LLMEngine
+    from serving.engine import EngineConfig, build_engine
     from serving.loader import default_model_path, load_model_files
     from serving.sampling_params import SamplingParams
 
@@ -60,7 +60,7 @@ def main() -> None:
     loaded = load_model_files(path)
     # prefix caching off: repeats re-send the same prompts, and HF has no cache to match
     cfg = EngineConfig(device="cpu", kv_cache_memory_mb=256, enable_prefix_caching=False)
-    engine = LLMEngine(cfg, loaded=loaded)
+    engine = build_engine(cfg, loaded=loaded)
     tok = engine.tokenizer
     questions = (QUESTIONS * (args.batch // len(QUESTIONS) + 1))[: args.batch]
     prompts = [

@@ -59,13 +59,13 @@ def new_engine(**overrides):
     """A started AsyncLLMEngine over the default SmolLM2 weights."""
     import torch
 
-    from serving.engine import AsyncLLMEngine, EngineConfig, LLMEngine
+    from serving.engine import AsyncLLMEngine, EngineConfig, build_engine
     from serving.loader import load_model_files
 
     settings = make_settings(**overrides)
     torch.set_num_threads(settings.torch_threads)
     engine = AsyncLLMEngine(
-        LLMEngine(EngineConfig.from_settings(settings), loaded=load_model_files())
+        build_engine(EngineConfig.from_settings(settings), loaded=load_model_files())
     )
     engine.start()
     return engine

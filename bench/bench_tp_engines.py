@@ -7,8 +7,8 @@ from __future__ import annotations
 import torch
 
 from serving.distributed.source import ModelSource
+from serving.engine import build_engine
 from serving.engine.config import EngineConfig
-from serving.engine.core.llm_engine import LLMEngine
 
 
 def make_tp_engine(
@@ -38,5 +38,5 @@ def make_tp_engine(
     if tp == 1:
         from serving.loader.random_weights import random_loaded
 
-        return LLMEngine(cfg, loaded=random_loaded(shape, device="cuda", dtype=torch.bfloat16))
-    return LLMEngine(cfg, loaded=ModelSource(random_config=dict(shape)))
+        return build_engine(cfg, loaded=random_loaded(shape, device="cuda", dtype=torch.bfloat16))
+    return build_engine(cfg, loaded=ModelSource(random_config=dict(shape)))

@@ -100,11 +100,11 @@ class Generator:
     def __init__(self, loaded, threads: int = 2, device: str = "cpu") -> None:
         import torch
 
-        from serving.engine import EngineConfig, LLMEngine
+        from serving.engine import EngineConfig, build_engine
 
         torch.set_num_threads(threads)
         cfg = EngineConfig(device=device, kv_cache_memory_mb=512, max_num_seqs=CHUNK)
-        self.engine = LLMEngine(cfg, loaded=loaded)
+        self.engine = build_engine(cfg, loaded=loaded)
         self.tok = self.engine.tokenizer
 
     def generate(self, rows: list[dict], seed0: int) -> list[dict]:

@@ -49,8 +49,8 @@ def make_engine(
 ):
     """`output`: the engine's output sink factory (None: text outputs);
     `max_num_batched_tokens`: the scheduler's token budget per step (prompts are chunked by it)."""
+    from serving.engine import build_engine
     from serving.engine.config import EngineConfig
-    from serving.engine.core.llm_engine import LLMEngine
     from serving.engine.worker.runner import kv_bytes_per_block
 
     kv_dtype = torch.float8_e4m3fn if kv_cache_dtype == "fp8" else torch.bfloat16
@@ -72,5 +72,5 @@ def make_engine(
             raise RuntimeError("the engine has no kv_cache_dtype option yet")
         cfg.kv_cache_dtype = kv_cache_dtype
     if output is not None:
-        return LLMEngine(cfg, loaded=loaded, output=output)
-    return LLMEngine(cfg, loaded=loaded)
+        return build_engine(cfg, loaded=loaded, output=output)
+    return build_engine(cfg, loaded=loaded)

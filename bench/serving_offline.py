@@ -15,7 +15,7 @@ def offline(args, jobs: list[Job], max_num_seqs: int) -> dict:
     """The same jobs through LLMEngine in this process, as fast as it steps, `args.offline_repeats`
     times on one engine, on fixed CPUs (bench/pinned_host.py): the best pass is the figure the
     served run is compared with (the conservative side); the spread between passes is kept."""
-    from serving.engine import EngineConfig, LLMEngine
+    from serving.engine import EngineConfig, build_engine
     from serving.heap import freeze_startup_heap
     from serving.sampling_params import SamplingParams
     from vigil.config import load_settings
@@ -27,7 +27,7 @@ def offline(args, jobs: list[Job], max_num_seqs: int) -> dict:
         model_path=args.model,
         torch_threads=args.torch_threads,
     )
-    engine = LLMEngine(EngineConfig.from_settings(settings))
+    engine = build_engine(EngineConfig.from_settings(settings))
     # as the served engine core does before it is ready: no full collections over it
     freeze_startup_heap()
     warm = SamplingParams(max_tokens=4, temperature=0.0, ignore_eos=True)

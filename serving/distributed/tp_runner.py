@@ -27,6 +27,7 @@ from serving.engine.worker.runner import (
     sample_rows,
     take_pending,
 )
+from serving.engine.worker.step_runner import LaunchedStep
 
 HOST = torch.device("cpu")
 
@@ -89,7 +90,7 @@ class TensorParallelRunner(ModelRunner):
         self,
         out: SchedulerOutput,
         sample_targets: list[list[Sequence]],
-        previous: InflightStep | None = None,
+        previous: LaunchedStep | None = None,
         pending: dict[Sequence, int] | None = None,
         share_samples: bool = True,
     ) -> InflightStep:

@@ -2,9 +2,10 @@
 AsyncLLMEngine."""
 
 from serving.engine.config import EngineConfig
-from serving.engine.core.llm_engine import LLMEngine
+from serving.engine.engine.build import build_engine
+from serving.engine.engine.llm_engine import LLMEngine
 
-__all__ = ["EngineConfig", "LLMEngine", "AsyncLLMEngine"]
+__all__ = ["EngineConfig", "LLMEngine", "AsyncLLMEngine", "build_engine"]
 
 
 def __getattr__(name: str):

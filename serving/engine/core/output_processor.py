@@ -15,7 +15,7 @@ from typing import Any, Protocol, TypeVar
 
 from serving.detokenizer import IncrementalDetokenizer
 from serving.engine.core.request import Request, Sequence
-from serving.engine.worker.runner import SampleResult
+from serving.engine.core.sample_result import SampleResult
 from serving.outputs import CompletionOutput, ListPrefix, RequestOutput, TokenLogprob
 from serving.sampling_params import RequestOutputKind
 from serving.stop import StopStringMatcher

@@ -21,8 +21,8 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from serving.engine.core.llm_engine import LLMEngine
 from serving.engine.core.request_checks import check_request_id
+from serving.engine.engine.llm_engine import LLMEngine
 from serving.engine.frontend.identity import EngineIdentity, identify
 from serving.engine.frontend.output_slot import OutputSlot, read_slot
 from serving.engine.frontend.stats_mirror import StatsMirror

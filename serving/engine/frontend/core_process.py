@@ -17,7 +17,7 @@ import pickle
 import signal
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import zmq
 
@@ -37,6 +37,9 @@ from serving.engine.frontend.messages import (
 )
 from serving.engine.frontend.token_deltas import token_deltas
 from serving.heap import freeze_startup_heap
+
+if TYPE_CHECKING:
+    from serving.engine.engine.llm_engine import LLMEngine
 
 log = logging.getLogger("vigil.engine_core")
 
@@ -104,10 +107,10 @@ def run_engine_core(launch: CoreLaunch) -> None:
         ctx.term()
 
 
-def _load(launch: CoreLaunch):
-    from serving.engine.core.llm_engine import LLMEngine
+def _load(launch: CoreLaunch) -> LLMEngine[RequestDelta]:
+    from serving.engine.engine.build import build_engine
 
-    return LLMEngine(launch.config, loaded=launch.loaded, output=token_deltas())
+    return build_engine(launch.config, launch.loaded, output=token_deltas())
 
 
 def _ready(engine, generation: int, frozen_objects: int) -> CoreReady:

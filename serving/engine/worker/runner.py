@@ -9,8 +9,6 @@ waits for that event. `execute` is the synchronous step: launch, then wait."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 
@@ -18,10 +16,12 @@ from serving.attention import get_backend
 from serving.attention.fault import register_layer_caches
 from serving.attention.layer_spec import kv_groups, layer_slots
 from serving.engine.core.request import Sequence
+from serving.engine.core.sample_result import SampleResult
 from serving.engine.core.scheduler import SchedulerOutput
 from serving.engine.worker.input_batch import InputBatch
 from serving.engine.worker.prompt_logprobs import record_prompt_logprobs, wants_prompt_logprobs
 from serving.engine.worker.step_inputs import build_step_inputs
+from serving.engine.worker.step_runner import LaunchedStep
 from serving.engine.worker.token_sampler import (
     DeviceSample,
     host_lists,
@@ -29,15 +29,6 @@ from serving.engine.worker.token_sampler import (
     sample_on_device,
 )
 from serving.model.llama import LlamaForCausalLM
-
-
-@dataclass(slots=True)
-class SampleResult:
-    seq: Sequence
-    token_id: int
-    logprob: float
-    entropy: float
-    top_logprobs: list[tuple[int, float]] | None
 
 
 def kv_bytes_per_block(config, block_size: int, dtype: torch.dtype) -> int:
@@ -170,7 +161,7 @@ class ModelRunner:
         self,
         out: SchedulerOutput,
         sample_targets: list[list[Sequence]],
-        previous: InflightStep | None = None,
+        previous: LaunchedStep | None = None,
         pending: dict[Sequence, int] | None = None,
     ) -> InflightStep:
         """Queue one step on the device. `pending` maps a sequence whose newest id is not on the
@@ -221,7 +212,7 @@ class ModelRunner:
         input_ids: torch.Tensor,
         rows: list[int],
         src: list[int],
-        previous: InflightStep | None,
+        previous: LaunchedStep | None,
     ) -> torch.Tensor:
         return take_pending(
             input_ids, rows, src, previous.token_ids if previous is not None else None

@@ -36,8 +36,8 @@ def _hf_model(shape: dict):
 
 
 def _engine(hf, shape: dict, name: str):
+    from serving.engine import build_engine
     from serving.engine.config import EngineConfig
-    from serving.engine.core.llm_engine import LLMEngine
     from serving.loader.config import config_from_hf
     from serving.loader.load import LoadedModel
 
@@ -51,7 +51,7 @@ def _engine(hf, shape: dict, name: str):
         max_num_seqs=16,
         enable_prefix_caching=False,
     )
-    return LLMEngine(cfg, loaded=loaded)
+    return build_engine(cfg, loaded=loaded)
 
 
 @pytest.mark.parametrize("name", list(SHAPES))

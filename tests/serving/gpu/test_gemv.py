@@ -98,8 +98,8 @@ def test_engine_batch1_gemv_decode_scores_like_cublas_prefill():
     GEMMs). Near-uniform random logits tie often, so the check is on logprobs, not on a second
     greedy run's tokens."""
     from bench.model_shapes import SHAPES as MODEL_SHAPES
+    from serving.engine import build_engine
     from serving.engine.config import EngineConfig
-    from serving.engine.core.llm_engine import LLMEngine
     from serving.loader.random_weights import random_loaded
     from serving.sampling_params import SamplingParams
 
@@ -120,7 +120,7 @@ def test_engine_batch1_gemv_decode_scores_like_cublas_prefill():
             max_num_seqs=1,
             enable_prefix_caching=False,
         )
-        engine = LLMEngine(cfg, loaded=random_loaded(shape, seed=3, device="cuda"))
+        engine = build_engine(cfg, loaded=random_loaded(shape, seed=3, device="cuda"))
         prompt = torch.randint(
             0, shape["vocab_size"], (32,), generator=torch.Generator().manual_seed(0)
         ).tolist()

@@ -206,8 +206,8 @@ def test_steps_wider_than_the_graph_or_with_long_decode_rows_run_eagerly(monkeyp
 
 def test_engine_captures_every_bucket_at_start_and_none_while_serving():
     from bench.model_shapes import SHAPES
+    from serving.engine import build_engine
     from serving.engine.config import EngineConfig
-    from serving.engine.core.llm_engine import LLMEngine
     from serving.loader.random_weights import random_loaded
     from serving.sampling_params import SamplingParams
 
@@ -219,7 +219,7 @@ def test_engine_captures_every_bucket_at_start_and_none_while_serving():
         max_num_seqs=6,
         enable_prefix_caching=False,
     )
-    engine = LLMEngine(cfg, loaded=random_loaded(SHAPES["smollm2-135m"], seed=0, device="cuda"))
+    engine = build_engine(cfg, loaded=random_loaded(SHAPES["smollm2-135m"], seed=0, device="cuda"))
     graphs = engine.runner.gpu.graphs
     assert sorted(graphs) == [1, 2, 4, 8]  # 6 sequences use bucket 8
     assert sorted(engine.runner.gpu.prefill_graphs) == [
@@ -236,7 +236,7 @@ def test_engine_captures_every_bucket_at_start_and_none_while_serving():
     assert {b: id(g) for b, (g, _) in engine.runner.gpu.graphs.items()} == captured
     assert {b: id(g) for b, (g, _) in engine.runner.gpu.prefill_graphs.items()} == captured_prefill
 
-    off = LLMEngine(
+    off = build_engine(
         EngineConfig(
             device="cuda",
             dtype="bfloat16",

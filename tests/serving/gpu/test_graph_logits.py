@@ -108,8 +108,8 @@ def test_sampling_with_graph_stats_equals_sampling_the_logits(kind):
 
 def test_engine_tokens_and_logprobs_are_the_same_with_the_tail_in_the_graph():
     from bench.model_shapes import SHAPES
+    from serving.engine import build_engine
     from serving.engine.config import EngineConfig
-    from serving.engine.core.llm_engine import LLMEngine
     from serving.loader.random_weights import random_loaded
 
     def run(graphed: bool) -> dict[str, tuple[list[int], list[float]]]:
@@ -121,7 +121,9 @@ def test_engine_tokens_and_logprobs_are_the_same_with_the_tail_in_the_graph():
             max_num_seqs=6,
             enable_prefix_caching=False,
         )
-        engine = LLMEngine(cfg, loaded=random_loaded(SHAPES["smollm2-135m"], seed=1, device="cuda"))
+        engine = build_engine(
+            cfg, loaded=random_loaded(SHAPES["smollm2-135m"], seed=1, device="cuda")
+        )
         if not graphed:
             engine.runner.gpu.logits = None  # decode graphs recaptured without the tail
             engine.runner.gpu.graphs.clear()

@@ -92,8 +92,8 @@ def test_engine_decode_is_identical_with_and_without_pdl(pdl_mode):
     """Greedy decode of random Qwen3 models, one with the norm read inside the GEMVs (1,024
     features) and one with separate norm kernels (2,048): tokens and logprobs bit for bit."""
     from bench.model_shapes import SHAPES
+    from serving.engine import build_engine
     from serving.engine.config import EngineConfig
-    from serving.engine.core.llm_engine import LLMEngine
     from serving.loader.random_weights import random_loaded
     from serving.sampling_params import SamplingParams
 
@@ -112,7 +112,7 @@ def test_engine_decode_is_identical_with_and_without_pdl(pdl_mode):
                 enable_prefix_caching=False,
                 programmatic_launch=mode,
             )
-            engine = LLMEngine(cfg, loaded=loaded)
+            engine = build_engine(cfg, loaded=loaded)
             assert pdl.enabled(torch.device("cuda")) == (mode == "auto" and HOPPER)
             g = torch.Generator().manual_seed(1)
             params = SamplingParams(max_tokens=40, temperature=0.0, ignore_eos=True, logprobs=2)

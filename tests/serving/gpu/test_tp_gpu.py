@@ -16,8 +16,9 @@ import torch
 
 from bench.model_shapes import QWEN3_4B, SMOLLM2_135M
 from serving.distributed.source import ModelSource
+from serving.engine import build_engine
 from serving.engine.config import EngineConfig
-from serving.engine.core.llm_engine import LLMEngine
+from serving.engine.engine.llm_engine import LLMEngine
 from serving.loader.random_weights import random_loaded
 from serving.sampling_params import SamplingParams
 
@@ -41,7 +42,7 @@ def _engine(shape: dict, tp: int) -> LLMEngine:
         if tp == 1
         else ModelSource(random_config=dict(shape), seed=1)
     )
-    return LLMEngine(cfg, loaded=loaded)
+    return build_engine(cfg, loaded=loaded)
 
 
 def _run(engine: LLMEngine, requests: list[tuple[str, list[int], SamplingParams]]) -> dict:

@@ -39,12 +39,12 @@ def _run(engine) -> None:
 
 def test_serving_after_warm_up_compiles_nothing():
     from bench.model_shapes import SHAPES
+    from serving.engine import build_engine
     from serving.engine.config import EngineConfig
-    from serving.engine.core.llm_engine import LLMEngine
     from serving.loader.random_weights import random_loaded
 
     cfg = EngineConfig(device="cuda", dtype="bfloat16", kv_cache_memory_mb=1024, max_num_seqs=16)
-    engine = LLMEngine(cfg, loaded=random_loaded(SHAPES["smollm2-135m"], seed=0, device="cuda"))
+    engine = build_engine(cfg, loaded=random_loaded(SHAPES["smollm2-135m"], seed=0, device="cuda"))
     before = compiled_variants()
     rng = random.Random(0)
     short = SamplingParams(max_tokens=3, temperature=0.0, ignore_eos=True)

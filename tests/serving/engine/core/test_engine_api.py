@@ -175,7 +175,7 @@ def test_n_samples_are_reproducible_whatever_the_batch(engine):
 
 
 def test_from_settings_sizes_the_pool_from_the_memory_budget(tiny, tmp_path_factory):
-    from serving.engine import LLMEngine
+    from serving.engine import EngineConfig, build_engine
     from vigil.config import load_settings
 
     path = tmp_path_factory.mktemp("tiny_settings")
@@ -183,7 +183,7 @@ def test_from_settings_sizes_the_pool_from_the_memory_budget(tiny, tmp_path_fact
     settings = load_settings(
         model_path=str(path), kv_cache_memory_mb=1, device="cpu", torch_threads=1
     )
-    engine = LLMEngine.from_settings(settings)
+    engine = build_engine(EngineConfig.from_settings(settings))
     # 2 layers x (K, V) x 16 tokens x 2 kv heads x 16 dims x 4 bytes = 8 KiB per block
     assert engine.block_manager.num_blocks == 2**20 // 8192 == 128
     assert engine.max_model_len == 1024  # max_position_embeddings (the pool holds 2048 tokens)

@@ -12,7 +12,7 @@ from engine_fixtures import greedy, save_tiny_model
 
 from serving.engine import EngineConfig, LLMEngine
 from serving.engine.core.scheduler import SchedulerConfig
-from serving.engine.worker import setup as worker_setup
+from serving.engine.engine import runner_setup
 from serving.engine.worker.runner import ModelRunner
 from serving.loader import load_model_files
 from vigil.config import Settings, load_settings
@@ -114,7 +114,7 @@ def test_cuda_graphs_switch_reaches_the_runner(tiny, monkeypatch, graphs):
             seen.append(args[6])  # enable_cuda_graphs
             super().__init__(*args, **kwargs)
 
-    monkeypatch.setattr(worker_setup, "ModelRunner", Recording)
+    monkeypatch.setattr(runner_setup, "ModelRunner", Recording)
     settings = load_settings(device="cpu", enable_cuda_graphs=graphs)
     LLMEngine(dataclasses.replace(EngineConfig.from_settings(settings), num_kv_blocks=16),
               loaded=tiny)  # fmt: skip

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from engine_fixtures import greedy, make_engine, run_to_completion, save_tiny_model
 
-from serving.engine.worker.warmup import REQUEST_PREFIX, warm_up
+from serving.engine.engine.warmup import REQUEST_PREFIX, warm_up
 from serving.loader import load_model_files
 
 

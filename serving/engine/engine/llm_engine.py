@@ -11,7 +11,8 @@ found finished when its token is read back may already be in the launched step: 
 sample is dropped and its KV slot is freed with the sequence's blocks.
 
 What a step hands out is the output sink's (`output=`, fixed at construction): `RequestOutput`s
-(text) by default, `RequestDelta`s (token ids) in the engine-core process.
+(text) by default, `RequestDelta`s (token ids) in the engine-core process. The start-up warm-up
+is its builder's to run (`build_engine`, build.py), not the constructor's.
 """
 
 from __future__ import annotations
@@ -19,36 +20,48 @@ from __future__ import annotations
 import itertools
 import time
 from functools import partial
-from typing import Any, Generic, overload
+from typing import TYPE_CHECKING, Any, Generic, overload
 
 from serving.engine.config import EngineConfig
 from serving.engine.core.kv_coordinator import make_block_manager
 from serving.engine.core.output_processor import Out, OutputFactory, OutputProcessor, OutputSink
 from serving.engine.core.request import Request, Sequence
 from serving.engine.core.request_checks import check_new_request
+from serving.engine.core.sample_result import SampleResult
 from serving.engine.core.sample_targets import Fork, apply_forks, sample_targets
 from serving.engine.core.scheduler import Scheduler, SchedulerConfig, SchedulerOutput
-from serving.engine.worker.runner import InflightStep, SampleResult
-from serving.engine.worker.setup import set_up_worker
+from serving.engine.engine.runner_setup import set_up_runner
+from serving.engine.worker.runner import ModelRunner
+from serving.engine.worker.step_runner import LaunchedStep, StepRunner
 from serving.outputs import EngineStats, RequestMetrics, RequestOutput
 from serving.sampling_params import SamplingParams
+
+if TYPE_CHECKING:
+    from serving.distributed.startup import TensorParallel
+    from serving.engine.engine.runner_setup import ModelInput
 
 
 class LLMEngine(Generic[Out]):
     @overload
     def __init__(
-        self: LLMEngine[RequestOutput], engine_config: EngineConfig, loaded: Any = None
+        self: LLMEngine[RequestOutput],
+        engine_config: EngineConfig,
+        loaded: ModelInput | None = None,
     ) -> None: ...
 
     @overload
     def __init__(
-        self, engine_config: EngineConfig, loaded: Any = None, *, output: OutputFactory[Out]
+        self,
+        engine_config: EngineConfig,
+        loaded: ModelInput | None = None,
+        *,
+        output: OutputFactory[Out],
     ) -> None: ...
 
     def __init__(
         self,
         engine_config: EngineConfig,
-        loaded: Any = None,
+        loaded: ModelInput | None = None,
         *,
         output: OutputFactory[Any] = OutputProcessor,
     ) -> None:
@@ -58,26 +71,24 @@ class LLMEngine(Generic[Out]):
         cfg = engine_config
         self.config = cfg
         self.device = cfg.resolve_device()
-        worker = set_up_worker(cfg, loaded, self.device)
-        loaded, self.runner, self.tensor_parallel = (
-            worker.loaded,
-            worker.runner,
-            worker.tensor_parallel,
-        )
-        self.model_config = loaded.config
-        self.tokenizer = loaded.tokenizer
-        self.max_model_len = worker.max_model_len
+        setup = set_up_runner(cfg, loaded, self.device)
+        self.runner: StepRunner = setup.runner
+        self.local_runner: ModelRunner | None = setup.local_runner  # None with tensor parallel
+        self.tensor_parallel: TensorParallel | None = setup.tensor_parallel
+        self.model_config = setup.loaded.config
+        self.tokenizer = setup.loaded.tokenizer
+        self.max_model_len = setup.max_model_len
         self._new_block_manager = partial(
             make_block_manager,
-            worker.kv_groups,
-            worker.group_blocks,
+            setup.kv_groups,
+            setup.group_blocks,
             cfg.block_size,
             cfg.enable_prefix_caching,
         )
         self.block_manager = self._new_block_manager()
         self.scheduler = self._new_scheduler()
         eos = list(
-            getattr(self.tokenizer, "eos_token_ids", None) or loaded.config.eos_token_ids or []
+            getattr(self.tokenizer, "eos_token_ids", None) or self.model_config.eos_token_ids or []
         )
         self.eos_token_ids = eos
         self.output: OutputSink[Out] = output(self.tokenizer, eos, self.max_model_len)
@@ -86,15 +97,11 @@ class LLMEngine(Generic[Out]):
         self._prompt_tokens_total = 0
         self._generation_tokens_total = 0
         self.async_scheduling = cfg.resolve_async_scheduling(self.device)
-        self._inflight: InflightStep | None = None  # launched, samples not read back yet
+        self._inflight: LaunchedStep | None = None  # launched, samples not read back yet
         self._pending: dict[Sequence, int] = {}  # placeholder holder -> index in its samples
         # live requests with penalties: the sampler needs their real tokens, so the engine reads
         # each step back before scheduling the next while one is live
         self._host_token_requests: set[str] = set()
-        if self.device.type == "cuda" and cfg.warm_up_at_start and self.tensor_parallel is None:
-            from serving.engine.worker.warmup import warm_up
-
-            warm_up(self)  # kernel variants compiled now, not in the first users' steps
 
     def _new_scheduler(self) -> Scheduler:
         cfg = self.config
@@ -104,10 +111,6 @@ class LLMEngine(Generic[Out]):
             ),
             self.block_manager,
         )
-
-    @classmethod
-    def from_settings(cls, settings: Any) -> LLMEngine[RequestOutput]:
-        return LLMEngine(EngineConfig.from_settings(settings))
 
     # ---- requests --------------------------------------------------------------------------
     def validate_request(
@@ -226,7 +229,7 @@ class LLMEngine(Generic[Out]):
                 self._pending[seq] = i
         return outputs
 
-    def _read_back(self, step: InflightStep) -> list[Out]:
+    def _read_back(self, step: LaunchedStep) -> list[Out]:
         """Wait for `step`'s samples; swap each placeholder for its token and emit outputs."""
         if self._inflight is step:
             self._inflight = None
