@@ -9,14 +9,18 @@ tokens and decide finishes through `TokenRecorder`; they differ in what a step h
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
 from serving.detokenizer import IncrementalDetokenizer
 from serving.engine.core.request import Request, Sequence
+from serving.engine.core.request_output import (
+    prompt_logprob_entries,
+    request_output,
+    token_text,
+)
 from serving.engine.core.sample_result import SampleResult
-from serving.outputs import CompletionOutput, ListPrefix, RequestOutput, TokenLogprob
+from serving.outputs import RequestOutput, TokenLogprob
 from serving.sampling_params import RequestOutputKind
 from serving.stop import StopStringMatcher
 
@@ -112,58 +116,26 @@ class TokenRecorder:
         return True
 
     def _token_text(self, token_id: int) -> str:
-        if self.tokenizer is None or token_id >= self.tokenizer.vocab_size:
-            return ""
-        # one token may be part of a UTF-8 character: escape its bytes rather than guess
-        return self.tokenizer.id_to_bytes(token_id).decode("utf-8", errors="backslashreplace")
+        return token_text(self.tokenizer, token_id)
 
 
 class OutputProcessor(TokenRecorder):
-    """The text sink: cumulative `RequestOutput`s (text with stop strings applied, token ids,
-    logprobs, means, metrics), or only the final one for a request that asks for that
-    (`RequestOutputKind.FINAL_ONLY`, as an offline caller does)."""
-
-    def completion(self, seq: Sequence) -> CompletionOutput:
-        """O(1) per running sequence: token ids and logprob entries are snapshots of the
-        append-only lists (copied once, when the sequence has finished); means come from running
-        sums."""
-        delta = seq.text[seq.sent_text_len :]
-        seq.sent_text_len = len(seq.text)
-        n = len(seq.logprobs)
-        done = seq.finish_reason is not None
-        token_ids: list[int] | ListPrefix
-        if done:
-            token_ids = seq.token_ids[seq.num_prompt_tokens :]
-        else:
-            token_ids = ListPrefix(seq.token_ids, seq.num_prompt_tokens)
-        lps = None
-        if seq.request.params.logprobs is not None:
-            lps = list(seq.token_logprobs) if done else ListPrefix(seq.token_logprobs)
-        return CompletionOutput(
-            index=seq.index,
-            text=seq.text,
-            delta=delta,
-            token_ids=token_ids,
-            logprobs=lps,
-            finish_reason=seq.finish_reason,
-            stop_reason=seq.stop_reason,
-            mean_logprob=seq.logprob_sum / n if n else None,
-            mean_entropy=seq.entropy_sum / n if n else None,
-        )
+    """The text sink: cumulative `RequestOutput`s (request_output.py builds them), or only the
+    final one for a request that asks for that (`RequestOutputKind.FINAL_ONLY`, as an offline
+    caller does)."""
 
     def request_output(self, req: Request) -> RequestOutput | None:
         """The request's cumulative output; None while a FINAL_ONLY request runs."""
         finished = req.is_finished
         if not finished and req.params.output_kind is RequestOutputKind.FINAL_ONLY:
             return None
-        if finished and req.metrics.finished_time is None:
-            req.metrics.finished_time = time.monotonic()
         seqs = req.seqs if len(req.seqs) == 1 else sorted(req.seqs, key=lambda s: s.index)
-        return RequestOutput(
-            request_id=req.request_id,
-            prompt=req.prompt,
-            prompt_token_ids=req.prompt_token_ids,
-            outputs=[self.completion(s) for s in seqs],
+        return request_output(
+            req.request_id,
+            req.prompt,
+            req.prompt_token_ids,
+            seqs,
+            with_logprobs=req.params.logprobs is not None,
             finished=finished,
             metrics=req.metrics,
             prompt_logprobs=self._prompt_logprobs(req) if finished else None,
@@ -174,13 +146,4 @@ class OutputProcessor(TokenRecorder):
         # built once, on the final output; None when not asked or the prompt never finished
         if k is None or len(req.prompt_logprob_rows) < len(req.prompt_token_ids) - 1:
             return None
-        first: list[TokenLogprob | None] = [None]
-        return first + [
-            TokenLogprob(
-                tok,
-                self._token_text(tok),
-                lp,
-                [(int(t), self._token_text(int(t)), float(v)) for t, v in top[:k]],
-            )
-            for tok, lp, top in req.prompt_logprob_rows
-        ]
+        return prompt_logprob_entries(self.tokenizer, req.prompt_logprob_rows, k)

@@ -68,6 +68,10 @@ class Sequence:
         return self.token_ids[self.num_prompt_tokens :]
 
     @property
+    def num_scored(self) -> int:
+        return len(self.logprobs)
+
+    @property
     def num_output_tokens(self) -> int:
         return len(self.token_ids) - self.num_prompt_tokens
 

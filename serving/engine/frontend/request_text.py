@@ -4,7 +4,8 @@ token ids, logprobs, means, metrics).
 
 Per sequence an incremental detokenizer feeds a stop-string matcher (the engine's own
 `SeqTextState`). A stop string ends the sequence here; the core learns of it from an abort, so
-tokens it sampled past the stop in the meantime are dropped.
+tokens it sampled past the stop in the meantime are dropped. The outputs come from the engine's
+one builder (core/request_output.py), which reads a `FrontSeq` as it reads a `Sequence`.
 """
 
 from __future__ import annotations
@@ -13,31 +14,25 @@ import time
 from dataclasses import dataclass, field
 
 from serving.engine.core.output_processor import SeqTextState
+from serving.engine.core.request_output import (
+    PromptRow,
+    prompt_logprob_entries,
+    request_output,
+    token_text,
+)
 from serving.engine.frontend.messages import RequestDelta, SeqDelta
 from serving.engine.frontend.output_slot import OutputSlot
-from serving.outputs import (
-    CompletionOutput,
-    ListPrefix,
-    RequestMetrics,
-    RequestOutput,
-    TokenLogprob,
-)
+from serving.outputs import RequestMetrics, RequestOutput, TokenLogprob
 from serving.sampling_params import SamplingParams
-
-
-def token_text(tokenizer, token_id: int) -> str:
-    """One token's text alone (a partial UTF-8 character has its bytes escaped)."""
-    if tokenizer is None or token_id >= tokenizer.vocab_size:
-        return ""
-    return tokenizer.id_to_bytes(token_id).decode("utf-8", errors="backslashreplace")
 
 
 @dataclass(eq=False)
 class FrontSeq:
     index: int
     text_state: SeqTextState | None
-    token_ids: list[int] = field(default_factory=list)
-    logprobs: list[TokenLogprob] = field(default_factory=list)
+    token_ids: list[int] = field(default_factory=list)  # generated tokens only
+    token_logprobs: list[TokenLogprob] = field(default_factory=list)
+    num_prompt_tokens: int = 0  # `token_ids` holds no prompt (the builder's offset)
     text: str = ""
     sent_text_len: int = 0
     logprob_sum: float = 0.0
@@ -146,7 +141,7 @@ class FrontRequest:
             seq.num_scored += 1
             if sd.top is not None and self.params.logprobs is not None:
                 alts = [(t, token_text(tokenizer, t), lp) for t, lp in sd.top[i]]
-                seq.logprobs.append(
+                seq.token_logprobs.append(
                     TokenLogprob(
                         tok,
                         token_text(tokenizer, tok),
@@ -176,46 +171,19 @@ class FrontRequest:
         return self.output()
 
     def output(self) -> RequestOutput:
-        seqs = [self.seqs[i] for i in sorted(self.seqs)]
-        return RequestOutput(
-            request_id=self.request_id,
-            prompt=self.prompt,
-            prompt_token_ids=self.prompt_token_ids,
-            outputs=[self._completion(s) for s in seqs],
+        return request_output(
+            self.request_id,
+            self.prompt,
+            self.prompt_token_ids,
+            [self.seqs[i] for i in sorted(self.seqs)],
+            with_logprobs=self.params.logprobs is not None,
             finished=self.finished,
             metrics=self.metrics,
-            prompt_logprobs=self.prompt_logprobs if self.finished else None,
+            prompt_logprobs=self.prompt_logprobs,
         )
 
-    def _completion(self, seq: FrontSeq) -> CompletionOutput:
-        delta = seq.text[seq.sent_text_len :]
-        seq.sent_text_len = len(seq.text)
-        done = seq.finish_reason is not None
-        n = seq.num_scored
-        lps = None
-        if self.params.logprobs is not None:
-            lps = list(seq.logprobs) if done else ListPrefix(seq.logprobs)
-        return CompletionOutput(
-            index=seq.index,
-            text=seq.text,
-            delta=delta,
-            token_ids=list(seq.token_ids) if done else ListPrefix(seq.token_ids),
-            logprobs=lps,
-            finish_reason=seq.finish_reason,
-            stop_reason=seq.stop_reason,
-            mean_logprob=seq.logprob_sum / n if n else None,
-            mean_entropy=seq.entropy_sum / n if n else None,
-        )
-
-    def _prompt_logprobs(self, rows) -> list[TokenLogprob | None]:
-        k, tok = self.params.prompt_logprobs or 0, self.tokenizer
-        first: list[TokenLogprob | None] = [None]
-        return first + [
-            TokenLogprob(
-                t, token_text(tok, t), lp, [(a, token_text(tok, a), b) for a, b in top[:k]]
-            )
-            for t, lp, top in rows
-        ]
+    def _prompt_logprobs(self, rows: list[PromptRow]) -> list[TokenLogprob | None]:
+        return prompt_logprob_entries(self.tokenizer, rows, self.params.prompt_logprobs or 0)
 
 
 def next_output(front: FrontRequest, slot: OutputSlot, delta: RequestDelta) -> RequestOutput | None:
