@@ -6,14 +6,13 @@ chose (the same for every core the parent starts), tags its requests with its in
 routes their outputs back here, and subscribes to the parent's events. It never starts, stops or
 supervises the core: on `CoreDown` it fails its in-flight requests with EngineDeadError and its
 health listeners hear "down"; a `CoreReady` of a later generation means "up" again.
-Requests, outputs and aborts work as in `EngineCoreClient`, whose code this reuses.
+Requests, outputs and aborts work as in `EngineCoreClient`: both hold a `CoreRequests`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import pickle
 import threading
 import time
 from dataclasses import dataclass
@@ -22,9 +21,9 @@ import zmq
 
 from serving.engine.config import EngineConfig
 from serving.engine.frontend.async_engine import EngineNotRunningError
-from serving.engine.frontend.core_client import EngineCoreClient, EngineDeadError
+from serving.engine.frontend.core_front import CoreClientFront
 from serving.engine.frontend.core_handle import CoreStartError, CoreUnavailable, push
-from serving.engine.frontend.identity import EngineIdentity
+from serving.engine.frontend.core_requests import CoreRequests, core_died
 from serving.engine.frontend.messages import (
     Codec,
     CoreDown,
@@ -33,6 +32,7 @@ from serving.engine.frontend.messages import (
     StepOutputs,
     ToCore,
 )
+from serving.engine.frontend.supervisor import HealthListeners
 
 log = logging.getLogger(__name__)
 
@@ -87,13 +87,16 @@ class CoreLink:
         self.ctx.term()
 
 
-class AttachedCoreClient(EngineCoreClient):
+class AttachedCoreClient(CoreClientFront):
     def __init__(
         self, config: EngineConfig, attachment: CoreAttachment, *, ready_timeout_s: float = 900.0
     ):
-        super().__init__(config, auto_restart=False, ready_timeout_s=ready_timeout_s)
-        self.attachment = attachment
-        self.client_index = attachment.index
+        self.config, self.attachment = config, attachment
+        self.ready_timeout_s = ready_timeout_s
+        self.session = CoreRequests(attachment.index)
+        self.health = HealthListeners()
+        self.closing = False
+        self._output_thread: threading.Thread | None = None
         self._link: CoreLink | None = None
         self._ready = threading.Event()
         self._failed: str | None = None
@@ -105,7 +108,9 @@ class AttachedCoreClient(EngineCoreClient):
             return
         self._link = CoreLink(self.attachment)
         self._output_thread = threading.Thread(
-            target=self._receive_all, daemon=True, name=f"vigil-core-output-{self.client_index}"
+            target=self._receive_all,
+            daemon=True,
+            name=f"vigil-core-output-{self.attachment.index}",
         )
         self._output_thread.start()
         deadline = time.monotonic() + self.ready_timeout_s
@@ -116,7 +121,7 @@ class AttachedCoreClient(EngineCoreClient):
                 raise CoreStartError(
                     f"the engine core was not ready within {self.ready_timeout_s:.0f}s"
                 )
-        self._accepting = True
+        self.session.accepting = True
 
     @property
     def core_pid(self) -> int | None:
@@ -124,13 +129,12 @@ class AttachedCoreClient(EngineCoreClient):
 
     async def shutdown(self) -> None:
         """Stop accepting and end what is in flight; the core belongs to the parent."""
-        self._accepting = False
+        self.session.accepting = False
         self.closing = True
-        self._fail_all(EngineNotRunningError("the engine shut down"))
+        self.session.fail_all(EngineNotRunningError("the engine shut down"))
         if self._output_thread is not None:
             await asyncio.to_thread(self._output_thread.join, 10)
-        with self._lock:
-            self._alive = False
+        self.session.mark_down()
         if self._link is not None:
             self._link.close()
 
@@ -157,8 +161,8 @@ class AttachedCoreClient(EngineCoreClient):
 
     def _on_message(self, link: CoreLink, msg: object) -> None:
         if isinstance(msg, StepOutputs):
-            if self._alive:  # a dead core's last words are not this one's
-                self._on_step(link, msg)
+            if self.session.alive:  # a dead core's last words are not this one's
+                self.session.on_step(link, msg)
         elif isinstance(msg, CoreReady):
             self._on_ready(link, msg)
         elif isinstance(msg, CoreFailed):
@@ -168,40 +172,24 @@ class AttachedCoreClient(EngineCoreClient):
     def _on_ready(self, link: CoreLink, ready: CoreReady) -> None:
         if ready.generation <= link.generation:
             return
-        if self.tokenizer is None:  # the same model on every restart
-            self.tokenizer = pickle.loads(ready.tokenizer_pickle)
-        self.max_model_len, self.vocab_size, self.device = (
-            ready.max_model_len,
-            ready.vocab_size,
-            ready.device,
-        )
-        self._identity = EngineIdentity(ready.device, ready.dtype, ready.attention)
         restarted = link.generation >= 0
-        with self._lock:
-            link.generation, link.pid = ready.generation, ready.pid
-            self._channel = link
-            self._mirror.restart()
-            self._alive = True
+        link.generation, link.pid = ready.generation, ready.pid
+        self.session.on_ready(link, ready)
         self._ready.set()
         if restarted:
             log.warning("engine core back (pid %s): serving again", ready.pid)
-            self.supervisor.notify(True)
+            self.health.notify(True)
 
     def _on_event(self, event: CoreDown) -> None:
         link = self._link
         assert link is not None
-        if event.generation < link.generation or not self._alive:
+        if event.generation < link.generation or not self.session.alive:
             return  # about an older core than the one serving now
         log.error(
             "engine core (pid %s) exited with code %s; failing this process's requests",
             link.pid,
             event.exitcode,
         )
-        with self._lock:
-            self._alive = False
-        self.supervisor.notify(False)
-        self._fail_all(
-            EngineDeadError(
-                "the engine core process died; the request was lost (the server is restarting it)"
-            )
-        )
+        self.session.mark_down()
+        self.health.notify(False)
+        self.session.fail_all(core_died())

@@ -55,10 +55,21 @@ class CoreOwner(Protocol[Core]):
         """Fail the dead core's requests (or have the API processes fail theirs)."""
 
 
+class HealthListeners(list[Callable[[bool], None]]):
+    """Who hears `False` when the engine core goes down and `True` when it is back."""
+
+    def notify(self, up: bool) -> None:
+        for listener in list(self):
+            try:
+                listener(up)
+            except Exception:
+                log.exception("engine health listener failed")
+
+
 class CoreSupervisor(Generic[Core]):
     def __init__(self, owner: CoreOwner[Core]):
         self.owner = owner
-        self.listeners: list[Callable[[bool], None]] = []
+        self.listeners = HealthListeners()
         self.restarts = 0
         self._exiting = False  # the interpreter is exiting: multiprocessing ends the core itself
         self._thread = threading.Thread(target=self._run, name="vigil-core-supervisor", daemon=True)
@@ -115,8 +126,4 @@ class CoreSupervisor(Generic[Core]):
             return
 
     def notify(self, up: bool) -> None:
-        for listener in list(self.listeners):
-            try:
-                listener(up)
-            except Exception:
-                log.exception("engine health listener failed")
+        self.listeners.notify(up)
