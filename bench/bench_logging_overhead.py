@@ -2,7 +2,7 @@
 engine, same requests.
 
 "On": every finished request goes through the server's real bookkeeping
-(`serving.server.generation.generate`) to the TrafficLogger, which builds a sample record and
+(`serving.server.api.generation.generate`) to the TrafficLogger, which builds a sample record and
 submits it to storage's SampleWriter, which commits it to SQLite. "Off": the same bookkeeping
 with no sink. Rounds alternate off/on (then on/off) so load drift on a shared machine hits both
 alike; each round runs the same batch of concurrent fixed-length requests (ignore_eos).
@@ -83,7 +83,7 @@ def thread_cpu(names: tuple[str, ...]) -> float:
 
 async def one_round(state, n: int, max_tokens: int, tag: str) -> int:
     from serving.sampling_params import SamplingParams
-    from serving.server.generation import collect_final, generate
+    from serving.server.api.generation import collect_final, generate
     from serving.traffic.segments import SegmentInfo
 
     tok = state.tokenizer
@@ -117,7 +117,7 @@ def main() -> int:
 
     from sqlalchemy import func, select
 
-    from serving.server.app import create_app
+    from serving.server.service.app import create_app
     from storage.db import session_scope
     from storage.migrate import upgrade
     from storage.models import Sample

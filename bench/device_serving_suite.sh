@@ -20,7 +20,7 @@ commit=${1:?the commit the tree is at}
 shift
 out=${OUT:?where the results go}
 source "$(dirname "$0")/device_env.sh"
-python3 -c "import vigil.cli.main, serving.server.app" || exit 1  # a missing package, before any run
+python3 -c "import vigil.cli.main, serving.server.service.app" || exit 1  # a missing package, before any run
 
 serve() {  # serve NAME SECONDS ARGS...: one bench_serving run
   local name=$1 limit=$2

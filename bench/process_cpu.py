@@ -11,7 +11,7 @@ import os
 
 import httpx
 
-PID_HEADER = "x-vigil-api-server"  # serving/server/api_worker.py: "<index>:<pid>"
+PID_HEADER = "x-vigil-api-server"  # serving/server/processes/api_process.py: "<index>:<pid>"
 TICKS_PER_S = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -27,7 +27,7 @@ def cpu_seconds(pid: int) -> float | None:
 
 def api_pids(server_pid: int, api_servers: int, base: str, tries: int = 64) -> list[int]:
     """The processes that answer HTTP: the server itself when it is the only API process, else
-    the API workers named by their response header (each new connection lands on one of them)."""
+    the API processes named by their response header (each new connection lands on one of them)."""
     if api_servers <= 1:
         return [server_pid]
     seen: set[int] = set()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from types import SimpleNamespace
 
-from serving.server.api_server_count import resolve_api_server_count
+from serving.server.processes.api_server_count import resolve_api_server_count
 
 AUTO = "auto"
 

@@ -65,7 +65,7 @@ class EngineSettings(BaseSettings):
     # API server processes sharing the port, each a client of the one engine core (`vigil serve
     # --api-server-count`): tokenization, SSE and detokenization spread over N GILs; more than
     # one needs engine_process "separate". "auto": from the CPU count and what one process
-    # streams (serving/server/api_server_count.py)
+    # streams (serving/server/processes/api_server_count.py)
     api_server_count: Annotated[int, Field(ge=1, le=64)] | Literal["auto"] = "auto"
 
     @model_validator(mode="after")

@@ -28,7 +28,7 @@ from starlette.types import Receive, Scope, Send
 
 from serving.proxy.exchange import Exchange
 from serving.proxy.upstream import UpstreamError, UpstreamPool
-from serving.server.server_send import server_send
+from serving.server.base.server_send import server_send
 from serving.traffic.logger import ObservedRequest, TrafficLogger
 from vigil.asgi_guard import ANONYMOUS
 from vigil.config import Settings

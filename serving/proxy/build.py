@@ -11,8 +11,8 @@ import uvicorn
 from starlette.types import ASGIApp
 
 from serving.proxy.app import ProxyApp
-from serving.server.errors import openai_error_json
-from serving.server.server_send import ServerSend
+from serving.server.base.errors import openai_error_json
+from serving.server.base.server_send import ServerSend
 from serving.traffic.logger import TrafficLogger
 from serving.traffic.sampler import TrafficSampler
 from vigil.asgi_guard import RequestGuard
@@ -57,7 +57,7 @@ def build_proxy(
         trusted_proxies=tuple(settings.trusted_proxies),
     )
     if worker is not None:
-        from serving.server.api_worker import ServerPidHeader
+        from serving.server.processes.api_process import ServerPidHeader
 
         guarded = ServerPidHeader(guarded, value=worker)
     app = ServerSend(guarded)  # body chunks skip the guard's send wrapper (and the header's)

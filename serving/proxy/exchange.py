@@ -27,7 +27,7 @@ from typing import Any, TypeGuard
 from starlette.requests import Request
 from starlette.types import Scope
 
-from serving.server.auth import request_segment
+from serving.server.base.auth import request_segment
 from serving.traffic.logger import Observation
 from serving.traffic.record import RequestStats
 from vigil.config import Settings

@@ -40,7 +40,7 @@ def proxy_command(args: argparse.Namespace) -> int:
         print("vigil proxy: give the upstream with --upstream URL or VIGIL_PROXY_UPSTREAM_URL")
         return 2
     if settings.sample_rate > 0 or settings.segment_min_per_hour > 0:
-        from serving.server.main import _prepare_storage
+        from serving.server.processes.main import _prepare_storage
 
         _prepare_storage(settings)
     log.info(

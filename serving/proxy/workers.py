@@ -37,7 +37,7 @@ import uvicorn
 
 from serving.heap import freeze_startup_heap
 from serving.proxy.build import build_proxy, proxy_config
-from serving.server.process_group import POLL_S, ProcessGroup
+from serving.server.processes.process_group import POLL_S, ProcessGroup
 from vigil.config import Settings
 
 log = logging.getLogger("vigil.proxy")
@@ -108,7 +108,7 @@ class WorkerGroup(ProcessGroup):
 
 def run_workers(settings: Settings, count: int) -> int:
     """Serve with `count` proxy processes on settings.host:port until they have drained."""
-    from serving.server.multi_process import bind_listeners
+    from serving.server.processes.multi_process import bind_listeners
 
     socks = bind_listeners(settings.host, settings.port, count)
     group = WorkerGroup(settings, socks)

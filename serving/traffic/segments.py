@@ -66,7 +66,7 @@ def segment_from_request(
         prompt_version=pick(HEADER_PROMPT_VERSION, "prompt_version"),
         user=_clean(user),
         metadata=meta,
-        # serving.server.auth drops the mark for tenant-bound keys
+        # serving.server.base.auth drops the mark for tenant-bound keys
         internal=_internal_reason(lowered.get(INTERNAL_HEADER.lower())),
     )
 

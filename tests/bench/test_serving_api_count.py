@@ -10,7 +10,7 @@ import pytest
 
 from bench.bench_serving import _api_servers, parse_args
 from bench.serving_api_count import label, parse_counts, processes_answering, resolve
-from serving.server import api_server_count as asc
+from serving.server.processes import api_server_count as asc
 
 
 def test_auto_is_the_default_and_numbers_parse(monkeypatch):

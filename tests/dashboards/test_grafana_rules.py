@@ -15,7 +15,7 @@ from seed_history import seed_history
 from sidecar_servers import API_KEY
 
 from serving.outputs import CompletionOutput, EngineStats, RequestMetrics, RequestOutput
-from serving.server.metrics import SampleCounters, ServerMetrics
+from serving.server.metrics.server_metrics import SampleCounters, ServerMetrics
 from sidecar import job_stats
 from sidecar.app import create_app
 from storage.db import session_factory

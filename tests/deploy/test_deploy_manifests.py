@@ -85,7 +85,7 @@ def test_a_misspelt_variable_is_caught():
 
 
 def _engine_paths() -> set[str]:
-    from serving.server.routes import add_routes
+    from serving.server.api.routes import add_routes
 
     app = FastAPI()
     add_routes(app)

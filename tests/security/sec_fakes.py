@@ -8,6 +8,7 @@ import asyncio
 import threading
 import time
 
+from engine_doubles import EngineClientDouble
 from starlette.requests import Request
 
 from serving.outputs import CompletionOutput, EngineStats, RequestMetrics, RequestOutput
@@ -67,7 +68,7 @@ def tiny_chatml_tokenizer():
     return Tokenizer(backend, bos_token_id=start, eos_token_ids=[end], chat_template=CHATML)
 
 
-class FakeEngine:
+class FakeEngine(EngineClientDouble):
     def __init__(
         self,
         steps: int = 3,

@@ -1,5 +1,5 @@
 """Vigil's three servers run for real on a loopback socket, each built by its production config
-(`sidecar.main.server_config`, `serving.server.main.build_server`,
+(`sidecar.main.server_config`, `serving.server.processes.draining_server.build_server`,
 `serving.proxy.main.proxy_config`), so what uvicorn does before the app (proxy headers,
 connection caps) is what production does."""
 
@@ -63,8 +63,8 @@ def sidecar_server(settings, app=None) -> Iterator[str]:
 
 @contextmanager
 def engine_server(settings, writer=None, engine=None) -> Iterator[str]:
-    from serving.server.app import create_app
-    from serving.server.main import build_server
+    from serving.server.processes.draining_server import build_server
+    from serving.server.service.app import create_app
 
     app = create_app(
         settings,

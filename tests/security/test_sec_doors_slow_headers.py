@@ -12,8 +12,8 @@ from contextlib import contextmanager
 import pytest
 from sec_fakes import API_KEY, MODEL, FakeEngine
 
-from serving.server.app import create_app as engine_create_app
-from serving.server.main import build_server
+from serving.server.processes.draining_server import build_server
+from serving.server.service.app import create_app as engine_create_app
 from sidecar.app import create_app as sidecar_create_app
 from sidecar.main import server_config
 from storage.db import get_engine, session_factory

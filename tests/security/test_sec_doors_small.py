@@ -15,8 +15,8 @@ import httpx
 import pytest
 from sec_fakes import ADMIN_KEY, API_KEY, MODEL, FakeEngine
 
-from serving.server.app import create_app as engine_create_app
-from serving.server.state import Phase
+from serving.server.base.state import Phase
+from serving.server.service.app import create_app as engine_create_app
 from sidecar.app import create_app as sidecar_create_app
 from storage.db import session_factory
 from storage.journal import Journal

@@ -10,8 +10,8 @@ import pytest
 from asgi_calls import call
 from sec_fakes import API_KEY, MODEL, FakeEngine
 
-from serving.server.app import create_app
-from serving.server.state import Phase
+from serving.server.base.state import Phase
+from serving.server.service.app import create_app
 from vigil.config import load_settings
 
 AUTH = ("authorization", f"Bearer {API_KEY}")
@@ -149,7 +149,7 @@ def test_oversized_fields_are_400_naming_the_field(extra, param):
 def test_long_chat_rendering_and_tokenizing_run_off_the_event_loop():
     """A long conversation is templated and tokenized in a worker thread, so it cannot stall the
     other streams; a short one stays on the loop, where the thread hop would cost more."""
-    from serving.server.offload import INLINE_LIMIT
+    from serving.server.base.offload import INLINE_LIMIT
 
     engine = FakeEngine()
     long = {

@@ -24,8 +24,8 @@ from schemathesis import GenerationMode
 from sec_fakes import ADMIN_KEY, API_KEY, MODEL, TENANT_KEY, FakeEngine, tiny_chatml_tokenizer
 from sidecar_servers import UvicornThread
 
-from serving.server.app import create_app as create_engine_app
-from serving.server.state import Phase
+from serving.server.base.state import Phase
+from serving.server.service.app import create_app as create_engine_app
 from sidecar.app import create_app as create_sidecar_app
 from storage.db import session_factory
 from vigil.config import load_settings

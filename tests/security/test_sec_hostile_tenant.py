@@ -26,7 +26,7 @@ from traffic_gen import traffic
 
 from alerts.signing import verify
 from alerts.worker import DeliveryWorker
-from serving.server.auth import request_segment
+from serving.server.base.auth import request_segment
 from sidecar.app import create_app
 from sidecar.jobs.drift import run_drift_job
 from sidecar.jobs.embed import run_embed_job

@@ -198,7 +198,7 @@ def test_every_sidecar_route_lets_in_exactly_its_roles(migrated_db, tmp_path):
 def test_every_engine_route_lets_in_exactly_its_roles():
     from sec_fakes import FakeEngine
 
-    from serving.server.app import create_app
+    from serving.server.service.app import create_app
 
     settings = _settings()
     routes = routes_of(create_app(settings, engine=FakeEngine(), log_traffic=False))

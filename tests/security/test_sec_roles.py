@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from sec_fakes import ADMIN_KEY, API_KEY, OPERATOR_KEY, TENANT_KEY, chat_request
 from sidecar_calls import ingest
 
-from serving.server.auth import request_segment
+from serving.server.base.auth import request_segment
 from sidecar.app import create_app
 from storage.db import session_factory
 from vigil.config import ConfigError, load_settings

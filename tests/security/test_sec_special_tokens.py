@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from sec_fakes import tiny_chatml_tokenizer
 
-from serving.server.chat_encoding import encode_chat
+from serving.server.api.chat_encoding import encode_chat
 
 
 @pytest.fixture(scope="module")

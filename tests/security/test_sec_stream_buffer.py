@@ -8,10 +8,10 @@ import asyncio
 from sec_fakes import FakeEngine
 
 from serving.sampling_params import SamplingParams
-from serving.server.coalesce import latest_only
-from serving.server.generation import generate
-from serving.server.metrics import ServerMetrics
-from serving.server.state import Phase, ServerState
+from serving.server.api.generation import generate
+from serving.server.base.coalesce import latest_only
+from serving.server.base.state import Phase, ServerState
+from serving.server.metrics.server_metrics import ServerMetrics
 from serving.traffic.logger import TrafficLogger
 from serving.traffic.sampler import TrafficSampler
 from serving.traffic.segments import SegmentInfo

@@ -9,7 +9,7 @@ from sec_fakes import API_KEY, OPERATOR_KEY, TENANT_KEY, chat_request
 from sidecar_calls import ingest
 from sqlalchemy import select
 
-from serving.server.auth import hash_user, request_segment
+from serving.server.base.auth import hash_user, request_segment
 from sidecar.app import create_app
 from storage.db import session_factory
 from storage.models import Sample

@@ -7,7 +7,7 @@ from __future__ import annotations
 import gc
 from types import SimpleNamespace
 
-from serving.server.generation import admitted
+from serving.server.api.generation import admitted
 
 
 async def _stream():

@@ -7,8 +7,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from serving.server import api_server_count as asc
-from serving.server.api_server_count import auto_api_server_count, resolve_api_server_count
+from serving.server.processes import api_server_count as asc
+from serving.server.processes.api_server_count import (
+    auto_api_server_count,
+    resolve_api_server_count,
+)
 from vigil.cli.main import build_parser
 from vigil.config import load_settings
 

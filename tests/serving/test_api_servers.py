@@ -63,7 +63,7 @@ def _completions(base_url: str) -> list[tuple[str, str]]:
 
 def _one_server_completions(model_dir) -> list[tuple[str, str]]:
     from serving.engine import AsyncLLMEngine, EngineConfig, LLMEngine
-    from serving.server.app import create_app
+    from serving.server.service.app import create_app
 
     settings = make_settings(
         model_path=str(model_dir),
@@ -268,7 +268,7 @@ def test_a_burst_of_connections_is_spread_over_the_processes(tmp_path, model_dir
 def test_each_process_gets_its_own_socket_and_a_port_in_use_is_refused():
     import socket
 
-    from serving.server.multi_process import bind_listeners
+    from serving.server.processes.multi_process import bind_listeners
 
     taken = socket.socket()
     taken.bind(("127.0.0.1", 0))

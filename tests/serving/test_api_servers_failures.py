@@ -144,7 +144,11 @@ def test_work_directories_of_killed_parents_are_removed(tmp_path):
     import subprocess
     import sys
 
-    from serving.server.multi_process import OWNER_FILE, WORKDIR_PREFIX, remove_stale_workdirs
+    from serving.server.processes.multi_process import (
+        OWNER_FILE,
+        WORKDIR_PREFIX,
+        remove_stale_workdirs,
+    )
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()

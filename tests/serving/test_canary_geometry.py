@@ -15,7 +15,7 @@ from test_server_support import API_KEY, ServerThread, make_settings, wait_for
 
 from drift.canary import compare, judge
 from serving.attention.fault import set_scale_fault
-from serving.server.app import create_app
+from serving.server.service.app import create_app
 from sidecar.canary.calibration import calibrate
 from sidecar.canary.client import CanaryClient
 from sidecar.canary.probes import ProbeSet

@@ -13,7 +13,7 @@ from sidecar_servers import UvicornThread
 from sqlalchemy import select
 from test_server_support import API_KEY, ServerThread, make_settings, shared_engine
 
-from serving.server.app import create_app
+from serving.server.service.app import create_app
 from sidecar.app import create_app as create_sidecar
 from storage.db import session_factory
 from storage.models import Sample

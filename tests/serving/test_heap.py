@@ -8,9 +8,11 @@ import asyncio
 import gc
 import time
 
+from engine_doubles import EngineClientDouble
+
 from serving.heap import freeze_startup_heap
-from serving.server.app import create_app
-from serving.server.state import Phase
+from serving.server.base.state import Phase
+from serving.server.service.app import create_app
 from vigil.config import load_settings
 
 
@@ -26,7 +28,7 @@ def test_freeze_moves_live_objects_out_of_collection_and_keeps_collecting_new_ga
         gc.unfreeze()
 
 
-class LoadedEngine:
+class LoadedEngine(EngineClientDouble):
     max_model_len = 512
 
     def num_waiting(self):

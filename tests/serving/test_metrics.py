@@ -5,13 +5,14 @@ from __future__ import annotations
 import httpx
 import openai
 import pytest
+from engine_doubles import EngineClientDouble
 from prometheus_client.parser import text_string_to_metric_families
 from test_server_support import API_KEY, ServerThread, make_settings, shared_engine
 
 from serving.outputs import CompletionOutput, EngineStats, RequestMetrics, RequestOutput
-from serving.server.app import create_app
-from serving.server.metrics import SampleCounters, ServerMetrics
-from serving.server.state import Phase
+from serving.server.base.state import Phase
+from serving.server.metrics.server_metrics import SampleCounters, ServerMetrics
+from serving.server.service.app import create_app
 
 VLLM_COUNTERS = [
     "vllm:prompt_tokens",
@@ -152,7 +153,7 @@ def test_counters_move_as_requests_run(server):
     assert after[f"vllm:num_requests_running{{{label}}}"] == 0
 
 
-class CoalescedEngine:
+class CoalescedEngine(EngineClientDouble):
     """Outputs as a lagging stream receives them: several tokens at once (2, then 3, then 1)."""
 
     coalesces_outputs = True

@@ -10,9 +10,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from test_server_support import API_KEY, ServerThread, make_settings, shared_engine
 
 from serving.outputs import CompletionOutput, RequestMetrics, RequestOutput
-from serving.server.app import create_app
-from serving.server.metric_catalog import token_buckets
-from serving.server.metrics import ServerMetrics
+from serving.server.metrics.metric_catalog import token_buckets
+from serving.server.metrics.server_metrics import ServerMetrics
+from serving.server.service.app import create_app
 
 # sample names as they appear in the dashboard's PromQL expressions
 DASHBOARD_QUERIES = [

@@ -88,7 +88,7 @@ def test_greedy_matches_hf_generate_offline(tiny, hf_answers):
 
 def test_greedy_matches_hf_generate_through_the_openai_server(tiny, hf_answers):
     from serving.engine import AsyncLLMEngine, EngineConfig, LLMEngine
-    from serving.server.app import create_app
+    from serving.server.service.app import create_app
 
     _, loaded, path = tiny
     settings = make_settings(model_path=str(path), model_name="tiny-moe")

@@ -13,7 +13,7 @@ from sqlalchemy import select
 from test_server_support import API_KEY, ServerThread, make_settings, shared_engine
 
 from serving.proxy.main import build_proxy
-from serving.server.app import create_app
+from serving.server.service.app import create_app
 from storage.db import session_factory
 from storage.models import Sample
 from storage.writer import SampleWriter

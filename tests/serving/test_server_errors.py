@@ -19,7 +19,7 @@ from test_server_support import (
     wait_for,
 )
 
-from serving.server.app import create_app
+from serving.server.service.app import create_app
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 MSG = [{"role": "user", "content": "hi"}]

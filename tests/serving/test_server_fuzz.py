@@ -12,7 +12,7 @@ from schemathesis import GenerationMode
 from schemathesis.core import NotSet
 from test_server_support import API_KEY, ServerThread, make_settings, shared_engine
 
-from serving.server.app import create_app
+from serving.server.service.app import create_app
 
 EXAMPLES = 15  # per operation and mode
 

@@ -10,8 +10,8 @@ import httpx
 from sqlalchemy import select
 from test_server_support import API_KEY, ServerThread, make_settings, shared_engine, wait_for
 
-from serving.server.app import create_app
-from serving.server.state import Phase
+from serving.server.base.state import Phase
+from serving.server.service.app import create_app
 from storage.db import session_scope
 from storage.models import Sample
 

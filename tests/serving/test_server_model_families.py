@@ -10,7 +10,7 @@ import torch
 from engine_fixtures import TINY_WINDOW, save_tiny_model
 from test_server_support import API_KEY, ServerThread, make_settings, wait_for
 
-from serving.server.app import create_app
+from serving.server.service.app import create_app
 
 HEADERS = {"Authorization": f"Bearer {API_KEY}"}
 

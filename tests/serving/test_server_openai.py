@@ -9,7 +9,7 @@ import openai
 import pytest
 from test_server_support import API_KEY, ServerThread, make_settings, shared_engine
 
-from serving.server.app import create_app
+from serving.server.service.app import create_app
 
 PROMPT = [{"role": "user", "content": "What is the capital of France?"}]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from serving.server.protocol import ChatCompletionRequest, CompletionRequest
+from serving.server.api.protocol import ChatCompletionRequest, CompletionRequest
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 

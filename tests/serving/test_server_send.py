@@ -8,11 +8,13 @@ import asyncio
 import json
 import time
 
+from engine_doubles import EngineClientDouble
+
 from serving.outputs import CompletionOutput, RequestMetrics, RequestOutput
-from serving.server.api_worker import PID_HEADER, ServerPidHeader
-from serving.server.app import create_app
-from serving.server.server_send import SCOPE_KEY, ServerSend
-from serving.server.sse import DONE, SSEResponse
+from serving.server.base.server_send import SCOPE_KEY, ServerSend
+from serving.server.base.sse import DONE, SSEResponse
+from serving.server.processes.api_process import PID_HEADER, ServerPidHeader
+from serving.server.service.app import create_app
 from vigil.asgi_guard import RequestGuard
 from vigil.config import load_settings
 from vigil.security_headers import SecurityHeaders
@@ -86,13 +88,15 @@ def test_items_after_done_stay_in_order_and_the_body_still_ends():
 def test_only_start_only_layers_sit_inside_server_send():
     """A middleware added inside create_app before ServerSend would not see SSE bodies."""
     app = create_app(
-        load_settings(env="development", api_keys=[KEY]), engine=object(), log_traffic=False
+        load_settings(env="development", api_keys=[KEY]),
+        engine=EngineClientDouble(),
+        log_traffic=False,
     )
     # SecurityHeaders and RequestGuard act on the response start only, so bodies may bypass them
     assert [m.cls for m in app.user_middleware] == [ServerSend, SecurityHeaders, RequestGuard]
 
 
-class ScriptedEngine:
+class ScriptedEngine(EngineClientDouble):
     """Three outputs per request, at once; enough of the engine surface for the routes."""
 
     coalesces_outputs = True
@@ -131,7 +135,7 @@ def test_a_streamed_completion_through_the_app_with_the_pid_header_outside():
         env="development", api_keys=[KEY], sample_rate=0.0, segment_min_per_hour=0
     )
     app = create_app(settings, engine=ScriptedEngine(), log_traffic=False)
-    app.add_middleware(ServerPidHeader, value="0:123")  # as api_worker does: outside ServerSend
+    app.add_middleware(ServerPidHeader, value="0:123")  # as api_process does: outside ServerSend
     body = json.dumps(
         {"model": settings.model_name, "prompt": [1, 2], "stream": True, "max_tokens": 3}
     ).encode()

@@ -17,8 +17,8 @@ from test_server_support import (
     wait_for,
 )
 
-from serving.server.app import create_app
-from serving.server.auth import hash_user
+from serving.server.base.auth import hash_user
+from serving.server.service.app import create_app
 from serving.traffic.redact import redact_pii
 from storage.db import session_scope
 from storage.models import Sample

@@ -13,8 +13,8 @@ import openai
 import pytest
 from test_server_support import API_KEY, ServerThread, make_settings, new_engine
 
-from serving.server.app import create_app
-from serving.server.errors import APIError, in_band
+from serving.server.base.errors import APIError, in_band
+from serving.server.service.app import create_app
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 BODY = {"prompt": "Count: 1, 2, 3,", "max_tokens": 8, "temperature": 0, "ignore_eos": True}

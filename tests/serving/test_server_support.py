@@ -83,7 +83,7 @@ class ServerThread:
     def __init__(self, app):
         import uvicorn
 
-        from serving.server.main import DrainingServer
+        from serving.server.processes.draining_server import DrainingServer
 
         config = uvicorn.Config(
             app,

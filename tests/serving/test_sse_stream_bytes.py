@@ -12,14 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from serving.outputs import CompletionOutput, RequestMetrics, RequestOutput, TokenLogprob
-from serving.server import chat, completions
-from serving.server.errors import APIError, in_band
-from serving.server.generation import merge
-from serving.server.sse import DONE, HOLE, EventTemplate, event
+from serving.server.api import chat, completions
+from serving.server.api.generation import merge
+from serving.server.base.errors import APIError, in_band
+from serving.server.base.sse import DONE, HOLE, EventTemplate, event
 
 
 async def _old_completion_chunks(streams, request_id, created, model, n, logprobs, include_usage):
-    """serving/server/completions.py `_chunks` before event templates (reference)."""
+    """serving/server/api/completions.py `_chunks` before event templates (reference)."""
     base = {"id": request_id, "object": "text_completion", "created": created, "model": model}
     usage_field = {"usage": None} if include_usage else {}
     sent_text, sent_lp, done, finals = {}, {}, set(), {}
@@ -47,7 +47,7 @@ async def _old_completion_chunks(streams, request_id, created, model, n, logprob
 
 
 async def _old_chat_chunks(stream, request_id, created, model, logprobs, include_usage):
-    """serving/server/chat.py `_chunks` before event templates (reference)."""
+    """serving/server/api/chat.py `_chunks` before event templates (reference)."""
     base = {"id": request_id, "object": "chat.completion.chunk", "created": created, "model": model}
     usage_field = {"usage": None} if include_usage else {}
     sent_text, sent_lp, done, last = {}, {}, set(), None

@@ -19,7 +19,7 @@ from test_server_support import (
 )
 from test_traffic_record import _ListSink, _output
 
-from serving.server.app import create_app
+from serving.server.service.app import create_app
 from serving.traffic.logger import FinishedRequest, TrafficLogger
 from serving.traffic.sampler import TrafficSampler
 from serving.traffic.segments import segment_from_request

@@ -93,7 +93,7 @@ class EngineServer:
         import torch
 
         from serving.engine import AsyncLLMEngine, EngineConfig, LLMEngine
-        from serving.server.app import create_app
+        from serving.server.service.app import create_app
         from vigil.config import load_settings
 
         torch.set_num_threads(1)  # the cores are shared with other test processes

@@ -60,7 +60,7 @@ class TinyMoeServer:
 
     def __init__(self, path) -> None:
         from serving.engine import AsyncLLMEngine, EngineConfig, LLMEngine
-        from serving.server.app import create_app
+        from serving.server.service.app import create_app
         from vigil.config import load_settings
 
         torch.set_num_threads(1)

@@ -12,7 +12,7 @@ import sys
 
 # subcommand -> "module:function"; each function takes the parsed args and returns an exit code
 COMMANDS = {
-    "serve": "serving.server.main:serve_command",
+    "serve": "serving.server.processes.main:serve_command",
     "sidecar": "sidecar.main:sidecar_command",
     "proxy": "serving.proxy.main:proxy_command",
     "up": "vigil.cli.up:up_command",

@@ -1,7 +1,7 @@
 """`AttachedCoreClient`: one of several API processes feeding an engine core it did not start.
 
-With `VIGIL_API_SERVER_COUNT` > 1 the parent process (serving/server/multi_process.py) owns the
-core (`CoreHost`). This client binds its own input PUSH and output PULL on paths the parent
+With `VIGIL_API_SERVER_COUNT` > 1 the parent process (serving/server/processes/multi_process.py)
+owns the core (`CoreHost`). This client binds its own input PUSH and output PULL on paths the parent
 chose (the same for every core the parent starts), tags its requests with its index so the core
 routes their outputs back here, and subscribes to the parent's events. It never starts, stops or
 supervises the core: on `CoreDown` it fails its in-flight requests with EngineDeadError and its

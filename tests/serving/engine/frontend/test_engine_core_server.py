@@ -18,7 +18,7 @@ from core_fixtures import tiny_config, tiny_model_dir
 from test_server_support import API_KEY, ServerThread, make_settings, wait_for
 
 from serving.engine.frontend.core_client import EngineCoreClient
-from serving.server.app import create_app
+from serving.server.service.app import create_app
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 

@@ -13,7 +13,7 @@ from test_server_support import API_KEY, ServerThread, make_settings, shared_eng
 
 from serving.engine import EngineConfig, LLMEngine
 from serving.sampling_params import SamplingParams
-from serving.server.app import create_app
+from serving.server.service.app import create_app
 
 TEXT = (
     "The quick brown fox jumps over the lazy dog. A journey of a thousand miles begins with a "

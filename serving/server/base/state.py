@@ -6,14 +6,14 @@ import enum
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from serving.server.metrics import SampleCounters, ServerMetrics
+from serving.engine.frontend.client import EngineClient
+from serving.outputs import EngineStats
+from serving.server.base.record_sink import RecordSink
+from serving.server.metrics.server_metrics import SampleCounters, ServerMetrics
 from serving.traffic.logger import TrafficLogger
 from vigil.config import Settings
-
-if TYPE_CHECKING:
-    from serving.engine.frontend.client import EngineClient
 
 
 class Phase(enum.Enum):
@@ -30,7 +30,7 @@ class ServerState:
     settings: Settings
     metrics: ServerMetrics
     traffic: TrafficLogger
-    writer: Any | None = None  # storage's SampleWriter (or None: sampling off)
+    writer: RecordSink | None = None  # storage's SampleWriter (or None: sampling off)
     owns_writer: bool = False
     engine: EngineClient | None = None  # once loaded
     owns_engine: bool = False
@@ -57,21 +57,17 @@ class ServerState:
             raise RuntimeError("the engine is not loaded yet")
         return self.engine
 
-    def engine_stats(self):
+    def engine_stats(self) -> EngineStats | None:
         return self.engine.stats() if self.engine is not None else None
 
     def sample_counters(self) -> SampleCounters:
         t = self.traffic.counters
         counters = SampleCounters(sampled=t.sampled, dropped=t.dropped)
-        w = getattr(self.writer, "counters", self.writer)
+        w = self.writer
         if w is not None:
             # committed directly, or later from the journal once the database was back
-            counters.logged = int(getattr(w, "written", 0) or 0) + int(
-                getattr(w, "replayed", 0) or 0
-            )
-            counters.journaled = int(getattr(w, "journaled", 0) or 0)
+            counters.logged = w.written + w.replayed
+            counters.journaled = w.journaled
             # refused as invalid, or lost because even the journal was unwritable
-            counters.dropped += int(getattr(w, "dropped", 0) or 0) + int(
-                getattr(w, "rejected", 0) or 0
-            )
+            counters.dropped += w.dropped + w.rejected
         return counters

@@ -12,9 +12,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
 from serving.outputs import CompletionOutput, RequestOutput, TokenLogprob
-from serving.server.auth import request_segment
-from serving.server.errors import APIError, in_band
-from serving.server.generation import (
+from serving.server.api.generation import (
     ClientDisconnected,
     admitted,
     collect_final,
@@ -25,16 +23,18 @@ from serving.server.generation import (
     unless_disconnected,
     validate,
 )
-from serving.server.offload import run_sized
-from serving.server.params import (
+from serving.server.api.params import (
     DEFAULT_COMPLETION_MAX_TOKENS,
     add_token_ids,
     build_params,
     check_context,
 )
-from serving.server.protocol import CompletionRequest
-from serving.server.sse import DONE, EventTemplate, SSEResponse, event, safe_logprob
-from serving.server.state import ServerState
+from serving.server.api.protocol import CompletionRequest
+from serving.server.base.auth import request_segment
+from serving.server.base.errors import APIError, in_band
+from serving.server.base.offload import run_sized
+from serving.server.base.sse import DONE, EventTemplate, SSEResponse, event, safe_logprob
+from serving.server.base.state import ServerState
 
 
 def _logprobs(items: list[TokenLogprob], offset: int) -> dict:

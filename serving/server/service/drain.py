@@ -8,7 +8,7 @@ import asyncio
 import logging
 import time
 
-from serving.server.state import Phase, ServerState
+from serving.server.base.state import Phase, ServerState
 
 log = logging.getLogger(__name__)
 ABORT_SETTLE_S = 5.0  # after aborting at the end of the grace: how long streams may take to end

@@ -9,7 +9,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from serving.outputs import EngineStats
-from serving.server.metric_catalog import SAMPLE_COUNTERS, SampleCounters
+from serving.server.metrics.metric_catalog import SAMPLE_COUNTERS, SampleCounters
 
 
 class SnapshotCollector(Collector):

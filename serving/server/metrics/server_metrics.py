@@ -13,13 +13,13 @@ from collections.abc import Callable
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
 from serving.outputs import EngineStats, RequestOutput
-from serving.server.metric_catalog import (
+from serving.server.metrics.metric_catalog import (
     DEFAULT_MAX_MODEL_LEN,
     HISTOGRAMS,
     SampleCounters,
     token_buckets,
 )
-from serving.server.snapshot_metrics import SnapshotCollector
+from serving.server.metrics.snapshot_metrics import SnapshotCollector
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -46,7 +46,7 @@ class ServerMetrics:
         self.registry.register(self.snapshot)
         self.shared = None
         if multiprocess_dir is not None:
-            from serving.server.multiprocess_metrics import SharedMetrics
+            from serving.server.metrics.multiprocess_metrics import SharedMetrics
 
             self.shared = SharedMetrics(
                 multiprocess_dir, model_name, sample_counters, self.snapshot

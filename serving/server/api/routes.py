@@ -9,13 +9,14 @@ from __future__ import annotations
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from serving.server.auth import request_principal
-from serving.server.chat import chat_completions
-from serving.server.completions import completions
-from serving.server.errors import APIError
-from serving.server.metrics import CONTENT_TYPE
-from serving.server.protocol import ChatCompletionRequest, CompletionRequest
-from serving.server.state import Phase, ServerState
+from serving.engine.frontend.client import EngineClient
+from serving.server.api.chat import chat_completions
+from serving.server.api.completions import completions
+from serving.server.api.protocol import ChatCompletionRequest, CompletionRequest
+from serving.server.base.auth import request_principal
+from serving.server.base.errors import APIError
+from serving.server.base.state import Phase, ServerState
+from serving.server.metrics.server_metrics import CONTENT_TYPE
 
 ERROR_RESPONSES = {
     code: {"description": text, "content": {"application/json": {}}}
@@ -64,16 +65,13 @@ def _model_card(state: ServerState) -> dict:
     return card
 
 
-def _engine_identity(engine) -> dict:
+def _engine_identity(engine: EngineClient) -> dict:
     """What serves the model (the canaries record it: a numerics change names its stack)."""
     import importlib.metadata
 
     import torch
 
-    from serving.engine.frontend.identity import UNKNOWN
-
-    identity = getattr(engine, "identity", None)
-    ident = identity() if identity is not None else UNKNOWN
+    ident = engine.identity()
     try:
         version = importlib.metadata.version("vigil")
     except importlib.metadata.PackageNotFoundError:

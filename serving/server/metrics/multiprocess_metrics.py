@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
-from serving.server.metric_catalog import SAMPLE_COUNTERS, SampleCounters
+from serving.server.metrics.metric_catalog import SAMPLE_COUNTERS, SampleCounters
 
 PUBLISH_INTERVAL_S = 1.0
 

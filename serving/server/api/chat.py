@@ -12,10 +12,8 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
 from serving.outputs import CompletionOutput, RequestOutput, TokenLogprob
-from serving.server.auth import request_segment
-from serving.server.chat_encoding import encode_chat
-from serving.server.errors import APIError, in_band
-from serving.server.generation import (
+from serving.server.api.chat_encoding import encode_chat
+from serving.server.api.generation import (
     ClientDisconnected,
     admitted,
     collect_final,
@@ -24,11 +22,13 @@ from serving.server.generation import (
     unless_disconnected,
     validate,
 )
-from serving.server.offload import run_sized
-from serving.server.params import add_token_ids, build_params, check_context
-from serving.server.protocol import ChatCompletionRequest
-from serving.server.sse import DONE, EventTemplate, SSEResponse, event, safe_logprob
-from serving.server.state import ServerState
+from serving.server.api.params import add_token_ids, build_params, check_context
+from serving.server.api.protocol import ChatCompletionRequest
+from serving.server.base.auth import request_segment
+from serving.server.base.errors import APIError, in_band
+from serving.server.base.offload import run_sized
+from serving.server.base.sse import DONE, EventTemplate, SSEResponse, event, safe_logprob
+from serving.server.base.state import ServerState
 
 
 def tool_names(body: ChatCompletionRequest) -> list[str]:

@@ -16,9 +16,9 @@ from fastapi import Request
 
 from serving.outputs import RequestOutput
 from serving.sampling_params import SamplingParams, SamplingParamsError
-from serving.server.coalesce import latest_only
-from serving.server.errors import APIError
-from serving.server.state import Phase, ServerState
+from serving.server.base.coalesce import latest_only
+from serving.server.base.errors import APIError
+from serving.server.base.state import Phase, ServerState
 from serving.traffic.logger import FinishedRequest
 from serving.traffic.segments import SegmentInfo
 
@@ -75,11 +75,8 @@ def validate(
     state: ServerState, request_id: str, token_ids: list[int], params: SamplingParams, param: str
 ) -> None:
     """Ask the engine (a pure check) so a bad request is a 400 before any stream starts."""
-    check = getattr(state.engine, "validate_request", None)  # test doubles may leave it out
-    if check is None:
-        return
     try:
-        check(request_id, token_ids, params)
+        state.loaded_engine().validate_request(request_id, token_ids, params)
     except SamplingParamsError as exc:
         raise APIError(str(exc), param=exc.param) from None
     except ValueError as exc:
@@ -122,8 +119,9 @@ async def generate(
     state.reserved.discard(request_id)  # the engine counts it from the next line on
     # a stalled client holds one output, not every step's: Vigil's engines coalesce at the
     # source; any other engine's stream is drained here at its own speed, newest output kept
-    stream = state.engine.generate(request_id, token_ids, params, prompt=prompt)
-    if not getattr(state.engine, "coalesces_outputs", False):
+    engine = state.loaded_engine()
+    stream = engine.generate(request_id, token_ids, params, prompt=prompt)
+    if not engine.coalesces_outputs:
         stream = latest_only(stream)
     last: RequestOutput | None = None
     last_token_at: float | None = None
@@ -151,7 +149,7 @@ async def generate(
     finally:
         state.inflight.discard(request_id)
         if last is None or not last.finished:  # cancelled: client gone, drain timeout, error
-            state.engine.abort(request_id)
+            engine.abort(request_id)
             if last is not None:
                 _finished(state, _aborted(last), segment, tools)
         aclose = getattr(stream, "aclose", None)
@@ -181,7 +179,7 @@ def api_error(exc: Exception) -> APIError | None:
     """The engine's refusals as API errors: a bad request is a 400, a stopped engine a 503, an
     engine core that died under the request or a failed engine step a 500; None for others."""
     from serving.engine.frontend.async_engine import EngineNotRunningError, EngineStepError
-    from serving.engine.frontend.core_client import EngineDeadError
+    from serving.engine.frontend.core_requests import EngineDeadError
 
     if isinstance(exc, EngineNotRunningError):
         return APIError(str(exc), status=503, code="engine_not_running")

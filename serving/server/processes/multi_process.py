@@ -4,8 +4,8 @@ of one engine core, under this parent process.
 The parent binds one listening socket per API process on the port (SO_REUSEPORT: the kernel
 spreads new connections over them by address hash; one shared socket handed long runs of them to
 whichever process woke first: 29/29/4/2 of a burst of 64 over four processes), starts the engine
-core (`CoreHost`: launch, watch, restart, tell the API processes), then N API processes (spawned,
-serving/server/api_worker.py) that each serve their own socket. The parent serves no request.
+core (`CoreHost`: launch, watch, restart, tell the API processes), then N API processes
+(spawned, api_process.py) that each serve their own socket. The parent serves no request.
 
 - An API process that dies: the group ends (the others drain) and the parent exits 1, for the
   service manager to restart it.
@@ -27,7 +27,7 @@ import tempfile
 import time
 from typing import Any
 
-from serving.server.process_group import POLL_S, ProcessGroup
+from serving.server.processes.process_group import POLL_S, ProcessGroup
 from vigil.config import Settings
 
 log = logging.getLogger("vigil.serve")
@@ -69,7 +69,7 @@ class ApiGroup(ProcessGroup):
         metrics_dir: str,
     ):
         from serving.engine.frontend.attached_client import CoreAttachment
-        from serving.server.api_worker import ApiWorkerSpec, run_api_worker
+        from serving.server.processes.api_process import ApiProcessSpec, run_api_process
 
         super().__init__(settings)
         self.host = host
@@ -78,10 +78,10 @@ class ApiGroup(ProcessGroup):
             attachment = CoreAttachment(
                 i, host.input_addresses[i], host.output_addresses[i], host.events_address
             )
-            spec = ApiWorkerSpec(settings, attachment, os.getpid(), metrics_dir)
+            spec = ApiProcessSpec(settings, attachment, os.getpid(), metrics_dir)
             self.processes.append(
                 ctx.Process(
-                    target=run_api_worker,
+                    target=run_api_process,
                     args=(spec, socks[i]),
                     daemon=True,
                     name=f"vigil-api-server-{i}",

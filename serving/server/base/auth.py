@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 from fastapi import Request
 
-from serving.server.errors import APIError
+from serving.server.base.errors import APIError
 from serving.traffic.segments import SegmentInfo, segment_from_request
 from vigil.config import Settings
 from vigil.internal import INTERNAL_HEADER

@@ -1,5 +1,5 @@
 """One of several API server processes (`VIGIL_API_SERVER_COUNT` > 1), started by the parent in
-serving/server/multi_process.py.
+serving/server/processes/multi_process.py.
 
 It serves the listening socket the parent bound for it (uvicorn `Server.run(sockets=[sock])`; the
 sockets of all API processes share the port through SO_REUSEPORT, and the kernel spreads new
@@ -28,7 +28,7 @@ PARENT_POLL_S = 1.0
 
 
 @dataclass
-class ApiWorkerSpec:
+class ApiProcessSpec:
     settings: Settings
     attachment: Any  # serving.engine.frontend.attached_client.CoreAttachment
     parent_pid: int
@@ -57,7 +57,7 @@ class ServerPidHeader:
         await self.app(scope, receive, send_with_header)
 
 
-def run_api_worker(spec: ApiWorkerSpec, sock: socket.socket) -> None:
+def run_api_process(spec: ApiProcessSpec, sock: socket.socket) -> None:
     """Process entry point; exits 0 once drained, 1 if the engine never became ready."""
     os.setpgrp()
     logging.basicConfig(
@@ -65,9 +65,9 @@ def run_api_worker(spec: ApiWorkerSpec, sock: socket.socket) -> None:
         format=f"%(asctime)s %(levelname)s %(name)s[api-{spec.attachment.index}]: %(message)s",
     )
     logging.getLogger("alembic").setLevel(logging.WARNING)
-    from serving.server.app import create_app
-    from serving.server.main import build_server
-    from serving.server.state import Phase
+    from serving.server.base.state import Phase
+    from serving.server.processes.draining_server import build_server
+    from serving.server.service.app import create_app
 
     def load_attached(settings: Settings) -> Any:
         from serving.engine import EngineConfig

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Callable
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from serving.server.server_send import server_send
+from serving.server.base.server_send import server_send
 
 DONE = "data: [DONE]\n\n"
 # stands for the varying string while a template is built; private-use characters, which

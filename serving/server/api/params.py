@@ -4,8 +4,8 @@ over-long prompt a 400 rather than an engine failure."""
 from __future__ import annotations
 
 from serving.sampling_params import SamplingParams, SamplingParamsError
-from serving.server.errors import APIError
-from serving.server.protocol import SamplingFields
+from serving.server.api.protocol import SamplingFields
+from serving.server.base.errors import APIError
 
 DEFAULT_COMPLETION_MAX_TOKENS = 16  # OpenAI's default for /v1/completions
 

@@ -9,19 +9,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
 
 from fastapi import FastAPI
 
+from serving.engine.frontend.client import EngineClient
 from serving.heap import freeze_startup_heap
-from serving.server.drain import DrainController, close_resources
-from serving.server.errors import install_error_handlers, openai_error_json
-from serving.server.metrics import ServerMetrics
-from serving.server.routes import add_routes
-from serving.server.server_send import ServerSend
-from serving.server.state import Phase, ServerState
+from serving.server.api.routes import add_routes
+from serving.server.base.errors import install_error_handlers, openai_error_json
+from serving.server.base.record_sink import RecordSink
+from serving.server.base.server_send import ServerSend
+from serving.server.base.state import Phase, ServerState
+from serving.server.metrics.server_metrics import ServerMetrics
+from serving.server.service.drain import DrainController, close_resources
+from serving.server.service.engine_loading import follow_engine_health, load_engine, open_writer
 from serving.traffic.logger import TrafficLogger
 from serving.traffic.sampler import TrafficSampler
 from vigil.asgi_guard import RequestGuard
@@ -33,45 +35,14 @@ from vigil.security_headers import SecurityHeaders, docs_urls
 log = logging.getLogger(__name__)
 
 
-def load_engine(settings: Settings) -> Any:
-    """Build and start the paged-KV engine and its asyncio front (blocking: call off the event
-    loop): its own process (`engine_process="separate"`) or a thread of this one."""
-    from serving.engine import AsyncLLMEngine, EngineConfig, LLMEngine
-
-    if settings.engine_process == "separate":
-        from serving.engine.frontend.core_client import EngineCoreClient
-
-        engine = EngineCoreClient(EngineConfig.from_settings(settings))
-    else:
-        engine = AsyncLLMEngine(LLMEngine.from_settings(settings))
-    engine.start()
-    return engine
-
-
-def follow_engine_health(state: ServerState, up: bool) -> None:
-    """The engine core died (/health 503, new requests 503) or is back after a restart."""
-    if not up and state.phase is Phase.READY:
-        state.phase = Phase.RECOVERING
-        log.error("engine core down: /health answers 503 until it is back")
-    elif up and state.phase is Phase.RECOVERING:
-        state.phase = Phase.READY
-        log.warning("engine core back: serving again")
-
-
-def open_writer(settings: Settings) -> Any:
-    from storage.writer import SampleWriter
-
-    return SampleWriter.from_settings(settings)
-
-
 def create_app(
     settings: Settings,
     *,
-    engine: Any | None = None,
-    writer: Any | None = None,
+    engine: EngineClient | None = None,
+    writer: RecordSink | None = None,
     log_traffic: bool | None = None,
     sampler_seed: int | None = None,
-    engine_loader: Callable[[Settings], Any] = load_engine,
+    engine_loader: Callable[[Settings], EngineClient] = load_engine,
     multiprocess_metrics: str | None = None,
 ) -> FastAPI:
     """`engine`: a started AsyncLLMEngine to share (tests); `writer`: a SampleWriter to use;
@@ -118,21 +89,20 @@ def create_app(
         follow_engine_health(state, up)
 
     @asynccontextmanager
-    async def lifespan(app: FastAPI):
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         loader = None
         if state.engine is None:
             loader = asyncio.create_task(_load(state, on_engine_health, engine_loader))
         else:
             state.phase = Phase.READY
-            _listen(state.engine, on_engine_health)
+            state.engine.add_health_listener(on_engine_health)
         try:
             yield
         finally:
             if loader is not None and not loader.done():
                 loader.cancel()
-            remove = getattr(state.engine, "remove_health_listener", None)
-            if remove is not None:
-                remove(on_engine_health)
+            if state.engine is not None:
+                state.engine.remove_health_listener(on_engine_health)
             await close_resources(state)
 
     app = FastAPI(
@@ -162,16 +132,14 @@ def create_app(
     return app
 
 
-def _listen(engine: Any, listener) -> None:
-    add = getattr(engine, "add_health_listener", None)  # test doubles may leave it out
-    if add is not None:
-        add(listener)
-
-
-async def _load(state: ServerState, on_engine_health, engine_loader) -> None:
+async def _load(
+    state: ServerState,
+    on_engine_health: Callable[[bool], None],
+    engine_loader: Callable[[Settings], EngineClient],
+) -> None:
     try:
         engine = await asyncio.to_thread(engine_loader, state.settings)
-        _listen(engine, on_engine_health)
+        engine.add_health_listener(on_engine_health)
     except Exception as exc:
         log.exception("could not load the model")
         state.phase, state.load_error = Phase.FAILED, f"{type(exc).__name__}: {exc}"
