@@ -52,7 +52,7 @@ def new_engine(**overrides):
     from serving.engine import AsyncLLMEngine, EngineConfig, LLMEngine
     from serving.loader import load_model_files
 
-    torch.set_num_threads(1)  # other engineers' tests share the 2 cores
+    torch.set_num_threads(1)  # the test run shares a few cores with the other tests
     settings = make_settings(**overrides)
     config = EngineConfig.from_settings(settings)
     if settings.engine_process == "separate":

@@ -1,6 +1,6 @@
 """`build_engine`: an `LLMEngine` ready for users: built, then warmed up when its configuration
-asks for it (CUDA, the model in this process). Every front-end that builds an engine goes
-through here, so the engine's constructor never runs a burst of its own."""
+asks for it (CUDA, the model in this process). Every front-end that builds an engine calls
+this, so the engine's constructor never runs a burst of its own."""
 
 from __future__ import annotations
 

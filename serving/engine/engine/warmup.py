@@ -4,7 +4,7 @@ Triton compiles a kernel variant the first time it meets a new specialisation: a
 height, a token count of another alignment class (1, a multiple of 16, other), a block-table
 width of another class. On a fresh GPU machine each compile takes a few hundred milliseconds
 inside a step, and a burst of new users waited for them (TTFT ~550 ms for 64 short prompts on
-an H200, ~80 ms once warm). The warm-up runs, with CUDA graphs off (their captures compiled
+a datacenter GPU, ~80 ms once warm). The warm-up runs, with CUDA graphs off (their captures compiled
 what they replay), prompts of lengths that cover those classes, as one batch and as decodes, a
 few alone (one sequence per step, a prefix-cache hit), and runs the attention kernels once per
 split count and prefill tile on dummy rows (a step that falls back to eager runs the decode
@@ -33,7 +33,7 @@ REQUEST_PREFIX = "__vigil_warmup-"
 
 
 def wants_warm_up(engine: LLMEngine[Any]) -> bool:
-    """The configuration asks for it and the engine runs its model here, on CUDA."""
+    """The configuration asks for it and the engine runs its model in this process, on CUDA."""
     return (
         engine.config.warm_up_at_start
         and engine.device.type == "cuda"

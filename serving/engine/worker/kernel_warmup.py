@@ -52,8 +52,8 @@ def compile_attention_variants(runner: ModelRunner) -> None:
 def load_gemm_kernels(model: torch.nn.Module, max_tokens: int, max_rows: int) -> None:
     """Every layer GEMM at every row count a step can have, and the LM head at every sampled-row
     count. cuBLAS picks a kernel per shape and CUDA loads a kernel's module on its first launch:
-    a step with a row count never seen before took ~30 ms longer on an H200 (a 64-prompt burst
-    waited ~100 ms on its first step)."""
+    a step with a row count never seen before took ~30 ms longer on a datacenter GPU (a
+    64-prompt burst waited ~100 ms on its first step)."""
     layers: dict[tuple, torch.nn.Module] = {}  # one module per weight shape, dtype and bias
     for module in model.modules():
         weight, bias = getattr(module, "weight", None), getattr(module, "bias", None)

@@ -1,9 +1,11 @@
 """The runner's typed view of one step: flattened token ids, positions, attention metadata and the
 rows whose logits are sampled. Built from a `SchedulerOutput` on the host, then moved to device.
 
-`build_step_inputs` rebuilds a step from the scheduled sequences alone, block tables included:
-the reference that the runner's persistent `InputBatch` (input_batch.py) must equal, and what
-reads most plainly. Host-to-device copies are non-blocking: from pageable memory the driver
+`build_step_inputs` rebuilds a step from the scheduled sequences alone, block tables included.
+The runner builds with it for models whose layers use several KV-cache groups (the persistent
+`InputBatch`, input_batch.py, keeps one group's tables), and it is the reference that
+`InputBatch` must equal for one group (tests/serving/engine/worker/test_input_batch.py).
+Host-to-device copies are non-blocking: from pageable memory the driver
 stages the bytes before returning and never waits for the device, so the host can build step t+1
 while step t runs (async scheduling).
 
@@ -153,7 +155,7 @@ def _build(
             pending_src,
         )
     # in numpy: on small arrays each torch CPU op costs ~10 us more (a step of 256 decode rows and a
-    # prompt: ~95 us -> ~27 us for these lines on a 2-core host)
+    # prompt: ~95 us -> ~27 us for these lines on a small CPU host)
     q = np.asarray(qlens, dtype=np.int64)
     ends = np.cumsum(q)
     owner = np.repeat(np.arange(len(order)), q)
