@@ -143,7 +143,7 @@ class KVCacheCoordinator:
             for m, t in zip(self.managers, self.tables(seq), strict=True)
         )
 
-    def try_append(self, seq: Sequence, num_new_tokens: int):
+    def try_append(self, seq: Sequence, num_new_tokens: int) -> list[tuple[int, ...]] | None:
         """Every group's room first (so no group grows when another can't), then the growth;
         copies are (group, src, dst)."""
         if not self.can_append(seq, num_new_tokens):

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
-from serving.engine.core.block_manager import BlockManager
+from serving.engine.core.kv_blocks import KVBlocks
 from serving.engine.core.request import SeqStatus, Sequence
 
 
@@ -48,7 +49,7 @@ class HeadLookup:
     seq: Sequence
     num_tokens: int
     cache_version: int
-    hits: list[int]
+    hits: list[Any]  # block ids (a tuple of one per group past one KV-cache group)
     hashes: list[int]
 
 
@@ -65,7 +66,7 @@ class SchedulerOutput:
 
 
 class Scheduler:
-    def __init__(self, config: SchedulerConfig, block_manager: BlockManager):
+    def __init__(self, config: SchedulerConfig, block_manager: KVBlocks[Any]):
         self.config = config
         self.bm = block_manager
         self.waiting: deque[Sequence] = deque()

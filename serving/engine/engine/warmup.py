@@ -53,12 +53,12 @@ def warm_up(engine: LLMEngine[Any]) -> int:
     runner = engine.local_runner
     gpu = runner.gpu if runner is not None else None
     graphs_on = gpu is not None and gpu.use_graphs
-    if graphs_on:  # the graphs compiled their kernels when captured; this is for the eager steps
+    if gpu is not None and graphs_on:  # their captures compiled what they replay: eager steps
         gpu.use_graphs = False
     try:
         steps = _warm_up_requests(engine, lengths, longest, vocab, params)
     finally:
-        if graphs_on:
+        if gpu is not None and graphs_on:
             gpu.use_graphs = True
     if runner is not None and gpu is not None:
         compile_attention_variants(runner)

@@ -40,6 +40,7 @@ from serving.heap import freeze_startup_heap
 
 if TYPE_CHECKING:
     from serving.engine.engine.llm_engine import LLMEngine
+    from serving.engine.engine.runner_setup import ModelInput
 
 log = logging.getLogger("vigil.engine_core")
 
@@ -54,7 +55,7 @@ class CoreLaunch:
     input_addresses: list[str]
     output_addresses: list[str]
     parent_pid: int
-    loaded: object | None = None  # a LoadedModel to use instead of config.model_path (tests)
+    loaded: ModelInput | None = None  # a LoadedModel to use instead of config.model_path (tests)
     generation: int = 0
     ready: Any = None  # a multiprocessing Event set once the model is loaded (the parent waits)
 

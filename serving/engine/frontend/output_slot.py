@@ -66,7 +66,9 @@ class OutputSlot:
         while self._item is None:
             self._ready.clear()
             await self._ready.wait()
-        return self.take()
+        item = self.take()
+        assert item is not None  # one reader: nobody took it since it was put
+        return item
 
 
 async def read_slot(

@@ -124,6 +124,7 @@ class FrontRequest:
 
     def _add_text(self, seq: FrontSeq, token_id: int) -> bool:
         """Detokenize one token into the text; True when a stop string ended the sequence."""
+        assert seq.text_state is not None  # called only with a tokenizer
         text, hit = seq.text_state.add(token_id)
         seq.text += text
         if hit is None:

@@ -85,7 +85,7 @@ class TokenDeltaProcessor(TokenRecorder):
             seq.token_ids[seq.num_prompt_tokens + start],
             seq.logprobs[start],
             seq.entropies[start],
-            req.metrics.last_token_time,
+            req.metrics.last_token_time or 0.0,  # set by the engine before any output
         )
         return True
 

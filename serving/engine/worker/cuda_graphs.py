@@ -28,10 +28,12 @@ in place of `model(ids, pos, kv_caches, meta, backend)`.
 from __future__ import annotations
 
 import gc
+from typing import Any
 
 import torch
 
 from serving.attention.base import AttentionBackend, AttentionMetadata
+from serving.engine.worker.causal_lm import as_causal_lm
 from serving.engine.worker.graph_buckets import (
     DEFAULT_BUCKETS,
     PREFILL_BUCKETS,
@@ -39,7 +41,7 @@ from serving.engine.worker.graph_buckets import (
     graph_decode_layout,
     prefill_bucket,
 )
-from serving.engine.worker.graph_logits import GraphedLogits, SampleStats
+from serving.engine.worker.graph_logits import GraphedLogits, SampleStats, lm_head_weight
 from serving.kernels.fused_forward import fused_forward
 
 
@@ -59,7 +61,8 @@ class GpuForward:
         prefill_buckets: tuple[int, ...] = PREFILL_BUCKETS,
         graphed_logits: bool = False,
     ):
-        self.model = model
+        self.model = as_causal_lm(model)
+        self.module = model  # what the fused kernels walk
         self.kv_caches = kv_caches
         self.backend = backend
         self.use_fused = use_fused
@@ -72,15 +75,15 @@ class GpuForward:
         self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
         # (token bucket, sequences): width 1 for a lone prompt, else prefill_width
         self.prefill_graphs: dict[tuple[int, int], tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
-        self._pool = None
+        self._pool: Any = None  # the graphs share one memory pool (a CUDA pool handle)
         # decode graphs that end with the lm_head and the sampler's statistics (graph_logits.py)
         self.logits = (
-            GraphedLogits(model.lm_head_weight, max(self.buckets)) if graphed_logits else None
+            GraphedLogits(lm_head_weight(model), max(self.buckets)) if graphed_logits else None
         )
         self._replayed: tuple[int, int] | None = None  # (decode bucket, rows) of the last forward
         if use_graphs:
             device = kv_caches[0][0].device
-            i32 = {"dtype": torch.int32, "device": device}
+            i32: dict[str, Any] = {"dtype": torch.int32, "device": device}
             rows = max(max_batch, *prefill_buckets) if prefill_buckets else max_batch
             self.input_ids = torch.zeros(rows, dtype=torch.int64, device=device)
             self.positions = torch.zeros(rows, dtype=torch.int64, device=device)
@@ -115,7 +118,7 @@ class GpuForward:
     def _eager(self, input_ids, positions, meta: AttentionMetadata) -> torch.Tensor:
         if self.use_fused:
             return fused_forward(
-                self.model, input_ids, positions, self.kv_caches, meta, self.backend
+                self.module, input_ids, positions, self.kv_caches, meta, self.backend
             )
         return self.model(input_ids, positions, self.kv_caches, meta, self.backend)
 
@@ -151,7 +154,7 @@ class GpuForward:
         )
 
     def _graphed_step(self, ids, pos, meta: AttentionMetadata) -> torch.Tensor:
-        if meta.decode_seq_lens is not None:
+        if meta.decode_seq_lens is not None and meta.decode_rows is not None:
             graph_decode_layout(
                 meta.query_start_loc, meta.seq_lens, meta.decode_seq_lens, meta.decode_rows
             )
@@ -193,7 +196,7 @@ class GpuForward:
         if width != self.prefill_width:  # graphs of the old width would never replay again
             self.prefill_graphs = {key: g for key, g in self.prefill_graphs.items() if key[1] == 1}
             self.prefill_width = width
-        top = self._bucket(min(batch, self.max_batch))
+        top = self._bucket(min(batch, self.max_batch)) or self.max_batch  # the last bucket
         for b in self.buckets:
             if b > top:
                 break

@@ -25,6 +25,14 @@ SampleStats = tuple[
 ]  # lse, greedy ids, packed (logit_stats)
 
 
+def lm_head_weight(model: torch.nn.Module) -> torch.Tensor:
+    """The model's output projection (a property of the single-device model families)."""
+    weight = getattr(model, "lm_head_weight", None)
+    if not isinstance(weight, torch.Tensor):
+        raise TypeError(f"{type(model).__name__} has no lm_head_weight")
+    return weight
+
+
 class GraphedLogits:
     def __init__(self, lm_head_weight: torch.Tensor, max_rows: int):
         self.weight = lm_head_weight.detach()

@@ -124,6 +124,7 @@ class InputBatch:
         num_decode = counts.count(1)
         decode_only = num_decode == n_seqs
         token_lists = list(map(_TOKENS, seqs))
+        input_ids: list[int]
         if decode_only:
             input_ids = list(map(getitem, token_lists, starts))
         else:

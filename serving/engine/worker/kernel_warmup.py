@@ -3,8 +3,11 @@ warm-up, serving/engine/engine/warmup.py, calls these after its request burst)."
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
+from serving.engine.worker.causal_lm import CausalLM
 from serving.engine.worker.runner import ModelRunner
 
 
@@ -18,7 +21,8 @@ def compile_attention_variants(runner: ModelRunner) -> None:
     k_cache, v_cache = runner.kv_caches[0]
     cfg, dev = runner.config, runner.device
     dtype = next(runner.model.parameters()).dtype
-    scales = {"k_scale": runner.backend.k_scale, "v_scale": runner.backend.v_scale}
+    backend: Any = runner.backend  # the Triton backend, the only one with these kernels
+    scales = {"k_scale": backend.k_scale, "v_scale": backend.v_scale}
     scales["window"] = getattr(runner.model.layers[0].self_attn, "sliding_window", None)
     for rows in (1, 17):  # prefill tiles of 16 and of 64 rows
         query = torch.zeros((rows, cfg.num_attention_heads, cfg.head_dim), dtype=dtype, device=dev)
@@ -49,12 +53,13 @@ def compile_attention_variants(runner: ModelRunner) -> None:
 
 
 @torch.inference_mode()
-def load_gemm_kernels(model: torch.nn.Module, max_tokens: int, max_rows: int) -> None:
+def load_gemm_kernels(model: CausalLM, max_tokens: int, max_rows: int) -> None:
     """Every layer GEMM at every row count a step can have, and the LM head at every sampled-row
     count. cuBLAS picks a kernel per shape and CUDA loads a kernel's module on its first launch:
     a step with a row count never seen before took ~30 ms longer on a datacenter GPU (a
     64-prompt burst waited ~100 ms on its first step)."""
-    layers: dict[tuple, torch.nn.Module] = {}  # one module per weight shape, dtype and bias
+    # one (weight, bias) per weight shape, dtype and bias
+    layers: dict[tuple, tuple[torch.Tensor, torch.Tensor | None]] = {}
     for module in model.modules():
         weight, bias = getattr(module, "weight", None), getattr(module, "bias", None)
         if (
@@ -62,15 +67,12 @@ def load_gemm_kernels(model: torch.nn.Module, max_tokens: int, max_rows: int) ->
             and weight.dim() == 2
             and not isinstance(module, torch.nn.Embedding)
         ):
-            layers.setdefault((tuple(weight.shape), weight.dtype, bias is not None), module)
-    for module in layers.values():
-        x = torch.randn(
-            (max_tokens, module.weight.shape[1]),
-            dtype=module.weight.dtype,
-            device=module.weight.device,
-        )
+            key = (tuple(weight.shape), weight.dtype, bias is not None)
+            layers.setdefault(key, (weight, bias))
+    for weight, bias in layers.values():
+        x = torch.randn((max_tokens, weight.shape[1]), dtype=weight.dtype, device=weight.device)
         for rows in range(1, max_tokens + 1):
-            torch.nn.functional.linear(x[:rows], module.weight, module.bias)
+            torch.nn.functional.linear(x[:rows], weight, bias)
         del x
     hidden = torch.zeros(
         (max_rows, model.config.hidden_size),

@@ -9,6 +9,8 @@ waits for that event. `execute` is the synchronous step: launch, then wait."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 import torch
 
@@ -18,6 +20,7 @@ from serving.attention.layer_spec import kv_groups, layer_slots
 from serving.engine.core.request import Sequence
 from serving.engine.core.sample_result import SampleResult
 from serving.engine.core.scheduler import SchedulerOutput
+from serving.engine.worker.causal_lm import as_causal_lm
 from serving.engine.worker.input_batch import InputBatch
 from serving.engine.worker.prompt_logprobs import record_prompt_logprobs, wants_prompt_logprobs
 from serving.engine.worker.step_inputs import build_step_inputs
@@ -64,7 +67,9 @@ class InflightStep:
         if sampled is None:
             return
         packed = sampled.packed()
-        tops = (sampled.top_values, sampled.top_indices) if sampled.top_values is not None else ()
+        tops: tuple[torch.Tensor, ...] = ()
+        if sampled.top_values is not None and sampled.top_indices is not None:
+            tops = (sampled.top_values, sampled.top_indices)
         if device.type == "cuda":
             self._host = _to_pinned(packed)
             self._host_tops = tuple(_to_pinned(t) for t in tops)
@@ -81,9 +86,8 @@ class InflightStep:
             self._event.synchronize()  # only this step's copy, not the steps queued after it
         token_ids, logprobs, entropies = host_lists(self._host)
         values, indices = self._host_tops if self._host_tops else (None, None)
-        tops = host_top_logprobs(sampled.wanted, values, indices, len(self.seqs)) or [None] * len(
-            self.seqs
-        )
+        wanted = host_top_logprobs(sampled.wanted, values, indices, len(self.seqs))
+        tops: Iterable[list[tuple[int, float]] | None] = wanted or [None] * len(self.seqs)
         # the lists hold Python ints/floats already
         return [
             SampleResult(seq, t, lp, h, top)
@@ -111,7 +115,7 @@ class ModelRunner:
         enable_cuda_graphs: bool,
         group_blocks: list[int] | None = None,
     ):
-        self.model = model
+        self.model = as_causal_lm(model)
         self.config = config
         self.block_size = block_size
         self.device = device

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from functools import partial
 
 from fastapi import Request
@@ -64,7 +64,7 @@ def _prepare(state: ServerState, body: ChatCompletionRequest) -> tuple[str, list
         raise APIError(f"messages: {exc}", param="messages", code="invalid_messages") from None
 
 
-def _logprob_entries(items: list[TokenLogprob]) -> list[dict]:
+def _logprob_entries(items: Sequence[TokenLogprob]) -> list[dict]:
     def one(token: str, lp: float) -> dict:
         return {
             "token": token,

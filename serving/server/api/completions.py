@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from functools import partial
 
 from fastapi import Request
@@ -37,7 +37,7 @@ from serving.server.base.sse import DONE, EventTemplate, SSEResponse, event, saf
 from serving.server.base.state import ServerState
 
 
-def _logprobs(items: list[TokenLogprob], offset: int) -> dict:
+def _logprobs(items: Sequence[TokenLogprob], offset: int) -> dict:
     """The legacy completions logprobs object; `offset` = characters of text before these."""
     offsets = []
     for t in items:
@@ -130,7 +130,7 @@ def _choice(
     index: int,
     c: CompletionOutput,
     text: str,
-    lps: list[TokenLogprob] | None,
+    lps: Sequence[TokenLogprob] | None,
     offset: int,
     logprobs: int | None,
 ) -> dict:

@@ -6,6 +6,8 @@ lazily), which the completion routes pay per request."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
@@ -18,7 +20,7 @@ from serving.server.base.errors import APIError
 from serving.server.base.state import Phase, ServerState
 from serving.server.metrics.server_metrics import CONTENT_TYPE
 
-ERROR_RESPONSES = {
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     code: {"description": text, "content": {"application/json": {}}}
     for code, text in [
         (400, "invalid request"),

@@ -42,7 +42,7 @@ def request_segment(
     global key's are ignored: its traffic is logged as sent, never hidden or filed under
     another tenant)."""
     client = request.client.host if request.client else None
-    headers = request.headers
+    headers: Mapping[str, str] = request.headers
     if not from_trusted_proxy(client, settings.trusted_proxies):
         # the internal marker is not a segment claim; it is judged by the key (below)
         headers = {

@@ -27,6 +27,7 @@ import tempfile
 import time
 from typing import Any
 
+from serving.server.processes.api_server_count import resolve_api_server_count
 from serving.server.processes.process_group import POLL_S, ProcessGroup
 from vigil.config import Settings
 
@@ -74,7 +75,7 @@ class ApiGroup(ProcessGroup):
         super().__init__(settings)
         self.host = host
         ctx = multiprocessing.get_context("spawn")
-        for i in range(settings.api_server_count):
+        for i in range(len(socks)):  # one listening socket per API process
             attachment = CoreAttachment(
                 i, host.input_addresses[i], host.output_addresses[i], host.events_address
             )
@@ -171,7 +172,7 @@ def run_multi_process(settings: Settings) -> int:
     metrics_dir = os.path.join(workdir, "metrics")
     os.mkdir(metrics_dir)
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir  # inherited by every spawned child
-    n = settings.api_server_count
+    n = resolve_api_server_count(settings)  # a number by now (serve_command resolved it)
     host = CoreHost(
         EngineConfig.from_settings(settings),
         [f"ipc://{workdir}/input-{i}" for i in range(n)],

@@ -69,20 +69,21 @@ def create_app(
         model_version=settings.model_version,
         spans=spans,
     )
+    # the metrics read the state at scrape time, so they are built first
+    metrics = ServerMetrics(
+        settings.model_name,
+        lambda: state.engine_stats(),
+        lambda: state.sample_counters(),
+        max_model_len=settings.max_model_len,
+        multiprocess_dir=multiprocess_metrics,
+    )
     state = ServerState(
         settings=settings,
-        metrics=None,
-        traffic=traffic,  # type: ignore[arg-type]
+        metrics=metrics,
+        traffic=traffic,
         writer=writer,
         owns_writer=owns_writer,
         engine=engine,
-    )
-    state.metrics = ServerMetrics(
-        settings.model_name,
-        state.engine_stats,
-        state.sample_counters,
-        max_model_len=settings.max_model_len,
-        multiprocess_dir=multiprocess_metrics,
     )
 
     def on_engine_health(up: bool) -> None:
@@ -105,11 +106,14 @@ def create_app(
                 state.engine.remove_health_listener(on_engine_health)
             await close_resources(state)
 
+    docs = docs_urls(settings)
     app = FastAPI(
         title="Vigil",
         version="0.1.0",
         lifespan=lifespan,
-        **docs_urls(settings),
+        openapi_url=docs["openapi_url"],
+        docs_url=docs["docs_url"],
+        redoc_url=docs["redoc_url"],
         description="OpenAI-compatible inference with drift monitoring built in.",
     )
     app.state.vigil = state

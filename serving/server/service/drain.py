@@ -36,8 +36,9 @@ class DrainController:
             await asyncio.sleep(0.05)
         if state.inflight:
             log.warning("drain grace over: aborting %d request(s)", len(state.inflight))
+            engine = state.loaded_engine()  # requests in flight: it is loaded
             for request_id in list(state.inflight):
-                state.engine.abort(request_id)
+                engine.abort(request_id)
             # let their streams send the final (abort) chunks and log them: the abort reaches
             # the engine between steps (in another process, over a socket), so wait for the
             # streams themselves, bounded
