@@ -1,6 +1,6 @@
-"""The start-up warm-up burst (serving/engine/worker/warmup.py) leaves no trace: counters at
+"""The start-up warm-up burst (serving/engine/engine/warmup.py) leaves no trace: counters at
 zero, every KV block free, nothing in the prefix cache, and the next requests come out exactly as
-on an engine that never warmed up. It runs by itself only on CUDA; here it is called directly."""
+on an engine that never warmed up. `build_engine` runs it only on CUDA; the test calls it itself."""
 
 from __future__ import annotations
 
