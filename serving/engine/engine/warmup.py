@@ -16,8 +16,6 @@ Whoever builds an engine runs it (`build_engine`): the engine itself never calls
 
 from __future__ import annotations
 
-from typing import Any
-
 from serving.engine.engine.llm_engine import LLMEngine
 from serving.engine.worker.kernel_warmup import compile_attention_variants, load_gemm_kernels
 from serving.sampling_params import SamplingParams
@@ -32,7 +30,7 @@ ALONE = ((1, 0), (17, 0), (64, 0), (64, 0), (520, 100), (528, 200))
 REQUEST_PREFIX = "__vigil_warmup-"
 
 
-def wants_warm_up(engine: LLMEngine[Any]) -> bool:
+def wants_warm_up(engine: LLMEngine[object]) -> bool:
     """The configuration asks for it and the engine runs its model in this process, on CUDA."""
     return (
         engine.config.warm_up_at_start
@@ -41,7 +39,7 @@ def wants_warm_up(engine: LLMEngine[Any]) -> bool:
     )
 
 
-def warm_up(engine: LLMEngine[Any]) -> int:
+def warm_up(engine: LLMEngine[object]) -> int:
     """Run the warm-up burst; returns the number of engine steps it took."""
     if engine.has_unfinished_requests():
         raise RuntimeError("warm-up runs before the engine takes requests")
@@ -68,7 +66,7 @@ def warm_up(engine: LLMEngine[Any]) -> int:
 
 
 def _warm_up_requests(
-    engine: LLMEngine[Any], lengths: list[int], longest: int, vocab: int, params: SamplingParams
+    engine: LLMEngine[object], lengths: list[int], longest: int, vocab: int, params: SamplingParams
 ) -> int:
     steps = 0
     for i, (n, first) in enumerate(ALONE):
@@ -84,7 +82,7 @@ def _warm_up_requests(
     return steps + _run_to_end(engine)
 
 
-def _run_to_end(engine: LLMEngine[Any]) -> int:
+def _run_to_end(engine: LLMEngine[object]) -> int:
     steps = 0
     while engine.has_unfinished_requests():
         engine.step()

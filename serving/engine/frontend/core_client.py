@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from typing import Any
+from typing import TYPE_CHECKING
 
 from serving.engine.config import EngineConfig
 from serving.engine.frontend.async_engine import EngineNotRunningError
@@ -25,6 +25,9 @@ from serving.engine.frontend.messages import Shutdown
 from serving.engine.frontend.step_receiver import receive_steps
 from serving.engine.frontend.supervisor import CoreSupervisor
 
+if TYPE_CHECKING:
+    from serving.engine.engine.runner_setup import ModelInput
+
 __all__ = ["EngineCoreClient", "EngineDeadError"]
 
 
@@ -32,7 +35,7 @@ class EngineCoreClient(CoreClientFront):
     def __init__(
         self,
         config: EngineConfig,
-        loaded: Any = None,
+        loaded: ModelInput | None = None,
         *,
         auto_restart: bool = True,
         ready_timeout_s: float = 900.0,

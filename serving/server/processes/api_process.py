@@ -17,9 +17,16 @@ import socket
 import sys
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from vigil.config import Settings
+
+if TYPE_CHECKING:
+    from serving.engine.frontend.attached_client import CoreAttachment
+    from serving.engine.frontend.client import EngineClient
+    from serving.server.processes.draining_server import DrainingServer
 
 log = logging.getLogger("vigil.serve")
 
@@ -30,7 +37,7 @@ PARENT_POLL_S = 1.0
 @dataclass
 class ApiProcessSpec:
     settings: Settings
-    attachment: Any  # serving.engine.frontend.attached_client.CoreAttachment
+    attachment: CoreAttachment
     parent_pid: int
     multiprocess_dir: str
 
@@ -38,15 +45,15 @@ class ApiProcessSpec:
 class ServerPidHeader:
     """Pure ASGI (a BaseHTTPMiddleware would buffer streams): adds PID_HEADER to responses."""
 
-    def __init__(self, app: Any, value: str):
+    def __init__(self, app: ASGIApp, value: str):
         self.app, self.value = app, value.encode()
 
-    async def __call__(self, scope, receive, send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
 
-        async def send_with_header(message) -> None:
+        async def send_with_header(message: Message) -> None:
             if message["type"] == "http.response.start":
                 message = {
                     **message,
@@ -69,7 +76,7 @@ def run_api_process(spec: ApiProcessSpec, sock: socket.socket) -> None:
     from serving.server.processes.draining_server import build_server
     from serving.server.service.app import create_app
 
-    def load_attached(settings: Settings) -> Any:
+    def load_attached(settings: Settings) -> EngineClient:
         from serving.engine import EngineConfig
         from serving.engine.frontend.attached_client import AttachedCoreClient
 
@@ -89,7 +96,7 @@ def run_api_process(spec: ApiProcessSpec, sock: socket.socket) -> None:
     sys.exit(1 if app.state.vigil.phase is Phase.FAILED else 0)
 
 
-def _watch_parent(parent_pid: int, server: Any) -> None:
+def _watch_parent(parent_pid: int, server: DrainingServer) -> None:
     """The parent was killed: nobody forwards signals or supervises the core any more; drain."""
     stop = threading.Event()
     while not stop.wait(PARENT_POLL_S):

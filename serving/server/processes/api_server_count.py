@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from vigil.config import Settings
 
 PER_PROCESS_TOK_S = 40_000  # what one API process streams at 100 % of a core
 STREAM_TOK_S = 1_000  # a small model's decode rate per stream on one GPU
@@ -47,7 +50,7 @@ def _on_gpu(device: str) -> bool:
     return torch.cuda.is_available()
 
 
-def resolve_api_server_count(settings: Any) -> int:
+def resolve_api_server_count(settings: Settings) -> int:
     """`settings.api_server_count` as a number: itself when set, else the automatic choice."""
     value = settings.api_server_count
     if value != "auto":

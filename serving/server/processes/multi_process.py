@@ -25,11 +25,14 @@ import signal
 import socket
 import tempfile
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from serving.server.processes.api_server_count import resolve_api_server_count
 from serving.server.processes.process_group import POLL_S, ProcessGroup
 from vigil.config import Settings
+
+if TYPE_CHECKING:
+    from serving.engine.frontend.core_host import CoreHost
 
 log = logging.getLogger("vigil.serve")
 
@@ -64,7 +67,7 @@ class ApiGroup(ProcessGroup):
     def __init__(
         self,
         settings: Settings,
-        host: Any,
+        host: CoreHost,
         socks: list[socket.socket],
         workdir: str,
         metrics_dir: str,
@@ -104,6 +107,8 @@ class ApiGroup(ProcessGroup):
     def supervise(self) -> int:
         """Run until the group is over; the exit code."""
         first = self.host.core
+        if first is None:
+            raise RuntimeError("supervise() before the engine core was spawned")
         watching = False
         while True:
             if not watching and first.ready.is_set():
