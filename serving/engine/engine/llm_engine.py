@@ -287,7 +287,7 @@ class LLMEngine(Generic[Out]):
         self._generation_tokens_total = 0
 
     def close(self) -> None:
-        """Stop the tensor-parallel worker processes, if any (idempotent)."""
+        """Stop the tensor-parallel shard processes, if any (idempotent)."""
         if self.tensor_parallel is not None:
             self.tensor_parallel.close()
 

@@ -101,7 +101,7 @@ def run_engine_core(launch: CoreLaunch) -> None:
     try:
         CoreLoop(engine, inbox, outboxes, codec, launch.parent_pid).run()
     finally:
-        engine.close()  # tensor-parallel workers: STOP, bounded join
+        engine.close()  # tensor-parallel shard processes: STOP, bounded join
         inbox.close(linger=0)
         for outbox in outboxes:
             outbox.close()

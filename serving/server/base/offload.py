@@ -1,5 +1,5 @@
 """CPU work of a request (templating, tokenizing, decoding a prompt): on the event loop when it
-is small, in a worker thread when it is not.
+is small, in a thread of the pool when it is not.
 
 The hop to a thread costs more than encoding a short prompt, and under a burst of new requests
 the hops queue behind each other (a burst of 64 short prompts spent ~14 % of the API loop's time
