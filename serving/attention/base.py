@@ -12,6 +12,8 @@ A layer with a sliding `window` sees, from a query at position q, the keys at po
 q - window < k <= q; block-table entries wholly before that may point at the group's null block
 (freed blocks, serving/engine/core/sliding_blocks.py) and are never read. A `softcap` bounds the
 scaled logits to (-softcap, softcap) by softcap * tanh(logits / softcap) before the softmax.
+`sinks` (gpt-oss) are one logit per query head that joins every softmax of that head as a key
+with a zero value: it takes a share of the denominator and adds nothing to the output.
 
 KV cache per layer: `k_cache`, `v_cache` of shape [num_blocks, block_size, num_kv_heads, head_dim].
 Token t of sequence i lives in block `block_tables[i, t // block_size]`, row `t % block_size`;
@@ -91,4 +93,5 @@ class AttentionBackend(Protocol):
         scale: float,
         window: int | None = None,  # sliding window: keys q - window < k <= q (None: all)
         softcap: float | None = None,  # logits -> softcap * tanh(logits / softcap)
+        sinks: torch.Tensor | None = None,  # [num_heads] logits in each softmax's denominator
     ) -> torch.Tensor: ...  # [num_tokens, num_heads, head_dim]

@@ -29,6 +29,7 @@ class _Scales(TypedDict):
     v_scale: float
     window: int | None
     softcap: float | None
+    sinks: torch.Tensor | None
 
 
 def _leading_decodes(meta: AttentionMetadata) -> int:
@@ -76,11 +77,14 @@ class TritonAttentionBackend:
         scale: float,
         window: int | None = None,
         softcap: float | None = None,
+        sinks: torch.Tensor | None = None,
     ) -> torch.Tensor:
         scale = faulted_scale(scale, k_cache)  # test-only switch; a no-op unless set
         out = torch.empty(query.shape, dtype=query.dtype, device=query.device)
         num_seqs = meta.num_seqs
-        scales = _Scales(k_scale=self.k_scale, v_scale=self.v_scale, window=window, softcap=softcap)
+        scales = _Scales(
+            k_scale=self.k_scale, v_scale=self.v_scale, window=window, softcap=softcap, sinks=sinks
+        )
         if meta.decode_seq_lens is not None:  # a prefill graph: decode rows anywhere, then the rest
             assert meta.decode_rows is not None  # set with decode_seq_lens
             paged_decode(

@@ -64,7 +64,10 @@ def fused_forward(
             )
         else:
             q = _prologue_unfused(attn, qkv, n, cos, sin, k_cache, v_cache, meta, backend)
-        out = backend.forward(q, k_cache, v_cache, meta, attn.scale, window=attn.sliding_window)
+        sinks = {} if attn.sinks is None else {"sinks": attn.sinks}  # gpt-oss only
+        out = backend.forward(
+            q, k_cache, v_cache, meta, attn.scale, window=attn.sliding_window, **sinks
+        )
         hidden = _project(attn.o_proj, out.view(n, attn.q_size))
         mlp = layer.mlp
         if hasattr(mlp, "router"):  # mixture of experts (serving/model/moe.py)

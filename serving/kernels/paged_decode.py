@@ -4,17 +4,21 @@ Grid (num_seqs, num_kv_heads, num_splits). A program loads the query rows of *al
 that share its KV head (padded to 16 rows so the tensor cores take them) and streams that KV
 head's keys/values once, so each cached byte is read once per step, not once per query head.
 Long contexts are cut into `num_splits` contiguous ranges that run in parallel; a second kernel
-merges their partial results by log-sum-exp. The split count depends only on the batch shape
-and a context-length hint (never on device values), so CUDA-graph capture sees a fixed grid; each
-program derives its actual range from the sequence's length read on the device.
+merges their partial results by log-sum-exp (serving/kernels/split_merge.py). The split count
+depends only on the batch shape and a context-length hint (never on device values), so
+CUDA-graph capture sees a fixed grid; each program derives its actual range from the sequence's
+length read on the device. With SINKS (gpt-oss) each head's sink logit joins the softmax
+denominator once: here when unsplit, else in the merge (a split's partial result and
+log-sum-exp cover its own keys only).
 """
 
 import torch
 
 from serving.kernels import pdl
 from serving.kernels._compat import RUNTIME_ARGS, require_triton, tl, triton
-from serving.kernels.paged_kv import attend_paged_kv
+from serving.kernels.paged_kv import attend_paged_kv, load_sink_l2, normalise
 from serving.kernels.pdl import launch_next, wait_for_prior
+from serving.kernels.split_merge import merge_splits
 
 LOG2E = 1.4426950408889634
 NUM_SMS_TARGET = 2 * 132  # two waves of programs fill an H200's 132 SMs
@@ -35,6 +39,7 @@ def _decode_kernel(
     out_ptr,
     part_out_ptr,
     part_lse_ptr,
+    sinks_ptr,
     qk_scale,
     k_scale,
     v_scale,
@@ -60,6 +65,7 @@ def _decode_kernel(
     USE_PDL: tl.constexpr,
     WINDOW: tl.constexpr,
     SOFTCAP: tl.constexpr,
+    SINKS: tl.constexpr,
 ):
     launch_next(USE_PDL)
     wait_for_prior(USE_PDL)
@@ -120,61 +126,19 @@ def _decode_kernel(
     )
 
     # an empty range (short context, or a padded graph slot with seq_len 0) has l_i == 0
-    safe_l = tl.where(l_i == 0.0, 1.0, l_i)
-    out = acc / safe_l[:, None]
     st_mask = g_mask[:, None] & d_mask[None, :]
     if NUM_SPLITS == 1:
+        sink_l2 = load_sink_l2(sinks_ptr, heads, g_mask, SINKS)
+        out = normalise(m_i, l_i, acc, sink_l2, SINKS)
         o_ptrs = out_ptr + q_row * o_stride_t + heads[:, None] * o_stride_h + offs_d[None, :]
         tl.store(o_ptrs, out.to(out_ptr.dtype.element_ty), mask=st_mask)
-    else:
+    else:  # the merge adds the sink, once
+        out = normalise(m_i, l_i, acc, 0.0, False)
         part = (seq.to(tl.int64) * num_q_heads + heads) * NUM_SPLITS + split
         tl.store(part_out_ptr + part[:, None] * HEAD_DIM + offs_d[None, :], out, mask=st_mask)
+        safe_l = tl.where(l_i == 0.0, 1.0, l_i)
         lse = tl.where(l_i == 0.0, float("-inf"), m_i + tl.log2(safe_l))
         tl.store(part_lse_ptr + part, lse, mask=g_mask)
-
-
-@triton.jit
-def _merge_kernel(
-    part_out_ptr,
-    part_lse_ptr,
-    qsl_ptr,
-    out_ptr,
-    o_stride_t,
-    o_stride_h,
-    num_q_heads,
-    HEAD_DIM: tl.constexpr,
-    D_PAD: tl.constexpr,
-    NUM_SPLITS: tl.constexpr,
-    S_PAD: tl.constexpr,
-    USE_PDL: tl.constexpr,
-):
-    launch_next(USE_PDL)
-    wait_for_prior(USE_PDL)
-    seq = tl.program_id(0)
-    h = tl.program_id(1)
-    q_row = tl.load(qsl_ptr + seq).to(tl.int64)
-    offs_s = tl.arange(0, S_PAD)
-    offs_d = tl.arange(0, D_PAD)
-    s_mask = offs_s < NUM_SPLITS
-    d_mask = offs_d < HEAD_DIM
-    base = (seq.to(tl.int64) * num_q_heads + h) * NUM_SPLITS
-    lse = tl.load(part_lse_ptr + base + offs_s, mask=s_mask, other=float("-inf"))
-    m = tl.max(lse, 0)
-    m = tl.where(m == float("-inf"), 0.0, m)
-    w = tl.exp2(lse - m)
-    o = tl.load(
-        part_out_ptr + (base + offs_s)[:, None] * HEAD_DIM + offs_d[None, :],
-        mask=s_mask[:, None] & d_mask[None, :],
-        other=0.0,
-    )
-    denom = tl.sum(w, 0)
-    denom = tl.where(denom == 0.0, 1.0, denom)
-    out = tl.sum(o * w[:, None], 0) / denom
-    tl.store(
-        out_ptr + q_row * o_stride_t + h * o_stride_h + offs_d,
-        out.to(out_ptr.dtype.element_ty),
-        mask=d_mask,
-    )
 
 
 def decode_launch(head_dim: int, num_splits: int) -> tuple[int, int, int]:
@@ -218,6 +182,7 @@ def paged_decode(
     launch: tuple[int, int, int] | None = None,
     window: int | None = None,
     softcap: float | None = None,
+    sinks: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Attention for sequences with one query token each, written into `out` (same layout as query).
 
@@ -226,7 +191,8 @@ def paged_decode(
     float8_e4m3fn with k_scale/v_scale). `max_seq_len` is only a hint that picks the split count;
     `launch` (BLOCK_N, warps, stages) overrides `decode_launch` (bench/bench_decode_tuning.py).
     `window`: the query (at seq_len - 1) sees the last `window` keys only; `softcap`: the scaled
-    logits capped to cap * tanh(logits / cap). Head dims up to 512.
+    logits capped to cap * tanh(logits / cap); `sinks` [num_q_heads]: each head's sink logit
+    joins its softmax denominator (gpt-oss). Head dims up to 512.
     """
     require_triton()
     num_seqs = seq_lens.shape[0]
@@ -236,6 +202,8 @@ def paged_decode(
         raise ValueError(f"{num_q_heads} query heads are not a multiple of {num_kv_heads} KV heads")
     if query.stride(2) != 1 or out.stride(2) != 1:
         raise ValueError("query and out need a contiguous head_dim")
+    if sinks is not None and sinks.shape != (num_q_heads,):
+        raise ValueError(f"sinks of shape {tuple(sinks.shape)}, expected ({num_q_heads},)")
     if num_seqs == 0:
         return out
     group = num_q_heads // num_kv_heads
@@ -266,6 +234,7 @@ def paged_decode(
         out,
         part_out,
         part_lse,
+        query if sinks is None else sinks,  # never read without SINKS
         scale * LOG2E,
         k_scale,
         v_scale,
@@ -291,25 +260,11 @@ def paged_decode(
         USE_PDL=use_pdl,
         WINDOW=window is not None,
         SOFTCAP=softcap is not None,
+        SINKS=sinks is not None,
         num_warps=num_warps,
         num_stages=num_stages,
         launch_pdl=use_pdl,
     )
     if num_splits > 1:
-        _merge_kernel[(num_seqs, num_q_heads)](
-            part_out,
-            part_lse,
-            query_start_loc,
-            out,
-            out.stride(0),
-            out.stride(1),
-            num_q_heads,
-            HEAD_DIM=head_dim,
-            D_PAD=d_pad,
-            NUM_SPLITS=num_splits,
-            S_PAD=max(2, triton.next_power_of_2(num_splits)),
-            USE_PDL=use_pdl,
-            num_warps=4,
-            launch_pdl=use_pdl,
-        )
+        merge_splits(part_out, part_lse, query_start_loc, out, sinks, use_pdl)
     return out

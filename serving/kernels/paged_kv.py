@@ -9,6 +9,10 @@ any row of theirs can see, so blocks freed out of the window are never read); wi
 scaled logits are capped: cap * tanh(logits / cap) (`softcap_l2` = cap * log2(e), since the
 logits carry log2(e) here). Inlined into each
 kernel by Triton, so it costs nothing at run time.
+
+`normalise` ends a range: acc / l. With SINKS (gpt-oss) a per-head sink logit joins the
+denominator only, as one more key whose value is zero: out = sum_j e^s_j v_j / (e^sink +
+sum_j e^s_j). Without SINKS it compiles to the division alone.
 """
 
 from serving.kernels._compat import tl, triton
@@ -84,3 +88,27 @@ def attend_paged_kv(
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
         m_i = m_new
     return m_i, l_i, acc
+
+
+@triton.jit
+def load_sink_l2(sinks_ptr, heads, mask, SINKS: tl.constexpr):
+    """The sink logits of a block of `heads` in the kernels' base-2 units (times log2(e)); 0
+    without SINKS (then never read)."""
+    sink = 0.0
+    if SINKS:
+        sink = tl.load(sinks_ptr + heads, mask=mask, other=0.0).to(tl.float32)
+        sink = sink * 1.4426950408889634
+    return sink
+
+
+@triton.jit
+def normalise(m_i, l_i, acc, sink_l2, SINKS: tl.constexpr):
+    """acc / l per row; with SINKS the sink's e^sink joins l (rescaled to a common max, so a sink
+    far above the logits cannot overflow). A row that saw no key (l == 0) gives 0."""
+    if SINKS:
+        m_new = tl.maximum(m_i, sink_l2)
+        alpha = tl.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.exp2(sink_l2 - m_new)
+        acc = acc * alpha[:, None]
+    safe_l = tl.where(l_i == 0.0, 1.0, l_i)
+    return acc / safe_l[:, None]

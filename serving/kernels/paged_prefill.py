@@ -11,12 +11,14 @@ sequence i owns slots from `(qsl[i] - qsl[0]) // BLOCK_M + i`, which leaves room
 count, `num_tokens // BLOCK_M + num_seqs`, depends on no per-sequence length, so one launch
 serves any mix of prompt chunks and decode rows of a padded step replayed from a CUDA graph
 (serving/engine/worker/cuda_graphs.py); zero-length sequences own empty slots and exit at once.
+With SINKS (gpt-oss) the head's sink logit joins each row's softmax denominator
+(serving/kernels/paged_kv.py `normalise`).
 """
 
 import torch
 
 from serving.kernels._compat import RUNTIME_ARGS, require_triton, tl, triton
-from serving.kernels.paged_kv import attend_paged_kv
+from serving.kernels.paged_kv import attend_paged_kv, normalise
 
 LOG2E = 1.4426950408889634
 MAX_HEAD_DIM = 512
@@ -33,6 +35,7 @@ def _prefill_kernel(
     seq_lens_ptr,
     qsl_ptr,
     out_ptr,
+    sinks_ptr,
     qk_scale,
     k_scale,
     v_scale,
@@ -57,6 +60,7 @@ def _prefill_kernel(
     SKIP_SINGLE: tl.constexpr,
     WINDOW: tl.constexpr,
     SOFTCAP: tl.constexpr,
+    SINKS: tl.constexpr,
 ):
     slot = tl.program_id(0)
     h = tl.program_id(1)
@@ -129,8 +133,10 @@ def _prefill_kernel(
         SOFTCAP=SOFTCAP,
     )
 
-    safe_l = tl.where(l_i == 0.0, 1.0, l_i)
-    out = acc / safe_l[:, None]
+    sink_l2 = 0.0
+    if SINKS:  # times log2(e): the kernel's base-2 logits
+        sink_l2 = tl.load(sinks_ptr + h).to(tl.float32) * 1.4426950408889634
+    out = normalise(m_i, l_i, acc, sink_l2, SINKS)
     tl.store(
         out_ptr + rows[:, None] * o_stride_t + h * o_stride_h + offs_d[None, :],
         out.to(out_ptr.dtype.element_ty),
@@ -153,10 +159,12 @@ def paged_prefill(
     skip_single: bool = False,
     window: int | None = None,
     softcap: float | None = None,
+    sinks: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Causal attention of each sequence's query rows over its paged context, written into `out`.
     `window`: a row at position q sees keys q - window < k <= q only; `softcap`: the scaled
-    logits capped to cap * tanh(logits / cap). Head dims up to 512 (wide heads take narrower
+    logits capped to cap * tanh(logits / cap); `sinks` [num_q_heads]: each head's sink logit
+    joins its softmax denominator (gpt-oss). Head dims up to 512 (wide heads take narrower
     tiles, one stage: K and V tiles of 512-wide heads would not fit shared memory otherwise).
 
     Handles any query length (decode rows too, only less efficiently than `paged_decode`).
@@ -173,6 +181,8 @@ def paged_prefill(
         raise ValueError(f"{num_q_heads} query heads are not a multiple of {num_kv_heads} KV heads")
     if query.stride(2) != 1 or out.stride(2) != 1:
         raise ValueError("query and out need a contiguous head_dim")
+    if sinks is not None and sinks.shape != (num_q_heads,):
+        raise ValueError(f"sinks of shape {tuple(sinks.shape)}, expected ({num_q_heads},)")
     if num_seqs == 0 or max_query_len == 0:
         return out
     if head_dim > MAX_HEAD_DIM:
@@ -192,6 +202,7 @@ def paged_prefill(
         seq_lens,
         query_start_loc,
         out,
+        query if sinks is None else sinks,  # never read without SINKS
         scale * LOG2E,
         k_scale,
         v_scale,
@@ -216,6 +227,7 @@ def paged_prefill(
         SKIP_SINGLE=skip_single,
         WINDOW=window is not None,
         SOFTCAP=softcap is not None,
+        SINKS=sinks is not None,
         num_warps=warps,
         num_stages=stages,
     )

@@ -90,7 +90,7 @@ class Attention(nn.Module):
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         k_cache, v_cache = kv_cache
         backend.write_kv(k, v, k_cache, v_cache, meta.slot_mapping)
-        sinks = {} if self.sinks is None else {"sinks": self.sinks}  # the torch backend's
+        sinks = {} if self.sinks is None else {"sinks": self.sinks}  # gpt-oss only
         out = backend.forward(
             q,
             k_cache,

@@ -174,11 +174,6 @@ def build_model(
     moe: MoEConfig | None = getattr(config, "moe", None)
     if moe is not None and tp is not None and tp.world_size > 1:
         raise ValueError("tensor parallelism is not supported for mixture-of-experts models")
-    if getattr(config, "attention_sinks", False) and torch.device(device).type == "cuda":
-        raise ValueError(
-            f"{config.arch}: attention sinks run on the torch attention backend only (the "
-            "Triton attention kernels have none); serve it with device=cpu"
-        )
     with torch.device("meta"):
         model = LlamaForCausalLM(config, qkv_bias=qkv_bias, o_bias=o_bias, tp=tp)
         if moe is not None:  # experts where the MLP stood

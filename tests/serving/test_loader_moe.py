@@ -162,12 +162,6 @@ def test_gpt_oss_without_attention_bias_loads_without_biases():
     assert model.layers[0].self_attn.o_proj.bias is None
 
 
-def test_gpt_oss_attention_sinks_are_refused_on_the_gpu():
-    loaded = random_loaded(_gpt_oss(), dtype=torch.float32)
-    with pytest.raises(ValueError, match="attention sinks run on the torch attention backend"):
-        build_model(loaded.config, loaded.state_dict, device="cuda")
-
-
 @pytest.mark.parametrize("truncate", [True, False])
 @pytest.mark.parametrize("attention_factor", [None, 1.3])
 @pytest.mark.parametrize("factor, theta", [(32.0, 150000.0), (4.0, 10000.0)])

@@ -23,7 +23,11 @@ def compile_attention_variants(runner: ModelRunner) -> None:
     dtype = next(runner.model.parameters()).dtype
     backend: Any = runner.backend  # the Triton backend, the only one with these kernels
     scales = {"k_scale": backend.k_scale, "v_scale": backend.v_scale}
-    scales["window"] = getattr(runner.model.layers[0].self_attn, "sliding_window", None)
+    attn = runner.model.layers[0].self_attn
+    scales["window"] = getattr(attn, "sliding_window", None)
+    sinks = getattr(attn, "sinks", None)
+    if sinks is not None and sinks.shape[0] == cfg.num_attention_heads:  # gpt-oss's variants
+        scales["sinks"] = sinks
     for rows in (1, 17):  # prefill tiles of 16 and of 64 rows
         query = torch.zeros((rows, cfg.num_attention_heads, cfg.head_dim), dtype=dtype, device=dev)
         width = -(-rows // runner.block_size)
