@@ -67,7 +67,7 @@ def sink_errors(
     softcap: float | None = None,
     device: str = "cuda",
     dtype: torch.dtype = torch.bfloat16,
-    splits: tuple[int, ...] = (1, 4),
+    splits: tuple[int | None, ...] = (1, 4),
     sink_std: float = 2.0,
     use_sinks: bool = True,
     seed: int = 0,
