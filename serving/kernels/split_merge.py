@@ -15,7 +15,7 @@ from serving.kernels.pdl import launch_next, wait_for_prior
 
 
 @triton.jit
-def _merge_kernel(
+def _merge_kernel(  # type: ignore[no-untyped-def]  # Triton kernel
     part_out_ptr,
     part_lse_ptr,
     qsl_ptr,
