@@ -30,6 +30,13 @@ roofline counts the experts expected under uniform routing, E * (1 - (1 - k/E)^b
 
     python -m bench.bench_throughput --shapes qwen3-30b-a3b --batches 1,16,64,256 --no-hf
 
+`--weights host` makes the random weights on the host (serving/loader/random_weights.py) and
+lets the engine move them, with no HF model: for shapes whose weights would not fit the GPU twice
+(gpt-oss-20b-like: its experts are converted from the HF layout at load). Shapes of several
+KV-cache groups (gemma4-12b-like, gpt-oss-20b-like) run eagerly, without CUDA graphs.
+
+    python -m bench.bench_throughput --shapes gpt-oss-20b-like --batches 1,16,64 --weights host
+
 With `--tensor-parallel-size N` (N > 1) each shape runs at TP=1 and TP=N side by side on the
 same random weights (made on the GPUs, no HF model), except the `--tp-only-shapes` (default
 qwen3-32b), which run at TP=N alone; the roofline counts N GPUs' bandwidth. Both sizes run with
@@ -115,8 +122,13 @@ def run_hf(model, prompts: list[list[int]], new_tokens: int) -> float:
 
 def bench_shape(name: str, batches: list[int], args, rows: list[dict], table: Table) -> None:
     shape = SHAPES[name]
-    hf = hf_random_model(shape)
-    loaded = loaded_from_hf(hf, shape, name)
+    if args.weights == "host":  # no HF model: nothing to compare with
+        from serving.loader.random_weights import random_loaded
+
+        hf, loaded = None, random_loaded(shape, device="cpu", dtype=torch.bfloat16, name=name)
+    else:
+        hf = hf_random_model(shape)
+        loaded = loaded_from_hf(hf, shape, name)
     kv_tokens = max(batches) * (args.prompt + args.new + 16)
     engine = make_engine(
         loaded, max_num_seqs=max(batches), kv_tokens=kv_tokens, kv_cache_dtype=args.kv_cache_dtype
@@ -140,7 +152,7 @@ def bench_shape(name: str, batches: list[int], args, rows: list[dict], table: Ta
         prompts = torch.randint(0, shape["vocab_size"], (batch, args.prompt), generator=g).tolist()
         run_engine(engine, prompts, 8)  # warm-up: compiles kernels, captures this batch's graph
         hf_tps = None
-        if not args.no_hf:
+        if hf is not None and not args.no_hf:
             run_hf(hf, prompts[: min(batch, 4)], 4)  # warm-up
             hf_tps = batch * args.hf_new / run_hf(hf, prompts, args.hf_new)
         kv_elem = 1 if args.kv_cache_dtype == "fp8" else 2
@@ -156,7 +168,8 @@ def bench_shape(name: str, batches: list[int], args, rows: list[dict], table: Ta
             gemv_kernels.MAX_FUSED_NORM_FEATURES = norm_limit
             pdl.set_mode(pdl_mode)
             # recaptured with this projection path and launch mode
-            engine.runner.gpu.release_graphs()
+            if engine.runner.gpu is not None:  # None: several KV-cache groups run eagerly
+                engine.runner.gpu.release_graphs()
             run_engine(engine, prompts, 8)
             pdl_label = "on" if pdl.enabled(torch.device("cuda")) else "off"
             for on, outputs in [(a, o) for a in modes for o in output_modes]:
@@ -355,6 +368,12 @@ def main() -> None:
     parser.add_argument("--new", type=int, default=512)
     parser.add_argument("--hf-new", type=int, default=64)
     parser.add_argument("--no-hf", action="store_true")
+    parser.add_argument(
+        "--weights",
+        default="hf",
+        choices=["hf", "host"],
+        help="hf: an HF model's random weights on the GPU; host: made on the host, no HF model",
+    )
     parser.add_argument(
         "--passes",
         type=int,

@@ -145,6 +145,43 @@ QWEN3_30B_A3B = {
     "bos_token_id": 151643,
     "eos_token_id": 151645,
 }
+# gpt-oss-20b's published config with bf16 experts instead of its MXFP4 ones (the engine refuses
+# quantized checkpoints): 32 experts of which a token takes 4, layers alternating a 128-token
+# window and full attention, attention sinks, biases; ~42 GB of bf16 weights
+_GO_LAYERS = 24
+GPT_OSS_20B_LIKE = {
+    "model_type": "gpt_oss",
+    "vocab_size": 201088,
+    "hidden_size": 2880,
+    "intermediate_size": 2880,
+    "num_local_experts": 32,
+    "num_experts_per_tok": 4,
+    "num_hidden_layers": _GO_LAYERS,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 8,
+    "head_dim": 64,
+    "sliding_window": 128,
+    "layer_types": [
+        "sliding_attention" if i % 2 == 0 else "full_attention" for i in range(_GO_LAYERS)
+    ],
+    "attention_bias": True,
+    "rms_norm_eps": 1e-5,
+    "rope_parameters": {
+        "rope_type": "yarn",
+        "rope_theta": 150000.0,
+        "factor": 32.0,
+        "beta_fast": 32.0,
+        "beta_slow": 1.0,
+        "original_max_position_embeddings": 4096,
+        "truncate": False,
+    },
+    "swiglu_limit": 7.0,
+    "max_position_embeddings": 131072,
+    "tie_word_embeddings": False,
+    "bos_token_id": 199998,
+    "eos_token_id": 200002,
+    "pad_token_id": 199999,
+}
 SHAPES = {
     "smollm2-135m": SMOLLM2_135M,
     "gemma4-12b-like": GEMMA4_12B_LIKE,
@@ -152,6 +189,7 @@ SHAPES = {
     "qwen3-4b": QWEN3_4B,
     "qwen3-32b": QWEN3_32B,
     "qwen3-30b-a3b": QWEN3_30B_A3B,
+    "gpt-oss-20b-like": GPT_OSS_20B_LIKE,
 }
 
 HBM_BYTES_PER_S = 4.8e12  # H200 datasheet
@@ -163,31 +201,49 @@ def _layer_specs(cfg: dict):
     return config_from_hf(dict(cfg), {}, "shape").layers()
 
 
+def _experts(cfg: dict) -> tuple[int, int] | None:
+    """(experts, each expert's intermediate size) of a mixture of experts (Qwen3-MoE's or
+    gpt-oss's names), None for a dense model."""
+    if cfg.get("num_experts"):
+        return cfg["num_experts"], cfg["moe_intermediate_size"]
+    if cfg.get("num_local_experts"):
+        return cfg["num_local_experts"], cfg["intermediate_size"]
+    return None
+
+
 def experts_read(cfg: dict, batch: int) -> float:
     """Experts a decode step of `batch` tokens reads per sparse layer, expected under uniform
     routing: each expert is missed by all `batch` tokens with probability (1 - k/E)^batch."""
-    e, k = cfg["num_experts"], cfg["num_experts_per_tok"]
+    e, k = _experts(cfg)[0], cfg["num_experts_per_tok"]  # type: ignore[index]
     return e * (1.0 - (1.0 - k / e) ** batch)
+
+
+def _mlp_elems(cfg: dict, batch: int) -> float:
+    """Per layer: the dense MLP, or the router plus the experts the batch routes to."""
+    h, moe = cfg["hidden_size"], _experts(cfg)
+    if moe is None:
+        return 3 * h * cfg["intermediate_size"]
+    return moe[0] * h + experts_read(cfg, batch) * 3 * h * moe[1]
 
 
 def weight_bytes(cfg: dict, elem: int = 2, batch: int = 1) -> int:
     """Bytes of weights one decode step of `batch` tokens reads (tied embeddings read once, as the
     lm_head; a mixture of experts' layers read the router and the experts the batch routes to)."""
-    h, i, layers = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_hidden_layers"]
-    if "layer_types" in cfg:  # per-layer geometry (Gemma): k = v on full layers when k_eq_v
-        total = 0
+    h, layers = cfg["hidden_size"], cfg["num_hidden_layers"]
+    if "layer_types" in cfg:  # per-layer geometry: k = v on full layers when k_eq_v (Gemma 4)
+        gemma = cfg["model_type"].startswith("gemma")  # 4 norms a layer; gpt-oss 2 and experts
+        total = 0.0
         for spec in _layer_specs(cfg):
             q, kv = spec.num_heads * spec.head_dim, spec.num_kv_heads * spec.head_dim
             kv_mats = 1 if cfg.get("attention_k_eq_v") and spec.sliding_window is None else 2
-            total += h * (q + kv_mats * kv) + q * h + 3 * h * i + 4 * h
-        return elem * (total + cfg["vocab_size"] * h + h)
+            total += (
+                h * (q + kv_mats * kv) + q * h + _mlp_elems(cfg, batch) + (4 if gemma else 2) * h
+            )
+        lm_head = cfg["vocab_size"] * h * (1 if cfg.get("tie_word_embeddings", True) else 2)
+        return int(elem * (total + lm_head + h))
     q = cfg["num_attention_heads"] * cfg["head_dim"]
     kv = cfg["num_key_value_heads"] * cfg["head_dim"]
-    mlp = 3 * h * i
-    if cfg.get("num_experts"):
-        mlp = (
-            cfg["num_experts"] * h + experts_read(cfg, batch) * 3 * h * cfg["moe_intermediate_size"]
-        )
+    mlp = _mlp_elems(cfg, batch)
     per_layer = h * (q + 2 * kv) + q * h + mlp + 2 * h
     if cfg["model_type"] in ("qwen3", "qwen3_moe"):
         per_layer += 2 * cfg["head_dim"]
