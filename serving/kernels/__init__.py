@@ -5,8 +5,10 @@ can run, and calling one where Triton is absent raises a clear RuntimeError. The
 points are the Python wrappers:
 
 - `serving.kernels.kv_write.write_kv(key, value, k_cache, v_cache, slot_mapping, k_scale, v_scale)`
-- `serving.kernels.paged_decode.paged_decode(...)`  (one query token per sequence, split-K)
+- `serving.kernels.paged_decode.paged_decode(...)`  (one query token per sequence, split-K; the
+  splits merged by `split_merge`)
 - `serving.kernels.paged_prefill.paged_prefill(...)`  (varlen/chunked prefill over the paged cache)
+  (both: sliding windows, soft-caps, gpt-oss's attention sinks, head dims up to 512)
 - `serving.kernels.fused_ops.rms_norm / silu_and_mul / rotary_inplace`
 - `serving.kernels.qkv_rope_cache.qkv_rope_cache(...)`  (q/k norm + rotary + KV write, one kernel)
 - `serving.kernels.fused_forward.fused_forward(model, ids, positions, kv_caches, meta, backend)`
