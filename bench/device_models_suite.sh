@@ -3,10 +3,12 @@
 # decode throughput of random weights of three real shapes against the memory roofline. Tables to
 # $OUT (throughput.md, one run per shape), each step's output to $OUT/<step>.txt.
 # Needs the .whl wheels of bench/device_setup.sh carried (no tokenizer: the runs feed token ids).
-#   bash bench/device_models_suite.sh COMMIT [STEP ...]   (default: sinks gemma qwen gptoss)
+#   bash bench/device_models_suite.sh COMMIT [STEP ...]   (default: tests gemma qwen gptoss)
 # Steps:
-#   sinks     the GPU tests of the new kernels against the torch path (attention sinks, per-layer
-#             geometry, the grouped expert GEMM) and the tiny gpt-oss on CUDA against transformers
+#   tests     the GPU tests of the families' kernels against the torch path (attention sinks,
+#             per-layer geometry, the grouped expert GEMM) and of each family's tiny checkpoint
+#             through the engine on CUDA against transformers (Mistral, Gemma 3/4, Qwen3-MoE,
+#             gpt-oss)
 #   gputests  every GPU test (tests/serving/gpu; the tensor-parallel ones skip on one GPU)
 #   gemma     bench_throughput, gemma4-12b-like (sliding layers 256 wide, full layers 512 wide with
 #             one KV head), HF random weights on the GPU
@@ -16,7 +18,7 @@
 #             weights made on the host (--weights host: the expert conversion would need ~84 GB
 #             of GPU memory with an HF model beside the engine)
 # Every throughput step: batches 1, 16 and 64; 128-token prompts, 256 new tokens; async
-# scheduling on; one timed pass; no HF comparison. Groups that fit a 10-minute call: sinks gemma;
+# scheduling on; one timed pass; no HF comparison. Groups that fit a 10-minute call: tests gemma;
 # qwen; gptoss; gputests.
 set -u
 commit=${1:?the commit the tree is at}
@@ -42,11 +44,12 @@ step() {  # step NAME SECONDS COMMAND...: one run under a time limit
 pytest_gpu=(python3 -m pytest -q -p no:cacheprovider -rfEs)
 tput=(python3 -m bench.bench_throughput --device cuda --batches 1,16,64 --prompt 128 --new 256
   --no-hf --async-scheduling on --passes 1)
-steps=${*:-sinks gemma qwen gptoss}
+steps=${*:-tests gemma qwen gptoss}
 for s in $steps; do
   case $s in
-    sinks) step tests-models 200 "${pytest_gpu[@]}" tests/serving/gpu/test_attention_sinks.py \
-      tests/serving/gpu/test_attention_geometry.py tests/serving/gpu/test_moe_gemm.py ;;
+    tests) step tests-models 240 "${pytest_gpu[@]}" tests/serving/gpu/test_attention_sinks.py \
+      tests/serving/gpu/test_attention_geometry.py tests/serving/gpu/test_moe_gemm.py \
+      tests/serving/gpu/test_families_gpu.py ;;
     gputests) step tests-gpu 540 "${pytest_gpu[@]}" tests/serving/gpu ;;
     gemma) step throughput-gemma4-12b-like 240 "${tput[@]}" --shapes gemma4-12b-like ;;
     qwen) step throughput-qwen3-30b-a3b 420 "${tput[@]}" --shapes qwen3-30b-a3b ;;
