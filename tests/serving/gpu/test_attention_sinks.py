@@ -14,9 +14,11 @@ from sink_cases import sink_errors
 from serving.loader import load_model_files
 
 pytestmark = pytest.mark.gpu
-# max |kernel - torch path|: bf16 operands, probabilities and output; float32 runs the dots in
-# tf32 (10-bit mantissas)
-TOL = {torch.bfloat16: 4e-2, torch.float32: 1e-2}
+# max |kernel - torch path| over every output element: bf16 operands, probabilities and output
+# (outputs reach ~4: a bf16 step there is 0.016); float32 runs the dots in tf32 (10-bit
+# mantissas). A sink counted twice or not at all is off by SINK_EFFECT or more in these cases.
+TOL = {torch.bfloat16: 6e-2, torch.float32: 2e-2}
+SINK_EFFECT = 0.5
 
 GEOMETRIES = [  # (q heads, kv heads, head_dim, window)
     (8, 2, 64, None),  # gpt-oss-like full layers
@@ -36,7 +38,7 @@ def test_decode_with_sinks_matches_the_torch_path(geom, dtype):
     errs = sink_errors(
         DECODE, hq, hk, hd, window=window, dtype=dtype, splits=(1, 4, None), seed=hd + hq
     )
-    assert errs["sink_effect"] > 10 * TOL[dtype]  # the sinks matter in this case
+    assert errs["sink_effect"] > SINK_EFFECT  # the sinks matter in this case
     for path, err in errs.items():
         if path != "sink_effect":
             assert err < TOL[dtype], (path, err)
@@ -47,7 +49,7 @@ def test_decode_with_sinks_matches_the_torch_path(geom, dtype):
 def test_prefill_with_sinks_matches_the_torch_path(geom, dtype):
     hq, hk, hd, window = geom
     errs = sink_errors(PREFILL, hq, hk, hd, window=window, dtype=dtype, seed=7 + hd)
-    assert errs["sink_effect"] > 10 * TOL[dtype]
+    assert errs["sink_effect"] > SINK_EFFECT
     assert errs["prefill"] < TOL[dtype]
 
 
