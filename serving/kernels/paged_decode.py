@@ -18,10 +18,10 @@ from serving.kernels import pdl
 from serving.kernels._compat import RUNTIME_ARGS, require_triton, tl, triton
 from serving.kernels.paged_kv import attend_paged_kv, load_sink_l2, normalise
 from serving.kernels.pdl import launch_next, wait_for_prior
+from serving.kernels.sm_count import sm_count
 from serving.kernels.split_merge import merge_splits
 
 LOG2E = 1.4426950408889634
-NUM_SMS_TARGET = 2 * 132  # two waves of programs fill an H200's 132 SMs
 DECODE_BLOCK_N = 64
 MAX_SPLITS = 64  # a sequence's context is split over at most this many programs
 
@@ -156,12 +156,16 @@ def decode_launch(head_dim: int, num_splits: int) -> tuple[int, int, int]:
     return DECODE_BLOCK_N, 4, 2
 
 
-def choose_num_splits(num_seqs: int, num_kv_heads: int, max_seq_len: int) -> int:
-    """Power-of-two split count: enough programs to fill the GPU, at least one tile per split."""
+def choose_num_splits(
+    num_seqs: int, num_kv_heads: int, max_seq_len: int, device: torch.device | None = None
+) -> int:
+    """Power-of-two split count: enough programs to fill the GPU (two waves over its SMs), at
+    least one tile per split."""
     programs = max(1, num_seqs * num_kv_heads)
     max_tiles = max(1, triton.cdiv(max_seq_len, DECODE_BLOCK_N))
+    target = 2 * sm_count(device)
     splits = 1
-    while programs * splits < NUM_SMS_TARGET and splits * 2 <= min(max_tiles, MAX_SPLITS):
+    while programs * splits < target and splits * 2 <= min(max_tiles, MAX_SPLITS):
         splits *= 2
     return splits
 
@@ -211,7 +215,7 @@ def paged_decode(
         raise ValueError(f"head_dim {head_dim} is past the kernel's 512")
     if num_splits is None:
         context = max_seq_len if window is None else min(max_seq_len, window)
-        num_splits = choose_num_splits(num_seqs, num_kv_heads, context)
+        num_splits = choose_num_splits(num_seqs, num_kv_heads, context, query.device)
     d_pad = triton.next_power_of_2(head_dim)
     block_n, num_warps, num_stages = launch or decode_launch(head_dim, num_splits)
     if num_splits > 1:

@@ -34,3 +34,14 @@ def test_the_device_count_is_read_once_per_device(monkeypatch):
         assert reads == [1, 0]
     finally:
         sm._device_sms.cache_clear()
+
+
+def test_decode_splits_follow_the_device_sm_count(monkeypatch):
+    from serving.kernels import paged_decode
+
+    plans = {}
+    for sms in (16, 132):
+        monkeypatch.setattr(paged_decode, "sm_count", lambda device=None, n=sms: n)
+        plans[sms] = paged_decode.choose_num_splits(1, 8, 40960)
+    # 8 programs: split until two waves fill the device (32 programs on 16 SMs, 264 on 132)
+    assert plans == {16: 4, 132: 64}
