@@ -148,7 +148,21 @@ def _prologue_unfused(
     if attn.qk_norm:
         q = rms_norm(q, attn.q_norm.weight, attn.q_norm.eps)
         k = rms_norm(k, attn.k_norm.weight, attn.k_norm.eps)
-    rotary_inplace(q, cos, sin)
-    rotary_inplace(k, cos, sin)
+    rotate(q, cos, sin)
+    rotate(k, cos, sin)
     backend.write_kv(k, v, k_cache, v_cache, meta.slot_mapping)
     return q
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> None:
+    """Rotary in place (HF rotate-half layout): the Triton kernel for the head sizes it takes
+    (powers of two from 32), torch for the rest (small test models, odd widths)."""
+    d = x.shape[-1]
+    if d >= 32 and not d & (d - 1):
+        rotary_inplace(x, cos, sin)
+        return
+    half = d // 2
+    x1, x2 = x[..., :half].clone(), x[..., half:].clone()
+    c, s = cos[:, None, :], sin[:, None, :]
+    x[..., :half] = x1 * c[..., :half] - x2 * s[..., :half]
+    x[..., half:] = x2 * c[..., half:] + x1 * s[..., half:]

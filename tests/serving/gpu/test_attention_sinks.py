@@ -63,6 +63,8 @@ def test_sinks_far_above_or_near_the_logits_stay_finite(sink_std):
                 assert err < TOL[torch.bfloat16], (sink_std, path, err)
 
 
+# a token the engine picks may trail HF's argmax by this much in logits (a float32 near-tie)
+TIE_LOGITS = 1e-2
 PROMPT_LENS = (1, 9, 30, 47)  # most past the window (8)
 NEW_TOKENS = 20
 
@@ -96,5 +98,14 @@ def test_tiny_gpt_oss_on_cuda_equals_transformers_token_for_token(tmp_path, laye
     assert engine.runner.backend.name == "triton"
     arrivals = {0: [(str(i), p, greedy(NEW_TOKENS)) for i, p in enumerate(_prompts())]}
     finals = run_to_completion(engine, arrivals)
-    for i, answer in enumerate(answers):
-        assert finals[str(i)].outputs[0].token_ids == answer, f"prompt {i}"
+    for i, (p, answer) in enumerate(zip(_prompts(), answers, strict=True)):
+        ours = finals[str(i)].outputs[0].token_ids
+        if ours == answer:
+            continue
+        # Where the sequences part, transformers' own logits (teacher-forced on the engine's
+        # tokens) must show a near-tie that float32 on the GPU (TF32 dots) may decide either way.
+        at = next(t for t, (a, b) in enumerate(zip(ours, answer, strict=True)) if a != b)
+        with torch.inference_mode():
+            logits = hf(torch.tensor([p + ours[:at]])).logits[0, -1].double()
+        gap = float(logits.max() - logits[ours[at]])
+        assert gap <= TIE_LOGITS, f"prompt {i}: token {at} is {gap:.4f} below HF's argmax"
