@@ -273,7 +273,7 @@ def allreduce_share(engine, prompts: list[list[int]], new_tokens: int = 32) -> f
 
 
 def bench_tp_shape(name: str, batches: list[int], args, rows: list[dict], table: Table) -> None:
-    from bench.suites.bench_tp_engines import make_tp_engine
+    from bench.targets.tp_engines import make_tp_engine
 
     shape = SHAPES[name]
     sizes = (
