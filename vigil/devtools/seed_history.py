@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from sqlalchemy import insert
 
@@ -171,7 +172,7 @@ def tiny_slice_spike(run_id: int) -> DriftResult:
 
 
 # a new tenant, newco, is 65% of the last window; its alert is filed under all traffic (`*`)
-NEW_TENANT = {
+NEW_TENANT: dict[str, Any] = {
     "test": "new_category",
     "feature": "tenant",
     "segment": "*",
