@@ -13,8 +13,8 @@ from bench.workloads.serving_load import Job
 
 def offline(args, jobs: list[Job], max_num_seqs: int) -> dict:
     """The same jobs through LLMEngine in this process, as fast as it steps, `args.offline_repeats`
-    times on one engine, on fixed CPUs (bench/common/pinned_host.py): the best pass is the figure the
-    served run is compared with (the conservative side); the spread between passes is kept."""
+    times on one engine, on fixed CPUs (bench/common/pinned_host.py): the best pass is the figure
+    the served run is compared with (the conservative side); the spread between passes is kept."""
     from serving.engine import EngineConfig, build_engine
     from serving.heap import freeze_startup_heap
     from serving.sampling_params import SamplingParams
