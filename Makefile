@@ -87,7 +87,7 @@ image: install
 		$(IMAGE_BUILD_FLAGS) .
 
 bench: install
-	$(PY) -m bench.bench_ingest
+	$(PY) -m bench.suites.bench_ingest
 
 clean:
 	rm -rf $(VENV) var

@@ -68,11 +68,11 @@ def judge_validity(model: str, auc: float | None) -> str:
     if auc is None:
         return (
             f"Eval scores: the judge ({model}) has no measured validity; "
-            "bench/bench_judge_validity.py measures it (VIGIL_JUDGE_AUC shows it here)."
+            "bench/suites/bench_judge_validity.py measures it (VIGIL_JUDGE_AUC shows it here)."
         )
     return (
         f"Eval scores: the judge ({model}) tells right from wrong math answers with ROC AUC "
-        f"{auc:.2f} (0.5 = chance, 1 = always), measured by bench/bench_judge_validity.py."
+        f"{auc:.2f} (0.5 = chance, 1 = always), measured by bench/suites/bench_judge_validity.py."
     )
 
 

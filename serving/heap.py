@@ -4,7 +4,7 @@ An API process imports torch, tokenizers and the model code while loading its en
 engine-core process holds the model, the tokenizer and the engine besides: hundreds of thousands
 to a million objects that live as long as the process. Every full (generation 2) collection walks
 them all, a tenth to a quarter of a second on a small machine (a stall of every stream when the
-engine core does it: bench/bench_core_loop.py), and serving allocates enough long-lived objects
+engine core does it: bench/suites/bench_core_loop.py), and serving allocates enough long-lived objects
 (requests, sequences, streams, outputs) to trigger such passes. `gc.freeze()` moves everything
 alive at that moment to a generation the collector never scans; later garbage is collected as
 before. Both processes freeze once they are ready, as vLLM's engine core does; so does each

@@ -24,7 +24,7 @@ class JudgeSettings(BaseSettings):
     judge_api_key: SecretStr | None = None
     judge_timeout_s: float = Field(60.0, gt=0)
     # the ROC AUC with which the judge's score separates right from wrong answers, as measured by
-    # bench/bench_judge_validity.py for this judge model; shown on the baselines page
+    # bench/suites/bench_judge_validity.py for this judge model; shown on the baselines page
     judge_auc: float | None = Field(None, ge=0.0, le=1.0)
 
     @field_validator("judge_url")

@@ -1,7 +1,7 @@
 """One host message per step through a shared-memory ring (the driver writes, every worker reads).
 
 A gloo broadcast over loopback TCP costs ~0.3-1 ms a message on a busy host; a write into shared
-memory that the workers poll costs microseconds (bench/bench_step_channel.py measures both). The
+memory that the workers poll costs microseconds (bench/suites/bench_step_channel.py measures both). The
 ring has SLOTS slots of `capacity` int64 each, [length, body...]; a control block holds the
 writer's sequence number and one read sequence per worker, each on its own cache line. The writer
 fills slot `seq % SLOTS`, then publishes `seq + 1`; it waits while the slot is still unread by

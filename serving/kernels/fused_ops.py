@@ -3,7 +3,7 @@
 Each replaces several eager torch launches with one, and reproduces HF transformers' rounding
 order (bf16 residual sum, fp32 normalisation cast back before the weight multiply, bf16 silu
 before the product, bf16 products before the rotary sum) so greedy tokens stay identical.
-Whether they pay is measured by bench/bench_kernels.py (figures in bench/results/kernels.md).
+Whether they pay is measured by bench/suites/bench_kernels.py (figures in bench/results/kernels.md).
 """
 
 import torch

@@ -8,7 +8,8 @@ import math
 
 import pytest
 
-from bench.bench_prefill import (
+from bench.common.results_table import write_results
+from bench.suites.bench_prefill import (
     ALL_SHAPES,
     TINY_SHAPE,
     non_embedding_params,
@@ -16,11 +17,10 @@ from bench.bench_prefill import (
     prefill_flops,
     run,
 )
-from bench.results_table import write_results
 
 
 def test_non_embedding_params_are_the_models_parameters_less_its_embeddings():
-    from bench.hf_random import hf_random_model
+    from bench.common.hf_random import hf_random_model
 
     model = hf_random_model(TINY_SHAPE, device="cpu")
     counted = sum(

@@ -1,4 +1,5 @@
-"""bench/bigbench_tasks.py: only the asked tasks' task.json members are read from the sdist."""
+"""bench/workloads/bigbench_tasks.py: only the asked tasks' task.json members are read from the
+sdist."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bench.bigbench_tasks import read_tasks, reference_answer, task_of
+from bench.workloads.bigbench_tasks import read_tasks, reference_answer, task_of
 
 ROOT = "bigbench-1.0.0/bigbench/benchmark_tasks"
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pandas as pd
 from scipy.stats import binomtest
 
-from bench.bigbench_tasks import Example
-from bench.drift_quality_apps import all_templates, reworded_templates, task_app
-from bench.drift_quality_pool import draw_prompts, split_of
-from bench.drift_quality_windows import Score, draw_window, wilson
+from bench.workloads.bigbench_tasks import Example
+from bench.workloads.drift_quality_apps import all_templates, reworded_templates, task_app
+from bench.workloads.drift_quality_pool import draw_prompts, split_of
+from bench.workloads.drift_quality_windows import Score, draw_window, wilson
 
 
 def _tasks(n: int = 60) -> dict[str, list[Example]]:

@@ -9,7 +9,7 @@ import tarfile
 
 import pytest
 
-from bench.judge_items import ROOT, pairs, read_tasks
+from bench.workloads.judge_items import ROOT, pairs, read_tasks
 
 ARITHMETIC = {
     "examples": [

@@ -8,9 +8,10 @@ import sys
 
 import pytest
 
-from bench import profile_kernels
-from bench.bench_profile_step import main as profile_step_main
-from bench.kernel_classes import (
+from bench.common.roofline import HBM_BYTES_PER_S, kv_bytes_per_token, weight_bytes
+from bench.common.tiny_model import tiny_qwen3
+from bench.profiling import profile_kernels
+from bench.profiling.kernel_classes import (
     ATTENTION,
     ELEMENTWISE,
     GEMM,
@@ -25,8 +26,8 @@ from bench.kernel_classes import (
     step_table,
     top_table,
 )
-from bench.model_shapes import HBM_BYTES_PER_S, SHAPES, kv_bytes_per_token, weight_bytes
-from bench.tiny_model import tiny_qwen3
+from bench.suites.bench_profile_step import main as profile_step_main
+from vigil.devtools.model_shapes import SHAPES
 
 NAMES = {
     "nvjet_tst_192x192_64x4_2x1_v_bz_coopB_NNT": GEMM,
@@ -129,7 +130,7 @@ TINY = tiny_qwen3()
 
 
 def test_profile_batch_runs_its_steps_at_the_context_and_leaves_the_engine_empty(monkeypatch):
-    from bench.hf_random import hf_random_model, loaded_from_hf, make_engine
+    from bench.common.hf_random import hf_random_model, loaded_from_hf, make_engine
 
     loaded = loaded_from_hf(hf_random_model(TINY, device="cpu"), TINY, "tiny")
     engine = make_engine(

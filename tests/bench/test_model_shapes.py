@@ -8,10 +8,11 @@ import math
 
 import pytest
 
-from bench.model_shapes import GPT_OSS_20B_LIKE, QWEN3_30B_A3B, decode_step_bytes, weight_bytes
+from bench.common.roofline import decode_step_bytes, weight_bytes
 from serving.loader.config import config_from_hf
 from serving.loader.load import expected_tensor_names
 from serving.loader.random_weights import _full_shape
+from vigil.devtools.model_shapes import GPT_OSS_20B_LIKE, QWEN3_30B_A3B
 
 
 def _loaded_elements(shape: dict) -> int:

@@ -10,7 +10,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bench.pinned_host import pin_set, pinned, spread, with_spread
+from bench.common.pinned_host import pin_set, pinned, spread, with_spread
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity masks")

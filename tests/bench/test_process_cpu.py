@@ -1,4 +1,4 @@
-"""bench/process_cpu.py: /proc CPU readings of the server's API processes."""
+"""bench/common/process_cpu.py: /proc CPU readings of the server's API processes."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from bench.bench_serving import api_cpu
-from bench.process_cpu import api_pids, cpu_seconds, total_cpu_seconds
+from bench.common.process_cpu import api_pids, cpu_seconds, total_cpu_seconds
+from bench.suites.bench_serving import api_cpu
 
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
@@ -43,7 +43,7 @@ def test_api_cpu_per_thousand_streamed_tokens():
 
 
 def test_tokens_per_event_counts_coalesced_outputs():
-    from bench.serving_load import summarize
+    from bench.workloads.serving_load import summarize
 
     results = [
         {"start": 0.0, "end": 1.0, "stamps": [0.1, 0.2], "tokens": 4, "error": None},

@@ -8,8 +8,8 @@ import sys
 import httpx
 import pytest
 
-from bench.bench_serving import _api_servers, parse_args
-from bench.serving_api_count import label, parse_counts, processes_answering, resolve
+from bench.suites.bench_serving import _api_servers, parse_args
+from bench.targets.serving_api_count import label, parse_counts, processes_answering, resolve
 from serving.server.processes import api_server_count as asc
 
 

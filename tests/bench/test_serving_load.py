@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bench.serving_load import split_jobs, workload
+from bench.workloads.serving_load import split_jobs, workload
 
 
 @given(num=st.integers(1, 60), workers=st.integers(1, 8), concurrency=st.integers(1, 70))
@@ -40,7 +40,7 @@ def test_sse_lines_split_only_at_sse_line_ends_wherever_the_chunks_break(events,
     import asyncio
     import json
 
-    from bench.serving_load import sse_lines
+    from bench.workloads.serving_load import sse_lines
 
     end = "\r\n" if crlf else "\n"
     lines = [

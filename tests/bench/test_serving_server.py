@@ -10,8 +10,8 @@ import torch
 from engine_fixtures import byte_tokenizer_json
 from safetensors.torch import load_file
 
-from bench.serving_server import prompt_vocab, tokenizer_vocab, write_random_model
-from bench.tiny_model import tiny_qwen3
+from bench.common.tiny_model import tiny_qwen3
+from bench.targets.serving_server import prompt_vocab, tokenizer_vocab, write_random_model
 from serving.engine import EngineConfig, LLMEngine
 from serving.sampling_params import SamplingParams
 
@@ -76,7 +76,7 @@ def test_a_server_that_dies_at_start_up_is_reported_with_the_end_of_its_log(tmp_
 
     import pytest
 
-    from bench.serving_server import Storage, start_server
+    from bench.targets.serving_server import Storage, start_server
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -8,7 +8,6 @@ import pytest
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from seed_history import seed_history, tiny_slice_spike
 from sidecar_servers import API_KEY
 
 from dashboards.alert_lead import Row, lead_row, lead_sentence, own_rows, ratio, table_rows, who
@@ -16,6 +15,7 @@ from dashboards.alert_words import effect_size
 from sidecar.app import create_app
 from storage.db import session_factory
 from storage.models import Alert, DriftResult
+from vigil.devtools.seed_history import seed_history, tiny_slice_spike
 
 VIEW = {"Authorization": f"Bearer {API_KEY}"}
 TESTS = {"psi": "statistic", "wasserstein": "statistic", "ks": "p_value", "chi2": "p_value"}

@@ -8,13 +8,13 @@ import pytest
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from seed_history import seed_history
 from sidecar_servers import API_KEY
 
 from sidecar.app import create_app
 from storage.db import session_factory
 from storage.models import Alert, AlertAction, DriftResult, DriftRun, Embedding, Sample
 from storage.records import vector_to_bytes
+from vigil.devtools.seed_history import seed_history
 
 ADMIN = "admin-key-0123456789abcdef"
 VIEW = {"Authorization": f"Bearer {API_KEY}"}

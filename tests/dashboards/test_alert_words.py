@@ -10,7 +10,6 @@ from datetime import UTC, datetime
 from fastapi.testclient import TestClient
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from seed_history import new_tenant_alert, new_tenant_result, seed_history
 from sidecar_servers import API_KEY
 
 from dashboards.alert_lead import Row, result_phrase
@@ -18,6 +17,7 @@ from dashboards.alert_words import effect_sentence, effect_size
 from sidecar.app import create_app
 from storage.db import session_factory
 from storage.models import Alert, DriftResult, DriftRun, Sample
+from vigil.devtools.seed_history import new_tenant_alert, new_tenant_result, seed_history
 
 VIEW = {"Authorization": f"Bearer {API_KEY}"}
 SINCE = datetime(2026, 12, 3, 7, 12, tzinfo=UTC)

@@ -8,7 +8,6 @@ from urllib.parse import unquote
 
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from seed_history import seed_history
 from sidecar_servers import API_KEY
 
 from dashboards.baseline_jobs import BaselineJobs
@@ -16,6 +15,7 @@ from dashboards.baselines_page import BaselineOps, build_baselines_router
 from sidecar.app import create_app
 from storage.db import session_factory
 from storage.models import Baseline
+from vigil.devtools.seed_history import seed_history
 from vigil.keys import Principal
 
 ADMIN = "admin-key-0123456789abcdef"

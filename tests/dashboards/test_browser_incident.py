@@ -11,11 +11,11 @@ from headless import (
     shot,
     visit,
 )
-from seed_history import seed_history
 
 from sidecar.app import create_app
 from storage.db import session_factory
 from storage.models import Alert, Incident
+from vigil.devtools.seed_history import seed_history
 
 HEADLINE = (
     "New tenant newco (mobile) is 65 % of traffic since 07:12 UTC;"

@@ -5,11 +5,11 @@ and every link either page shows opens."""
 from __future__ import annotations
 
 from headless import assert_links_open, needs_browser, served_in_browser, shot, visit
-from seed_history import seed_history
 from seed_incident import HEADLINE, seed_incident
 
 from sidecar.app import create_app
 from storage.db import session_factory
+from vigil.devtools.seed_history import seed_history
 
 pytestmark = needs_browser
 

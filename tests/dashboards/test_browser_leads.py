@@ -13,10 +13,10 @@ from headless import (
     shot,
     visit,
 )
-from seed_history import new_tenant_alert, seed_history
 
 from sidecar.app import create_app
 from storage.db import session_factory
+from vigil.devtools.seed_history import new_tenant_alert, seed_history
 
 pytestmark = needs_browser
 

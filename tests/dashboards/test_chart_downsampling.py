@@ -7,13 +7,13 @@ import math
 
 import pytest
 from fastapi.testclient import TestClient
-from seed_history import seed_history
 from sidecar_servers import API_KEY
 from sqlalchemy import update
 
 from sidecar.app import create_app
 from storage.db import session_factory
 from storage.models import DriftResult, DriftRun
+from vigil.devtools.seed_history import seed_history
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 HOURS = 30 * 24

@@ -7,7 +7,6 @@ import numpy as np
 from fastapi.testclient import TestClient
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from seed_history import seed_history
 from sidecar_servers import API_KEY
 from sklearn.decomposition import PCA
 
@@ -16,6 +15,7 @@ from sidecar.app import create_app
 from storage.db import session_factory
 from storage.models import BaselineSample, DriftResult, DriftRun, Embedding, Sample
 from storage.records import vector_to_bytes
+from vigil.devtools.seed_history import seed_history
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 

@@ -11,7 +11,6 @@ from pathlib import Path
 import yaml
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
-from seed_history import seed_history
 from sidecar_servers import API_KEY
 
 from serving.outputs import CompletionOutput, EngineStats, RequestMetrics, RequestOutput
@@ -19,6 +18,7 @@ from serving.server.metrics.server_metrics import SampleCounters, ServerMetrics
 from sidecar import job_stats
 from sidecar.app import create_app
 from storage.db import session_factory
+from vigil.devtools.seed_history import seed_history
 
 ROOT = Path(__file__).resolve().parents[2]
 METRIC = re.compile(r"\b(vllm:[a-zA-Z0-9_:]+|vigil:[a-zA-Z0-9_:]+|vigil_[a-zA-Z0-9_]+)")

@@ -9,7 +9,6 @@ from datetime import timedelta
 
 import pytest
 from fastapi.testclient import TestClient
-from seed_history import seed_history
 from seed_incident import HEADLINE, seed_incident
 from sidecar_servers import API_KEY
 from test_metrics_export import scrape
@@ -17,6 +16,7 @@ from test_metrics_export import scrape
 from alerts import incident_lifecycle
 from sidecar.app import create_app
 from storage.db import session_factory
+from vigil.devtools.seed_history import seed_history
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 

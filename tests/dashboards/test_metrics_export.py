@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
-from seed_history import seed_history
 from sidecar_servers import API_KEY
 
 from sidecar import job_stats
 from sidecar.app import create_app
 from storage.db import session_factory
 from storage.models import Delivery, Sample
+from vigil.devtools.seed_history import seed_history
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 

@@ -10,12 +10,12 @@ import pytest
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from seed_history import seed_history
 from sidecar_servers import API_KEY
 
 from sidecar.app import create_app
 from storage.db import session_factory
 from storage.models import EvalScore, Sample
+from vigil.devtools.seed_history import seed_history
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 from fastapi.testclient import TestClient
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from seed_history import moved_result, seed_history, tiny_slice_spike
 from sidecar_servers import API_KEY
 
 from dashboards.moved import rank_moved
@@ -15,6 +14,7 @@ from drift.ranking import FLOOR_N, FLOOR_SHARE
 from sidecar.app import create_app
 from storage.db import session_factory
 from storage.models import DriftResult, DriftRun
+from vigil.devtools.seed_history import moved_result, seed_history, tiny_slice_spike
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 

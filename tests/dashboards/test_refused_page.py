@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 from fastapi.testclient import TestClient
-from seed_history import seed_history
 from sidecar_servers import API_KEY
 
 from sidecar.app import create_app
 from storage.db import session_factory
 from storage.models import AlertAction
+from vigil.devtools.seed_history import seed_history
 
 ADMIN = "admin-key-0123456789abcdef"
 VIEW = {"Authorization": f"Bearer {API_KEY}"}

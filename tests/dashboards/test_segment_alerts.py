@@ -7,13 +7,13 @@ from __future__ import annotations
 from fastapi.testclient import TestClient
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from seed_history import new_tenant_alert, new_tenant_result, seed_history
 from sidecar_servers import API_KEY
 
 from dashboards.segment_alerts import involvement
 from sidecar.app import create_app
 from storage.db import session_factory
 from storage.models import Alert, Incident
+from vigil.devtools.seed_history import new_tenant_alert, new_tenant_result, seed_history
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 NAMES = st.sampled_from(["newco", "acme", "web", "a/b", "x=y", "*"])

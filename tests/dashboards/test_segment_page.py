@@ -13,7 +13,6 @@ from urllib.parse import parse_qs, urlsplit
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from seed_history import seed_history
 from sidecar_servers import API_KEY
 
 from dashboards.segment_page import segment_href, segment_url
@@ -21,6 +20,7 @@ from dashboards.templating import visible
 from sidecar.app import create_app
 from storage.db import session_factory
 from storage.models import Alert, DriftResult, DriftRun, Sample
+from vigil.devtools.seed_history import seed_history
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 

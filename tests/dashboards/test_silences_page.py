@@ -8,13 +8,13 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 from headless import needs_browser, served_in_browser, shot
-from seed_history import seed_history
 from seed_incident import seed_incident
 from sidecar_servers import API_KEY
 
 from sidecar.app import create_app
 from storage.db import session_factory
 from storage.models import Incident, Silence
+from vigil.devtools.seed_history import seed_history
 
 ADMIN = "admin-key-0123456789abcdef"
 VIEW = {"Authorization": f"Bearer {API_KEY}"}

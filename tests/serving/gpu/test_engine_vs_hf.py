@@ -10,7 +10,7 @@ import os
 import pytest
 import torch
 
-from bench.model_shapes import QWEN3_0_6B, SMOLLM2_135M
+from vigil.devtools.model_shapes import QWEN3_0_6B, SMOLLM2_135M
 
 pytestmark = pytest.mark.gpu
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -97,11 +97,11 @@ def test_engine_batch1_gemv_decode_scores_like_cublas_prefill():
     GEMVs, replayed from graphs) against the same tokens scored teacher-forced by a prefill (cuBLAS
     GEMMs). Near-uniform random logits tie often, so the check is on logprobs, not on a second
     greedy run's tokens."""
-    from bench.model_shapes import SHAPES as MODEL_SHAPES
     from serving.engine import build_engine
     from serving.engine.config import EngineConfig
     from serving.loader.random_weights import random_loaded
     from serving.sampling_params import SamplingParams
+    from vigil.devtools.model_shapes import SHAPES as MODEL_SHAPES
 
     def run(engine, rid, ids, params):
         engine.add_request(rid, ids, params)

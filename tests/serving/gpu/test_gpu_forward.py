@@ -205,11 +205,11 @@ def test_steps_wider_than_the_graph_or_with_long_decode_rows_run_eagerly(monkeyp
 
 
 def test_engine_captures_every_bucket_at_start_and_none_while_serving():
-    from bench.model_shapes import SHAPES
     from serving.engine import build_engine
     from serving.engine.config import EngineConfig
     from serving.loader.random_weights import random_loaded
     from serving.sampling_params import SamplingParams
+    from vigil.devtools.model_shapes import SHAPES
 
     cfg = EngineConfig(
         device="cuda",

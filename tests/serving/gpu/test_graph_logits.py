@@ -107,10 +107,10 @@ def test_sampling_with_graph_stats_equals_sampling_the_logits(kind):
 
 
 def test_engine_tokens_and_logprobs_are_the_same_with_the_tail_in_the_graph():
-    from bench.model_shapes import SHAPES
     from serving.engine import build_engine
     from serving.engine.config import EngineConfig
     from serving.loader.random_weights import random_loaded
+    from vigil.devtools.model_shapes import SHAPES
 
     def run(graphed: bool) -> dict[str, tuple[list[int], list[float]]]:
         cfg = EngineConfig(

@@ -91,11 +91,11 @@ def test_graphed_chain_with_pdl_gives_the_same_bits(pdl_mode, hidden, inter):
 def test_engine_decode_is_identical_with_and_without_pdl(pdl_mode):
     """Greedy decode of random Qwen3 models, one with the norm read inside the GEMVs (1,024
     features) and one with separate norm kernels (2,048): tokens and logprobs bit for bit."""
-    from bench.model_shapes import SHAPES
     from serving.engine import build_engine
     from serving.engine.config import EngineConfig
     from serving.loader.random_weights import random_loaded
     from serving.sampling_params import SamplingParams
+    from vigil.devtools.model_shapes import SHAPES
 
     wide = dict(SHAPES["qwen3-0.6b"], hidden_size=2048, intermediate_size=6144, num_hidden_layers=6)
     narrow = dict(SHAPES["qwen3-0.6b"], num_hidden_layers=6)

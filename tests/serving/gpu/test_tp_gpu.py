@@ -14,13 +14,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bench.model_shapes import QWEN3_4B, SMOLLM2_135M
 from serving.distributed.source import ModelSource
 from serving.engine import build_engine
 from serving.engine.config import EngineConfig
 from serving.engine.engine.llm_engine import LLMEngine
 from serving.loader.random_weights import random_loaded
 from serving.sampling_params import SamplingParams
+from vigil.devtools.model_shapes import QWEN3_4B, SMOLLM2_135M
 
 pytestmark = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA devices")
 PROMPT, NEW = 48, 24

@@ -38,10 +38,10 @@ def _run(engine) -> None:
 
 
 def test_serving_after_warm_up_compiles_nothing():
-    from bench.model_shapes import SHAPES
     from serving.engine import build_engine
     from serving.engine.config import EngineConfig
     from serving.loader.random_weights import random_loaded
+    from vigil.devtools.model_shapes import SHAPES
 
     cfg = EngineConfig(device="cuda", dtype="bfloat16", kv_cache_memory_mb=1024, max_num_seqs=16)
     engine = build_engine(cfg, loaded=random_loaded(SHAPES["smollm2-135m"], seed=0, device="cuda"))

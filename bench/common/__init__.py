@@ -1,0 +1,2 @@
+"""Helpers the suites share: the results table writer, random-weight HF checkpoints, the tiny
+model, roofline bytes, GPU timing, pinned CPUs and per-process CPU time."""

@@ -1,0 +1,2 @@
+"""The runnable benchmarks: `python -m bench.suites.bench_<name> [options]`, each writing its
+figures to bench/results/<name>.md."""

@@ -1,0 +1,2 @@
+"""What the suites run and compare against: served engines, the offline peer, the sidecar alone,
+null receivers, fake upstreams and the sibling model."""
