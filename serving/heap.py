@@ -1,14 +1,14 @@
 """Keep what a serving process built at start-up out of the garbage collector's full passes.
 
 An API process imports torch, tokenizers and the model code while loading its engine client; the
-engine-core process holds the model, the tokenizer and the engine besides: hundreds of thousands
-to a million objects that live as long as the process. Every full (generation 2) collection walks
-them all, a tenth to a quarter of a second on a small machine (a stall of every stream when the
-engine core does it: bench/suites/bench_core_loop.py), and serving allocates enough long-lived objects
-(requests, sequences, streams, outputs) to trigger such passes. `gc.freeze()` moves everything
-alive at that moment to a generation the collector never scans; later garbage is collected as
-before. Both processes freeze once they are ready, as vLLM's engine core does; so does each
-`vigil proxy` process, whose loop relays every stream it holds.
+engine-core process holds the model, the tokenizer and the engine besides: hundreds of thousands to
+a million objects that live as long as the process. Every full (generation 2) collection walks them
+all, a tenth to a quarter of a second on a small machine (a stall of every stream when the engine
+core does it: bench/suites/bench_core_loop.py), and serving allocates enough long-lived objects
+(requests, sequences, streams, outputs) to trigger such passes. `gc.freeze()` moves everything alive
+at that moment to a generation the collector never scans; later garbage is collected as before. Both
+processes freeze once they are ready, as vLLM's engine core does; so does each `vigil proxy`
+process, whose loop relays every stream it holds.
 """
 
 from __future__ import annotations

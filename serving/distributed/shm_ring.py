@@ -1,13 +1,13 @@
 """One host message per step through a shared-memory ring (the driver writes, every worker reads).
 
 A gloo broadcast over loopback TCP costs ~0.3-1 ms a message on a busy host; a write into shared
-memory that the workers poll costs microseconds (bench/suites/bench_step_channel.py measures both). The
-ring has SLOTS slots of `capacity` int64 each, [length, body...]; a control block holds the
+memory that the workers poll costs microseconds (bench/suites/bench_step_channel.py measures both).
+The ring has SLOTS slots of `capacity` int64 each, [length, body...]; a control block holds the
 writer's sequence number and one read sequence per worker, each on its own cache line. The writer
-fills slot `seq % SLOTS`, then publishes `seq + 1`; it waits while the slot is still unread by
-some worker. A worker polls the writer's sequence (a short spin, then sleeps backing off to
-0.2 ms, so an idle group costs almost no CPU), copies the body out, then publishes its read.
-A body longer than a slot spills its tail into a gloo broadcast, announced by the length.
+fills slot `seq % SLOTS`, then publishes `seq + 1`; it waits while the slot is still unread by some
+worker. A worker polls the writer's sequence (a short spin, then sleeps backing off to 0.2 ms, so an
+idle group costs almost no CPU), copies the body out, then publishes its read. A body longer than a
+slot spills its tail into a gloo broadcast, announced by the length.
 
 Ordering rests on x86's total store order (the body's stores are seen before the sequence's);
 `usable()` says False elsewhere, and the step channel falls back to host_broadcast.py.

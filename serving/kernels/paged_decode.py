@@ -193,7 +193,8 @@ def paged_decode(
     query/out: [num_tokens, num_q_heads, head_dim]; the query row of sequence i is
     query_start_loc[i]. Caches: [num_blocks, block_size, num_kv_heads, head_dim] (bf16/fp16 or
     float8_e4m3fn with k_scale/v_scale). `max_seq_len` is only a hint that picks the split count;
-    `launch` (BLOCK_N, warps, stages) overrides `decode_launch` (bench/suites/bench_decode_tuning.py).
+    `launch` (BLOCK_N, warps, stages) overrides `decode_launch`
+    (bench/suites/bench_decode_tuning.py).
     `window`: the query (at seq_len - 1) sees the last `window` keys only; `softcap`: the scaled
     logits capped to cap * tanh(logits / cap); `sinks` [num_q_heads]: each head's sink logit
     joins its softmax denominator (gpt-oss). Head dims up to 512.
