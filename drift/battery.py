@@ -15,23 +15,22 @@ segment.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
 from drift.battery_inputs import BatteryOptions, Frozen, Levels, TestInputs, run_test
-from drift.clusters import cluster_results
-from drift.eval_trend import eval_trend_test
 from drift.features import FeatureSet
-from drift.instruction_words import INSTRUCTION_WORDS
 from drift.multitest import benjamini_hochberg
-from drift.prompt_response import aggregate_results, conditional_results, prompt_mix_results
-from drift.registry import find_test, get_test, tests_for
+from drift.registry import Scope, TestSpec, all_tests, find_test, get_test
 from drift.result import TestResult
-from drift.stattests.instruction_ngrams import NAME as NGRAMS
 from drift.stattests.mmd import MMDReference
 
 __all__ = ["BatteryOptions", "Frozen", "Levels", "run_battery"]
+
+PAIR_SCOPES: tuple[Scope, ...] = ("pair", "eval")
 
 
 def run_battery(
@@ -43,66 +42,68 @@ def run_battery(
     rng: np.random.Generator,
     mmd_refs: dict[str, MMDReference] | None = None,
     options: BatteryOptions | None = None,
+    scopes: Sequence[Scope] = PAIR_SCOPES,
+    prompts: Sequence[object] | None = None,
 ) -> list[TestResult]:
+    """Every registered test of `scopes` that the options want, on this pair."""
     opt = options or BatteryOptions()
-    inputs = TestInputs(frozen=frozen, levels=levels, options=opt, rng=rng, mmd_refs=mmd_refs or {})
+    inputs = TestInputs(
+        frozen=frozen,
+        levels=levels,
+        options=opt,
+        rng=rng,
+        mmd_refs=mmd_refs or {},
+        prompts=prompts,
+    )
     out: list[TestResult] = []
-    numeric = [s for s in tests_for("numeric", per_feature=True) if opt.wants(s.name)]
-    for name in ref.numeric:
-        if name not in cur.numeric:
-            continue
-        r, c = ref.numeric[name], cur.numeric[name]
-        centres = central_values(r, c)
-        out += [
-            replace(res, detail={**res.detail, **centres})
-            for res in (run_test(spec, name, r, c, inputs) for spec in numeric)
-        ]
-        if name.startswith("eval_") and opt.wants("eval_trend"):
-            res = eval_trend_test(
-                r,
-                c,
-                threshold=opt.eval_drop,
-                timestamps=cur.timestamps,
-                alpha=opt.eval_alpha,
-                window_days=opt.eval_window_days,
-                min_samples=opt.eval_min_samples,
-            )
-            out.append(res.with_context(feature=name))
+    for scope in scopes:
+        for spec in all_tests(scope):
+            if opt.wants(spec.name):
+                out += spec_results(spec, ref, cur, inputs)
     adjust_across_features(out)
-
-    categorical = [s for s in tests_for("categorical", per_feature=True) if opt.wants(s.name)]
-    for name in ref.categorical:
-        if name not in cur.categorical:
-            continue
-        r, c = ref.categorical_values(name), cur.categorical_values(name)
-        out += [run_test(spec, name, r, c, inputs) for spec in categorical]
-
-    embedding = [s for s in tests_for("embedding", per_feature=True) if opt.wants(s.name)]
-    for name, block in ref.embeddings.items():
-        if name not in cur.embeddings:
-            continue
-        y = cur.embeddings[name].vectors
-        out += [run_test(spec, name, block.vectors, y, inputs) for spec in embedding]
-        if opt.wants("new_cluster") and name in frozen.clusters:
-            for res in cluster_results(
-                frozen.clusters[name],
-                y,
-                rng=rng,
-                min_samples=opt.cluster_min_samples,
-                **opt.cluster_kwargs,
-            ):
-                out.append(res.with_context(feature=name))
-    out += prompt_mix_results(ref, cur, inputs)
-    out += conditional_results(ref, cur, inputs)
-    out += aggregate_results(ref, cur, inputs)
-    if (
-        opt.wants(NGRAMS)
-        and INSTRUCTION_WORDS in ref.word_sets
-        and INSTRUCTION_WORDS in cur.word_sets
-    ):
-        r, c = ref.word_sets[INSTRUCTION_WORDS], cur.word_sets[INSTRUCTION_WORDS]
-        out.append(run_test(get_test(NGRAMS), INSTRUCTION_WORDS, r, c, inputs))
     return out
+
+
+def spec_results(
+    spec: TestSpec, ref: FeatureSet, cur: FeatureSet, inputs: TestInputs
+) -> list[TestResult]:
+    """One test's results on a pair: its own collector, or each feature of its kind."""
+    if spec.collect is not None:
+        return spec.collect(spec, ref, cur, inputs)
+    if not spec.per_feature:
+        return []
+    out = [run_test(spec, name, r, c, inputs) for name, r, c in feature_pairs(spec, ref, cur)]
+    if spec.kind == "numeric":  # medians and means: the change in the feature's own unit
+        out = [
+            replace(
+                res,
+                detail={
+                    **res.detail,
+                    **central_values(ref.numeric[res.feature], cur.numeric[res.feature]),
+                },
+            )
+            for res in out
+        ]
+    return out
+
+
+def feature_pairs(spec: TestSpec, ref: FeatureSet, cur: FeatureSet) -> list[tuple[str, Any, Any]]:
+    """(feature, reference values, window values) of every feature of the spec's kind."""
+    if spec.kind == "numeric":
+        return [(n, ref.numeric[n], cur.numeric[n]) for n in ref.numeric if n in cur.numeric]
+    if spec.kind == "categorical":
+        return [
+            (n, ref.categorical_values(n), cur.categorical_values(n))
+            for n in ref.categorical
+            if n in cur.categorical
+        ]
+    if spec.kind == "embedding":
+        return [
+            (n, b.vectors, cur.embeddings[n].vectors)
+            for n, b in ref.embeddings.items()
+            if n in cur.embeddings
+        ]
+    return [(n, ref.word_sets[n], cur.word_sets[n]) for n in ref.word_sets if n in cur.word_sets]
 
 
 def central_values(ref: np.ndarray, cur: np.ndarray) -> dict[str, float]:

@@ -4,6 +4,7 @@ options, and the one call that runs a registered test on one feature with all of
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -80,6 +81,7 @@ class TestInputs:
     options: BatteryOptions
     rng: np.random.Generator
     mmd_refs: dict[str, MMDReference] = field(default_factory=dict)
+    prompts: Sequence[object] | None = None  # the window's prompt texts (whole window only)
 
 
 def run_test(

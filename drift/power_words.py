@@ -6,16 +6,8 @@ from __future__ import annotations
 
 from drift.formatting import clean_text, fmt_num
 from drift.power_report import DetectableEffect, PowerReport
+from drift.registry import find_test
 
-TEST_WORDS = {
-    "ks": "The KS test",
-    "psi": "PSI",
-    "wasserstein": "The Wasserstein distance",
-    "chi2": "The chi-square test",
-    "js": "The Jensen–Shannon distance",
-    "mmd": "MMD",
-    "cluster_mix": "The prompt-mix test",
-}
 # feature -> (what it measures, its unit)
 FEATURE_WORDS = {
     "completion_tokens": ("response length", "tokens"),
@@ -35,6 +27,13 @@ FEATURE_WORDS = {
     "prompt_embedding": ("prompts", ""),
     "response_embedding": ("responses", ""),
 }
+
+
+def test_words(name: str) -> str:
+    """The test's display name (drift.registry) as the subject of a sentence."""
+    spec = find_test(name)
+    words = spec.display_name if spec and spec.display_name else f"the {clean_text(name)} test"
+    return words[:1].upper() + words[1:]
 
 
 def feature_words(feature: str) -> tuple[str, str]:
@@ -63,7 +62,7 @@ def _amount(effect: DetectableEffect, e: float) -> str:
 
 def describe(effect: DetectableEffect, window_size: int) -> str:
     """One sentence: the smallest effect the test detects, or what it does not detect."""
-    test = TEST_WORDS.get(effect.test, f"The {clean_text(effect.test)} test")
+    test = test_words(effect.test)
     what, _unit = feature_words(effect.feature)
     window = f"in a window of {window_size} samples"
     if effect.note:

@@ -38,9 +38,8 @@ import numpy as np
 
 from drift.battery_inputs import Frozen, TestInputs, run_test
 from drift.features import FeatureSet
-from drift.registry import get_test
+from drift.registry import TestSpec
 from drift.result import TestResult
-from drift.stattests.response_agg import NAME as AGG
 from drift.templates import UNSEEN
 
 PROMPT = "prompt_embedding"
@@ -118,16 +117,15 @@ def _on_rows(values: np.ndarray, rows: np.ndarray, strata: tuple[np.ndarray, np.
     return values[in_values], s_labels[in_strata]
 
 
-def prompt_mix_results(ref: FeatureSet, cur: FeatureSet, inputs: TestInputs) -> list[TestResult]:
-    if (
-        not inputs.options.wants("cluster_mix")
-        or PROMPT not in ref.embeddings
-        or PROMPT not in cur.embeddings
-    ):
+def prompt_mix_results(
+    spec: TestSpec, ref: FeatureSet, cur: FeatureSet, inputs: TestInputs
+) -> list[TestResult]:
+    """The prompt-mix test on the prompt embeddings."""
+    if PROMPT not in ref.embeddings or PROMPT not in cur.embeddings:
         return []
     return [
         run_test(
-            get_test("cluster_mix"),
+            spec,
             PROMPT,
             ref.embeddings[PROMPT].vectors,
             cur.embeddings[PROMPT].vectors,
@@ -136,9 +134,10 @@ def prompt_mix_results(ref: FeatureSet, cur: FeatureSet, inputs: TestInputs) -> 
     ]
 
 
-def conditional_results(ref: FeatureSet, cur: FeatureSet, inputs: TestInputs) -> list[TestResult]:
-    if not inputs.options.wants("conditional_mmd"):
-        return []
+def conditional_results(
+    spec: TestSpec, ref: FeatureSet, cur: FeatureSet, inputs: TestInputs
+) -> list[TestResult]:
+    """The prompt-conditioned test on the responses, within prompt clusters (and templates)."""
     pairs: list[tuple[str, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
     if RESPONSE in ref.embeddings and RESPONSE in cur.embeddings:
         rb, cb = ref.embeddings[RESPONSE], cur.embeddings[RESPONSE]
@@ -152,7 +151,6 @@ def conditional_results(ref: FeatureSet, cur: FeatureSet, inputs: TestInputs) ->
     ]
     if inputs.options.by_template:
         by.append((BY_TEMPLATE, template_strata(ref), template_strata(cur)))
-    spec = get_test("conditional_mmd")
     for suffix, ref_strata, cur_strata in by:
         if ref_strata is None or cur_strata is None:
             continue
@@ -166,11 +164,12 @@ def conditional_results(ref: FeatureSet, cur: FeatureSet, inputs: TestInputs) ->
     return out
 
 
-def aggregate_results(ref: FeatureSet, cur: FeatureSet, inputs: TestInputs) -> list[TestResult]:
-    """`response_agg` on the responses' embeddings and token statistics, within prompt clusters."""
-    if not inputs.options.wants(AGG) or RESPONSE not in ref.embeddings:
-        return []
-    if RESPONSE not in cur.embeddings:
+def aggregate_results(
+    spec: TestSpec, ref: FeatureSet, cur: FeatureSet, inputs: TestInputs
+) -> list[TestResult]:
+    """The response test on the responses' embeddings and token statistics, within prompt
+    clusters."""
+    if RESPONSE not in ref.embeddings or RESPONSE not in cur.embeddings:
         return []
     ref_stats, cur_stats, cols = response_stat_matrices(ref, cur)
     sides = []
@@ -187,7 +186,6 @@ def aggregate_results(ref: FeatureSet, cur: FeatureSet, inputs: TestInputs) -> l
     dim = ref.embeddings[RESPONSE].vectors.shape[1]
     blocks = ((RESPONSE, 0, dim), (RESPONSE_STATS, dim, dim + len(cols)))
     (x, sx), (y, sy) = sides
-    spec = get_test(AGG)
     res = run_test(spec, RESPONSES, x, y, inputs, blocks=blocks, ref_strata=sx, cur_strata=sy)
     if not res.insufficient:
         res = replace(res, detail={**res.detail, "columns": cols})

@@ -24,7 +24,7 @@ import importlib
 import pkgutil
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -33,11 +33,15 @@ from drift.result import TestResult
 
 if TYPE_CHECKING:
     from drift.battery_inputs import TestInputs
+    from drift.features import FeatureSet
 
 Kind = Literal["numeric", "categorical", "embedding", "word_set"]
-Direction = Literal["statistic", "p_value"]
+# "detector": the detector's own rule stands (new values, clusters, eval trend, streams)
+Direction = Literal["statistic", "p_value", "detector"]
+Scope = Literal["pair", "window", "eval", "emitted"]
 TestFunc = Callable[..., TestResult]
 ArgsFunc = Callable[["TestInputs", str], dict[str, Any]]
+Collector = Callable[["TestSpec", "FeatureSet", "FeatureSet", "TestInputs"], list[TestResult]]
 
 BUILTIN_PACKAGE = "drift.stattests"
 
@@ -50,10 +54,17 @@ def decide(
     effect_floor: float | None = None,
 ) -> bool:
     """The one drift verdict: statistic above threshold, or p at most alpha with a big effect."""
+    if direction == "detector":
+        raise ValueError("a detector's own rule decides: no threshold verdict")
     if direction == "statistic":
         return statistic is not None and bool(statistic > threshold)
     big_enough = effect_floor is None or (statistic is not None and statistic > effect_floor)
     return p_value is not None and bool(p_value <= threshold and big_enough)
+
+
+def not_run(*args: Any, **kwargs: Any) -> TestResult:
+    """The function of a test that runs through its collector or is written elsewhere."""
+    raise TypeError("this test runs through its collector (or is written by another)")
 
 
 def no_args(inputs: TestInputs, feature: str) -> dict[str, Any]:
@@ -82,6 +93,17 @@ class TestSpec:
     adjusted_across_features: bool = False
     costly: bool = False
     calibrated: bool = False  # run by calibration even when not per feature
+    display_name: str = ""
+    unit: str = ""  # what its statistic (its effect) is spoken in
+    validation_threshold: float | None = None  # None: the default threshold
+    validation_floor: float | None = None
+    collect: Collector | None = None
+    scope: Scope = "pair"
+    reason: Callable[[TestResult], str] | None = None  # its own words for a drifted result
+
+    @property
+    def title(self) -> str:
+        return self.display_name or self.name
 
     @property
     def takes_effect_floor(self) -> bool:
@@ -107,7 +129,15 @@ class TestSpec:
     ) -> TestResult:
         rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
         thr = self.default_threshold if threshold is None else float(threshold)
-        return self.func(reference, current, threshold=thr, rng=rng, **frozen)
+        res = self.func(reference, current, threshold=thr, rng=rng, **frozen)
+        return self.decided(res, frozen.get("effect_floor"))
+
+    def decided(self, res: TestResult, effect_floor: float | None = None) -> TestResult:
+        """The result with the spec's verdict applied: the one place a threshold is read."""
+        if self.direction == "detector" or res.insufficient or res.threshold is None:
+            return res
+        drifted = self.verdict(res.statistic, res.p_value, float(res.threshold), effect_floor)
+        return res if drifted == res.drifted else replace(res, drifted=drifted)
 
 
 _REGISTRY: dict[str, TestSpec] = {}
@@ -159,6 +189,14 @@ def tests_for(kind: Kind, *, per_feature: bool | None = None) -> list[TestSpec]:
     ]
 
 
-def all_tests() -> list[TestSpec]:
+def all_tests(scope: Scope | None = None) -> list[TestSpec]:
+    """Every registered test (of one scope), in a stable order."""
     _ensure_builtins()
-    return sorted(_REGISTRY.values(), key=lambda s: (s.kind, s.name))
+    return sorted(
+        (s for s in _REGISTRY.values() if scope is None or s.scope == scope),
+        key=lambda s: (s.kind, s.name),
+    )
+
+
+def unregister(name: str) -> None:
+    _REGISTRY.pop(name, None)

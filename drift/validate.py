@@ -20,20 +20,25 @@ import numpy as np
 from drift.baseline import MIN_CLUSTER_POINTS, Baseline, freeze
 from drift.battery import BatteryOptions, Levels, run_battery
 from drift.formatting import fmt_num
+from drift.registry import all_tests, find_test
 from drift.result import TestResult
 
 MIN_HALF = 50
-VALIDATION_LEVELS = Levels(
-    thresholds={
-        "psi": {"*": 0.1},
-        "wasserstein": {"*": 0.1},
-        "js": {"*": 0.1},
-        "ks": {"*": 0.001},
-        "chi2": {"*": 0.001},
-        "mmd": {"*": 0.001},
-    },
-    effect_floors={"ks": {"*": 0.05}},
-)
+
+
+def validation_levels() -> Levels:
+    """Each registered test's validation threshold and effect floor (drift.registry)."""
+    specs = all_tests()
+    return Levels(
+        thresholds={
+            s.name: {"*": s.validation_threshold}
+            for s in specs
+            if s.validation_threshold is not None
+        },
+        effect_floors={
+            s.name: {"*": s.validation_floor} for s in specs if s.validation_floor is not None
+        },
+    )
 
 
 @dataclass
@@ -57,14 +62,13 @@ class ValidationResult:
 
 
 def describe(r: TestResult) -> str:
-    """One human line for a drifted result."""
+    """One human line for a drifted result: the test's own words when it has them (`reason`),
+    else its statistic against the threshold, or its p-value for tests read by p."""
+    spec = find_test(r.test)
+    if spec is not None and spec.reason is not None:
+        return spec.reason(r)
     stat, thr, p = fmt_num(r.statistic), fmt_num(r.threshold), fmt_num(r.p_value)
-    if r.test == "new_cluster":
-        return (
-            f"new_cluster on {r.feature}: a group of {fmt_num(r.statistic, '.0%')} of the "
-            "second half lies outside every first-half cluster"
-        )
-    if r.p_value is not None and r.test not in ("psi", "wasserstein", "js"):
+    if r.p_value is not None and (spec is None or spec.direction != "statistic"):
         return f"{r.test} on {r.feature}: p = {p} ≤ {thr} (statistic {stat})"
     return f"{r.test} on {r.feature}: {stat} > {thr}"
 
@@ -102,7 +106,7 @@ def validate_baseline(
         )
         opt = options or BatteryOptions(eval_window_days=float("inf"))
         results = run_battery(
-            first, second, frozen=frozen, levels=levels or VALIDATION_LEVELS, rng=rng, options=opt
+            first, second, frozen=frozen, levels=levels or validation_levels(), rng=rng, options=opt
         )
         results = [r.with_context(segment="*") for r in results]
         reasons = [describe(r) for r in results if r.drifted]

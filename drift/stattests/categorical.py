@@ -13,7 +13,7 @@ from scipy import stats
 from scipy.spatial import distance
 
 from drift.categories import OTHER, category_counts, category_levels
-from drift.registry import TestSpec, decide, register
+from drift.registry import TestSpec, register
 from drift.result import TestResult, insufficient
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ def _tables(
     return rc[keep], cc[keep], [*levels, OTHER]
 
 
-def chi2_test(
+def _chi2_test(
     reference: np.ndarray,
     current: np.ndarray,
     *,
@@ -55,7 +55,7 @@ def chi2_test(
         statistic=stat,
         p_value=p,
         threshold=threshold,
-        drifted=decide("p_value", stat, p, threshold, effect_floor),
+        drifted=False,  # the spec's verdict decides (TestSpec.run)
         detail={
             "dof": dof,
             "p_raw": p,
@@ -74,7 +74,7 @@ def js_noise_level(
     return float(math.sqrt(chi * (1.0 / n_ref + 1.0 / n_cur) / (8.0 * math.log(2.0))))
 
 
-def js_test(
+def _js_test(
     reference: np.ndarray,
     current: np.ndarray,
     *,
@@ -97,7 +97,7 @@ def js_test(
         statistic=value,
         p_value=None,
         threshold=applied,
-        drifted=decide("statistic", value, None, applied),
+        drifted=False,  # the spec's verdict decides (TestSpec.run)
         detail={
             "levels": int(rc.size),
             "noise_floor": noise,
@@ -118,9 +118,12 @@ CHI2 = register(
         direction="p_value",
         default_threshold=0.01,
         min_samples=30,
-        func=chi2_test,
+        func=_chi2_test,
         args=frozen_args,
         description="chi-square test of homogeneity on frozen category levels",
+        display_name="the chi-square test",
+        unit="chi-square statistic",
+        validation_threshold=0.001,
     )
 )
 JS = register(
@@ -130,8 +133,21 @@ JS = register(
         direction="statistic",
         default_threshold=0.1,
         min_samples=30,
-        func=js_test,
+        func=_js_test,
         args=frozen_args,
         description="Jensen–Shannon distance (base 2) between category frequencies",
+        display_name="the Jensen–Shannon distance",
+        unit="Jensen–Shannon distance (0 to 1)",
+        validation_threshold=0.1,
     )
 )
+
+
+def chi2_test(reference: np.ndarray, current: np.ndarray, **kwargs: Any) -> TestResult:
+    """The test with its spec's verdict (the registered function only measures)."""
+    return CHI2.run(reference, current, **kwargs)
+
+
+def js_test(reference: np.ndarray, current: np.ndarray, **kwargs: Any) -> TestResult:
+    """The test with its spec's verdict (the registered function only measures)."""
+    return JS.run(reference, current, **kwargs)

@@ -23,13 +23,15 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 from scipy import stats
 from sklearn.cluster import KMeans
 from threadpoolctl import threadpool_limits
 
-from drift.registry import TestSpec, decide, register
+from drift.prompt_response import prompt_mix_results
+from drift.registry import TestSpec, register
 from drift.result import TestResult, insufficient
 
 MIN_EXPECTED = 5.0
@@ -152,7 +154,7 @@ def homogeneity_chi2(table: np.ndarray) -> tuple[float, int, float]:
     return stat, dof, float(stats.chi2.sf(stat, dof))
 
 
-def cluster_mix_test(
+def _cluster_mix_test(
     reference: np.ndarray,
     current: np.ndarray,
     *,
@@ -192,7 +194,7 @@ def cluster_mix_test(
         statistic=stat,
         p_value=p,
         threshold=threshold,
-        drifted=decide("p_value", stat, p, threshold, effect_floor),
+        drifted=False,  # the spec's verdict decides (TestSpec.run)
         detail={
             "dof": dof,
             "p_raw": p,
@@ -225,8 +227,16 @@ SPEC = register(
         direction="p_value",
         default_threshold=0.001,
         min_samples=50,
-        func=cluster_mix_test,
+        collect=prompt_mix_results,
+        func=_cluster_mix_test,
         per_feature=False,  # prompt embeddings only: drift.prompt_response runs it
         description="chi-square homogeneity of occupancy of fine baseline k-means cells",
+        display_name="the prompt-mix test",
+        unit="chi-square statistic over prompt cells",
     )
 )
+
+
+def cluster_mix_test(reference: np.ndarray, current: np.ndarray, **kwargs: Any) -> TestResult:
+    """The test with its spec's verdict (the registered function only measures)."""
+    return SPEC.run(reference, current, **kwargs)

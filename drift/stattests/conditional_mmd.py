@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from drift.registry import TestSpec, decide, register
+from drift.prompt_response import conditional_results
+from drift.registry import TestSpec, register
 from drift.result import TestResult, insufficient
 from drift.stattests.mmd import median_bandwidth, permutation_mmd2, rbf_kernel
 
@@ -79,7 +80,7 @@ def stratum_statistics(
     ).numpy()
 
 
-def stratified_mmd_test(
+def _stratified_mmd_test(
     reference: np.ndarray,
     current: np.ndarray,
     *,
@@ -138,7 +139,7 @@ def stratified_mmd_test(
         statistic=observed,
         p_value=p,
         threshold=threshold,
-        drifted=decide("p_value", observed, p, threshold, effect_floor),
+        drifted=False,  # the spec's verdict decides (TestSpec.run)
         detail={
             "bandwidth": sigma,
             "n_reference": n_ref,
@@ -163,10 +164,18 @@ SPEC = register(
         direction="p_value",
         default_threshold=0.001,
         min_samples=50,
-        func=stratified_mmd_test,
+        collect=conditional_results,
+        func=_stratified_mmd_test,
         args=frozen_args,
         per_feature=False,  # needs prompt strata: drift.prompt_response runs it
         description="MMD² of responses within matched prompt clusters, "
         "stratified permutation p-value",
+        display_name="the prompt-conditioned MMD",
+        unit="MMD² within prompt clusters",
     )
 )
+
+
+def stratified_mmd_test(reference: np.ndarray, current: np.ndarray, **kwargs: Any) -> TestResult:
+    """The test with its spec's verdict (the registered function only measures)."""
+    return SPEC.run(reference, current, **kwargs)

@@ -27,10 +27,14 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from itertools import chain
+from typing import Any
 
 import numpy as np
 
-from drift.registry import TestSpec, decide, register
+from drift.battery_inputs import TestInputs, run_test
+from drift.features import FeatureSet
+from drift.instruction_words import INSTRUCTION_WORDS
+from drift.registry import TestSpec, register
 from drift.result import TestResult, insufficient
 
 NAME = "instruction_ngrams"
@@ -155,7 +159,7 @@ def _sets(values: Sequence[object]) -> np.ndarray:
     return out
 
 
-def instruction_ngram_test(
+def _instruction_ngram_test(
     reference: Sequence[object],
     current: Sequence[object],
     *,
@@ -208,9 +212,19 @@ def instruction_ngram_test(
         stat,
         p,
         threshold,
-        decide("p_value", stat, p, threshold, effect_floor),
+        False,  # the spec's verdict decides (TestSpec.run)
         detail={**detail, "p_raw": p, "moved": moved},
     )
+
+
+def _collect(
+    spec: TestSpec, ref: FeatureSet, cur: FeatureSet, inputs: TestInputs
+) -> list[TestResult]:
+    """The test on the prompts' instruction word sets, when both sides carry them."""
+    if INSTRUCTION_WORDS not in ref.word_sets or INSTRUCTION_WORDS not in cur.word_sets:
+        return []
+    r, c = ref.word_sets[INSTRUCTION_WORDS], cur.word_sets[INSTRUCTION_WORDS]
+    return [run_test(spec, INSTRUCTION_WORDS, r, c, inputs)]
 
 
 SPEC = register(
@@ -220,9 +234,17 @@ SPEC = register(
         direction="p_value",
         default_threshold=0.001,
         min_samples=30,
-        func=instruction_ngram_test,
+        collect=_collect,
+        func=_instruction_ngram_test,
         per_feature=False,  # the prompts' instruction n-gram sets only: the battery runs it
         calibrated=True,
         description="largest two-proportion z of instruction n-gram shares, permutation p-value",
+        display_name="the instruction-wording test",
+        unit="largest two-proportion |z|",
     )
 )
+
+
+def instruction_ngram_test(reference: np.ndarray, current: np.ndarray, **kwargs: Any) -> TestResult:
+    """The test with its spec's verdict (the registered function only measures)."""
+    return SPEC.run(reference, current, **kwargs)

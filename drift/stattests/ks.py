@@ -6,14 +6,16 @@ features at α do not give ten chances to false-alarm.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from scipy import stats
 
-from drift.registry import TestSpec, decide, register
+from drift.registry import TestSpec, register
 from drift.result import TestResult, insufficient
 
 
-def ks_test(
+def _ks_test(
     reference: np.ndarray,
     current: np.ndarray,
     *,
@@ -34,7 +36,7 @@ def ks_test(
         statistic=stat,
         p_value=p,
         threshold=threshold,
-        drifted=decide("p_value", stat, p, threshold, effect_floor),
+        drifted=False,  # the spec's verdict decides (TestSpec.run)
         detail={
             "n_reference": int(ref.size),
             "n_current": int(cur.size),
@@ -51,8 +53,17 @@ SPEC = register(
         direction="p_value",
         default_threshold=0.01,
         min_samples=20,
-        func=ks_test,
+        func=_ks_test,
         adjusted_across_features=True,
         description="two-sample Kolmogorov–Smirnov (scipy), Benjamini–Hochberg across features",
+        display_name="the KS test",
+        unit="largest gap of the two CDFs (D)",
+        validation_threshold=0.001,
+        validation_floor=0.05,
     )
 )
+
+
+def ks_test(reference: np.ndarray, current: np.ndarray, **kwargs: Any) -> TestResult:
+    """The test with its spec's verdict (the registered function only measures)."""
+    return SPEC.run(reference, current, **kwargs)

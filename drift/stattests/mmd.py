@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from drift.registry import TestSpec, decide, register
+from drift.registry import TestSpec, register
 from drift.result import TestResult, insufficient
 
 if TYPE_CHECKING:
@@ -109,7 +109,7 @@ def permutation_mmd2(
     return s_xx / (m * (m - 1)) + s_yy / (n * (n - 1)) - 2.0 * s_xy / (m * n)
 
 
-def mmd_test(
+def _mmd_test(
     reference: np.ndarray,
     current: np.ndarray,
     *,
@@ -165,7 +165,7 @@ def mmd_test(
         statistic=observed,
         p_value=p,
         threshold=threshold,
-        drifted=decide("p_value", observed, p, threshold, effect_floor),
+        drifted=False,  # the spec's verdict decides (TestSpec.run)
         detail={
             "bandwidth": ref.bandwidth,
             "n_reference": m,
@@ -192,9 +192,17 @@ SPEC = register(
         direction="p_value",
         default_threshold=0.001,
         min_samples=20,
-        func=mmd_test,
+        func=_mmd_test,
         args=frozen_args,
         costly=True,
         description="unbiased MMD², RBF kernel (median heuristic), permutation p-value",
+        display_name="MMD",
+        unit="MMD²",
+        validation_threshold=0.001,
     )
 )
+
+
+def mmd_test(reference: np.ndarray, current: np.ndarray, **kwargs: Any) -> TestResult:
+    """The test with its spec's verdict (the registered function only measures)."""
+    return SPEC.run(reference, current, **kwargs)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from scipy import stats
 
-from drift.registry import TestSpec, decide, register
+from drift.registry import TestSpec, register
 from drift.result import TestResult, insufficient
 
 if TYPE_CHECKING:
@@ -94,7 +94,7 @@ def _simulated(ref_counts: tuple, n_cur: int, quantile: float, draws: int) -> fl
     return float(np.quantile(np.sum((q - p) * np.log(q / p), axis=1), quantile))
 
 
-def psi_test(
+def _psi_test(
     reference: np.ndarray,
     current: np.ndarray,
     *,
@@ -121,7 +121,7 @@ def psi_test(
         statistic=value,
         p_value=None,
         threshold=applied,
-        drifted=decide("statistic", value, None, applied),
+        drifted=False,  # the spec's verdict decides (TestSpec.run)
         detail={
             "bins": n_bins,
             "level": "major" if value > 0.25 else "minor" if value > MINOR else "none",
@@ -144,8 +144,16 @@ SPEC = register(
         direction="statistic",
         default_threshold=0.25,
         min_samples=50,
-        func=psi_test,
+        func=_psi_test,
         args=frozen_args,
         description="Population Stability Index on reference-quantile bins",
+        display_name="PSI",
+        unit="PSI",
+        validation_threshold=0.1,
     )
 )
+
+
+def psi_test(reference: np.ndarray, current: np.ndarray, **kwargs: Any) -> TestResult:
+    """The test with its spec's verdict (the registered function only measures)."""
+    return SPEC.run(reference, current, **kwargs)

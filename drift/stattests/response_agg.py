@@ -42,7 +42,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from drift.registry import TestSpec, decide, register
+from drift.prompt_response import aggregate_results
+from drift.registry import TestSpec, register
 from drift.result import TestResult, insufficient
 from drift.stattests.mmd import median_bandwidth
 
@@ -147,7 +148,7 @@ def _cap(idx: np.ndarray, cap: int, rng: np.random.Generator) -> np.ndarray:
     return idx if idx.size <= cap else np.sort(rng.choice(idx, cap, replace=False))
 
 
-def response_agg_test(
+def _response_agg_test(
     reference: np.ndarray,
     current: np.ndarray,
     *,
@@ -194,7 +195,7 @@ def response_agg_test(
         statistic=statistic,
         p_value=p,
         threshold=threshold,
-        drifted=decide("p_value", statistic, p, threshold, effect_floor),
+        drifted=False,  # the spec's verdict decides (TestSpec.run)
         detail={
             "kernel_z": observed,
             "strongest": max(observed, key=lambda k: observed[k]),
@@ -219,12 +220,20 @@ SPEC = register(
         direction="p_value",
         default_threshold=0.001,
         min_samples=30,
-        func=response_agg_test,
+        collect=aggregate_results,
+        func=_response_agg_test,
         args=frozen_args,
         per_feature=False,  # needs the response blocks and prompt strata: drift.prompt_response
         costly=True,
         calibrated=True,
         description="responses (embedding and token statistics) under several kernels, "
         "largest standardised MMD² over one within-prompt-cluster permutation null",
+        display_name="the response test",
+        unit="standardised MMD²",
     )
 )
+
+
+def response_agg_test(reference: np.ndarray, current: np.ndarray, **kwargs: Any) -> TestResult:
+    """The test with its spec's verdict (the registered function only measures)."""
+    return SPEC.run(reference, current, **kwargs)

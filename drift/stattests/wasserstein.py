@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from drift.registry import TestSpec, decide, register
+from drift.registry import TestSpec, register
 from drift.result import TestResult, insufficient
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ def w1_distance(u_sorted: np.ndarray, v_sorted: np.ndarray) -> float:
     return float(np.sum(np.abs(f - g) * np.diff(both[order])))
 
 
-def wasserstein_test(
+def _wasserstein_test(
     reference: np.ndarray,
     current: np.ndarray,
     *,
@@ -83,7 +83,7 @@ def wasserstein_test(
         statistic=value,
         p_value=None,
         threshold=applied,
-        drifted=decide("statistic", value, None, applied),
+        drifted=False,  # the spec's verdict decides (TestSpec.run)
         detail={
             "scale": scale,
             "noise_floor": noise,
@@ -104,8 +104,16 @@ SPEC = register(
         direction="statistic",
         default_threshold=0.1,
         min_samples=30,
-        func=wasserstein_test,
+        func=_wasserstein_test,
         args=frozen_args,
         description="Wasserstein-1 distance / reference standard deviation",
+        display_name="the Wasserstein distance",
+        unit="reference standard deviations",
+        validation_threshold=0.1,
     )
 )
+
+
+def wasserstein_test(reference: np.ndarray, current: np.ndarray, **kwargs: Any) -> TestResult:
+    """The test with its spec's verdict (the registered function only measures)."""
+    return SPEC.run(reference, current, **kwargs)

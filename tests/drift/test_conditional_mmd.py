@@ -128,7 +128,9 @@ def test_model_change_with_prompts_steady_is_found(world):
 
     def detected(change):
         inputs = TestInputs(frozen=frozen, levels=levels, options=opt, rng=rng)
-        results = conditional_results(ref, extract_features(frame(rng, 300, change)), inputs)
+        results = conditional_results(
+            get_test("conditional_mmd"), ref, extract_features(frame(rng, 300, change)), inputs
+        )
         assert {r.feature for r in results} == {"response_embedding", "response_stats"}
         return any(r.drifted for r in results)
 
@@ -149,6 +151,9 @@ def test_prompt_mix_change_alone_moves_plain_mmd_but_not_conditional(world):
     )
     assert plain.drifted
     results = conditional_results(
-        ref, cur, TestInputs(frozen=frozen, levels=Levels(), options=BatteryOptions(), rng=rng)
+        get_test("conditional_mmd"),
+        ref,
+        cur,
+        TestInputs(frozen=frozen, levels=Levels(), options=BatteryOptions(), rng=rng),
     )
     assert not any(r.drifted for r in results), [(r.feature, r.p_value) for r in results]

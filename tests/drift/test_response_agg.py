@@ -14,6 +14,7 @@ from drift.battery_inputs import BatteryOptions, Frozen, Levels, TestInputs
 from drift.cluster_model import fit_clusters
 from drift.features import extract_features
 from drift.prompt_response import aggregate_results
+from drift.registry import get_test
 from drift.result import TestResult
 from drift.stattests.response_agg import (
     combine,
@@ -127,11 +128,11 @@ def test_prompt_mix_alone_is_not_evidence_but_a_model_change_is(world):
     ref, frozen = world
     rng = np.random.default_rng(8)
     mixed = extract_features(frame(rng, 300, 0.0, mix=(0.1, 0.2, 0.3, 0.4)))
-    [res] = aggregate_results(ref, mixed, _inputs(frozen, rng))
+    [res] = aggregate_results(get_test("response_agg"), ref, mixed, _inputs(frozen, rng))
     assert res.feature == "responses" and not res.drifted, res.p_value
     assert res.detail["columns"][:2] == ["mean_logprob", "mean_entropy"]
     changed = extract_features(frame(rng, 300, 0.4))
-    [res] = aggregate_results(ref, changed, _inputs(frozen, rng))
+    [res] = aggregate_results(get_test("response_agg"), ref, changed, _inputs(frozen, rng))
     assert res.drifted and res.p_value <= 0.001
 
 
@@ -146,8 +147,15 @@ def test_more_power_than_the_single_kernel_tests_at_a_small_change(world):
     agg = single = 0
     for _ in range(6):
         cur = extract_features(frame(rng, 300, 0.2))
-        agg += aggregate_results(ref, cur, _inputs(frozen, rng))[0].drifted
-        single += any(r.drifted for r in conditional_results(ref, cur, _inputs(frozen, rng)))
+        agg += aggregate_results(get_test("response_agg"), ref, cur, _inputs(frozen, rng))[
+            0
+        ].drifted
+        single += any(
+            r.drifted
+            for r in conditional_results(
+                get_test("conditional_mmd"), ref, cur, _inputs(frozen, rng)
+            )
+        )
     assert agg >= max(single, 4), (agg, single)
 
 

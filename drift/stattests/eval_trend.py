@@ -1,0 +1,51 @@
+"""The eval trend (drift.eval_trend) on every eval score: the window's, or the trailing eval
+frame's when run_drift is given one (scope "eval")."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from drift.eval_trend import eval_trend_test
+from drift.registry import TestSpec, not_run, register
+from drift.result import TestResult
+
+if TYPE_CHECKING:
+    from drift.battery_inputs import TestInputs
+    from drift.features import FeatureSet
+
+
+def eval_trend_results(
+    spec: TestSpec, ref: FeatureSet, cur: FeatureSet, inputs: TestInputs
+) -> list[TestResult]:
+    opt = inputs.options
+    return [
+        eval_trend_test(
+            ref.numeric[name],
+            cur.numeric[name],
+            threshold=opt.eval_drop,
+            timestamps=cur.timestamps,
+            alpha=opt.eval_alpha,
+            window_days=opt.eval_window_days,
+            min_samples=opt.eval_min_samples,
+        ).with_context(feature=name)
+        for name in ref.eval_names()
+        if name in cur.numeric
+    ]
+
+
+SPEC = register(
+    TestSpec(
+        name="eval_trend",
+        kind="numeric",
+        direction="detector",
+        default_threshold=0.05,
+        min_samples=20,
+        func=not_run,
+        collect=eval_trend_results,
+        per_feature=False,
+        scope="eval",
+        description="a significant relative drop of the trailing eval mean",
+        display_name="the eval trend",
+        unit="relative drop of the eval mean",
+    )
+)

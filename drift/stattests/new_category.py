@@ -1,0 +1,52 @@
+"""New values (drift.new_values) of every segment key and categorical feature, on the whole
+window: a value the baseline never had, e.g. a new model version, tenant or finish reason."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from drift.features import MULTI_VALUED
+from drift.new_values import new_values_test
+from drift.prompt_features import PROMPT_TEMPLATE
+from drift.registry import TestSpec, not_run, register
+from drift.result import ALL, TestResult
+
+if TYPE_CHECKING:
+    from drift.battery_inputs import TestInputs
+    from drift.features import FeatureSet
+
+
+def new_category_results(
+    spec: TestSpec, ref: FeatureSet, cur: FeatureSet, inputs: TestInputs
+) -> list[TestResult]:
+    """Shares by sample weight (per item for multi-valued features). Templates have their own
+    check (drift.prompt_features.new_template_result), which names the wording."""
+    out = []
+    for name in [k for k in cur.keys if k in ref.keys]:
+        res = new_values_test(ref.keys[name], cur.keys[name], weights=cur.weights)
+        out.append(res.with_context(feature=name, segment=ALL))
+    for name in [k for k in cur.categorical if k in ref.categorical and k != PROMPT_TEMPLATE]:
+        weights = None if name in MULTI_VALUED else cur.weights
+        res = new_values_test(
+            ref.categorical_values(name), cur.categorical_values(name), weights=weights
+        )
+        out.append(res.with_context(feature=name, segment=ALL))
+    return out
+
+
+SPEC = register(
+    TestSpec(
+        name="new_category",
+        kind="categorical",
+        direction="detector",
+        default_threshold=0.05,
+        min_samples=10,
+        func=not_run,
+        per_feature=False,
+        collect=new_category_results,
+        scope="window",
+        description="values the baseline never had, taking a share of the window",
+        display_name="the new-value check",
+        unit="share of the window",
+    )
+)

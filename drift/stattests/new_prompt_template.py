@@ -1,0 +1,43 @@
+"""New prompt wordings on the whole window (drift.prompt_features.new_template_result): more
+prompts in wordings the baseline never had than its held-out rate allows."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from drift.prompt_features import NEW_TEMPLATE, PROMPT_TEMPLATE, new_template_result
+from drift.registry import TestSpec, not_run, register
+from drift.result import TestResult
+
+if TYPE_CHECKING:
+    from drift.battery_inputs import TestInputs
+    from drift.features import FeatureSet
+
+
+def new_template_results(
+    spec: TestSpec, ref: FeatureSet, cur: FeatureSet, inputs: TestInputs
+) -> list[TestResult]:
+    prompts = inputs.prompts
+    if prompts is None or PROMPT_TEMPLATE not in cur.categorical:
+        return []
+    model = inputs.frozen.templates
+    held_out = None if model is None else model.held_out
+    return [new_template_result(cur.categorical[PROMPT_TEMPLATE], prompts, held_out=held_out)]
+
+
+SPEC = register(
+    TestSpec(
+        name=NEW_TEMPLATE,
+        kind="categorical",
+        direction="detector",
+        default_threshold=0.001,
+        min_samples=3,
+        func=not_run,
+        collect=new_template_results,
+        per_feature=False,
+        scope="window",
+        description="prompts in wordings the baseline never had, beyond its held-out rate",
+        display_name="the new-wording check",
+        unit="share of the window's prompts",
+    )
+)

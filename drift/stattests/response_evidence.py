@@ -1,0 +1,23 @@
+"""The responses' evidence summed over windows (drift.window_evidence): a stream, written by
+run_drift when it is handed the state; described here so pages and reasons read it alike."""
+
+from __future__ import annotations
+
+from drift.registry import TestSpec, not_run, register
+from drift.window_evidence import NAME
+
+SPEC = register(
+    TestSpec(
+        name=NAME,
+        kind="embedding",
+        direction="detector",
+        default_threshold=0.0,
+        min_samples=1,
+        func=not_run,
+        per_feature=False,
+        scope="emitted",
+        description="CUSUM of the response test's evidence z over recent windows",
+        display_name="the response evidence",
+        unit="summed evidence (z)",
+    )
+)
