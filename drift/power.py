@@ -201,9 +201,7 @@ def detectable_effects(
         raise ValueError(f"window_size must be positive, got {window_size}")
     opt = options or BatteryOptions()
     # tests read by a threshold; a detector's own rule has no effect size to simulate
-    specs = [
-        s for s in all_tests() if s.direction != "detector" and (tests is None or s.name in tests)
-    ]
+    specs = [s for s in all_tests() if not s.own_rule and (tests is None or s.name in tests)]
     report = PowerReport(
         window_size=int(window_size),
         reference_size=0,

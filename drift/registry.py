@@ -36,8 +36,7 @@ if TYPE_CHECKING:
     from drift.features import FeatureSet
 
 Kind = Literal["numeric", "categorical", "embedding", "word_set"]
-# "detector": the detector's own rule stands (new values, clusters, eval trend, streams)
-Direction = Literal["statistic", "p_value", "detector"]
+Direction = Literal["statistic", "p_value"]
 Scope = Literal["pair", "window", "eval", "emitted"]
 TestFunc = Callable[..., TestResult]
 ArgsFunc = Callable[["TestInputs", str], dict[str, Any]]
@@ -54,8 +53,6 @@ def decide(
     effect_floor: float | None = None,
 ) -> bool:
     """The one drift verdict: statistic above threshold, or p at most alpha with a big effect."""
-    if direction == "detector":
-        raise ValueError("a detector's own rule decides: no threshold verdict")
     if direction == "statistic":
         return statistic is not None and bool(statistic > threshold)
     big_enough = effect_floor is None or (statistic is not None and statistic > effect_floor)
@@ -93,6 +90,7 @@ class TestSpec:
     adjusted_across_features: bool = False
     costly: bool = False
     calibrated: bool = False  # run by calibration even when not per feature
+    own_rule: bool = False  # its detector decides (several limits at once): no verdict here
     display_name: str = ""
     unit: str = ""  # what its statistic (its effect) is spoken in
     validation_threshold: float | None = None  # None: the default threshold
@@ -134,7 +132,7 @@ class TestSpec:
 
     def decided(self, res: TestResult, effect_floor: float | None = None) -> TestResult:
         """The result with the spec's verdict applied: the one place a threshold is read."""
-        if self.direction == "detector" or res.insufficient or res.threshold is None:
+        if self.own_rule or res.insufficient or res.threshold is None:
             return res
         drifted = self.verdict(res.statistic, res.p_value, float(res.threshold), effect_floor)
         return res if drifted == res.drifted else replace(res, drifted=drifted)

@@ -37,7 +37,8 @@ SPEC = register(
     TestSpec(
         name="eval_trend",
         kind="numeric",
-        direction="detector",
+        direction="statistic",
+        own_rule=True,  # its detector combines several limits
         default_threshold=0.05,
         min_samples=20,
         func=not_run,

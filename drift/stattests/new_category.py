@@ -38,7 +38,8 @@ SPEC = register(
     TestSpec(
         name="new_category",
         kind="categorical",
-        direction="detector",
+        direction="statistic",
+        own_rule=True,  # its detector combines several limits
         default_threshold=0.05,
         min_samples=10,
         func=not_run,

@@ -45,7 +45,8 @@ SPEC = register(
     TestSpec(
         name="new_cluster",
         kind="embedding",
-        direction="detector",
+        direction="statistic",
+        own_rule=True,  # its detector combines several limits
         default_threshold=0.10,
         min_samples=50,
         func=not_run,
@@ -61,7 +62,8 @@ GROWTH = register(
     TestSpec(
         name="cluster_growth",
         kind="embedding",
-        direction="detector",
+        direction="statistic",
+        own_rule=True,  # its detector combines several limits
         default_threshold=2.0,
         min_samples=50,
         func=not_run,

@@ -29,7 +29,8 @@ SPEC = register(
     TestSpec(
         name=NEW_TEMPLATE,
         kind="categorical",
-        direction="detector",
+        direction="statistic",
+        own_rule=True,  # its detector combines several limits
         default_threshold=0.001,
         min_samples=3,
         func=not_run,

@@ -10,7 +10,8 @@ SPEC = register(
     TestSpec(
         name=NAME,
         kind="embedding",
-        direction="detector",
+        direction="statistic",
+        own_rule=True,  # its detector combines several limits
         default_threshold=0.0,
         min_samples=1,
         func=not_run,

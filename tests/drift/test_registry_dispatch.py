@@ -74,7 +74,7 @@ def test_unregistered_tests_are_gone_after_the_fixture():
     assert "welch" not in {s.name for s in all_tests()}
 
 
-@pytest.mark.parametrize("name", [s.name for s in all_tests() if s.direction != "detector"])
+@pytest.mark.parametrize("name", [s.name for s in all_tests() if not s.own_rule])
 def test_every_builtin_decides_by_its_spec_verdict(name):
     spec = get_test(name)
     rng = np.random.default_rng(1)
