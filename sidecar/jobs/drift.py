@@ -23,7 +23,7 @@ raise a `monitoring` alert (`raise_condition`), resolved by the next window that
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import pandas as pd
@@ -31,12 +31,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from alerts.service import raise_alerts, raise_condition
-from dashboards.report.build import evidently_part, segment_counts, write_run_report
-from sidecar.baselines import load_baseline_with_frame
+from dashboards.report.build import write_run_report
 from sidecar.cursors import set_cursor
 from sidecar.embedded_rows import embedded_rows_cap
 from sidecar.jobs.coverage import vector_coverage
-from sidecar.jobs.drift_cause import incident_view, run_cause
+from sidecar.jobs.drift_cause import incident_view
 from sidecar.jobs.drift_health import (
     MAX_ATTEMPTS,
     WINDOW_FAILED,
@@ -45,10 +44,11 @@ from sidecar.jobs.drift_health import (
     report_baseline_health,
     report_or_alert,
 )
+from sidecar.jobs.drift_window import WindowWork, compute_window
 from sidecar.jobs.embed import model_name, run_embed_job
-from sidecar.jobs.eval_frame import trailing_eval_frame
-from sidecar.jobs.window_evidence import load_evidence, save_evidence
+from sidecar.jobs.window_evidence import save_evidence
 from sidecar.jobs.windows import CURSOR, drift_cursor, due_windows
+from storage.models import Baseline as BaselineRow
 from storage.models import DriftRun
 from storage.repositories.baselines import get_active_baseline
 from storage.repositories.drift_runs import (
@@ -116,33 +116,12 @@ def run_window(
     """Drift for one window [start, end), exactly once (see module doc). `resolve_absent`:
     open drift alerts this window does not fire are resolved (the scheduled job); an ad-hoc
     window (`vigil report`) leaves them alone."""
-    from drift.run import run_drift
-    from drift.segments import DEFAULT_SEGMENT_BY
-
     with session_factory() as session:
         active = get_active_baseline(session)
-        claim = claim_drift_run(
-            session,
-            start,
-            end,
-            active.id if active else None,
-            now=now,
-            max_attempts=MAX_ATTEMPTS if advance_cursor else None,
-        )
-        if claim.state == "done":  # already done (e.g. by the previous leader): move the cursor on
-            if advance_cursor:
-                set_cursor(session, CURSOR, to_utc(end).isoformat(), now)
-            session.commit()
-            return WindowOutcome(start, end, None, "skipped")
-        if claim.state == "exhausted":
-            give_up_exhausted(session, settings, claim.run, start, end, now)
-            return WindowOutcome(start, end, claim.run.id, "gave_up")
-        run_id, claimed_at, attempt = claim.run.id, claim.run.started_at, claim.run.attempts
-        session.commit()  # the attempt counts from here, whatever happens to this process
-        log.info(
-            "drift run %s claimed for window %s → %s (attempt %d)", run_id, start, end, attempt
-        )
-
+        claimed = _claim(session, settings, active, start, end, now, advance_cursor)
+        if isinstance(claimed, WindowOutcome):
+            return claimed
+        run_id, claimed_at = claimed
         read = read_window(
             session, start, end, embedding_model=model_name(settings), with_extra=False,
             max_rows=settings.drift_max_window_rows,
@@ -151,101 +130,113 @@ def run_window(
         )  # fmt: skip
         frame = pd.DataFrame(read.records)
         # a lagging embed job leaves rows without vectors
-        coverage = vector_coverage(frame, read.vector_ids)
-        partial = coverage.sentence()
-        baseline = base_frame = evals = None
-        note = None
-        if active is None:
-            note = "No active baseline: build, validate and activate one (vigil baseline ...)."
-        else:
-            baseline, base_frame = load_baseline_with_frame(session, active.id)
-        # only the scheduled windows, in order, add to the evidence across windows
-        evidence = (
-            load_evidence(session, active.id, settings) if active and advance_cursor else None
-        )
-        if baseline is not None and len(frame):
-            evals = trailing_eval_frame(session, end, settings.drift_eval_max_samples)
-            report = run_drift(
-                baseline, frame, segment_by=DEFAULT_SEGMENT_BY,
-                rng_seed=int(to_utc(start).timestamp()) % 2**31,
-                eval_frame=evals if len(evals) else None, evidence=evidence,
-            )  # fmt: skip
-            results = [r.to_dict() for r in report.results]
-            sizes = report.segments
-            proposed = [
-                replace(a, evidence={**a.evidence, "vectors": partial}) if partial else a
-                for a in report.alerts
-            ]
-            cause = run_cause(results, sizes, proposed, frame, base_frame, seed=run_id)
-            summary = {"n_current": report.n_current, "baseline_valid": report.baseline_valid,
-                       "baseline_reasons": report.baseline_reasons,
-                       "timings": report.timings}  # fmt: skip
-        else:
-            results, proposed, cause = [], [], None
-            sizes = segment_counts(frame, DEFAULT_SEGMENT_BY)
-            summary = {"n_current": len(frame), "note": note or "the window holds no samples"}
-
-        summary["vectors"] = coverage.to_dict()
-        if partial:
-            note = (
-                f"{note} {partial[0].upper()}{partial[1:]}."
-                if note
-                else f"{partial[0].upper()}{partial[1:]}."
-            )
-        evidently = evidently_part(
-            frame, base_frame, max_rows=settings.report_max_rows, seed=run_id
-        )
-
-        # the one transaction that makes the window done (kept short: SQLite has one writer)
-        current = session.scalars(
-            select(DriftRun)
-            .where(DriftRun.id == run_id)
-            .with_for_update()
-            .execution_options(populate_existing=True)
-        ).one()
-        if current.status != "running" or current.started_at != claimed_at:
+        work = compute_window(
+            session, settings, active, frame, vector_coverage(frame, read.vector_ids),
+            start=start, end=end, run_id=run_id, advance_cursor=advance_cursor,
+        )  # fmt: skip
+        if not _still_ours(session, run_id, claimed_at):
             session.rollback()  # another replica re-claimed the window meanwhile: it owns it now
             return WindowOutcome(start, end, run_id, "lost")
-        add_drift_results(session, run_id, [DriftResultRow(
-            test=r["test"], feature=r["feature"] or "*", segment=r["segment"],
-            statistic=r["statistic"],
-            p_value=r["p_value"], threshold=r["threshold"], drifted=r["drifted"],
-            insufficient=r["insufficient"], detail=r["detail"]) for r in results])  # fmt: skip
-        fired = (
-            raise_alerts(session, proposed, run_id=run_id, now=now, settings=settings,
-                         resolve_absent=resolve_absent, cause=cause)
-            if baseline else []
-        )  # fmt: skip
-        incident = incident_view(session, fired, settings.public_url)
-        path = report_or_alert(session, settings, run_id, now, lambda: write_run_report(
-            run_id=run_id, window=(start, end), now=now, frame=frame, baseline_row=active,
-            baseline_frame=base_frame, results=results, segment_sizes=sizes, alerts=fired,
-            report_dir=settings.report_dir, public_url=settings.public_url,
-            evidently=evidently, note=note, eval_frame=evals, incident=incident,
-        ), resolve=resolve_absent)  # fmt: skip
-        if resolve_absent:  # the scheduled job: report on the monitor's own health
-            report_baseline_health(session, settings, active, baseline, now)
-            raise_condition(session, WINDOW_FAILED, healthy=True, now=now, settings=settings)
-        summary["alerts"] = [
-            {"id": a.id, "rule": a.rule, "segment": a.segment, "severity": a.severity}
-            for a in fired
-        ]
-        summary["cause"] = cause
-        summary["segments"] = {
-            label: {"n_current": int(v.get("n_current") or 0)}  # what pages weigh results by
-            for label, v in (sizes or {}).items()
-        }
-        summary["drifted"] = sum(1 for r in results if r["drifted"])
-        finish_drift_run(
-            session, run_id, num_samples=len(frame), summary=summary,
-            report_path=str(path) if path else None, now=now,
-        )  # fmt: skip
+        fired, path = _store(session, settings, work, active, run_id, (start, end), now,
+                             resolve_absent)  # fmt: skip
         if advance_cursor:
             set_cursor(session, CURSOR, to_utc(end).isoformat(), now)
-        if evidence is not None:
-            save_evidence(session, evidence, now)
+        if work.evidence is not None:
+            save_evidence(session, work.evidence, now)
         session.commit()
         log.info("drift run %s done: %d samples, %d drifted results, %d alerts, report %s",
-                 run_id, len(frame), summary["drifted"], len(fired), path)  # fmt: skip
+                 run_id, len(frame), work.summary["drifted"], len(fired), path)  # fmt: skip
         report = str(path) if path else None
         return WindowOutcome(start, end, run_id, "done", len(frame), [a.id for a in fired], report)
+
+
+def _claim(
+    session: Session,
+    settings: Settings,
+    active: BaselineRow | None,
+    start: datetime,
+    end: datetime,
+    now: datetime,
+    advance_cursor: bool,
+) -> WindowOutcome | tuple[int, datetime]:
+    """Claim the window's run and commit the attempt; an outcome when there is nothing to do."""
+    claim = claim_drift_run(
+        session,
+        start,
+        end,
+        active.id if active else None,
+        now=now,
+        max_attempts=MAX_ATTEMPTS if advance_cursor else None,
+    )
+    if claim.state == "done":  # already done (e.g. by the previous leader): move the cursor on
+        if advance_cursor:
+            set_cursor(session, CURSOR, to_utc(end).isoformat(), now)
+        session.commit()
+        return WindowOutcome(start, end, None, "skipped")
+    if claim.state == "exhausted":
+        give_up_exhausted(session, settings, claim.run, start, end, now)
+        return WindowOutcome(start, end, claim.run.id, "gave_up")
+    run_id, claimed_at, attempt = claim.run.id, claim.run.started_at, claim.run.attempts
+    session.commit()  # the attempt counts from here, whatever happens to this process
+    log.info("drift run %s claimed for window %s → %s (attempt %d)", run_id, start, end, attempt)
+    return run_id, claimed_at
+
+
+def _still_ours(session: Session, run_id: int, claimed_at: datetime) -> bool:
+    """Lock the run row: the one transaction that makes the window done starts here (kept
+    short: SQLite has one writer)."""
+    current = session.scalars(
+        select(DriftRun)
+        .where(DriftRun.id == run_id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    ).one()
+    return current.status == "running" and current.started_at == claimed_at
+
+
+def _store(
+    session: Session,
+    settings: Settings,
+    work: WindowWork,
+    active: BaselineRow | None,
+    run_id: int,
+    window: tuple[datetime, datetime],
+    now: datetime,
+    resolve_absent: bool,
+) -> tuple[list, object]:
+    """Results, alerts, report and the finished run, in the caller's transaction."""
+    results, summary = work.results, work.summary
+    add_drift_results(session, run_id, [DriftResultRow(
+        test=r["test"], feature=r["feature"] or "*", segment=r["segment"],
+        statistic=r["statistic"],
+        p_value=r["p_value"], threshold=r["threshold"], drifted=r["drifted"],
+        insufficient=r["insufficient"], detail=r["detail"]) for r in results])  # fmt: skip
+    fired = (
+        raise_alerts(session, work.proposed, run_id=run_id, now=now, settings=settings,
+                     resolve_absent=resolve_absent, cause=work.cause)
+        if work.baseline else []
+    )  # fmt: skip
+    incident = incident_view(session, fired, settings.public_url)
+    path = report_or_alert(session, settings, run_id, now, lambda: write_run_report(
+        run_id=run_id, window=window, now=now, frame=work.frame, baseline_row=active,
+        baseline_frame=work.base_frame, results=results, segment_sizes=work.sizes, alerts=fired,
+        report_dir=settings.report_dir, public_url=settings.public_url,
+        evidently=work.evidently, note=work.note, eval_frame=work.evals, incident=incident,
+    ), resolve=resolve_absent)  # fmt: skip
+    if resolve_absent:  # the scheduled job: report on the monitor's own health
+        report_baseline_health(session, settings, active, work.baseline, now)
+        raise_condition(session, WINDOW_FAILED, healthy=True, now=now, settings=settings)
+    summary["alerts"] = [
+        {"id": a.id, "rule": a.rule, "segment": a.segment, "severity": a.severity} for a in fired
+    ]
+    summary["cause"] = work.cause
+    summary["segments"] = {
+        label: {"n_current": int(v.get("n_current") or 0)}  # what pages weigh results by
+        for label, v in (work.sizes or {}).items()
+    }
+    summary["drifted"] = sum(1 for r in results if r["drifted"])
+    finish_drift_run(
+        session, run_id, num_samples=len(work.frame), summary=summary,
+        report_path=str(path) if path else None, now=now,
+    )  # fmt: skip
+    return fired, path

@@ -43,13 +43,31 @@ def hand_psi(ref: np.ndarray, cur: np.ndarray, edges: np.ndarray, eps: float = 1
 
 
 def test_registry_lists_every_kind():
-    assert {s.name for s in registry.tests_for("numeric")} == {"psi", "ks", "wasserstein"}
-    assert {s.name for s in registry.tests_for("categorical")} == {"chi2", "js"}
+    assert {s.name for s in registry.tests_for("numeric")} == {
+        "psi",
+        "ks",
+        "wasserstein",
+        "eval_trend",
+    }
+    assert {s.name for s in registry.tests_for("categorical")} == {
+        "chi2",
+        "js",
+        "new_category",
+        "new_prompt_template",
+    }
     assert {s.name for s in registry.tests_for("embedding")} == {
         "mmd",
         "cluster_mix",
         "conditional_mmd",
         "response_agg",
+        "new_cluster",
+        "cluster_growth",
+        "response_evidence",
+    }
+    assert {s.name for s in registry.tests_for("numeric", per_feature=True)} == {
+        "psi",
+        "ks",
+        "wasserstein",
     }
     assert {s.name for s in registry.tests_for("word_set")} == {"instruction_ngrams"}
     with pytest.raises(KeyError, match="unknown drift test 'nope'"):
