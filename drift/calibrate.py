@@ -24,7 +24,7 @@ import numpy as np
 
 from drift.baseline import Baseline
 from drift.battery import BatteryOptions, Levels, run_battery
-from drift.registry import all_tests, get_test
+from drift.registry import TestSpec, all_tests, get_test
 
 MIN_CHUNK = 30
 CAL_ALPHA = 0.01
@@ -68,10 +68,30 @@ def calibrate_baseline(
         summary["note"] = f"baseline of {fs.n} samples is too small to calibrate; defaults kept"
         baseline.calibration = summary
         return summary
-    base = options or BatteryOptions()
+    calibrated = [s for s in all_tests() if s.per_feature or s.calibrated]
+    stats_by, pvals_by = _chunk_statistics(
+        baseline, bounds, calibrated, options or BatteryOptions(), costly_chunks
+    )
+    for (test, feature), values in stats_by.items():
+        entry = _set_level(
+            baseline, get_test(test), feature, np.asarray(values), pvals_by, quantile, k_sd
+        )
+        summary["tests"][f"{test}:{feature}"] = entry
+    baseline.calibration = summary
+    return summary
+
+
+def _chunk_statistics(
+    baseline: Baseline,
+    bounds: list[tuple[int, int]],
+    calibrated: list[TestSpec],
+    base: BatteryOptions,
+    costly_chunks: int,
+) -> tuple[dict[tuple[str, str], list[float]], dict[tuple[str, str], list[float]]]:
+    """Each chunk against the rest: the statistics (and raw p-values) per test and feature."""
+    fs = baseline.features
     stats_by: dict[tuple[str, str], list[float]] = defaultdict(list)
     pvals_by: dict[tuple[str, str], list[float]] = defaultdict(list)
-    calibrated = [s for s in all_tests() if s.per_feature or s.calibrated]
     # p-value tests stricter than CAL_ALPHA (MMD's 0.001) run at CAL_ALPHA, so a permutation
     # test's count can stay at CAL_PERMUTATIONS
     plain = Levels(
@@ -107,30 +127,38 @@ def calibrate_baseline(
             if get_test(r.test).direction == "p_value":
                 p_raw = r.detail.get("p_raw", r.p_value)
                 pvals_by[(r.test, r.feature)].append(float(1.0 if p_raw is None else p_raw))
+    return stats_by, pvals_by
 
-    for (test, feature), values in stats_by.items():
-        v = np.asarray(values)
-        spec = get_test(test)
-        default = spec.default_threshold
-        entry: dict[str, Any] = {
-            "n": int(v.size),
-            "mean": float(v.mean()),
-            "sd": float(v.std()),
-            "quantile": float(np.quantile(v, quantile)),
-        }
-        if spec.direction == "statistic":
-            thr = max(default, entry["quantile"], entry["mean"] + k_sd * entry["sd"])
-            baseline.levels.thresholds.setdefault(test, {})[feature] = float(thr)
-            entry["threshold"] = float(thr)
-        else:
-            p = np.asarray(pvals_by[(test, feature)])
-            alpha = max(default, CAL_ALPHA)
-            rate = float(np.mean(p <= alpha))
-            margin = alpha + 3.0 * math.sqrt(alpha * (1 - alpha) / max(p.size, 1))
-            entry.update(significant_rate=rate, expected_max=margin)
-            if rate > margin and int(np.sum(p <= alpha)) >= 2:
-                baseline.levels.effect_floors.setdefault(test, {})[feature] = entry["quantile"]
-                entry["effect_floor"] = entry["quantile"]
-        summary["tests"][f"{test}:{feature}"] = entry
-    baseline.calibration = summary
-    return summary
+
+def _set_level(
+    baseline: Baseline,
+    spec: TestSpec,
+    feature: str,
+    v: np.ndarray,
+    pvals_by: dict[tuple[str, str], list[float]],
+    quantile: float,
+    k_sd: float,
+) -> dict[str, Any]:
+    """A statistic test's threshold, or a p-value test's effect floor when its chunks came out
+    significant too often; the summary entry of this test and feature."""
+    test, default = spec.name, spec.default_threshold
+    entry: dict[str, Any] = {
+        "n": int(v.size),
+        "mean": float(v.mean()),
+        "sd": float(v.std()),
+        "quantile": float(np.quantile(v, quantile)),
+    }
+    if spec.direction == "statistic":
+        thr = max(default, entry["quantile"], entry["mean"] + k_sd * entry["sd"])
+        baseline.levels.thresholds.setdefault(test, {})[feature] = float(thr)
+        entry["threshold"] = float(thr)
+        return entry
+    p = np.asarray(pvals_by[(test, feature)])
+    alpha = max(default, CAL_ALPHA)
+    rate = float(np.mean(p <= alpha))
+    margin = alpha + 3.0 * math.sqrt(alpha * (1 - alpha) / max(p.size, 1))
+    entry.update(significant_rate=rate, expected_max=margin)
+    if rate > margin and int(np.sum(p <= alpha)) >= 2:
+        baseline.levels.effect_floors.setdefault(test, {})[feature] = entry["quantile"]
+        entry["effect_floor"] = entry["quantile"]
+    return entry

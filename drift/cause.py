@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from drift import ranking
-from drift.cause_evidence import new_templates, why
+from drift.cause_evidence import new_templates, why, wording_headline
 from drift.formatting import clean_text
 from drift.proposals import since_words
 from drift.topics import Topic, name_topics
@@ -201,44 +201,13 @@ def explain(
         rows = _rows(keys, v["feature"], v["value"])
         if rows.size == moved.size:
             moved |= rows
-    ts = np.asarray(timestamps, dtype=float)
     if found and moved.any():
-        cause.share = float(moved.mean())
-        cause.since = datetime.fromtimestamp(float(ts[moved].min()), UTC).isoformat()
-        parts = _phrases(found, keys)
-        verb = "is" if len(parts) == 1 else "are"
-        head = (
-            f"New {_join(parts)} {verb} {cause.share:.0%} of traffic since "
-            f"{_clock(float(ts[moved].min()))}"
-        )
-        head = head.replace("%", " %", 1)
-        moved_prompts = (
-            [p for p, m in zip(prompts, moved, strict=False) if m]
-            if len(prompts) == len(moved)
-            else []
-        )
-        topics = name_topics(moved_prompts, baseline_prompts, seed=seed) if moved_prompts else []
-        cause.topics = [_topic(t) for t in topics]
-        if topics:
-            names = [t.name for t in topics[:MAX_TOPICS_NAMED]] + (
-                ["…"] if len(topics) > MAX_TOPICS_NAMED else []
-            )
-            count = "a new topic" if len(topics) == 1 else f"{len(topics)} new topics"
-            head += f"; their prompts form {count}: {', '.join(names)}"
-        cause.headline = head
+        _new_values_headline(cause, found, keys, np.asarray(timestamps, dtype=float), moved,
+                             (prompts, baseline_prompts), seed)  # fmt: skip
     cause.new_templates = new_templates(results)
     cause.why = why(proposals)
     if not cause.headline and cause.new_templates:
-        top = cause.new_templates[0]
-        more = len(cause.new_templates) - 1
-        head = (
-            f"Prompts changed wording: “{top['template']}” is {top['share']:.0%} of traffic"
-        ).replace("%", " %")
-        if more:
-            head += f" (and {more} other new wording{'s' if more > 1 else ''})"
-        if cause.why.get("kind") == "prompt":
-            head += "; answers moved with them"
-        cause.headline = head
+        cause.headline = wording_headline(cause.new_templates, cause.why)
     lead = ranking.worst(results, sizes, n)
     if lead is not None:
         r = results[lead.index]
@@ -291,3 +260,37 @@ def _moved_sentence(r: Mapping[str, Any], lead: ranking.Ranked, proposals: Seque
 
 def _topic(t: Topic) -> dict[str, Any]:
     return {"name": t.name, "size": t.size, "share": t.share, "examples": list(t.examples)}
+
+
+def _new_values_headline(
+    cause: Cause,
+    found: list[dict[str, Any]],
+    keys: Mapping[str, Sequence[Any]],
+    ts: np.ndarray,
+    moved: np.ndarray,
+    texts: tuple[Sequence[str], Sequence[str]],
+    seed: int,
+) -> None:
+    """New values' share, since when, and the topics their prompts form."""
+    prompts, baseline_prompts = texts
+    cause.share = float(moved.mean())
+    cause.since = datetime.fromtimestamp(float(ts[moved].min()), UTC).isoformat()
+    parts = _phrases(found, keys)
+    verb = "is" if len(parts) == 1 else "are"
+    head = (
+        f"New {_join(parts)} {verb} {cause.share:.0%} of traffic since "
+        f"{_clock(float(ts[moved].min()))}"
+    )
+    head = head.replace("%", " %", 1)
+    moved_prompts = (
+        [p for p, m in zip(prompts, moved, strict=False) if m] if len(prompts) == len(moved) else []
+    )
+    topics = name_topics(moved_prompts, baseline_prompts, seed=seed) if moved_prompts else []
+    cause.topics = [_topic(t) for t in topics]
+    if topics:
+        names = [t.name for t in topics[:MAX_TOPICS_NAMED]] + (
+            ["…"] if len(topics) > MAX_TOPICS_NAMED else []
+        )
+        count = "a new topic" if len(topics) == 1 else f"{len(topics)} new topics"
+        head += f"; their prompts form {count}: {', '.join(names)}"
+    cause.headline = head

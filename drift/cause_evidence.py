@@ -58,3 +58,16 @@ def why(proposals: Sequence[Any]) -> dict[str, Any]:
         "supports": ["answers moved while prompts held steady"],
         "evidence": [],
     }
+
+
+def wording_headline(found: list[dict[str, Any]], why: Mapping[str, Any]) -> str:
+    """The run's headline when new prompt wordings are what moved (`found` from new_templates)."""
+    top, more = found[0], len(found) - 1
+    head = (
+        f"Prompts changed wording: “{top['template']}” is {top['share']:.0%} of traffic"
+    ).replace("%", " %")
+    if more:
+        head += f" (and {more} other new wording{'s' if more > 1 else ''})"
+    if why.get("kind") == "prompt":
+        head += "; answers moved with them"
+    return head
