@@ -31,7 +31,7 @@ def members(session: Session, incident_id: int) -> list[Alert]:
 
 def ranked(incident: Incident, alerts: list[Alert], inhibited: bool) -> list[Alert]:
     """Members in the order they are shown and told: uninhibited first, then by severity, then
-    by the cause's ranking (traffic share x effect, `drift.ranking`), then by id."""
+    by the cause's ranking (traffic share x effect, `drift.cause.ranking`), then by id."""
     order = {k: i for i, k in enumerate((incident.cause or {}).get("order") or [])}
     return sorted(
         alerts,

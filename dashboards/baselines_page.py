@@ -1,5 +1,5 @@
 """`/baselines`: each baseline's window, size, status and validation verdict, thresholds, the
-smallest change each test detects at the window size (drift.power), the judge's measured
+smallest change each test detects at the window size (drift.baseline.power), the judge's measured
 validity, and age; build, validate and activate from the page (admin key; building and
 validating run as background jobs whose state the page lists). The operations
 themselves are the sidecar's (`sidecar.baselines`), handed in as `BaselineOps` so this package
@@ -21,8 +21,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from dashboards.baseline_jobs import BaselineJobs
 from dashboards.refused import refused
 from dashboards.templating import page
-from drift.power_report import PowerReport
-from drift.power_words import power_lines, summary_lines
+from drift.baseline.power_report import PowerReport
+from drift.baseline.power_words import power_lines, summary_lines
 from storage.repositories.baselines import list_baselines
 from storage.types import to_utc
 

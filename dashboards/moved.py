@@ -1,4 +1,4 @@
-"""What moved in a run, in the order drift.ranking leads with: effect weighed by the traffic
+"""What moved in a run, in the order drift.cause.ranking leads with: effect weighed by the traffic
 behind it, and a floor — a result from under FLOOR_N samples or FLOOR_SHARE of the window ranks
 after every result above it, whatever its ratio to its threshold (it leads only when it is all
 there is). The incident's cause ranks with the same function, so the overview and the incident
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dashboards.alert_lead import Row, as_row
-from drift import ranking
+from drift.cause import ranking
 
 
 @dataclass(frozen=True)

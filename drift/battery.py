@@ -7,7 +7,7 @@ pair), eval scores also the eval trend; categoricals the categorical tests (chi-
 Jensen–Shannon); embeddings the embedding tests run per feature (MMD) and, with a cluster
 model, the new-cluster and cluster-growth checks; prompt embeddings also the cluster-mix test,
 and responses the prompt-conditioned MMD and the aggregated response test
-(drift.prompt_response); the prompts' instruction word sets the instruction n-gram shares
+(drift.detectors.prompt_response); the prompts' instruction word sets the instruction n-gram shares
 (drift.stattests.instruction_ngrams). Results carry the feature name; the caller sets the
 segment.
 """
@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 
 from drift.battery_inputs import BatteryOptions, Frozen, Levels, TestInputs, run_test
-from drift.features import FeatureSet
-from drift.multitest import benjamini_hochberg
+from drift.detectors.multitest import benjamini_hochberg
+from drift.features.feature_set import FeatureSet
 from drift.registry import Scope, TestSpec, all_tests, find_test, get_test
 from drift.result import TestResult
 from drift.stattests.mmd import MMDReference

@@ -14,9 +14,9 @@ from drift.registry import TestSpec, get_test
 from drift.result import TestResult
 
 if TYPE_CHECKING:
-    from drift.cluster_model import ClusterModel
+    from drift.baseline.cluster_model import ClusterModel
+    from drift.features.templates import TemplateModel
     from drift.stattests.mmd import MMDReference
-    from drift.templates import TemplateModel
 
 
 @dataclass
@@ -62,7 +62,7 @@ class BatteryOptions:
     cluster_min_samples: int = 50
     cluster_kwargs: dict[str, Any] = field(default_factory=dict)
     tests: tuple[str, ...] | None = None  # restrict to these test names (None: all)
-    # responses compared within prompt templates (drift.prompt_response): off until the
+    # responses compared within prompt templates (drift.detectors.prompt_response): off until the
     # baseline's template labels are cross-fitted (see there)
     by_template: bool = False
 

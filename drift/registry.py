@@ -10,7 +10,7 @@ The spec says everything the battery and calibration need to run it without nami
   (p-value tests take `effect_floor`); `verdict` is that one rule, which every test applies;
 - `args`: the frozen arguments for one feature (PSI edges, category levels, MMD reference);
 - `per_feature`: run on each feature of its kind by the battery (the prompt-mix and
-  prompt-conditioned tests are run by drift.prompt_response instead);
+  prompt-conditioned tests are run by drift.detectors.prompt_response instead);
 - `adjusted_across_features`: its p-values are Benjamini–Hochberg adjusted across the features
   of one segment (KS); `costly`: calibration runs it on a few chunks only (MMD);
   `calibrated`: calibration runs it though it is not per feature (instruction n-grams).
@@ -33,7 +33,7 @@ from drift.result import TestResult
 
 if TYPE_CHECKING:
     from drift.battery_inputs import TestInputs
-    from drift.features import FeatureSet
+    from drift.features.feature_set import FeatureSet
 
 Kind = Literal["numeric", "categorical", "embedding", "word_set"]
 Direction = Literal["statistic", "p_value"]

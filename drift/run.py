@@ -4,8 +4,8 @@
 prompt version, ...: one label "key=value" per value seen in the window) against the same
 segment of the baseline. Segments smaller than `min_segment_size` on either side get one
 insufficient result instead of tests. The whole-window tests see both sides thinned to the
-population mix by `sample_weight` (drift.weights). Drifted results become proposed alerts
-through the rules table (drift.proposals). Pure: frames and arrays in, a DriftOutcome out.
+population mix by `sample_weight` (drift.features.weights). Drifted results become proposed alerts
+through the rules table (drift.alerting.proposals). Pure: frames and arrays in, a DriftOutcome out.
 """
 
 from __future__ import annotations
@@ -17,21 +17,21 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from drift.attribution import attribute_alerts
-from drift.baseline import Baseline
+from drift.alerting.attribution import attribute_alerts
+from drift.alerting.custom_rules import DEFAULT_RULES, Rule
+from drift.alerting.proposals import propose_alerts
+from drift.baseline.build import Baseline
 from drift.battery import BatteryOptions
-from drift.custom_rules import DEFAULT_RULES, Rule
-from drift.features import EmbeddingBlock, FeatureSet
-from drift.outcome import DriftOutcome
-from drift.proposals import propose_alerts
-from drift.result import TestResult
-from drift.segments import (
+from drift.features.feature_set import EmbeddingBlock, FeatureSet
+from drift.features.segments import (
     DEFAULT_SEGMENT_BY,
     MAX_SEGMENTS_PER_KEY,
     MIN_SEGMENT_SIZE,
     segment_values,
 )
-from drift.window_evidence import WindowEvidence, accumulate
+from drift.outcome import DriftOutcome
+from drift.result import TestResult
+from drift.streams.window_evidence import WindowEvidence, accumulate
 from drift.window_run import WindowRun, check_dimensions
 
 __all__ = ["check_dimensions", "run_drift"]
@@ -55,13 +55,13 @@ def run_drift(
     """Every registered test on the whole window and per segment; proposed alerts from `rules`.
 
     `weighted` (default): the whole-window ("*") tests run on both sides thinned to the
-    population mix by `sample_weight` (drift.weights; a no-op when weights are absent or all
-    equal); per-segment tests use the rows as they are (weights within a segment are ~equal).
+    population mix by `sample_weight` (drift.features.weights; a no-op when weights are absent or
+    all equal); per-segment tests use the rows as they are (weights within a segment are ~equal).
 
     `eval_frame`, when given, is the trailing 7 days of eval-scored samples: the tests of scope
     "eval" (the eval trend) run on it instead of the window (an hourly window holds too few).
 
-    `evidence` (drift.window_evidence), when given, takes the whole window's response-test
+    `evidence` (drift.streams.window_evidence), when given, takes the whole window's response-test
     p-value (updated in place) and adds its stream's result: drifted when the responses'
     evidence summed over recent windows passes its calibrated level.
     """

@@ -14,15 +14,20 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from drift.baseline import Baseline
+from drift.baseline.build import Baseline
 from drift.battery import PAIR_SCOPES, BatteryOptions, Frozen, run_battery
 from drift.errors import InputError
-from drift.features import EmbeddingBlock, FeatureSet, extract_features
-from drift.prompt_features import add_prompt_features
+from drift.features.feature_set import EmbeddingBlock, FeatureSet, extract_features
+from drift.features.prompt_features import add_prompt_features
+from drift.features.segments import segment_rows
+from drift.features.weights import (
+    Population,
+    block_rows_to_original,
+    population_sample,
+    weighting_detail,
+)
 from drift.registry import Scope
 from drift.result import ALL, TestResult
-from drift.segments import segment_rows
-from drift.weights import Population, block_rows_to_original, population_sample, weighting_detail
 
 
 def features_of(source: pd.DataFrame | FeatureSet, embeddings=None) -> FeatureSet:
@@ -62,8 +67,8 @@ class WindowRun:
         }
 
     def whole_window(self) -> list[TestResult]:
-        """The whole window as the population, not the stratified sample (drift.weights); own
-        seeded streams so `rng`, and so every per-segment result, is untouched by weighting."""
+        """The whole window as the population, not the stratified sample (drift.features.weights);
+        own seeded streams so `rng`, and so every per-segment result, is untouched by weighting."""
         b, opt = self.baseline, self.opt
         ref_pop = b.population() if self.weighted else Population(self.ref)
         cur_pop = _population(self.cur, [self.seed, 2], self.weighted)

@@ -1,6 +1,6 @@
 """Baselines from stored traffic: build (candidate), validate (+ calibrate), activate, list.
 
-A baseline's statistics (`drift.baseline.Baseline.to_dict(include_features=False)`) live in
+A baseline's statistics (`drift.baseline.build.Baseline.to_dict(include_features=False)`) live in
 `baselines.spec`; the samples it was built from are frozen, in the baseline's own row order, in
 `baseline_samples` (with their embeddings), so the baseline outlives sample retention and
 `Baseline.from_dict(spec, frozen_frame)` restores it exactly.
@@ -62,7 +62,7 @@ def build_baseline_from_window(
     every read row that has no vectors yet (a one-off cost; a window's embedding tests read a
     smaller subset, Settings.drift_max_embedded_rows), freezes a seeded sample of at most
     MAX_FROZEN records and the statistics over them."""
-    from drift.baseline import build_baseline
+    from drift.baseline.build import build_baseline
 
     start, end = to_utc(start), to_utc(end)
     if end <= start:
@@ -105,7 +105,7 @@ def build_baseline_from_window(
 
 def load_baseline_with_frame(session: Session, baseline_id: int):
     """(drift Baseline, frozen records as a frame) of stored baseline `baseline_id`."""
-    from drift.baseline import Baseline
+    from drift.baseline.build import Baseline
 
     row = get_baseline(session, baseline_id)
     if row is None:
@@ -133,10 +133,10 @@ def validate_stored_baseline(
 ) -> ValidateResult:
     """Halves must not drift (else `rejected`, with reasons); a valid one is calibrated from its
     own window-to-window noise, gets the smallest effect each test detects at the window size
-    (drift.power), and becomes `validated`."""
-    from drift.calibrate import calibrate_baseline
-    from drift.power import detectable_effects
-    from drift.validate import validate_baseline
+    (drift.baseline.power), and becomes `validated`."""
+    from drift.baseline.calibrate import calibrate_baseline
+    from drift.baseline.power import detectable_effects
+    from drift.baseline.validate import validate_baseline
 
     with session_factory() as session:
         row = get_baseline(session, baseline_id)

@@ -217,7 +217,8 @@ DRIFT_RULES: tuple[Rule, ...] = (
         "prompt",
         "the share of prompts using an instruction word or word pair shifted (a rewording)",
     ),
-    # a value the baseline never had (drift.new_values.new_values_test), named in the summary
+    # a value the baseline never had (drift.detectors.new_values.new_values_test), named in the
+    # summary
     _new_value("new_model_version", ("model_version",), "high", "model", "a model version"),
     _new_value("new_prompt_version", ("prompt_version",), "moderate", "prompt", "a prompt version"),
     _new_value("new_segment", ("tenant", "segment"), "review", "persona", "a tenant or segment"),

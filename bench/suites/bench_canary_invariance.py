@@ -19,7 +19,7 @@ import time
 import torch
 
 from bench.common.results_table import Table, write_results
-from drift.canary import Observation, compare, perplexity
+from drift.detectors.canary import Observation, compare, perplexity
 from serving.engine import EngineConfig, LLMEngine, build_engine
 from serving.sampling_params import SamplingParams
 from sidecar.canary.probes import Probe, load_probe_set

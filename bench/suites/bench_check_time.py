@@ -1,6 +1,7 @@
 """`vigil check` time on a 3,000-sample reference and a 300-sample window, with the prompt-wording
-features (templates mined by drain3, system-prompt hash, instruction length: drift.templates,
-drift.prompt_features) against the same check with them off, measured in the same run.
+features (templates mined by drain3, system-prompt hash, instruction length:
+drift.features.templates, drift.features.prompt_features) against the same check with them off,
+measured in the same run.
 
 The prompts are real prose — paragraphs and sentences of the Python standard library's
 docstrings — wrapped in six applications' templates; the window rewords two of them (the
@@ -30,7 +31,7 @@ from threadpoolctl import threadpool_limits
 
 import vigil.cli.check as check
 from bench.common.results_table import Table, write_results
-from drift.baseline import build_baseline
+from drift.baseline.build import build_baseline
 
 WORDINGS = {
     "summary": ("Summarize the following article:\n{a}\nSummary:", "Give a brief overview.\n{a}"),

@@ -21,11 +21,11 @@ import torch
 from threadpoolctl import threadpool_limits
 
 from bench.common.results_table import Table, write_results
-from drift.baseline import build_baseline
-from drift.calibrate import calibrate_baseline
-from drift.features import EmbeddingBlock, FeatureSet
+from drift.baseline.build import build_baseline
+from drift.baseline.calibrate import calibrate_baseline
+from drift.baseline.validate import validate_baseline
+from drift.features.feature_set import EmbeddingBlock, FeatureSet
 from drift.run import run_drift
-from drift.validate import validate_baseline
 
 FEATURES = (
     "prompt_chars",

@@ -107,10 +107,10 @@ def embedded(name: str, rows: list[dict]) -> pd.DataFrame:
 
 
 def run_windows(parts: dict[str, pd.DataFrame], args: argparse.Namespace) -> dict:
-    from drift.baseline import build_baseline
-    from drift.calibrate import calibrate_baseline
+    from drift.baseline.build import build_baseline
+    from drift.baseline.calibrate import calibrate_baseline
+    from drift.baseline.validate import validate_baseline
     from drift.run import run_drift
-    from drift.validate import validate_baseline
 
     base = parts["base"].copy()
     base["timestamp"] = np.arange(len(base), dtype=np.float64)

@@ -16,7 +16,7 @@ Candidates, each at the drift battery's threshold α = 0.001 on the same windows
 Windows: `--null` windows with nothing changed (the false-alarm rate) and `--per-strength`
 windows per swap strength (bench/workloads/swap_simulation.py), each against its own fresh baseline
 draw (the simulation's topics fixed). Within-3-windows detection combines three consecutive windows'
-p-values by drift.window_evidence (a CUSUM of window evidence) at its calibrated ARL0.
+p-values by drift.streams.window_evidence (a CUSUM of window evidence) at its calibrated ARL0.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from bench.common.results_table import Table, write_results
 from bench.workloads.swap_simulation import DIM, SwapWorld, Traffic
 from drift.stattests.mmd import mmd_test
 from drift.stattests.response_agg import response_agg_test
-from drift.window_evidence import WindowEvidence, calibrate_evidence
+from drift.streams.window_evidence import WindowEvidence, calibrate_evidence
 
 ALPHA = 0.001
 ARL0_WINDOWS = 720  # a false page a month from hourly windows
@@ -105,7 +105,7 @@ CANDIDATES: dict[str, Candidate] = {
 
 def within_three(p: np.ndarray) -> str:
     """Runs of 3 consecutive windows with an alarm by the third: a window's own p ≤ α, or the
-    accumulated evidence (drift.window_evidence) passing its calibrated level."""
+    accumulated evidence (drift.streams.window_evidence) passing its calibrated level."""
     hits = runs = 0
     fresh = calibrate_evidence(arl0_windows=ARL0_WINDOWS, permutations=999).to_dict()
     for lo in range(0, len(p) - 2, 3):

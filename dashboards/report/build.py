@@ -34,7 +34,8 @@ log = logging.getLogger("vigil.sidecar.report")
 
 
 def _rows_of_segment(frame: pd.DataFrame, label: str) -> np.ndarray:
-    """Frame row indices of a segment label ("*" or "key=value"), as drift.segments selects them."""
+    """Frame row indices of a segment label ("*" or "key=value"), as drift.features.segments
+    selects them."""
     if label == "*":
         return np.arange(len(frame))
     key, _, value = label.partition("=")
@@ -59,8 +60,8 @@ def cluster_views(results: list[dict[str, Any]], frame: pd.DataFrame) -> list[Cl
     """New clusters with a few (truncated) example prompts, shown after the window's shared
     preambles (dashboards/report/preamble.py).
 
-    `representatives` index the embedded rows of the segment's window (drift.clusters), in row
-    order; map them back to frame rows the same way to fetch the prompts."""
+    `representatives` index the embedded rows of the segment's window (drift.detectors.clusters), in
+    row order; map them back to frame rows the same way to fetch the prompts."""
     views = []
     preambles: list[str] | None = None
     for r in results:

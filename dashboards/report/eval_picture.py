@@ -1,6 +1,6 @@
 """The eval-score trend of the hourly report, one inline SVG per evaluator: the daily mean score
-over the 7 days to the window's end (the eval trend's window, drift/eval_trend.py), that 7-day
-window's mean, the baseline's mean, and the level under which a significant drop is drift."""
+over the 7 days to the window's end (the eval trend's window, drift/detectors/eval_trend.py), that
+7-day window's mean, the baseline's mean, and the level under which a significant drop is drift."""
 
 from __future__ import annotations
 
@@ -57,7 +57,8 @@ def eval_trend(
     days: int = DAYS,
 ) -> EvalTrend:
     """Daily means over the `days` days to `end` (day k holds (end-(days-k)d, end-(days-1-k)d]);
-    a score without a readable time counts in the window mean only, as in drift.eval_trend."""
+    a score without a readable time counts in the window mean only, as in
+    drift.detectors.eval_trend."""
     ok = np.isfinite(scores)
     start = end - days * DAY_S
     inside = ok & (np.isnan(times) | ((times > start) & (times <= end)))

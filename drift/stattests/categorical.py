@@ -1,6 +1,6 @@
 """Chi-square and Jensen–Shannon tests for categorical features (finish reason, tool names),
-over the category levels frozen with the baseline (drift.categories: rare and unseen levels
-fold into OTHER, so a brand-new level still shows as a shift; drift.new_values names it).
+over the category levels frozen with the baseline (drift.features.categories: rare and unseen levels
+fold into OTHER, so a brand-new level still shows as a shift; drift.detectors.new_values names it).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numpy as np
 from scipy import stats
 from scipy.spatial import distance
 
-from drift.categories import OTHER, category_counts, category_levels
+from drift.features.categories import OTHER, category_counts, category_levels
 from drift.registry import TestSpec, register
 from drift.result import TestResult, insufficient
 

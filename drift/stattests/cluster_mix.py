@@ -30,7 +30,7 @@ from scipy import stats
 from sklearn.cluster import KMeans
 from threadpoolctl import threadpool_limits
 
-from drift.prompt_response import prompt_mix_results
+from drift.detectors.prompt_response import prompt_mix_results
 from drift.registry import TestSpec, register
 from drift.result import TestResult, insufficient
 
@@ -229,7 +229,7 @@ SPEC = register(
         min_samples=50,
         collect=prompt_mix_results,
         func=_cluster_mix_test,
-        per_feature=False,  # prompt embeddings only: drift.prompt_response runs it
+        per_feature=False,  # prompt embeddings only: drift.detectors.prompt_response runs it
         description="chi-square homogeneity of occupancy of fine baseline k-means cells",
         display_name="the prompt-mix test",
         unit="chi-square statistic over prompt cells",

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from drift.prompt_response import conditional_results
+from drift.detectors.prompt_response import conditional_results
 from drift.registry import TestSpec, register
 from drift.result import TestResult, insufficient
 from drift.stattests.mmd import median_bandwidth, permutation_mmd2, rbf_kernel
@@ -167,7 +167,7 @@ SPEC = register(
         collect=conditional_results,
         func=_stratified_mmd_test,
         args=frozen_args,
-        per_feature=False,  # needs prompt strata: drift.prompt_response runs it
+        per_feature=False,  # needs prompt strata: drift.detectors.prompt_response runs it
         description="MMD² of responses within matched prompt clusters, "
         "stratified permutation p-value",
         display_name="the prompt-conditioned MMD",

@@ -1,17 +1,17 @@
-"""The eval trend (drift.eval_trend) on every eval score: the window's, or the trailing eval
-frame's when run_drift is given one (scope "eval")."""
+"""The eval trend (drift.detectors.eval_trend) on every eval score: the window's, or the trailing
+eval frame's when run_drift is given one (scope "eval")."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from drift.eval_trend import eval_trend_test
+from drift.detectors.eval_trend import eval_trend_test
 from drift.registry import TestSpec, not_run, register
 from drift.result import TestResult
 
 if TYPE_CHECKING:
     from drift.battery_inputs import TestInputs
-    from drift.features import FeatureSet
+    from drift.features.feature_set import FeatureSet
 
 
 def eval_trend_results(

@@ -1,7 +1,7 @@
 """Instruction n-gram shares: do the window's prompts use the baseline's instruction words as often?
 
-Each row is one prompt's set of instruction words and word pairs (drift.instruction_words: the
-wording it shares with the baseline's templates, its content masked). A reworded instruction
+Each row is one prompt's set of instruction words and word pairs (drift.features.instruction_words:
+the wording it shares with the baseline's templates, its content masked). A reworded instruction
 ("Summarize" becoming "Condense" in one template) takes its old words out of that template's
 prompts, which an embedding of the whole prompt, dominated by the content, barely shows.
 
@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 
 from drift.battery_inputs import TestInputs, run_test
-from drift.features import FeatureSet
-from drift.instruction_words import INSTRUCTION_WORDS
+from drift.features.feature_set import FeatureSet
+from drift.features.instruction_words import INSTRUCTION_WORDS
 from drift.registry import TestSpec, register
 from drift.result import TestResult, insufficient
 
@@ -147,7 +147,8 @@ def _subsample(rows: np.ndarray, limit: int, seed: list[int]) -> np.ndarray:
 
 
 def _sets(values: Sequence[object]) -> np.ndarray:
-    """One tuple of strings per row (drift.instruction_words makes tuples; lists are read too)."""
+    """One tuple of strings per row (drift.features.instruction_words makes tuples; lists are
+    read too)."""
     out = np.empty(len(values), dtype=object)
     for i, v in enumerate(values):
         if type(v) is tuple:

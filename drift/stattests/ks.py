@@ -1,7 +1,7 @@
 """Two-sample Kolmogorov–Smirnov test (scipy), one feature at a time.
 
-Across features the job adjusts the p-values with Benjamini–Hochberg (drift.multitest), so ten
-features at α do not give ten chances to false-alarm.
+Across features the job adjusts the p-values with Benjamini–Hochberg (drift.detectors.multitest), so
+ten features at α do not give ten chances to false-alarm.
 """
 
 from __future__ import annotations

@@ -14,7 +14,8 @@ so a 50,000-row window costs the same as a 2,000-row one. The price is power: th
 of the unbiased MMD² shrinks like 1/n, so the smallest detectable MMD² grows like 1/max_samples —
 capping 50,000 → 2,000 makes it ~25× larger. A 10 % mixture of a distinct cluster has
 MMD² = 0.1² · MMD²(P, Q), which at 2,000 per side is still detected (tests/drift measures it);
-rarer groups are left to the cluster detector (drift.clusters), which looks at every point.
+rarer groups are left to the cluster detector (drift.detectors.clusters), which looks at every
+point.
 """
 
 from __future__ import annotations

@@ -1,26 +1,26 @@
-"""New values (drift.new_values) of every segment key and categorical feature, on the whole
-window: a value the baseline never had, e.g. a new model version, tenant or finish reason."""
+"""New values (drift.detectors.new_values) of every segment key and categorical feature, on the
+whole window: a value the baseline never had, e.g. a new model version, tenant or finish reason."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from drift.features import MULTI_VALUED
-from drift.new_values import new_values_test
-from drift.prompt_features import PROMPT_TEMPLATE
+from drift.detectors.new_values import new_values_test
+from drift.features.feature_set import MULTI_VALUED
+from drift.features.prompt_features import PROMPT_TEMPLATE
 from drift.registry import TestSpec, not_run, register
 from drift.result import ALL, TestResult
 
 if TYPE_CHECKING:
     from drift.battery_inputs import TestInputs
-    from drift.features import FeatureSet
+    from drift.features.feature_set import FeatureSet
 
 
 def new_category_results(
     spec: TestSpec, ref: FeatureSet, cur: FeatureSet, inputs: TestInputs
 ) -> list[TestResult]:
     """Shares by sample weight (per item for multi-valued features). Templates have their own
-    check (drift.prompt_features.new_template_result), which names the wording."""
+    check (drift.features.prompt_features.new_template_result), which names the wording."""
     out = []
     for name in [k for k in cur.keys if k in ref.keys]:
         res = new_values_test(ref.keys[name], cur.keys[name], weights=cur.weights)

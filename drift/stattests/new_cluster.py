@@ -1,18 +1,19 @@
-"""Embeddings outside every baseline cluster, and a small cluster that grew (drift.clusters):
-one detector, two results (`new_cluster` here, `cluster_growth` described beside it)."""
+"""Embeddings outside every baseline cluster, and a small cluster that grew
+(drift.detectors.clusters): one detector, two results (`new_cluster` here, `cluster_growth`
+described beside it)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from drift.clusters import cluster_results
+from drift.detectors.clusters import cluster_results
 from drift.formatting import fmt_num
 from drift.registry import TestSpec, not_run, register
 from drift.result import TestResult
 
 if TYPE_CHECKING:
     from drift.battery_inputs import TestInputs
-    from drift.features import FeatureSet
+    from drift.features.feature_set import FeatureSet
 
 
 def new_cluster_results(

@@ -1,17 +1,17 @@
-"""New prompt wordings on the whole window (drift.prompt_features.new_template_result): more
-prompts in wordings the baseline never had than its held-out rate allows."""
+"""New prompt wordings on the whole window (drift.features.prompt_features.new_template_result):
+more prompts in wordings the baseline never had than its held-out rate allows."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from drift.prompt_features import NEW_TEMPLATE, PROMPT_TEMPLATE, new_template_result
+from drift.features.prompt_features import NEW_TEMPLATE, PROMPT_TEMPLATE, new_template_result
 from drift.registry import TestSpec, not_run, register
 from drift.result import TestResult
 
 if TYPE_CHECKING:
     from drift.battery_inputs import TestInputs
-    from drift.features import FeatureSet
+    from drift.features.feature_set import FeatureSet
 
 
 def new_template_results(

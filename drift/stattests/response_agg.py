@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from drift.prompt_response import aggregate_results
+from drift.detectors.prompt_response import aggregate_results
 from drift.registry import TestSpec, register
 from drift.result import TestResult, insufficient
 from drift.stattests.mmd import median_bandwidth
@@ -223,7 +223,8 @@ SPEC = register(
         collect=aggregate_results,
         func=_response_agg_test,
         args=frozen_args,
-        per_feature=False,  # needs the response blocks and prompt strata: drift.prompt_response
+        # needs the response blocks and prompt strata: drift.detectors.prompt_response
+        per_feature=False,
         costly=True,
         calibrated=True,
         description="responses (embedding and token statistics) under several kernels, "

@@ -1,10 +1,10 @@
-"""The responses' evidence summed over windows (drift.window_evidence): a stream, written by
+"""The responses' evidence summed over windows (drift.streams.window_evidence): a stream, written by
 run_drift when it is handed the state; described here so pages and reasons read it alike."""
 
 from __future__ import annotations
 
 from drift.registry import TestSpec, not_run, register
-from drift.window_evidence import NAME
+from drift.streams.window_evidence import NAME
 
 SPEC = register(
     TestSpec(

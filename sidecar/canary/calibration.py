@@ -4,7 +4,7 @@ engine's own noise, never guessed.
 Each probe runs `repeats` times alone, then `repeats` times inside a busy batch (every probe at
 once plus sampled filler chats, so it shares steps with other sequences at other positions). The
 first alone run is the expectation; the worst deviation of all the other runs, times a safety
-factor and above stated floors, is the tolerance (`drift.canary.calibrate_tolerance`).
+factor and above stated floors, is the tolerance (`drift.detectors.canary.calibrate_tolerance`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from drift.canary import Observation, Tolerance, calibrate_tolerance, compare
+from drift.detectors.canary import Observation, Tolerance, calibrate_tolerance, compare
 from sidecar.canary.probes import Probe, ProbeSet
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from drift.canary import Observation, perplexity
+from drift.detectors.canary import Observation, perplexity
 from sidecar.canary.probes import Probe
 from sidecar.engine_api import EngineAPI, EngineRefused, EngineUnavailable
 

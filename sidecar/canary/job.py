@@ -5,9 +5,10 @@ baseline; a change beyond the calibrated tolerance raises an `engine` alert.
   canary baseline was fixed: this run calibrates a new one instead of comparing
   (`vigil canary baseline` does the same on demand).
 - Otherwise each probe runs once; any probe outside its tolerance fires `canary_mismatch`
-  (high), and a perplexity worse than `drift.canary.CRITICAL_PERPLEXITY_RATIO` times the recorded
-  one fires `canary_perplexity` (critical). A clean run resolves both. The evidence names the
-  model version, the engine (version, torch, device, attention backend) and the diverging probes.
+  (high), and a perplexity worse than `drift.detectors.canary.CRITICAL_PERPLEXITY_RATIO` times the
+  recorded one fires `canary_perplexity` (critical). A clean run resolves both. The evidence names
+  the model version, the engine (version, torch, device, attention backend) and the diverging
+  probes.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from drift.canary import Observation, Tolerance, compare, judge
+from drift.detectors.canary import Observation, Tolerance, compare, judge
 from sidecar.canary.calibration import CalibrationResult, calibrate
 from sidecar.canary.client import CanaryClient, EngineUnavailable
 from sidecar.canary.probes import ProbeSet, load_probe_set

@@ -1,5 +1,5 @@
 """The drift run's cause for its incident: the window frame's keys, times and prompts handed
-to the pure `drift.cause.explain`."""
+to the pure `drift.cause.explain.explain`."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def run_cause(
 ) -> dict[str, Any] | None:
     """The cause as a dict (headline, order, new values, topics, ...), or None when the run
     proposed nothing. A failure here never loses the run's alerts: they keep their own summaries."""
-    from drift.cause import explain
+    from drift.cause.explain import explain
 
     if not proposed or not len(frame):
         return None

@@ -29,10 +29,10 @@ class WindowWork:
     """What one window's drift check produced, before anything is stored."""
 
     frame: pd.DataFrame
-    baseline: Any = None  # drift.baseline.Baseline when one is active
+    baseline: Any = None  # drift.baseline.build.Baseline when one is active
     base_frame: pd.DataFrame | None = None
     evals: pd.DataFrame | None = None
-    evidence: Any = None  # drift.window_evidence.WindowEvidence (scheduled windows only)
+    evidence: Any = None  # drift.streams.window_evidence.WindowEvidence (scheduled windows only)
     results: list[dict] = field(default_factory=list)
     sizes: dict[str, dict[str, int]] = field(default_factory=dict)
     proposed: list = field(default_factory=list)
@@ -54,7 +54,7 @@ def compute_window(
     run_id: int,
     advance_cursor: bool,
 ) -> WindowWork:
-    from drift.segments import DEFAULT_SEGMENT_BY
+    from drift.features.segments import DEFAULT_SEGMENT_BY
 
     work = WindowWork(frame)
     if active is None:
@@ -89,8 +89,8 @@ def _run(
     run_id: int,
     partial: str | None,
 ) -> None:
+    from drift.features.segments import DEFAULT_SEGMENT_BY
     from drift.run import run_drift
-    from drift.segments import DEFAULT_SEGMENT_BY
 
     evals = trailing_eval_frame(session, end, settings.drift_eval_max_samples)
     work.evals = evals

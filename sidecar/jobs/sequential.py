@@ -1,6 +1,6 @@
 """Sequential job: new samples' token statistics, in time order, through the online CUSUM.
 
-Between hourly drift windows, `drift.sequential.CusumDetector` watches (mean_logprob,
+Between hourly drift windows, `drift.streams.sequential.CusumDetector` watches (mean_logprob,
 mean_entropy, completion_tokens) sample by sample. Its threshold is calibrated once per active
 baseline (bootstrap on the baseline's frozen samples, Settings.sequential_arl0 samples between
 false alarms) and its whole state lives in `job_cursors` under CURSOR, as JSON, with the
@@ -21,7 +21,7 @@ import numpy as np
 from sqlalchemy.orm import Session, sessionmaker
 
 from alerts.service import raise_condition
-from drift.sequential import STREAMS, CusumDetector, calibrate
+from drift.streams.sequential import STREAMS, CusumDetector, calibrate
 from sidecar.baselines import load_baseline_with_frame
 from sidecar.cursors import get_cursor, set_cursor
 from storage.repositories.baselines import get_active_baseline

@@ -1,4 +1,4 @@
-"""The drift job's response evidence across windows (drift.window_evidence), kept in
+"""The drift job's response evidence across windows (drift.streams.window_evidence), kept in
 `job_cursors` as JSON: loaded before a scheduled window, saved in the transaction that makes the
 window done (a crash before it leaves the sums as they were). A new active baseline, or a
 changed ARL0, starts afresh; calibration is a bootstrap of a known null, done once per start."""
@@ -12,7 +12,7 @@ from datetime import datetime
 from sqlalchemy.orm import Session
 
 from drift.stattests.response_agg import N_PERMUTATIONS
-from drift.window_evidence import WindowEvidence, calibrate_evidence
+from drift.streams.window_evidence import WindowEvidence, calibrate_evidence
 from sidecar.cursors import get_cursor, set_cursor
 from vigil.config import Settings
 

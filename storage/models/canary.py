@@ -30,7 +30,9 @@ class CanaryBaseline(Base):
     model_version: Mapped[str | None] = mapped_column(String(128))
     engine: Mapped[dict | None] = mapped_column(JSON)  # engine version, torch, device, dtype
     expected: Mapped[dict] = mapped_column(JSON)  # probe -> {token_ids, logprobs, perplexity}
-    tolerances: Mapped[dict] = mapped_column(JSON)  # probe -> drift.canary.Tolerance fields
+    tolerances: Mapped[dict] = mapped_column(
+        JSON
+    )  # probe -> drift.detectors.canary.Tolerance fields
     calibration: Mapped[dict | None] = mapped_column(JSON)  # noise measured per probe
 
 

@@ -1,9 +1,9 @@
 """A row cap for eval-score reads that keeps the eval trend's statistics honest.
 
-The eval trend (drift.eval_trend) compares the trailing mean of each score with the baseline's
-by Welch's t-test and Mann-Whitney's U, and lists daily means. Those need individual scores:
-per-hour aggregates would keep means and variances but not the ranks Mann-Whitney uses. So the
-read is capped by sampling instead: every n/q-th scored sample in time order (done in SQL with
+The eval trend (drift.detectors.eval_trend) compares the trailing mean of each score with the
+baseline's by Welch's t-test and Mann-Whitney's U, and lists daily means. Those need individual
+scores: per-hour aggregates would keep means and variances but not the ranks Mann-Whitney uses. So
+the read is capped by sampling instead: every n/q-th scored sample in time order (done in SQL with
 row_number(); exactly q of n, deterministic). Every sample has the same chance q/n, so the
 sampled mean estimates the full mean without reweighting, and the time order spreads the kept
 samples evenly over the days, so each day keeps its share of the trend. A segment keeps its

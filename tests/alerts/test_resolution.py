@@ -9,8 +9,8 @@ import pytest
 from alert_helpers import T0, make_run, make_settings
 
 from alerts.service import list_alerts, raise_alerts, raise_condition
-from drift.custom_rules import DEFAULT_RULES
-from drift.proposals import propose_alerts
+from drift.alerting.custom_rules import DEFAULT_RULES
+from drift.alerting.proposals import propose_alerts
 from drift.result import TestResult
 from vigil.alert_table import DRIFT_RULES
 

@@ -212,8 +212,8 @@ def test_muted_rule_raises_nothing(sessions, alerts_db):
 def test_drift_jobs_proposals_are_accepted_and_file_rules_match_their_results(sessions, alerts_db):
     """The contract with drift/: its ProposedAlert objects (evidence = {"rule": description,
     "results": [TestResult dicts]}) go in unchanged; a file rule matching test/feature applies."""
-    from drift.custom_rules import DEFAULT_RULES
-    from drift.proposals import propose_alerts
+    from drift.alerting.custom_rules import DEFAULT_RULES
+    from drift.alerting.proposals import propose_alerts
     from drift.result import TestResult
 
     results = [

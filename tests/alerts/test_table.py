@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 import alerts
-import drift.custom_rules
+import drift.alerting.custom_rules
 from alerts.proposal import coerce_proposal
-from drift.proposals import propose_alerts
+from drift.alerting.proposals import propose_alerts
 from drift.result import TestResult
 from vigil import alert_table
 from vigil.alert_table import DEFAULT_RULES, KINDS, SEVERITIES, Rule, condition_rule
@@ -24,10 +24,17 @@ def test_names_are_unique_and_fit_the_alert_columns():
 
 
 def test_drift_and_alerts_read_the_same_table():
-    assert tuple(r for r in DEFAULT_RULES if r.test is not None) == drift.custom_rules.DEFAULT_RULES
+    assert (
+        tuple(r for r in DEFAULT_RULES if r.test is not None)
+        == drift.alerting.custom_rules.DEFAULT_RULES
+    )
     assert alerts.KINDS is KINDS and alerts.SEVERITIES is SEVERITIES
-    assert set(alert_table.DRIFT_KINDS) == {r.kind for r in drift.custom_rules.DEFAULT_RULES}
-    assert {r.name for r in drift.custom_rules.DEFAULT_RULES} == alert_table.DRIFT_RULE_NAMES
+    assert set(alert_table.DRIFT_KINDS) == {
+        r.kind for r in drift.alerting.custom_rules.DEFAULT_RULES
+    }
+    assert {
+        r.name for r in drift.alerting.custom_rules.DEFAULT_RULES
+    } == alert_table.DRIFT_RULE_NAMES
 
 
 @pytest.mark.parametrize(
@@ -67,7 +74,8 @@ def test_a_row_with_an_unknown_tier_or_kind_is_refused():
 
 
 def test_drift_job_tiers_raw_results_with_the_table():
-    """What the removed raw-result evaluator checked, on the live path (drift.proposals)."""
+    """What the removed raw-result evaluator checked, on the live path
+    (drift.alerting.proposals)."""
     results = [
         TestResult("psi", 0.31, None, 0.25, True, feature="prompt_tokens"),
         TestResult("psi", 0.28, None, 0.25, True, feature="prompt_chars"),
@@ -80,7 +88,8 @@ def test_drift_job_tiers_raw_results_with_the_table():
         TestResult("psi", 0.4, None, 0.25, True, feature="ttft_ms", segment="tenant=b"),
     ]
     proposals = {
-        (p.rule, p.segment): p for p in propose_alerts(results, drift.custom_rules.DEFAULT_RULES)
+        (p.rule, p.segment): p
+        for p in propose_alerts(results, drift.alerting.custom_rules.DEFAULT_RULES)
     }
     # ks has no rule, insufficient data never alerts, undrifted results never alert
     assert set(proposals) == {

@@ -110,7 +110,7 @@ def test_build_and_validate_go_through_the_ops(migrated_db):
 
 
 def test_page_shows_what_each_baseline_detects_and_the_judge_validity(migrated_db, make_settings):
-    from drift.power_report import DetectableEffect, PowerReport
+    from drift.baseline.power_report import DetectableEffect, PowerReport
 
     effect = DetectableEffect(
         test="ks", feature="completion_tokens", kind="shift", effect=0.31, largest=3.0,

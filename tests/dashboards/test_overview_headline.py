@@ -10,7 +10,7 @@ from sidecar_servers import API_KEY
 
 from dashboards.moved import rank_moved
 from dashboards.overview import MAX_ROWS
-from drift.ranking import FLOOR_N, FLOOR_SHARE
+from drift.cause.ranking import FLOOR_N, FLOOR_SHARE
 from sidecar.app import create_app
 from storage.db import session_factory
 from storage.models import DriftResult, DriftRun

@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from drift.attribution import attribute_alerts
-from drift.baseline import build_baseline
+from drift.alerting.attribution import attribute_alerts
+from drift.baseline.build import build_baseline
 from drift.outcome import ProposedAlert
 from drift.result import TestResult
 from drift.run import run_drift

@@ -1,5 +1,5 @@
-"""drift.canary against brute-force oracles (position loops, scipy's geometric mean), and the
-verdict and calibration rules on hand-built cases."""
+"""drift.detectors.canary against brute-force oracles (position loops, scipy's geometric mean), and
+the verdict and calibration rules on hand-built cases."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import gmean
 
-from drift.canary import (
+from drift.detectors.canary import (
     CRITICAL_PERPLEXITY_RATIO,
     FLOOR_LOGPROB_DELTA_MAX,
     FLOOR_LOGPROB_DELTA_MEAN,

@@ -1,5 +1,5 @@
-"""A run's cause in one sentence (drift/cause.py), its ranking (drift/ranking.py) and its
-prompts' topics (drift/topics.py), on the demo's own traffic and on generated runs."""
+"""A run's cause in one sentence (drift/cause/explain.py), its ranking (drift/cause/ranking.py) and
+its prompts' topics (drift/cause/topics.py), on the demo's own traffic and on generated runs."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from drift import ranking
-from drift.cause import explain
-from drift.topics import name_topics, strip_shared
+from drift.cause import ranking
+from drift.cause.explain import explain
+from drift.cause.topics import name_topics, strip_shared
 from vigil.devtools.demo_traffic import V2_PREAMBLE, drift_event, steady
 
 NOW = datetime(2026, 12, 3, 19, 46, tzinfo=UTC)

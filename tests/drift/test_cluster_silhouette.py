@@ -8,7 +8,7 @@ import pytest
 from sklearn.cluster import KMeans
 from sklearn.metrics import silhouette_score
 
-from drift.cluster_model import _best_centroids
+from drift.baseline.cluster_model import _best_centroids
 
 
 @pytest.mark.parametrize("n", [300, 2600])

@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from drift.baseline.cluster_model import fit_clusters
 from drift.battery_inputs import BatteryOptions, Frozen, Levels, TestInputs
-from drift.cluster_model import fit_clusters
-from drift.features import extract_features
-from drift.prompt_response import conditional_results
+from drift.detectors.prompt_response import conditional_results
+from drift.features.feature_set import extract_features
 from drift.registry import get_test
 from drift.stattests.conditional_mmd import stratified_mmd_test
 

@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 from drift_synth import make_samples
 
-from drift.baseline import Baseline, build_baseline
-from drift.calibrate import calibrate_baseline, chunk_bounds
-from drift.validate import validate_baseline
+from drift.baseline.build import Baseline, build_baseline
+from drift.baseline.calibrate import calibrate_baseline, chunk_bounds
+from drift.baseline.validate import validate_baseline
 
 
 @pytest.fixture(scope="module")

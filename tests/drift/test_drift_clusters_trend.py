@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from drift.cluster_model import ClusterModel, fit_clusters
-from drift.clusters import detect_clusters
-from drift.eval_trend import eval_trend_test
+from drift.baseline.cluster_model import ClusterModel, fit_clusters
+from drift.detectors.clusters import detect_clusters
+from drift.detectors.eval_trend import eval_trend_test
 
 
 @pytest.fixture(scope="module")

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from drift.cluster_model import fit_clusters
-from drift.clusters import detect_clusters
-from drift.eval_trend import eval_trend_test
-from drift.multitest import benjamini_hochberg
+from drift.baseline.cluster_model import fit_clusters
+from drift.detectors.clusters import detect_clusters
+from drift.detectors.eval_trend import eval_trend_test
+from drift.detectors.multitest import benjamini_hochberg
 from drift.registry import get_test
 
 TRIALS = 240

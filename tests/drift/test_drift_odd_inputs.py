@@ -23,13 +23,13 @@ from hypothesis import strategies as st
 from odd_windows import QUIRKS, fake_embed, odd_pair, write_records
 
 from dashboards.report.build import write_run_report
-from drift.baseline import build_baseline
-from drift.custom_rules import DEFAULT_RULES
+from drift.alerting.custom_rules import DEFAULT_RULES
+from drift.alerting.proposals import propose_alerts
+from drift.baseline.build import build_baseline
+from drift.detectors.new_values import new_values_test
 from drift.errors import InputError
-from drift.new_values import new_values_test
-from drift.proposals import propose_alerts
+from drift.features.segments import DEFAULT_SEGMENT_BY
 from drift.run import run_drift
-from drift.segments import DEFAULT_SEGMENT_BY
 from vigil.cli.check import EXIT_BAD_INPUT, EXIT_DRIFT, EXIT_NO_VERDICT, EXIT_OK, check_command
 
 FUZZ = settings(

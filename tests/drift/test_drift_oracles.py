@@ -12,8 +12,8 @@ from scipy import stats
 from scipy.spatial.distance import cdist
 
 from drift import registry
-from drift.categories import OTHER, category_levels
-from drift.multitest import benjamini_hochberg
+from drift.detectors.multitest import benjamini_hochberg
+from drift.features.categories import OTHER, category_levels
 from drift.registry import get_test
 from drift.stattests.mmd import median_bandwidth
 from drift.stattests.psi import psi_edges
@@ -150,7 +150,7 @@ def test_chi2_and_js_match_hand_formulas():
 def test_tool_names_are_exploded_per_item():
     import pandas as pd
 
-    from drift.features import NO_TOOL, extract_features
+    from drift.features.feature_set import NO_TOOL, extract_features
 
     fs = extract_features(pd.DataFrame({"tools": [["search", "calc"], [], ["search"]]}))
     assert sorted(fs.categorical_values("tool")) == sorted(["search", "calc", NO_TOOL, "search"])

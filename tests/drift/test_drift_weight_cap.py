@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_drift_weights import OPTS, star, stratum
 
-from drift.baseline import build_baseline
+from drift.baseline.build import build_baseline
+from drift.features.weights import MIN_KEPT_ROWS, ROW_WEIGHT_CAP, capped_weights, thinning_rows
 from drift.run import run_drift
-from drift.weights import MIN_KEPT_ROWS, ROW_WEIGHT_CAP, capped_weights, thinning_rows
 
 
 def window(seed: int, parts: list[tuple[str, int, float, bool]]) -> pd.DataFrame:

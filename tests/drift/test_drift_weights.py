@@ -14,17 +14,17 @@ import pytest
 from drift_synth import make_samples
 from scipy import stats
 
-from drift.baseline import build_baseline
+from drift.baseline.build import build_baseline
 from drift.battery import BatteryOptions
-from drift.features import EmbeddingBlock, FeatureSet
-from drift.run import run_drift
-from drift.weights import (
+from drift.features.feature_set import EmbeddingBlock, FeatureSet
+from drift.features.weights import (
     Population,
     block_rows_to_original,
     effective_sample_size,
     population_sample,
     thinning_rows,
 )
+from drift.run import run_drift
 
 DIM = 8
 _CENTRES = np.random.default_rng(2024).normal(size=(2, DIM)) * 2.0
@@ -192,7 +192,7 @@ def test_population_sample_keeps_embeddings_in_step_and_maps_rows_back():
 
 
 def test_bad_weights_are_named():
-    from drift.features import extract_features
+    from drift.features.feature_set import extract_features
 
     with pytest.raises(ValueError, match="row 1: sample_weight"):
         extract_features(pd.DataFrame({"prompt_tokens": [1, 2], "sample_weight": [1.0, -3.0]}))
@@ -203,7 +203,7 @@ def test_bad_weights_are_named():
 
 def test_validation_compares_the_population_halves():
     """First half a quiet hour (B over-sampled 5x), second half busy: same population mix."""
-    from drift.validate import validate_baseline
+    from drift.baseline.validate import validate_baseline
 
     quiet, busy = traffic(3000, 800, 10.0, 1000, 2.0), traffic(3001, 1600, 10.0, 400, 10.0)
     frame = pd.concat([quiet, busy], ignore_index=True)

@@ -1,4 +1,4 @@
-"""Instruction n-gram shares (drift.instruction_words, drift.stattests.instruction_ngrams).
+"""Instruction n-gram shares (drift.features.instruction_words, drift.stattests.instruction_ngrams).
 
 Oracles: a templated prompt's n-grams are its template's kept words and word pairs, none of its
 content; for one n-gram the statistic is the two-proportion z computed by hand; the permutation
@@ -25,11 +25,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from drift.baseline import Baseline, build_baseline
+from drift.alerting.proposals import describe_hit
+from drift.baseline.build import Baseline, build_baseline
+from drift.baseline.calibrate import calibrate_baseline
+from drift.baseline.validate import validate_baseline
 from drift.battery import BatteryOptions
-from drift.calibrate import calibrate_baseline
-from drift.instruction_words import instruction_ngrams
-from drift.proposals import describe_hit
+from drift.features.instruction_words import instruction_ngrams
+from drift.features.templates import fit_templates
 from drift.run import run_drift
 from drift.stattests.instruction_ngrams import (
     instruction_ngram_test,
@@ -37,8 +39,6 @@ from drift.stattests.instruction_ngrams import (
     presence,
     window_members,
 )
-from drift.templates import fit_templates
-from drift.validate import validate_baseline
 from tests.drift.test_templates import ODD_TEXT, content
 
 TEMPLATES = [

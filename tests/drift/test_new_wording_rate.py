@@ -1,5 +1,5 @@
-"""The new-wording test against the baseline's held-out unseen rate (drift.templates
-.held_out_unseen, drift.prompt_features.new_template_result).
+"""The new-wording test against the baseline's held-out unseen rate (drift.features.templates
+.held_out_unseen, drift.features.prompt_features.new_template_result).
 
 Oracles: a baseline with a planted share of one-off wordings has that held-out unseen rate
 (each one-off prompt is unseen to a model fitted without it, each templated one is seen); the
@@ -16,9 +16,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from drift.prompt_features import NEW_ALPHA, new_template_result, unseen_p_value
-from drift.proposals import describe_hit
-from drift.templates import UNSEEN, TemplateModel, fit_templates, held_out_unseen
+from drift.alerting.proposals import describe_hit
+from drift.features.prompt_features import NEW_ALPHA, new_template_result, unseen_p_value
+from drift.features.templates import UNSEEN, TemplateModel, fit_templates, held_out_unseen
 from tests.drift.test_templates import REWORDED, WORDINGS, content, prompts
 
 STABLE = list(WORDINGS.values())

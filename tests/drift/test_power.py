@@ -1,5 +1,5 @@
-"""The smallest detectable effect (drift.power) against textbook power formulas, the lattice
-shift, and its words and JSON form on any input."""
+"""The smallest detectable effect (drift.baseline.power) against textbook power formulas, the
+lattice shift, and its words and JSON form on any input."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 from scipy import optimize, stats
 from test_registry_dispatch import welch  # noqa: F401 (fixture: registers the Welch t test)
 
-from drift.baseline import Baseline, build_baseline
-from drift.features import EmbeddingBlock, FeatureSet
-from drift.power import detectable_effects, lattice_step
-from drift.power_report import DetectableEffect, PowerReport
-from drift.power_words import describe, power_lines, summary_lines
+from drift.baseline.build import Baseline, build_baseline
+from drift.baseline.power import detectable_effects, lattice_step
+from drift.baseline.power_report import DetectableEffect, PowerReport
+from drift.baseline.power_words import describe, power_lines, summary_lines
+from drift.features.feature_set import EmbeddingBlock, FeatureSet
 
 ALPHA = 0.01
 POWER = 0.8

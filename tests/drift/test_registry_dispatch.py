@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 from scipy import stats
 
 import drift.registry as registry
-from drift.baseline import build_baseline
+from drift.baseline.build import build_baseline
+from drift.baseline.calibrate import calibrate_baseline
 from drift.battery import BatteryOptions, run_battery
-from drift.calibrate import calibrate_baseline
 from drift.registry import TestSpec, all_tests, decide, get_test, register
 from drift.result import TestResult, insufficient
 

@@ -12,13 +12,13 @@ import pytest
 from drift_synth import make_samples
 
 from dashboards.charts import direction_of
-from drift.baseline import build_baseline
-from drift.power_report import DetectableEffect
-from drift.power_words import describe as power_sentence
+from drift.baseline.build import build_baseline
+from drift.baseline.power_report import DetectableEffect
+from drift.baseline.power_words import describe as power_sentence
+from drift.baseline.validate import describe, validation_levels
 from drift.registry import TestSpec, all_tests, register, unregister
 from drift.result import TestResult
 from drift.run import run_drift
-from drift.validate import describe, validation_levels
 
 NEW_TEST = textwrap.dedent(
     '''

@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 from scipy import stats
 from scipy.spatial.distance import cdist
 
+from drift.baseline.cluster_model import fit_clusters
 from drift.battery_inputs import BatteryOptions, Frozen, Levels, TestInputs
-from drift.cluster_model import fit_clusters
-from drift.features import extract_features
-from drift.prompt_response import aggregate_results
+from drift.detectors.prompt_response import aggregate_results
+from drift.features.feature_set import extract_features
 from drift.registry import get_test
 from drift.result import TestResult
 from drift.stattests.response_agg import (
@@ -140,7 +140,7 @@ def test_more_power_than_the_single_kernel_tests_at_a_small_change(world):
     """Change 0.2 (half the conditional tests' measured 80 % point), α = 0.001: the aggregated
     test finds at least as many windows as the two conditional MMDs together (measured: its
     largest kernel z 8-12 where the conditional MMDs read p = 0.001-0.006 and 0.08-0.3)."""
-    from drift.prompt_response import conditional_results
+    from drift.detectors.prompt_response import conditional_results
 
     ref, frozen = world
     rng = np.random.default_rng(9)
@@ -188,9 +188,9 @@ def test_mismatched_widths_and_strata_are_refused():
 
 
 def test_a_drifted_result_is_model_side_evidence():
-    from drift.attribution import attribute_alerts
-    from drift.custom_rules import DEFAULT_RULES
-    from drift.proposals import propose_alerts
+    from drift.alerting.attribution import attribute_alerts
+    from drift.alerting.custom_rules import DEFAULT_RULES
+    from drift.alerting.proposals import propose_alerts
 
     hit = TestResult("response_agg", 9.0, 0.001, 0.001, True, feature="responses")
     [alert] = attribute_alerts(

@@ -14,13 +14,13 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from drift.custom_rules import DEFAULT_RULES, Rule
+from drift.alerting.custom_rules import DEFAULT_RULES, Rule
+from drift.alerting.proposals import describe_hit, propose_alerts
+from drift.baseline.validate import describe
 from drift.formatting import clean_text, fmt_num
 from drift.outcome import DriftOutcome
-from drift.proposals import describe_hit, propose_alerts
 from drift.registry import all_tests
 from drift.result import TestResult
-from drift.validate import describe
 
 EXTRA_TESTS = (
     "new_cluster",

@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 from drift_synth import make_samples
 
-from drift.baseline import build_baseline
-from drift.custom_rules import DEFAULT_RULES, merge_rules, rules_from_dicts
+from drift.alerting.custom_rules import DEFAULT_RULES, merge_rules, rules_from_dicts
+from drift.baseline.build import build_baseline
+from drift.baseline.validate import validate_baseline
 from drift.run import run_drift
-from drift.validate import validate_baseline
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from drift.sequential import CusumDetector, calibrate, cusum_paths
+from drift.streams.sequential import CusumDetector, calibrate, cusum_paths
 
 LOGPROB_SD = 0.15
 

@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from drift.attribution import attribute_alerts
-from drift.baseline import Baseline, build_baseline
+from drift.alerting.attribution import attribute_alerts
+from drift.baseline.build import Baseline, build_baseline
 from drift.outcome import ProposedAlert
 from drift.result import TestResult
 from drift.run import run_drift
@@ -123,7 +123,7 @@ def test_both_sides_moving_without_a_prompt_side_explanation_is_unclear():
 
 
 def test_the_incident_headline_names_the_new_wording_and_why(baseline):
-    from drift.cause import explain
+    from drift.cause.explain import explain
 
     frame = window(np.random.default_rng(45), 300, reword=True)
     report = run_drift(baseline, frame)
@@ -137,7 +137,7 @@ def test_the_incident_headline_names_the_new_wording_and_why(baseline):
 
 
 def test_an_unclear_cause_says_so_in_the_headline():
-    from drift.cause import explain
+    from drift.cause.explain import explain
 
     results = [
         _result("chi2", "prompt_template", p=0.008),

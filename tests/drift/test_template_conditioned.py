@@ -1,4 +1,5 @@
-"""Responses compared within the same prompt template (drift.prompt_response, `_by_template`).
+"""Responses compared within the same prompt template (drift.detectors.prompt_response,
+`_by_template`).
 
 Oracle: the windows of tests.drift.test_template_attribution, whose answers are drawn from the
 same distribution per template unless the model moved them. A model whose answers moved for
@@ -13,10 +14,10 @@ import json
 import numpy as np
 import pytest
 
-from drift.baseline import Baseline, build_baseline
+from drift.baseline.build import Baseline, build_baseline
 from drift.battery import BatteryOptions
-from drift.features import extract_features
-from drift.prompt_response import TRUNCATED, response_stat_matrices
+from drift.detectors.prompt_response import TRUNCATED, response_stat_matrices
+from drift.features.feature_set import extract_features
 from drift.run import run_drift
 from tests.drift.test_template_attribution import ANSWER_SHIFT, window
 

@@ -1,6 +1,6 @@
 """The prompt-wording tests on stable traffic: calibrated on the baseline (split-half
-validation, chunk-vs-rest calibration, drift.calibrate) and then run on fresh windows of the
-same templates and new content, they raise prompt-side alerts at a known, small rate.
+validation, chunk-vs-rest calibration, drift.baseline.calibrate) and then run on fresh windows of
+the same templates and new content, they raise prompt-side alerts at a known, small rate.
 
 Oracle: with the templates' mix unchanged, each window's template shares are a multinomial
 draw, so the Jensen–Shannon test (its null quantile at 0.999, drift.stattests.categorical) and
@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from drift.baseline import build_baseline
+from drift.baseline.build import build_baseline
+from drift.baseline.calibrate import calibrate_baseline
+from drift.baseline.validate import validate_baseline
 from drift.battery import BatteryOptions
-from drift.calibrate import calibrate_baseline
 from drift.run import run_drift
-from drift.validate import validate_baseline
 from tests.drift.test_template_attribution import window
 
 PROMPT_RULES = {

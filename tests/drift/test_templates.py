@@ -1,4 +1,5 @@
-"""Prompt templates (drift.templates, drift.prompt_parts): the wording around the content.
+"""Prompt templates (drift.features.templates, drift.features.prompt_parts): the wording around the
+content.
 
 Oracles: prompts built from known wordings around varied text must label by wording; any
 string (empty, huge, unicode, one word, chat-templated) labels without raising, every prompt
@@ -12,8 +13,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from drift.prompt_parts import NO_SYSTEM, split_chat, system_prompt_id
-from drift.templates import HEAD, TAIL, UNSEEN, TemplateModel, fit_templates, view
+from drift.features.prompt_parts import NO_SYSTEM, split_chat, system_prompt_id
+from drift.features.templates import HEAD, TAIL, UNSEEN, TemplateModel, fit_templates, view
 
 _LETTERS = np.array(list("abcdefghijklmnopqrstuvwxyz"))
 # content words: 3,000 distinct letter strings, Zipf-distributed like a text's words

@@ -1,13 +1,13 @@
 """The whole-window embedding tests see the population mix when only a stratified subset of the
-window's rows carries vectors, at a different rate per segment (drift.vector_subset)."""
+window's rows carries vectors, at a different rate per segment (drift.features.vector_subset)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from drift.features import EmbeddingBlock, FeatureSet
-from drift.vector_subset import vector_keep_weights
-from drift.weights import capped_weights, population_sample, thinning_rows
+from drift.features.feature_set import EmbeddingBlock, FeatureSet
+from drift.features.vector_subset import vector_keep_weights
+from drift.features.weights import capped_weights, population_sample, thinning_rows
 
 SEGMENTS = {"a": (600, 1.0, 50), "b": (300, 2.0, 100), "c": (100, 1.0, 50)}  # rows, weight, vectors
 

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from drift.custom_rules import DEFAULT_RULES
-from drift.proposals import propose_alerts, since_words
+from drift.alerting.custom_rules import DEFAULT_RULES
+from drift.alerting.proposals import propose_alerts, since_words
 from drift.result import TestResult
-from drift.window_evidence import (
+from drift.streams.window_evidence import (
     WindowEvidence,
     accumulate,
     calibrate_evidence,

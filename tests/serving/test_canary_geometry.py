@@ -13,7 +13,7 @@ import torch
 from engine_fixtures import TINY_WINDOW, save_tiny_model
 from test_server_support import API_KEY, ServerThread, make_settings, wait_for
 
-from drift.canary import compare, judge
+from drift.detectors.canary import compare, judge
 from serving.attention.fault import set_scale_fault
 from serving.server.service.app import create_app
 from sidecar.canary.calibration import calibrate

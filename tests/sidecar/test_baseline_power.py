@@ -9,7 +9,7 @@ import pytest
 from traffic_gen import traffic
 
 from dashboards.baselines_page import baseline_rows
-from drift.power_report import PowerReport
+from drift.baseline.power_report import PowerReport
 from sidecar.baselines import (
     build_baseline_from_window,
     load_baseline,

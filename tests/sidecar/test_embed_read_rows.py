@@ -14,9 +14,9 @@ from hash_embedder import HashEmbedder
 from sqlalchemy import select
 
 import sidecar.jobs.embed as embed_job
-from drift.baseline import build_baseline
+from drift.baseline.build import build_baseline
+from drift.features.segments import DEFAULT_SEGMENT_BY
 from drift.run import run_drift
-from drift.segments import DEFAULT_SEGMENT_BY
 from storage.db import session_factory
 from storage.models import Embedding
 from storage.repositories.samples import fetch_window, insert_samples

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import select
 
-from drift.baseline import build_baseline
+from drift.baseline.build import build_baseline
 from sidecar.cursors import get_cursor
 from sidecar.jobs.sequential import CURSOR, RULE, run_sequential_job
 from storage.db import session_factory

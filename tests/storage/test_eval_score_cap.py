@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import insert, text
 
-from drift.eval_trend import eval_trend_test
+from drift.detectors.eval_trend import eval_trend_test
 from storage.db import session_factory
 from storage.models import EvalScore, Sample
 from storage.repositories.eval_scores import load_eval_scores

@@ -19,7 +19,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from drift.baseline import FORMAT_VERSION, Baseline
+from drift.baseline.build import FORMAT_VERSION, Baseline
 
 
 def _code_version() -> str:

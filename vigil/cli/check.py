@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from drift.baseline import build_baseline
-from drift.calibrate import calibrate_baseline
+from drift.baseline.build import build_baseline
+from drift.baseline.calibrate import calibrate_baseline
 from drift.errors import InputError
 from drift.outcome import DriftOutcome
 from drift.result import ALL
@@ -146,7 +146,9 @@ def run_check(
 
 
 def _fresh_baseline(ref: pd.DataFrame, seed: int, window_size: int):
-    from drift.validate import validate_baseline  # imported late: validate imports baseline
+    from drift.baseline.validate import (
+        validate_baseline,  # imported late: validate imports baseline
+    )
 
     baseline = build_baseline(ref, seed=seed)
     validation = validate_baseline(baseline)

@@ -1,6 +1,6 @@
-"""Two parts of a drift run's cause (drift.cause): the window's new prompt wordings, and what
-the attribution of its prompt/model proposals stands on (drift.attribution). Pure: result and
-proposal dicts in, plain dicts out."""
+"""Two parts of a drift run's cause (drift.cause.explain): the window's new prompt wordings, and
+what the attribution of its prompt/model proposals stands on (drift.alerting.attribution). Pure:
+result and proposal dicts in, plain dicts out."""
 
 from __future__ import annotations
 
@@ -32,9 +32,10 @@ def new_templates(results: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def why(proposals: Sequence[Any]) -> dict[str, Any]:
-    """What the attribution of the run's prompt/model proposals stands on (drift.attribution):
-    `unclear` when any of them is, else the prompts when a response alert was moved to them,
-    else the model when responses moved with prompts steady; {} without such proposals."""
+    """What the attribution of the run's prompt/model proposals stands on
+    (drift.alerting.attribution): `unclear` when any of them is, else the prompts when a response
+    alert was moved to them, else the model when responses moved with prompts steady; {} without
+    such proposals."""
     notes = [
         n
         for n in ((_get(p, "evidence") or {}).get("attribution") for p in proposals)

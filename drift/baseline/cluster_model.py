@@ -3,7 +3,7 @@
 Fit: k-means on the baseline's embeddings (k chosen by the best silhouette on a subsample), and
 per cluster a radius = the `radius_quantile` of its members' distances to the centroid; plus a
 `link_distance` = the typical within-cluster diameter, the scale a "coherent group" must keep.
-Detection in a window against this model: drift.clusters.
+Detection in a window against this model: drift.detectors.clusters.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Rare reference levels (< MIN_SHARE) and levels never seen in the reference fold 
 missing values into MISSING, so a contingency table keeps usable expected counts and a
 brand-new level still shows as a shift. Used by the chi-square and Jensen–Shannon tests
 (drift.stattests.categorical), the baseline (which freezes the levels) and the new-value check
-(drift.new_values).
+(drift.detectors.new_values).
 """
 
 from __future__ import annotations

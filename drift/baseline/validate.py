@@ -7,7 +7,8 @@ baseline, with one reason per drifted test. Criteria are stricter on effect size
 (PSI 0.1, the canonical "minor shift") but stricter on significance too (α = 0.001, KS also
 needs D > 0.05), because with tens of thousands of samples per half a p-value alone flags
 differences too small to matter. With unequal sample weights the halves are those of the
-weight-thinned rows (drift.weights), so a quiet hour's over-sampled segments are no "drift".
+weight-thinned rows (drift.features.weights), so a quiet hour's over-sampled segments are no
+"drift".
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from drift.baseline import MIN_CLUSTER_POINTS, Baseline, freeze
+from drift.baseline.build import MIN_CLUSTER_POINTS, Baseline, freeze
 from drift.battery import BatteryOptions, Levels, run_battery
 from drift.formatting import fmt_num
 from drift.registry import all_tests, find_test

@@ -2,12 +2,12 @@
 
 Life cycle: `build_baseline` (candidate: capped seeded sample, time-ordered; PSI bin edges,
 Wasserstein scales, category levels, embedding clusters and prompt templates frozen) →
-`validate_baseline` (drift.validate: first half vs second half must not drift, else rejected
-with reasons) →
-`calibrate_baseline` (drift.calibrate: thresholds from the baseline's own window-to-window
-noise) → `drift.power.detectable_effects` (the smallest effect each test detects at the window
-size, kept in `power`). `to_dict`/`from_dict` round-trip it through JSON-able values (arrays as
-base64) so storage can persist it; `cluster_bytes` is the compact form for the `cluster_model`
+`validate_baseline` (drift.baseline.validate: first half vs second half must not drift, else
+rejected with reasons) →
+`calibrate_baseline` (drift.baseline.calibrate: thresholds from the baseline's own window-to-window
+noise) → `drift.baseline.power.detectable_effects` (the smallest effect each test detects at the
+window size, kept in `power`). `to_dict`/`from_dict` round-trip it through JSON-able values (arrays
+as base64) so storage can persist it; `cluster_bytes` is the compact form for the `cluster_model`
 column.
 """
 
@@ -19,18 +19,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from drift.baseline.cluster_model import ClusterModel, fit_clusters
 from drift.battery_inputs import Frozen, Levels
-from drift.categories import category_levels
-from drift.cluster_model import ClusterModel, fit_clusters
-from drift.codec import decode_array, encode_array
-from drift.features import EmbeddingBlock, FeatureSet, extract_features
-from drift.prompt_features import add_prompt_features
+from drift.features.categories import category_levels
+from drift.features.codec import decode_array, encode_array
+from drift.features.feature_set import EmbeddingBlock, FeatureSet, extract_features
+from drift.features.prompt_features import add_prompt_features
+from drift.features.templates import TemplateModel, fit_templates, held_out_unseen
+from drift.features.weights import Population, population_sample
 from drift.result import jsonable
 from drift.stattests.mmd import MAX_SAMPLES, MMDReference, prepare_reference
 from drift.stattests.psi import psi_edges
 from drift.stattests.wasserstein import reference_scale
-from drift.templates import TemplateModel, fit_templates, held_out_unseen
-from drift.weights import Population, population_sample
 
 DEFAULT_MAX_SAMPLES = 100_000
 MIN_CLUSTER_POINTS = 50
@@ -47,7 +47,9 @@ class Baseline:
     levels: Levels = field(default_factory=Levels)
     validation: dict[str, Any] | None = None
     calibration: dict[str, Any] | None = None
-    power: dict[str, Any] | None = None  # drift.power.PowerReport.to_dict(): detectable effects
+    power: dict[str, Any] | None = (
+        None  # drift.baseline.power.PowerReport.to_dict(): detectable effects
+    )
     info: dict[str, Any] = field(default_factory=dict)
     _mmd: dict[str, MMDReference] = field(default_factory=dict, repr=False, compare=False)
     _population: Population | None = field(default=None, repr=False, compare=False)
@@ -61,8 +63,9 @@ class Baseline:
         return self.status == "validated"
 
     def population(self) -> Population:
-        """The frozen rows thinned to the population mix by their sample weights (drift.weights),
-        seeded per baseline and built once; the rows as they are when unweighted."""
+        """The frozen rows thinned to the population mix by their sample weights
+        (drift.features.weights), seeded per baseline and built once; the rows as they are when
+        unweighted."""
         if self._population is None:
             rng = np.random.default_rng([self.seed, 3])  # its own stream (validation uses 2)
             self._population = population_sample(self.features, rng)
@@ -209,7 +212,8 @@ def build_baseline(
 ) -> Baseline:
     """A candidate baseline from a frame of sample records (or features): at most `max_samples`
     rows (a seeded uniform sample when there are more), ordered by time, everything frozen;
-    `templates`: mine the prompts' templates (drift.templates) when the frame has prompts."""
+    `templates`: mine the prompts' templates (drift.features.templates) when the frame has
+    prompts."""
     if max_samples < 1:
         raise ValueError(f"max_samples must be positive, got {max_samples}")
     fs = source if isinstance(source, FeatureSet) else extract_features(source, embeddings)

@@ -1,10 +1,10 @@
 """Each prompt's instruction words and their word 1- and 2-grams, as per-prompt presence sets.
 
 A prompt's instruction words are the ones it shares with the baseline's templates: the words of
-its view (drift.templates: the first HEAD and last TAIL words of its last user turn) that the
-template model keeps (the baseline's frequent head prefixes and tail suffixes), the same wording
-whose length is `instruction_chars` (drift.prompt_features). The content is masked there, so it
-adds no words. Words are lower-cased with their leading and trailing punctuation cut off
+its view (drift.features.templates: the first HEAD and last TAIL words of its last user turn) that
+the template model keeps (the baseline's frequent head prefixes and tail suffixes), the same wording
+whose length is `instruction_chars` (drift.features.prompt_features). The content is masked there,
+so it adds no words. Words are lower-cased with their leading and trailing punctuation cut off
 ("Summarize:" and "summarize" are one word); a 2-gram is two kept words side by side, never
 across a masked stretch, a line break, the gap between head and tail or a punctuation-only
 token. Each prompt gets the sorted tuple of its distinct 1- and 2-grams (empty when nothing is
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from drift.templates import EDGE, MASK, NEWLINE, PAD, WILDCARD, TemplateModel, prompt_view
+from drift.features.templates import EDGE, MASK, NEWLINE, PAD, WILDCARD, TemplateModel, prompt_view
 
 INSTRUCTION_WORDS = "instruction_words"  # the feature: one n-gram set per row
 _BREAKS = frozenset({MASK, PAD, EDGE, NEWLINE, WILDCARD})

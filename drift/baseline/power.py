@@ -40,9 +40,9 @@ from typing import Any
 
 import numpy as np
 
-from drift.baseline import Baseline
+from drift.baseline.build import Baseline
+from drift.baseline.power_report import REPEATS, TARGET_POWER, DetectableEffect, PowerReport
 from drift.battery_inputs import BatteryOptions, Levels, TestInputs, run_test
-from drift.power_report import REPEATS, TARGET_POWER, DetectableEffect, PowerReport
 from drift.registry import TestSpec, all_tests
 from drift.stattests.mmd import median_bandwidth, prepare_reference
 
@@ -54,7 +54,8 @@ COSTLY_REFERENCE = 600  # and a reference capped at this many rows
 MAX_SHIFT_SD = 3.0
 NEW_VALUE = "(a new value)"
 # tests not run per feature that need nothing but their one feature's rows: the prompt-mix test
-# (drift.prompt_response runs it on the prompt embeddings, its cells fitted on the reference)
+# (drift.detectors.prompt_response runs it on the prompt embeddings, its cells fitted on the
+# reference)
 ONE_FEATURE = {"cluster_mix": "prompt_embedding"}
 
 

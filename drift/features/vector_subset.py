@@ -2,7 +2,7 @@
 
 A capped window's embedding tests read the vectors of a nested stratified subset of its rows
 (per segment the first rows by draw: a uniform sample of each segment, at a rate that differs
-by segment because every segment keeps a floor). The whole-window thinning (drift.weights)
+by segment because every segment keeps a floor). The whole-window thinning (drift.features.weights)
 keeps row i with probability w_i / max w, which gives the window's rows the population mix;
 the rows with vectors, a share e_s of their segment s, would come out with each segment's
 share scaled by e_s. Thinning them once more with probability proportional to
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from drift.features import FeatureSet
+from drift.features.feature_set import FeatureSet
 
 STRATUM = "segment"  # the stratum of the traffic sampler and of the window cap
 TEXT_LENGTH = {"prompt_embedding": "prompt_chars", "response_embedding": "response_chars"}

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from drift.categories import MISSING, category_levels, clean_values, present_values
+from drift.features.categories import MISSING, category_levels, clean_values, present_values
+from drift.features.weights import is_uniform
 from drift.result import TestResult, insufficient
-from drift.weights import is_uniform
 
 NEW_VALUE_MIN_SHARE = 0.05
 NEW_VALUE_MIN_COUNT = 10

@@ -1,11 +1,11 @@
-"""The detectable effects of drift.power in words, for the baselines page: what each test notices,
-in the feature's own units, in a window of the calibrated size. Never fails on odd input (a
+"""The detectable effects of drift.baseline.power in words, for the baselines page: what each test
+notices, in the feature's own units, in a window of the calibrated size. Never fails on odd input (a
 missing mean, an effect not detected, a feature it has no name for)."""
 
 from __future__ import annotations
 
+from drift.baseline.power_report import DetectableEffect, PowerReport
 from drift.formatting import clean_text, fmt_num
-from drift.power_report import DetectableEffect, PowerReport
 from drift.registry import find_test
 
 # feature -> (what it measures, its unit)

@@ -5,14 +5,14 @@ Built from what the run knows, in this order:
    baseline never had (`new_category` results): "New tenant newco (mobile) and prompt version
    v2 are 67 % of traffic since 18:56 UTC"; a segment whose rows all belong to one new tenant is
    named in brackets after it;
-2. the topics their prompts form (`drift.topics`, named by their words);
+2. the topics their prompts form (`drift.cause.topics`, named by their words);
    without a new category, a new prompt wording (`new_prompt_template` results): "Prompts
    changed wording: “Give a brief overview of …” is 33 % of traffic; answers moved with them";
-3. without a new category, the leading moved signal (`drift.ranking`: effect weighed by traffic
-   share and samples, a floor for small slices): "Prompts moved in tenant acme (40 % of
+3. without a new category, the leading moved signal (`drift.cause.ranking`: effect weighed
+   by traffic share and samples, a floor for small slices): "Prompts moved in tenant acme (40 % of
    traffic): prompt embeddings 3.2x the threshold";
 4. attribution: the kinds of the run's proposals (prompt, model, operational, eval, persona),
-   and `why`: which side the evidence points to, what supports it (drift.attribution) and
+   and `why`: which side the evidence points to, what supports it (drift.alerting.attribution) and
    whether it is clear — when prompts and answers both moved with no prompt-side test strong
    enough to explain it, the headline says the cause is unclear instead of guessing.
 `order` ranks the proposals (rule|segment) for the incident's member list. Statistics stay in
@@ -28,11 +28,11 @@ from typing import Any
 
 import numpy as np
 
-from drift import ranking
-from drift.cause_evidence import new_templates, why, wording_headline
+from drift.alerting.proposals import since_words
+from drift.cause import ranking
+from drift.cause.cause_evidence import new_templates, why, wording_headline
+from drift.cause.topics import Topic, name_topics
 from drift.formatting import clean_text
-from drift.proposals import since_words
-from drift.topics import Topic, name_topics
 
 NEW_VALUE_FEATURES = (
     "tenant",
@@ -157,7 +157,7 @@ def _clock(ts: float) -> str:
 
 
 def _order(proposals: Sequence[Any], sizes: Mapping[str, Mapping[str, int]], n: int) -> list[str]:
-    """Proposals by their best evidence's rank (drift.ranking), as rule|segment keys."""
+    """Proposals by their best evidence's rank (drift.cause.ranking), as rule|segment keys."""
     evidence, owner = [], []
     for i, p in enumerate(proposals):
         for r in (_get(p, "evidence") or {}).get("results") or []:

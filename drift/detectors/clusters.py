@@ -1,6 +1,7 @@
 """New-cluster detection on embeddings: what the baseline had never seen, and how much of it.
 
-The baseline's clusters (centroids, radii, link distance) are fitted by drift.cluster_model.
+The baseline's clusters (centroids, radii, link distance) are fitted by
+drift.baseline.cluster_model.
 
 Detect, in a window: a point is novel when it lies beyond the radius of its nearest centroid
 (≈ 1 % of points under no drift). Novel points are grouped by average-linkage clustering cut at
@@ -21,7 +22,7 @@ from scipy import stats
 from sklearn.cluster import AgglomerativeClustering
 from threadpoolctl import threadpool_limits
 
-from drift.cluster_model import ClusterModel, distances
+from drift.baseline.cluster_model import ClusterModel, distances
 from drift.result import TestResult, insufficient
 
 

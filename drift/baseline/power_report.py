@@ -1,5 +1,5 @@
-"""What drift.power measured on a baseline, as stored with it: per test and feature the smallest
-effect detected with the target power, in the feature's own terms (a shift in standard
+"""What drift.baseline.power measured on a baseline, as stored with it: per test and feature the
+smallest effect detected with the target power, in the feature's own terms (a shift in standard
 deviations, a share of rows moved between values, a share of rows moved in embedding space)."""
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ response length; each standardised by the reference's mean and sd). Strata are t
 baseline prompt clusters; rows without a prompt embedding take no part in the conditional tests.
 
 The same two tests also run with the prompt *template* as the stratum (`..._by_template`,
-drift.templates), when the rows carry one: an instruction that changed wording barely moves
+drift.features.templates), when the rows carry one: an instruction that changed wording barely moves
 the content-dominated prompt embedding, so a cluster stratum still mixes prompts whose
 instruction changed with those whose did not; a template stratum holds the instruction fixed.
 Rows of no known wording (UNSEEN: free text, or a new wording) are left out, so responses that
@@ -27,7 +27,7 @@ rows carry in-sample template labels (a prompt close to a template takes its lab
 model is fitted on it, while a like prompt in a window stays unseen and is left out), so a
 stratum holds different prompts on the two sides and the test fires on stable traffic (a null
 pair of `vigil check` files at p = 1/1000). Cross-fitted baseline labels (each row labelled by
-a model fitted without it, as drift.templates.held_out_unseen does) would remove that.
+a model fitted without it, as drift.features.templates.held_out_unseen does) would remove that.
 """
 
 from __future__ import annotations
@@ -37,10 +37,10 @@ from dataclasses import replace
 import numpy as np
 
 from drift.battery_inputs import Frozen, TestInputs, run_test
-from drift.features import FeatureSet
+from drift.features.feature_set import FeatureSet
+from drift.features.templates import UNSEEN
 from drift.registry import TestSpec
 from drift.result import TestResult
-from drift.templates import UNSEEN
 
 PROMPT = "prompt_embedding"
 RESPONSE = "response_embedding"

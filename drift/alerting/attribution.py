@@ -17,7 +17,7 @@ prompts and is not a model change. Per segment:
 
 Prompt-side features include the template mix (`prompt_template`: a silent rewording moves it
 while the content keeps the prompt embedding still), the system-prompt hash, the length of
-the instruction and the shares of its words (drift.prompt_features). Each attribution lists
+the instruction and the shares of its words (drift.features.prompt_features). Each attribution lists
 the evidence it stands on.
 
 Only proposals whose evidence is prompt/response statistics are attributed: one that names its
@@ -33,8 +33,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from drift.alerting.proposals import feature_words
 from drift.outcome import ProposedAlert
-from drift.proposals import feature_words
 from drift.result import TestResult
 
 PROMPT_FEATURES = frozenset(

@@ -3,11 +3,11 @@
 Each window's whole-window `response_agg` p-value (drift.stattests.response_agg) becomes one
 evidence score z = Φ⁻¹(1 - p + 1 / (2(1 + B))) (B the permutations; the half step centres the
 permutation grid, so a p-value of an unchanged window gives z ≈ N(0, 1)). A CUSUM of the
-existing machinery (drift.sequential.CusumDetector, one stream) adds them up:
+existing machinery (drift.streams.sequential.CusumDetector, one stream) adds them up:
 S <- max(0, S + z - k), k = 0.5 (tuned for windows whose evidence sits one sd above the null:
 a median window p near 0.16), and raises an alarm when S passes h.
 
-Calibration is the existing one (drift.sequential.calibrate): h is set for `arl0` windows
+Calibration is the existing one (drift.streams.sequential.calibrate): h is set for `arl0` windows
 between false alarms by bootstrap streams from the exact null of z (the B + 1 grid points, each
 equally likely under no change). Only the "up" side is evidence; a "down" alarm (windows more
 alike than chance) restarts the sums and is not reported.
@@ -26,8 +26,8 @@ import numpy as np
 from scipy.stats import norm
 
 from drift.result import ALL, TestResult
-from drift.sequential import CusumDetector, calibrate
 from drift.stattests.response_agg import NAME as AGG
+from drift.streams.sequential import CusumDetector, calibrate
 
 NAME = "response_evidence"
 STREAM = "response_evidence"

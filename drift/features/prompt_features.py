@@ -1,29 +1,30 @@
 """Features of a prompt's wording that embeddings blur, from the baseline's template model.
 
-- `prompt_template` (categorical): the template each prompt matches (drift.templates), UNSEEN
-  where none; its shares are tested like any category (chi-square, Jensen–Shannon);
-- `system_prompt` (categorical): a hash of the chat system message (drift.prompt_parts), so a
-  changed system prompt shows as a new value without its text leaving the record;
+- `prompt_template` (categorical): the template each prompt matches
+  (drift.features.templates), UNSEEN where none; its shares are tested like any category
+  (chi-square, Jensen–Shannon);
+- `system_prompt` (categorical): a hash of the chat system message
+  (drift.features.prompt_parts), so a changed system prompt shows as a new value without its
+  text leaving the record;
 - `instruction_chars` (numeric): the length of the wording the prompt shares with the
   baseline's templates (its kept head and tail words): a reworded or longer instruction moves
   it while the content's length, which dominates `prompt_chars`, does not;
 - `instruction_words` (a word set per row, `FeatureSet.word_sets`): that same kept wording's
-  words and word pairs (drift.instruction_words), whose shares the `instruction_ngrams` test
-  compares (drift.stattests.instruction_ngrams).
+  words and word pairs (drift.features.instruction_words), whose shares the
+  `instruction_ngrams` test compares (drift.stattests.instruction_ngrams).
 
 `new_template_result` asks whether the window holds more prompts in wordings the baseline never
 had than stable traffic does, and names those wordings. The null is the baseline's held-out
-unseen rate (drift.templates.held_out_unseen: stable prompts that a model fitted without them
-does not match), smoothed to (k + 1) / (n + 2) so that a baseline with none still allows some;
-the result drifts when at least NEW_MIN_UNSEEN prompts are unseen and a binomial draw at that
-rate reaches the window's count with probability under NEW_ALPHA. A window's share counts, not
-how the new prompts group: a rewording used by 3 % of traffic is as real as one used by 30 %,
-and two reworded templates of 2 prompts each in a 50-prompt window are 4 unseen prompts where
-stable traffic has about none. The unseen prompts are then mined on their own to name their
-wording (each named wording holds NEW_MIN_NAMED of them). Baselines stored without the held-out
-rate keep the older rule: a wording holding NEW_MIN_SHARE of the window in NEW_MIN_COUNT
-prompts. Pure: strings in, arrays out.
-"""
+unseen rate (drift.features.templates.held_out_unseen: stable prompts that a model fitted
+without them does not match), smoothed to (k + 1) / (n + 2) so that a baseline with none still
+allows some; the result drifts when at least NEW_MIN_UNSEEN prompts are unseen and a binomial
+draw at that rate reaches the window's count with probability under NEW_ALPHA. A window's share
+counts, not how the new prompts group: a rewording used by 3 % of traffic is as real as one used
+by 30 %, and two reworded templates of 2 prompts each in a 50-prompt window are 4 unseen prompts
+where stable traffic has about none. The unseen prompts are then mined on their own to name
+their wording (each named wording holds NEW_MIN_NAMED of them). Baselines stored without the
+held-out rate keep the older rule: a wording holding NEW_MIN_SHARE of the window in
+NEW_MIN_COUNT prompts. Pure: strings in, arrays out. """
 
 from __future__ import annotations
 
@@ -33,11 +34,11 @@ from collections.abc import Sequence
 import numpy as np
 from scipy.stats import binom
 
-from drift.features import FeatureSet
-from drift.instruction_words import INSTRUCTION_WORDS, masked_view, ngrams, runs_of
-from drift.prompt_parts import split_chat, system_prompt_id
+from drift.features.feature_set import FeatureSet
+from drift.features.instruction_words import INSTRUCTION_WORDS, masked_view, ngrams, runs_of
+from drift.features.prompt_parts import split_chat, system_prompt_id
+from drift.features.templates import MASK, PAD, UNSEEN, WILDCARD, TemplateModel, fit_templates
 from drift.result import TestResult, insufficient
-from drift.templates import MASK, PAD, UNSEEN, WILDCARD, TemplateModel, fit_templates
 
 PROMPT_TEMPLATE = "prompt_template"
 SYSTEM_PROMPT = "system_prompt"

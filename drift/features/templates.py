@@ -3,8 +3,8 @@
 A template's instruction sits at the edges of a prompt ("Summarize the following article:" in
 front, "Summary:" at the end) while the content between them (an article, a question) is
 different in every prompt and, being most of the text, dominates an embedding. So a template is
-mined from a fixed-length *view* of each prompt's last user turn (drift.prompt_parts): its first
-HEAD and last TAIL words, a line break as the word NEWLINE, short prompts padded with PAD.
+mined from a fixed-length *view* of each prompt's last user turn (drift.features.prompt_parts): its
+first HEAD and last TAIL words, a line break as the word NEWLINE, short prompts padded with PAD.
 
 Masking: the head keeps its longest prefix that at least MIN_SUPPORT of the baseline's prompts
 (and MIN_COUNT of them) start with, the tail its longest such suffix; every other word becomes
@@ -35,8 +35,8 @@ import numpy as np
 from drain3 import TemplateMiner
 from drain3.template_miner_config import TemplateMinerConfig
 
+from drift.features.prompt_parts import split_chat
 from drift.formatting import clean_text
-from drift.prompt_parts import split_chat
 
 HEAD, TAIL = 12, 8
 PAD, MASK, NEWLINE, EDGE = "∅", "·", "↵", "…"

@@ -5,8 +5,8 @@ latency_ms, ttft_ms, tpot_ms, queue_ms, mean_logprob, mean_entropy, and every ev
 (`eval_score`, `eval_<name>`). Categorical: finish_reason, and `tool` (multi-valued: one value
 per tool named). Embeddings: prompt_embedding / response_embedding, kept as (row indices,
 matrix) blocks because the sidecar embeds only some rows. `sample_weight` is kept as the row
-weights (drift.weights). Word sets (`word_sets`: one tuple of strings per row) hold what is
-tested as sets, the prompts' instruction n-grams (added by drift.prompt_features). Missing
+weights (drift.features.weights). Word sets (`word_sets`: one tuple of strings per row) hold what is
+tested as sets, the prompts' instruction n-grams (added by drift.features.prompt_features). Missing
 columns are simply absent; missing values are NaN / None.
 
 Bad input is an InputError naming the row and field (mixed vector dimensions, a non-positive
@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from drift.codec import decode_array, encode_array
 from drift.errors import InputError
+from drift.features.codec import decode_array, encode_array
 from drift.formatting import clean_text
 
 RAW_NUMERIC = (
@@ -61,8 +61,11 @@ class FeatureSet:
     embeddings: dict[str, EmbeddingBlock] = field(default_factory=dict)
     keys: dict[str, np.ndarray] = field(default_factory=dict)
     timestamps: np.ndarray | None = None  # epoch seconds
-    weights: np.ndarray | None = None  # sample_weight = 1 / sampling probability (drift.weights)
-    # one tuple of strings per row (instruction n-grams: drift.instruction_words), tested as sets
+    weights: np.ndarray | None = (
+        None  # sample_weight = 1 / sampling probability (drift.features.weights)
+    )
+    # one tuple of strings per row (instruction n-grams: drift.features.instruction_words), tested
+    # as sets
     word_sets: dict[str, np.ndarray] = field(default_factory=dict)
 
     def take(self, idx: np.ndarray) -> FeatureSet:

@@ -1,5 +1,5 @@
-"""Drifted results into proposed alerts through the rules table (drift.custom_rules): one alert
-per (rule, segment), its summary one phrase per drifted result in people's words ("prompt
+"""Drifted results into proposed alerts through the rules table (drift.alerting.custom_rules): one
+alert per (rule, segment), its summary one phrase per drifted result in people's words ("prompt
 length moved 3.2× the alert threshold; 41 % of traffic"), its evidence the results with their
 statistics."""
 
@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from drift.custom_rules import Rule
+from drift.alerting.custom_rules import Rule
+from drift.cause.ranking import effect
 from drift.formatting import clean_text, fmt_num
 from drift.outcome import ProposedAlert
-from drift.ranking import effect
 from drift.result import ALL, TestResult
 
 WORDS = {

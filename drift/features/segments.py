@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from drift.features import FeatureSet
+from drift.features.feature_set import FeatureSet
 
 DEFAULT_SEGMENT_BY = ("tenant", "segment", "prompt_version")
 MIN_SEGMENT_SIZE = 50

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from drift.baseline import Baseline
+from drift.baseline.build import Baseline
 from drift.battery import BatteryOptions, Levels, run_battery
 from drift.registry import TestSpec, all_tests, get_test
 

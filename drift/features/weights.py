@@ -41,8 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from drift.features import EmbeddingBlock, FeatureSet
-from drift.vector_subset import vector_keep_weights
+from drift.features.feature_set import EmbeddingBlock, FeatureSet
+from drift.features.vector_subset import vector_keep_weights
 
 ROW_WEIGHT_CAP = 20.0  # a row's weight is at most this many times the median weight
 MIN_KEPT_ROWS = 100  # thinning keeps at least min(n, this) rows, whatever the weights
@@ -131,8 +131,8 @@ def thinning_rows(weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 def population_sample(fs: FeatureSet, rng: np.random.Generator) -> Population:
     """`fs` thinned to the population mix (embeddings in step; rows with vectors thinned once
-    more where segments hold vectors at different rates, drift.vector_subset), or `fs` itself
-    if unweighted and every segment's vectors stand for it alike."""
+    more where segments hold vectors at different rates, drift.features.vector_subset), or `fs`
+    itself if unweighted and every segment's vectors stand for it alike."""
     keep = vector_keep_weights(fs)
     if fs.weights is None or is_uniform(fs.weights):
         if not keep:

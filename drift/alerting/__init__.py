@@ -1,0 +1,1 @@
+"""From drifted results to proposed alerts: the rules, the proposals, their attribution."""

@@ -1,0 +1,1 @@
+"""The reference: building a baseline, validating and calibrating it, and its power."""

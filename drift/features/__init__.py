@@ -1,0 +1,1 @@
+"""What a row carries: feature sets, prompt wording features, categories, weights, segments."""

@@ -1,0 +1,1 @@
+"""Change detection across windows and requests: CUSUM streams and their state."""
