@@ -21,10 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from drift.battery_inputs import BatteryOptions, Frozen, Levels, TestInputs, run_test
+from drift.battery_inputs import BatteryOptions, Frozen, Levels, TestInputs
 from drift.detectors.multitest import benjamini_hochberg
 from drift.features.feature_set import FeatureSet
-from drift.registry import Scope, TestSpec, all_tests, find_test, get_test
+from drift.registry import Scope, TestSpec, all_tests, find_test, get_test, run_test
 from drift.result import TestResult
 from drift.stattests.mmd import MMDReference
 

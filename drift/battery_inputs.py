@@ -1,5 +1,6 @@
-"""What a battery run hands each test: the baseline's frozen state, the calibrated levels, the
-options, and the one call that runs a registered test on one feature with all of it.
+"""What a battery run hands each test: the baseline's frozen state, the calibrated levels and
+the options (drift.spec.run_test runs a registered test on one feature with all of it). Imports
+no test and no registry, so every test can import it.
 """
 
 from __future__ import annotations
@@ -10,13 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from drift.registry import TestSpec, get_test
-from drift.result import TestResult
-
 if TYPE_CHECKING:
     from drift.baseline.cluster_model import ClusterModel
     from drift.features.templates import TemplateModel
-    from drift.stattests.mmd import MMDReference
 
 
 @dataclass
@@ -33,22 +30,23 @@ class Frozen:
 
 @dataclass
 class Levels:
-    """Thresholds and effect floors by test then feature; missing entries use the spec default."""
+    """Thresholds and effect floors by test then feature; missing entries take the spec's
+    default, which the caller hands in (these levels know no test)."""
 
     thresholds: dict[str, dict[str, float]] = field(default_factory=dict)
     effect_floors: dict[str, dict[str, float]] = field(default_factory=dict)
     min_samples: dict[str, int] = field(default_factory=dict)
 
-    def threshold(self, test: str, feature: str) -> float:
+    def threshold(self, test: str, feature: str, default: float) -> float:
         by_test = self.thresholds.get(test, {})
-        return by_test.get(feature, by_test.get("*", get_test(test).default_threshold))
+        return by_test.get(feature, by_test.get("*", default))
 
     def floor(self, test: str, feature: str) -> float | None:
         by_test = self.effect_floors.get(test, {})
         return by_test.get(feature, by_test.get("*"))
 
-    def need(self, test: str) -> int:
-        return self.min_samples.get(test, get_test(test).min_samples)
+    def need(self, test: str, default: int) -> int:
+        return self.min_samples.get(test, default)
 
 
 @dataclass
@@ -80,31 +78,6 @@ class TestInputs:
     levels: Levels
     options: BatteryOptions
     rng: np.random.Generator
-    mmd_refs: dict[str, MMDReference] = field(default_factory=dict)
+    # drift.stattests.mmd.MMDReference per feature (typed loosely: the tests import this module)
+    mmd_refs: dict[str, Any] = field(default_factory=dict)
     prompts: Sequence[object] | None = None  # the window's prompt texts (whole window only)
-
-
-def run_test(
-    spec: TestSpec,
-    feature: str,
-    reference: np.ndarray,
-    current: np.ndarray,
-    inputs: TestInputs,
-    **extra: Any,
-) -> TestResult:
-    """Run `spec` on one feature with its calibrated threshold, floor and frozen arguments."""
-    args: dict[str, Any] = {
-        "min_samples": inputs.levels.need(spec.name),
-        **spec.args(inputs, feature),
-        **extra,
-    }
-    if spec.takes_effect_floor:
-        args["effect_floor"] = inputs.levels.floor(spec.name, feature)
-    res = spec.run(
-        reference,
-        current,
-        threshold=inputs.levels.threshold(spec.name, feature),
-        rng=inputs.rng,
-        **args,
-    )
-    return res.with_context(feature=feature)

@@ -27,6 +27,7 @@ from drift.features.feature_set import EmbeddingBlock, FeatureSet, extract_featu
 from drift.features.prompt_features import add_prompt_features
 from drift.features.templates import TemplateModel, fit_templates, held_out_unseen
 from drift.features.weights import Population, population_sample
+from drift.registry import get_test
 from drift.result import jsonable
 from drift.stattests.mmd import MAX_SAMPLES, MMDReference, prepare_reference
 from drift.stattests.psi import psi_edges
@@ -97,7 +98,7 @@ class Baseline:
         return {k: v for k, v in refs.items() if v is not None}
 
     def threshold(self, test: str, feature: str) -> float:
-        return self.levels.threshold(test, feature)
+        return self.levels.threshold(test, feature, get_test(test).default_threshold)
 
     def cluster_bytes(self) -> dict[str, bytes]:
         return {name: model.to_bytes() for name, model in self.frozen.clusters.items()}

@@ -42,8 +42,8 @@ import numpy as np
 
 from drift.baseline.build import Baseline
 from drift.baseline.power_report import REPEATS, TARGET_POWER, DetectableEffect, PowerReport
-from drift.battery_inputs import BatteryOptions, Levels, TestInputs, run_test
-from drift.registry import TestSpec, all_tests
+from drift.battery_inputs import BatteryOptions, Levels, TestInputs
+from drift.registry import TestSpec, all_tests, run_test
 from drift.stattests.mmd import median_bandwidth, prepare_reference
 
 STEPS = 5  # bisection halvings of the log effect range
@@ -278,6 +278,6 @@ def _levels_for(levels: Levels, spec: TestSpec, feature: str, numeric_count: int
     if not spec.adjusted_across_features or numeric_count <= 1:
         return levels
     thresholds = {k: dict(v) for k, v in levels.thresholds.items()}
-    alpha = levels.threshold(spec.name, feature) / numeric_count
+    alpha = levels.threshold(spec.name, feature, spec.default_threshold) / numeric_count
     thresholds.setdefault(spec.name, {})[feature] = alpha
     return replace(levels, thresholds=thresholds)

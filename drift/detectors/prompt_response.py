@@ -36,11 +36,11 @@ from dataclasses import replace
 
 import numpy as np
 
-from drift.battery_inputs import Frozen, TestInputs, run_test
+from drift.battery_inputs import Frozen, TestInputs
 from drift.features.feature_set import FeatureSet
 from drift.features.templates import UNSEEN
-from drift.registry import TestSpec
 from drift.result import TestResult
+from drift.spec import TestSpec, run_test
 
 PROMPT = "prompt_embedding"
 RESPONSE = "response_embedding"

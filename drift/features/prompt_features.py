@@ -24,7 +24,7 @@ by 30 %, and two reworded templates of 2 prompts each in a 50-prompt window are 
 where stable traffic has about none. The unseen prompts are then mined on their own to name
 their wording (each named wording holds NEW_MIN_NAMED of them). Baselines stored without the
 held-out rate keep the older rule: a wording holding NEW_MIN_SHARE of the window in
-NEW_MIN_COUNT prompts. Pure: strings in, arrays out. """
+NEW_MIN_COUNT prompts. Pure: strings in, arrays out."""
 
 from __future__ import annotations
 

@@ -13,8 +13,8 @@ from scipy import stats
 from scipy.spatial import distance
 
 from drift.features.categories import OTHER, category_counts, category_levels
-from drift.registry import TestSpec, register
 from drift.result import TestResult, insufficient
+from drift.spec import TestSpec, register
 
 if TYPE_CHECKING:
     from drift.battery_inputs import TestInputs

@@ -31,8 +31,8 @@ from sklearn.cluster import KMeans
 from threadpoolctl import threadpool_limits
 
 from drift.detectors.prompt_response import prompt_mix_results
-from drift.registry import TestSpec, register
 from drift.result import TestResult, insufficient
+from drift.spec import TestSpec, register
 
 MIN_EXPECTED = 5.0
 MAX_CELLS = 24

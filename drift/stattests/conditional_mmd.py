@@ -26,8 +26,8 @@ import numpy as np
 import torch
 
 from drift.detectors.prompt_response import conditional_results
-from drift.registry import TestSpec, register
 from drift.result import TestResult, insufficient
+from drift.spec import TestSpec, register
 from drift.stattests.mmd import median_bandwidth, permutation_mmd2, rbf_kernel
 
 if TYPE_CHECKING:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from drift.detectors.eval_trend import eval_trend_test
-from drift.registry import TestSpec, not_run, register
 from drift.result import TestResult
+from drift.spec import TestSpec, not_run, register
 
 if TYPE_CHECKING:
     from drift.battery_inputs import TestInputs

@@ -31,11 +31,11 @@ from typing import Any
 
 import numpy as np
 
-from drift.battery_inputs import TestInputs, run_test
+from drift.battery_inputs import TestInputs
 from drift.features.feature_set import FeatureSet
 from drift.features.instruction_words import INSTRUCTION_WORDS
-from drift.registry import TestSpec, register
 from drift.result import TestResult, insufficient
+from drift.spec import TestSpec, register, run_test
 
 NAME = "instruction_ngrams"
 TOP_K = 50

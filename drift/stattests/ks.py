@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from drift.registry import TestSpec, register
 from drift.result import TestResult, insufficient
+from drift.spec import TestSpec, register
 
 
 def _ks_test(

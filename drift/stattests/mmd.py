@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from drift.registry import TestSpec, register
 from drift.result import TestResult, insufficient
+from drift.spec import TestSpec, register
 
 if TYPE_CHECKING:
     from drift.battery_inputs import TestInputs

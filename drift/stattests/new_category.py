@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 from drift.detectors.new_values import new_values_test
 from drift.features.feature_set import MULTI_VALUED
 from drift.features.prompt_features import PROMPT_TEMPLATE
-from drift.registry import TestSpec, not_run, register
 from drift.result import ALL, TestResult
+from drift.spec import TestSpec, not_run, register
 
 if TYPE_CHECKING:
     from drift.battery_inputs import TestInputs

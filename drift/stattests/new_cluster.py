@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 from drift.detectors.clusters import cluster_results
 from drift.formatting import fmt_num
-from drift.registry import TestSpec, not_run, register
 from drift.result import TestResult
+from drift.spec import TestSpec, not_run, register
 
 if TYPE_CHECKING:
     from drift.battery_inputs import TestInputs

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from drift.features.prompt_features import NEW_TEMPLATE, PROMPT_TEMPLATE, new_template_result
-from drift.registry import TestSpec, not_run, register
 from drift.result import TestResult
+from drift.spec import TestSpec, not_run, register
 
 if TYPE_CHECKING:
     from drift.battery_inputs import TestInputs

@@ -43,8 +43,8 @@ import numpy as np
 import torch
 
 from drift.detectors.prompt_response import aggregate_results
-from drift.registry import TestSpec, register
 from drift.result import TestResult, insufficient
+from drift.spec import TestSpec, register
 from drift.stattests.mmd import median_bandwidth
 
 if TYPE_CHECKING:

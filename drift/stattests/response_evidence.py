@@ -3,7 +3,7 @@ run_drift when it is handed the state; described here so pages and reasons read 
 
 from __future__ import annotations
 
-from drift.registry import TestSpec, not_run, register
+from drift.spec import TestSpec, not_run, register
 from drift.streams.window_evidence import NAME
 
 SPEC = register(
