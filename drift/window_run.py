@@ -191,7 +191,8 @@ def _weighted(r: TestResult, wdetail: dict, cur: FeatureSet, cur_pop: Population
 
 def _has_representatives(clusters: object) -> bool:
     """A detail listing clusters with representative rows (the new-cluster check's)."""
-    return bool(clusters) and all(
-        isinstance(c, dict) and "representatives" in c
-        for c in clusters  # type: ignore[union-attr]
+    return (
+        isinstance(clusters, list)
+        and bool(clusters)
+        and all(isinstance(c, dict) and "representatives" in c for c in clusters)
     )
