@@ -11,7 +11,11 @@ from drift.alerting.custom_rules import Rule
 from drift.cause.ranking import effect
 from drift.formatting import clean_text, fmt_num
 from drift.outcome import ProposedAlert
+from drift.registry import find_test
 from drift.result import ALL, TestResult
+from drift.streams.window_evidence import since_words
+
+__all__ = ["describe_hit", "propose_alerts", "since_words"]
 
 WORDS = {
     "prompt_chars": "prompt length",
@@ -61,54 +65,11 @@ def describe_hit(r: TestResult, share: float | None = None) -> str:
     Every number goes through fmt_num: any field may be None, NaN or inf and must still print."""
     feature = clean_text(r.feature or ALL)
     words = feature_words(feature)
-    if r.test == "new_category":
-        big = [v for v in r.detail.get("new") or [] if isinstance(v, dict) and v.get("big")]
-        return (
-            ", ".join(
-                f"new {words} {clean_text(v.get('value'))}: "
-                f"{fmt_num(v.get('share'), '.0%')} of the window"
-                for v in big[:5]
-            )
-            or words
-        )
-    if r.test == "new_prompt_template":
-        big = [v for v in r.detail.get("new") or [] if isinstance(v, dict) and v.get("big")]
-        return (
-            ", ".join(
-                f"new prompt wording “{clean_text(v.get('template'))}”: "
-                f"{fmt_num(v.get('share'), '.0%')} of the window"
-                for v in big[:3]
-            )
-            or f"{fmt_num(r.statistic, '.0%')} of prompts in wordings the baseline never had"
-        )
-    if r.test == "instruction_ngrams":
-        moved = [v for v in r.detail.get("moved") or [] if isinstance(v, dict)]
-        return (
-            ", ".join(
-                f"“{clean_text(v.get('ngram'))}” in {_pct(v.get('window_share'))} of prompts, "
-                f"was {_pct(v.get('baseline_share'))}"
-                for v in moved[:3]
-            )
-            or f"{words} moved"
-        ) + _traffic(share)
-    if r.test == "response_evidence":
-        return f"{words}: a small change in every window, {since_words(r.detail)}"
-    if r.test == "eval_trend":
-        return f"{words} fell {fmt_num(r.statistic, '.1%')}{_traffic(share)}"
-    if r.test == "new_cluster":
-        return f"a new group in {words}: {fmt_num(r.statistic, '.0%')} of the window"
-    if r.test == "cluster_growth":
-        return f"a small group in {words} grew {fmt_num(r.statistic)}x{_traffic(share)}"
+    spec = find_test(r.test)
+    if spec is not None and spec.phrase is not None:
+        return spec.phrase(r, words, _traffic(share))
     times = effect(r.to_dict())
     return f"{words} moved {fmt_num(times, '.1f')}× the alert threshold{_traffic(share)}"
-
-
-def since_words(detail: dict) -> str:
-    """When accumulated evidence began: "first seen 3 windows ago" ("in this window" at 0)."""
-    k = detail.get("first_seen_windows_ago")
-    if not isinstance(k, int) or k <= 0:
-        return "first seen in this window"
-    return f"first seen {k} window{'s' if k != 1 else ''} ago"
 
 
 def _pct(share: object) -> str:

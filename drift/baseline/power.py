@@ -53,10 +53,6 @@ COSTLY_STEPS = 4
 COSTLY_REFERENCE = 600  # and a reference capped at this many rows
 MAX_SHIFT_SD = 3.0
 NEW_VALUE = "(a new value)"
-# tests not run per feature that need nothing but their one feature's rows: the prompt-mix test
-# (drift.detectors.prompt_response runs it on the prompt embeddings, its cells fitted on the
-# reference)
-ONE_FEATURE = {"cluster_mix": "prompt_embedding"}
 
 
 def smallest_effect(
@@ -176,7 +172,7 @@ def _feature_values(baseline: Baseline, spec: TestSpec, name: str) -> np.ndarray
 def _features_of(baseline: Baseline, spec: TestSpec) -> list[str]:
     fs = baseline.features
     if not spec.per_feature:
-        name = ONE_FEATURE.get(spec.name)
+        name = spec.power_feature
         return [name] if name is not None and name in fs.embeddings else []
     kinds: dict[str, list[str]] = {
         "numeric": list(fs.numeric),
@@ -209,9 +205,9 @@ def detectable_effects(
         power=power,
         repeats=repeats,
         seed=baseline.seed,
-        not_simulated=[s.name for s in specs if not s.per_feature and s.name not in ONE_FEATURE],
+        not_simulated=[s.name for s in specs if not s.per_feature and s.power_feature is None],
     )
-    for spec in (s for s in specs if s.per_feature or s.name in ONE_FEATURE):
+    for spec in (s for s in specs if s.per_feature or s.power_feature is not None):
         for name in _features_of(baseline, spec):
             values = _feature_values(baseline, spec, name)
             if values is None or len(values) < 2:

@@ -28,11 +28,11 @@ from typing import Any
 
 import numpy as np
 
-from drift.alerting.proposals import since_words
 from drift.cause import ranking
 from drift.cause.cause_evidence import new_templates, why, wording_headline
 from drift.cause.topics import Topic, name_topics
 from drift.formatting import clean_text
+from drift.streams.window_evidence import since_words
 
 NEW_VALUE_FEATURES = (
     "tenant",

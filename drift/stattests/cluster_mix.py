@@ -228,6 +228,7 @@ SPEC = register(
         default_threshold=0.001,
         min_samples=50,
         collect=prompt_mix_results,
+        power_feature="prompt_embedding",  # its cells are fitted on the reference
         func=_cluster_mix_test,
         per_feature=False,  # prompt embeddings only: drift.detectors.prompt_response runs it
         description="chi-square homogeneity of occupancy of fine baseline k-means cells",

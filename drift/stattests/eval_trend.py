@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from drift.detectors.eval_trend import eval_trend_test
+from drift.formatting import fmt_num
 from drift.result import TestResult
 from drift.spec import TestSpec, not_run, register
 
@@ -33,6 +34,10 @@ def eval_trend_results(
     ]
 
 
+def _phrase(r: TestResult, words: str, traffic: str) -> str:
+    return f"{words} fell {fmt_num(r.statistic, '.1%')}{traffic}"
+
+
 SPEC = register(
     TestSpec(
         name="eval_trend",
@@ -41,6 +46,7 @@ SPEC = register(
         own_rule=True,  # its detector combines several limits
         default_threshold=0.05,
         min_samples=20,
+        phrase=_phrase,
         func=not_run,
         collect=eval_trend_results,
         per_feature=False,

@@ -34,6 +34,7 @@ import numpy as np
 from drift.battery_inputs import TestInputs
 from drift.features.feature_set import FeatureSet
 from drift.features.instruction_words import INSTRUCTION_WORDS
+from drift.formatting import clean_text, fmt_num
 from drift.result import TestResult, insufficient
 from drift.spec import TestSpec, register, run_test
 
@@ -228,6 +229,20 @@ def _collect(
     return [run_test(spec, INSTRUCTION_WORDS, r, c, inputs)]
 
 
+def _pct(share: object) -> str:
+    return fmt_num(share, ".0%").replace("%", " %")
+
+
+def _phrase(r: TestResult, words: str, traffic: str) -> str:
+    moved = [v for v in r.detail.get("moved") or [] if isinstance(v, dict)]
+    named = (
+        f"“{clean_text(v.get('ngram'))}” in {_pct(v.get('window_share'))} of prompts, "
+        f"was {_pct(v.get('baseline_share'))}"
+        for v in moved[:3]
+    )
+    return (", ".join(named) or f"{words} moved") + traffic
+
+
 SPEC = register(
     TestSpec(
         name=NAME,
@@ -236,6 +251,7 @@ SPEC = register(
         default_threshold=0.001,
         min_samples=30,
         collect=_collect,
+        phrase=_phrase,
         func=_instruction_ngram_test,
         per_feature=False,  # the prompts' instruction n-gram sets only: the battery runs it
         calibrated=True,

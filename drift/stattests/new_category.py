@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from drift.detectors.new_values import new_values_test
 from drift.features.feature_set import MULTI_VALUED
 from drift.features.prompt_features import PROMPT_TEMPLATE
+from drift.formatting import clean_text, fmt_num
 from drift.result import ALL, TestResult
 from drift.spec import TestSpec, not_run, register
 
@@ -34,6 +35,15 @@ def new_category_results(
     return out
 
 
+def _phrase(r: TestResult, words: str, traffic: str) -> str:
+    big = [v for v in r.detail.get("new") or [] if isinstance(v, dict) and v.get("big")]
+    named = (
+        f"new {words} {clean_text(v.get('value'))}: {fmt_num(v.get('share'), '.0%')} of the window"
+        for v in big[:5]
+    )
+    return ", ".join(named) or words
+
+
 SPEC = register(
     TestSpec(
         name="new_category",
@@ -42,6 +52,7 @@ SPEC = register(
         own_rule=True,  # its detector combines several limits
         default_threshold=0.05,
         min_samples=10,
+        phrase=_phrase,
         func=not_run,
         per_feature=False,
         collect=new_category_results,

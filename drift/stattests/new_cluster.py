@@ -42,6 +42,14 @@ def _reason(r: TestResult) -> str:
     )
 
 
+def _new_phrase(r: TestResult, words: str, traffic: str) -> str:
+    return f"a new group in {words}: {fmt_num(r.statistic, '.0%')} of the window"
+
+
+def _growth_phrase(r: TestResult, words: str, traffic: str) -> str:
+    return f"a small group in {words} grew {fmt_num(r.statistic)}x{traffic}"
+
+
 SPEC = register(
     TestSpec(
         name="new_cluster",
@@ -55,6 +63,7 @@ SPEC = register(
         per_feature=False,
         description="a group of embeddings outside every baseline cluster",
         reason=_reason,
+        phrase=_new_phrase,
         display_name="the new-cluster check",
         unit="share of the window",
     )
@@ -70,6 +79,7 @@ GROWTH = register(
         func=not_run,
         per_feature=False,
         scope="emitted",  # written by the new-cluster check's detector
+        phrase=_growth_phrase,
         description="a small baseline cluster that grew",
         display_name="the cluster-growth check",
         unit="times the baseline share",

@@ -3,8 +3,14 @@ run_drift when it is handed the state; described here so pages and reasons read 
 
 from __future__ import annotations
 
+from drift.result import TestResult
 from drift.spec import TestSpec, not_run, register
-from drift.streams.window_evidence import NAME
+from drift.streams.window_evidence import NAME, since_words
+
+
+def _phrase(r: TestResult, words: str, traffic: str) -> str:
+    return f"{words}: a small change in every window, {since_words(r.detail)}"
+
 
 SPEC = register(
     TestSpec(
@@ -14,6 +20,7 @@ SPEC = register(
         own_rule=True,  # its detector combines several limits
         default_threshold=0.0,
         min_samples=1,
+        phrase=_phrase,
         func=not_run,
         per_feature=False,
         scope="emitted",

@@ -125,3 +125,11 @@ def calibrate_evidence(
         streams=(STREAM,),
     )
     return WindowEvidence(detector, int(permutations), baseline_id=baseline_id)
+
+
+def since_words(detail: dict) -> str:
+    """When accumulated evidence began: "first seen 3 windows ago" ("in this window" at 0)."""
+    k = detail.get("first_seen_windows_ago")
+    if not isinstance(k, int) or k <= 0:
+        return "first seen in this window"
+    return f"first seen {k} window{'s' if k != 1 else ''} ago"
