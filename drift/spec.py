@@ -101,8 +101,8 @@ class TestSpec:
     collect: Collector | None = None
     scope: Scope = "pair"
     reason: Callable[[TestResult], str] | None = None  # its own words for a drifted result
-    # a test not run per feature that needs nothing but this one feature's rows: drift.baseline.power
-    # simulates its detectable effect there
+    # a test not run per feature that needs nothing but this one feature's rows:
+    # drift.baseline.power simulates its detectable effect there
     power_feature: str | None = None
     # its phrase in an alert summary (result, feature words, "; x % of traffic" or ""); None:
     # "<feature> moved k× the alert threshold"
