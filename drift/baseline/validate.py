@@ -69,7 +69,8 @@ def describe(r: TestResult) -> str:
     if spec is not None and spec.reason is not None:
         return spec.reason(r)
     stat, thr, p = fmt_num(r.statistic), fmt_num(r.threshold), fmt_num(r.p_value)
-    if r.p_value is not None and (spec is None or spec.direction != "statistic"):
+    read_by_p = spec is None or spec.direction == "p_value" or spec.own_rule
+    if r.p_value is not None and read_by_p:
         return f"{r.test} on {r.feature}: p = {p} ≤ {thr} (statistic {stat})"
     return f"{r.test} on {r.feature}: {stat} > {thr}"
 

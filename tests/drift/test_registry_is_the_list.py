@@ -113,3 +113,12 @@ def test_a_new_test_is_one_module(tmp_path, monkeypatch, baseline):
         for name in ("extra_drift_tests.median_gap", "extra_drift_tests"):
             sys.modules.pop(name, None)
     assert "median_gap" not in validation_levels().thresholds
+
+
+def test_reasons_read_p_values_as_before():
+    """A detector with its own rule and a p-value (eval trend, cluster growth) is read by p, a
+    statistic test by its statistic."""
+    trend = TestResult("eval_trend", 0.1, 0.001, 0.05, True, feature="eval_score")
+    psi = TestResult("psi", 0.4, 0.02, 0.1, True, feature="latency_ms")
+    assert describe(trend) == "eval_trend on eval_score: p = 0.001 ≤ 0.05 (statistic 0.1)"
+    assert describe(psi) == "psi on latency_ms: 0.4 > 0.1"
