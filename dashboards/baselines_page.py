@@ -2,7 +2,7 @@
 smallest change each test detects at the window size (drift.power), the judge's measured
 validity, and age; build, validate and activate from the page (admin key; building and
 validating run as background jobs whose state the page lists). The operations
-themselves are the sidecar's (`sidecar.baselines`), handed in as `BaselineOps` so this package
+themselves are the sidecar's (`sidecar.jobs.baselines`), handed in as `BaselineOps` so this package
 does not import it."""
 
 from __future__ import annotations

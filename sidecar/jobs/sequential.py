@@ -22,8 +22,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from alerts.service import raise_condition
 from drift.sequential import STREAMS, CusumDetector, calibrate
-from sidecar.baselines import load_baseline_with_frame
 from sidecar.cursors import get_cursor, set_cursor
+from sidecar.jobs.baselines import load_baseline_with_frame
 from storage.repositories.baselines import get_active_baseline
 from storage.repositories.samples import fetch_window
 from storage.types import to_utc
