@@ -38,7 +38,7 @@ class BaselineOps:
     activate: Callable[[int, datetime], None]
 
 
-def _thresholds(spec: dict | None) -> list[tuple[str, str, float]]:
+def _thresholds(spec: dict[str, Any] | None) -> list[tuple[str, str, float]]:
     out = []
     for test, by_feature in sorted(((spec or {}).get("thresholds") or {}).items()):
         if isinstance(by_feature, dict):
@@ -50,7 +50,7 @@ def _thresholds(spec: dict | None) -> list[tuple[str, str, float]]:
     return out
 
 
-def _power(spec: dict | None) -> tuple[list[str], list[str]]:
+def _power(spec: dict[str, Any] | None) -> tuple[list[str], list[str]]:
     """(one sentence per feature, every test's sentence) from the stored power report; nothing
     when the baseline has none (built before power was measured, or not validated)."""
     data = (spec or {}).get("power")

@@ -76,7 +76,7 @@ def _finite(value: float | None) -> float | None:
     return float(f"{value:.5g}") if value is not None and math.isfinite(value) else None
 
 
-def _worst_run(points: list[tuple]) -> int | None:
+def _worst_run(points: list[tuple[Any, ...]]) -> int | None:
     """The run a click opens: of the (score, limit, run) points shown at one x, the one furthest
     over its threshold (the first when none has a ratio)."""
     best, best_ratio = None, -math.inf
@@ -216,7 +216,7 @@ def run_for_buckets(edges: np.ndarray, runs: Sequence[RunPoint]) -> list[int | N
 
 def eval_chart(
     rows: Sequence[tuple[int, str, float, int]], edges: np.ndarray, runs: Sequence[RunPoint]
-) -> dict:
+) -> dict[str, Any]:
     """Mean score per evaluator per bucket, from (bucket, evaluator, mean, count) rows."""
     by_name: dict[str, list[float | None]] = {}
     for bucket, name, mean, _count in rows:
@@ -240,7 +240,7 @@ def _values(array: np.ndarray, digits: int) -> list[float | None]:
 
 def traffic_charts(
     stats: TrafficBuckets, edges: np.ndarray, runs: Sequence[RunPoint]
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """Logged samples per bucket (and the weighted estimate), and p50/p95 of TTFT, TPOT and
     end-to-end latency per bucket."""
     links = run_for_buckets(edges, runs)

@@ -96,8 +96,9 @@ def mark_expected(
             raise HTTPException(404, str(exc).strip("'\"")) from None
         except LifecycleError as exc:
             raise HTTPException(409, str(exc)) from None
+        at = row.expected_at  # mark_expected sets it
         return {"id": row.id, "status": row.status, "expected_by": row.expected_by,
-                "expected_at": to_utc(row.expected_at).isoformat()}  # fmt: skip
+                "expected_at": to_utc(at).isoformat() if at is not None else None}  # fmt: skip
 
 
 def recent_silences(session_factory: Factory, *, newest_end_first: bool) -> list[dict[str, Any]]:
