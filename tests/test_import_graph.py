@@ -24,50 +24,23 @@ KNOWN_CIRCLES: dict[frozenset[str], str] = {
     frozenset({"sidecar.baselines", "sidecar.jobs"}): (
         "the drift job still imports the re-export sidecar.baselines; it goes with that import"
     ),
-    frozenset({"serving.attention", "serving.attention.triton_backend"}): (
-        "the Triton backend registers itself in the attention package that imports it"
-    ),
     frozenset({"serving.attention", "serving.kernels"}): (
         "the Triton attention backend calls kernels that take the attention metadata type"
     ),
-    frozenset(
-        {"serving.loader.config", "serving.loader.families", "serving.loader.gpt_oss_config"}
-    ): ("the family configs read helpers of the config module that dispatches to them"),
-    frozenset(
-        {
-            "serving.loader",
-            "serving.loader.load",
-            "serving.model",
-            "serving.model.gemma",
-            "serving.model.gemma_layers",
-            "serving.model.layers",
-            "serving.model.llama",
-            "serving.model.moe",
-            "serving.model.moe_weights",
-            "serving.model.rope",
-        }
-    ): "the model's layers read configs through serving.loader, whose loading builds the model",
     frozenset(
         {
             "serving.distributed.startup",
             "serving.distributed.tp_runner",
             "serving.engine",
-            "serving.engine.core.llm_engine",
+            "serving.engine.engine.build",
+            "serving.engine.engine.llm_engine",
+            "serving.engine.engine.runner_setup",
+            "serving.engine.engine.warmup",
             "serving.engine.frontend.async_engine",
-            "serving.engine.worker.setup",
         }
-    ): "worker setup starts tensor parallelism, whose ranks import the whole serving.engine",
+    ): "runner setup starts tensor parallelism, whose ranks import the whole serving.engine",
     frozenset({"serving.distributed", "serving.engine", "serving.loader", "serving.model"}): (
-        "the folder view of the two circles above"
-    ),
-    frozenset({"serving.engine.core", "serving.engine.worker"}): (
-        "the engine loop sets up the worker, which steps the core's scheduled sequences"
-    ),
-    frozenset(
-        {"serving.server.api_worker", "serving.server.main", "serving.server.multi_process"}
-    ): ("the server's entry point starts worker processes that build the server again"),
-    frozenset({"serving.proxy.main", "serving.proxy.workers"}): (
-        "the proxy's entry point starts worker processes that build the proxy again"
+        "the shard ranks load and build the model, whose layers read the partition of a rank"
     ),
 }
 
