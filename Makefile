@@ -50,13 +50,13 @@ doctor:
 	$(if $(wildcard $(PY)),$(PY),python3) -m vigil.devtools.doctor
 
 # ruff, the package arrows of docs/architecture.md (import-linter) and types where they are
-# checked (mypy: the pure statistics, alerts, storage, all of vigil/, the engine and the API
-# server; more packages join as they come clean)
+# checked (mypy: the pure statistics, alerts, storage, all of vigil/, the sidecar and the pages
+# (strict: pyproject.toml), the engine and the API server; more packages join as they come clean)
 lint: install
 	$(VENV)/bin/ruff check vigil serving drift storage alerts sidecar dashboards tests bench
 	$(VENV)/bin/ruff format --check vigil serving drift storage alerts sidecar dashboards tests bench
 	$(VENV)/bin/lint-imports
-	$(VENV)/bin/mypy drift alerts storage vigil
+	$(VENV)/bin/mypy drift alerts storage vigil sidecar dashboards
 	$(VENV)/bin/mypy serving/engine serving/server
 	$(VENV)/bin/mypy serving/attention serving/distributed serving/kernels serving/loader \
 		serving/model serving/proxy serving/tokenizer serving/traffic serving/detokenizer.py \

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from alerts import silences
 from alerts.incident_members import ranked
 from alerts.incidents import enqueue, refresh
-from alerts.lifecycle import silenced
+from alerts.quieted import silenced
 from alerts.rules_file import RuleSet, load_rules
 from storage.models import Delivery, Incident
 from storage.types import to_utc

@@ -40,8 +40,8 @@ from alerts.incident_members import (
     ranked,
 )
 from alerts.incident_payloads import build_incident_payload
-from alerts.lifecycle import silenced
 from alerts.proposal import SEVERITY_RANK
+from alerts.quieted import silenced
 from alerts.routing import match_values
 from alerts.rules_file import RuleSet, Target
 from alerts.silences import silencing

@@ -4,18 +4,18 @@ note. Each action is recorded (who, when, at which severity) in `alert_actions`.
 Notifications belong to incidents (`alerts.incidents`), which are told once per severity: an
 acknowledged alert or incident is not re-notified at the severity it was acknowledged at (a rise
 still pages); a snoozed one is not notified at all, a rise included, until the snooze ends
-(`silenced`). Functions take the caller's session and never commit.
+(`alerts.quieted.silenced`). Functions take the caller's session and never commit.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from alerts.rules_file import RuleSet
+from alerts.service import resolve_alert
 from storage.models import Alert, AlertAction
 from storage.types import to_utc
 from vigil.config import Settings
@@ -27,15 +27,6 @@ MAX_ACTOR_CHARS = 128
 
 class LifecycleError(ValueError):
     """The action does not apply (unknown alert, already resolved, a snooze in the past)."""
-
-
-def silenced(alert: Any, severity: str, now: datetime) -> bool:
-    """True when `alert` (or incident) is snoozed past `now`, or was acknowledged at `severity`."""
-    if alert is None:
-        return False
-    if alert.snoozed_until is not None and to_utc(now) < to_utc(alert.snoozed_until):
-        return True
-    return alert.acknowledged_at is not None and alert.silenced_severity == severity
 
 
 def _open_alert(session: Session, alert_id: int) -> Alert:
@@ -119,8 +110,6 @@ def resolve(
     rules: RuleSet | None = None,
 ) -> Alert:
     """Resolve by hand: its targets get the resolve notification, the note goes in the history."""
-    from alerts.service import resolve_alert
-
     alert = _open_alert(session, alert_id)
     record(session, alert, "resolve", actor=actor, now=now, note=note)
     return resolve_alert(session, alert_id, now=now, settings=settings, rules=rules)

@@ -29,7 +29,7 @@ class Row:
     threshold: float | None
     drifted: bool
     insufficient: bool = False
-    detail: dict | None = None
+    detail: dict[str, Any] | None = None
     own: bool = False
 
     @property
@@ -44,8 +44,9 @@ class Row:
         ]
         if self.test == "new_category" and new:
             counts = [v.get("count") for v in new]
-            if all(isinstance(c, int) and not isinstance(c, bool) for c in counts):
-                return sum(counts)
+            whole = [c for c in counts if isinstance(c, int) and not isinstance(c, bool)]
+            if len(whole) == len(counts):
+                return sum(whole)
         n = (self.detail or {}).get("n_current")
         return (
             int(n)
@@ -91,7 +92,7 @@ def ratio(r: Row) -> float:
     return score / limit
 
 
-def own_keys(evidence: dict | None) -> list[tuple[str, str, str]]:
+def own_keys(evidence: dict[str, Any] | None) -> list[tuple[str, str, str]]:
     """The (test, feature, segment) of each result the alert's rule fired on, in evidence order."""
     out = []
     for r in (evidence or {}).get("results") or []:
@@ -100,7 +101,7 @@ def own_keys(evidence: dict | None) -> list[tuple[str, str, str]]:
     return out
 
 
-def own_rows(evidence: dict | None, results: Sequence[Any]) -> list[Row]:
+def own_rows(evidence: dict[str, Any] | None, results: Sequence[Any]) -> list[Row]:
     """The alert's own results: the stored rows its evidence names, else the evidence itself."""
     stored = {as_row(r).key: r for r in results}
     rows = []

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlencode
 
 from fastapi import HTTPException
@@ -27,7 +28,9 @@ from storage.types import to_utc
 MAX_RUN_RESULTS = 5000
 
 
-def alert_context(session: Session, alert_id: int, now: datetime, range_: str = "7d") -> dict:
+def alert_context(
+    session: Session, alert_id: int, now: datetime, range_: str = "7d"
+) -> dict[str, Any]:
     row = session.get(Alert, alert_id)
     if row is None:
         raise HTTPException(404, f"no alert {alert_id}")
@@ -83,7 +86,8 @@ def alert_context(session: Session, alert_id: int, now: datetime, range_: str = 
     ]
     timeline += notifications(deliveries)
     timeline.sort(key=lambda e: e["at"])
-    has_report = run is not None and bool(run.report_path) and Path(run.report_path).is_file()
+    path = run.report_path if run is not None else None
+    has_report = bool(path and Path(path).is_file())
     snoozed = row.snoozed_until is not None and to_utc(row.snoozed_until) > now
     return {
         "alert": row,

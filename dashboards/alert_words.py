@@ -37,8 +37,9 @@ def centres(r: Row) -> tuple[float, float, str] | None:
     d = r.detail or {}
     for kind in ("median", "mean"):
         a, b = d.get(f"reference_{kind}"), d.get(f"window_{kind}")
-        known = isinstance(a, int | float) and isinstance(b, int | float)
-        if known and math.isfinite(a) and math.isfinite(b) and (a != b or kind == "mean"):
+        if not (isinstance(a, int | float) and isinstance(b, int | float)):
+            continue
+        if math.isfinite(a) and math.isfinite(b) and (a != b or kind == "mean"):
             return float(a), float(b), kind
     return None
 

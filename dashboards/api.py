@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import JSONResponse
@@ -61,7 +61,7 @@ def series_payload(
     segment: str | None = None,
     tenant: str | None = None,
     baseline_id: int | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """The charts for one kind over one range ending at `now`."""
     start = now - RANGES[range_]
     if baseline_id is None:
@@ -72,7 +72,7 @@ def series_payload(
     bucket_s = BUCKETS[range_]
     edges = bucket_edges(start, now, bucket_s)
     origin = float(edges[0]) if len(edges) else start.timestamp()
-    body: dict = {
+    body: dict[str, Any] = {
         "kind": kind,
         "range": range_,
         "start": start.timestamp(),

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 log = logging.getLogger("vigil.dashboards")
 
@@ -40,7 +41,7 @@ class BaselineJobs:
         self._jobs: deque[BaselineJob] = deque(maxlen=KEPT)
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vigil-baseline-job")
-        self._futures: dict[int, Future] = {}
+        self._futures: dict[int, Future[Any]] = {}
 
     def submit(self, what: str, work: Callable[[], str]) -> BaselineJob:
         """Queue `work` (returns the outcome in words; a ValueError or LookupError is a refusal

@@ -2,7 +2,7 @@
 smallest change each test detects at the window size (drift.baseline.power), the judge's measured
 validity, and age; build, validate and activate from the page (admin key; building and
 validating run as background jobs whose state the page lists). The operations
-themselves are the sidecar's (`sidecar.baselines`), handed in as `BaselineOps` so this package
+themselves are the sidecar's (`sidecar.jobs.baselines`), handed in as `BaselineOps` so this package
 does not import it."""
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class BaselineOps:
     activate: Callable[[int, datetime], None]
 
 
-def _thresholds(spec: dict | None) -> list[tuple[str, str, float]]:
+def _thresholds(spec: dict[str, Any] | None) -> list[tuple[str, str, float]]:
     out = []
     for test, by_feature in sorted(((spec or {}).get("thresholds") or {}).items()):
         if isinstance(by_feature, dict):
@@ -50,7 +50,7 @@ def _thresholds(spec: dict | None) -> list[tuple[str, str, float]]:
     return out
 
 
-def _power(spec: dict | None) -> tuple[list[str], list[str]]:
+def _power(spec: dict[str, Any] | None) -> tuple[list[str], list[str]]:
     """(one sentence per feature, every test's sentence) from the stored power report; nothing
     when the baseline has none (built before power was measured, or not validated)."""
     data = (spec or {}).get("power")

@@ -15,6 +15,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 import numpy as np
 
@@ -75,7 +76,7 @@ def _finite(value: float | None) -> float | None:
     return float(f"{value:.5g}") if value is not None and math.isfinite(value) else None
 
 
-def _worst_run(points: list[tuple]) -> int | None:
+def _worst_run(points: list[tuple[Any, ...]]) -> int | None:
     """The run a click opens: of the (score, limit, run) points shown at one x, the one furthest
     over its threshold (the first when none has a ratio)."""
     best, best_ratio = None, -math.inf
@@ -86,21 +87,13 @@ def _worst_run(points: list[tuple]) -> int | None:
     return best
 
 
-def drift_charts(
-    results: Sequence[BucketResult],
-    origin: float,
-    bucket_s: int,
-    max_charts: int = MAX_DRIFT_CHARTS,
-) -> list[dict]:
-    """One chart per (test, feature): a line per segment and the calibrated threshold, ordered
-    worst first (drifted, then highest score / threshold anywhere in the range). One x per time
-    bucket that has runs; each value is the worst run of its bucket
-    (see worst_results_per_bucket)."""
-    # (test, feature) -> segment -> bucket -> (score, score-scale threshold, run id);
-    # each scored once
-    groups: dict[tuple[str, str], dict[str, dict[int, tuple]]] = defaultdict(
-        lambda: defaultdict(dict)
-    )
+# (test, feature) -> segment -> bucket -> (score, score-scale threshold, run id)
+_Groups = dict[tuple[str, str], dict[str, dict[int, tuple[Any, ...]]]]
+
+
+def _grouped(results: Sequence[BucketResult]) -> tuple[_Groups, set[tuple[str, str]]]:
+    """Each point scored once, by (test, feature), segment and bucket; and which pairs drifted."""
+    groups: _Groups = defaultdict(lambda: defaultdict(dict))
     drifted: set[tuple[str, str]] = set()
     for point in results:
         key = (point.test, point.feature)
@@ -112,6 +105,11 @@ def drift_charts(
         )
         if point.drifted:
             drifted.add(key)
+    return groups, drifted
+
+
+def _ranked(groups: _Groups, drifted: set[tuple[str, str]]) -> list[tuple[Any, ...]]:
+    """(not drifted, -worst ratio, chart id, key, worst ratio per segment), worst first."""
     ranked = []
     for key, by_segment in groups.items():
         worst = {
@@ -135,8 +133,22 @@ def drift_charts(
             )
         )
     ranked.sort(key=lambda r: r[:3])
+    return ranked
+
+
+def drift_charts(
+    results: Sequence[BucketResult],
+    origin: float,
+    bucket_s: int,
+    max_charts: int = MAX_DRIFT_CHARTS,
+) -> list[dict[str, Any]]:
+    """One chart per (test, feature): a line per segment and the calibrated threshold, ordered
+    worst first (drifted, then highest score / threshold anywhere in the range). One x per time
+    bucket that has runs; each value is the worst run of its bucket
+    (see worst_results_per_bucket)."""
+    groups, drifted = _grouped(results)
     charts = []
-    for _, neg_worst, chart_id, (test, feature), worst in ranked[:max_charts]:
+    for _, neg_worst, chart_id, (test, feature), worst in _ranked(groups, drifted)[:max_charts]:
         by_segment = groups[(test, feature)]
         direction = direction_of(test)
         buckets = sorted({b for seg in by_segment.values() for b in seg})
@@ -204,7 +216,7 @@ def run_for_buckets(edges: np.ndarray, runs: Sequence[RunPoint]) -> list[int | N
 
 def eval_chart(
     rows: Sequence[tuple[int, str, float, int]], edges: np.ndarray, runs: Sequence[RunPoint]
-) -> dict:
+) -> dict[str, Any]:
     """Mean score per evaluator per bucket, from (bucket, evaluator, mean, count) rows."""
     by_name: dict[str, list[float | None]] = {}
     for bucket, name, mean, _count in rows:
@@ -228,7 +240,7 @@ def _values(array: np.ndarray, digits: int) -> list[float | None]:
 
 def traffic_charts(
     stats: TrafficBuckets, edges: np.ndarray, runs: Sequence[RunPoint]
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """Logged samples per bucket (and the weighted estimate), and p50/p95 of TTFT, TPOT and
     end-to-end latency per bucket."""
     links = run_for_buckets(edges, runs)

@@ -4,6 +4,8 @@ its share and representative prompts."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, HTTPException
 from fastapi.responses import HTMLResponse
 from markupsafe import Markup
@@ -22,12 +24,12 @@ FIELD = "prompt"
 PROMPT_CHARS = 200
 
 
-def cluster_context(session: Session, run_id: int) -> dict:
+def cluster_context(session: Session, run_id: int) -> dict[str, Any]:
     run = session.get(DriftRun, run_id)
     if run is None:
         raise HTTPException(404, f"no drift run {run_id}")
     window = f"{to_utc(run.window_start):%Y-%m-%d %H:%M} → {to_utc(run.window_end):%H:%M} UTC"
-    context = {
+    context: dict[str, Any] = {
         "run": run,
         "window": window,
         "svg": None,
@@ -65,12 +67,8 @@ def cluster_context(session: Session, run_id: int) -> dict:
         ]
         highlighted.update(reps)
         ids = [win_ids[i] for i in reps]
-        rows = (
-            session.execute(select(Sample.id, Sample.prompt).where(Sample.id.in_(ids)))
-            if ids
-            else []
-        )
-        prompts = {sample_id: prompt for sample_id, prompt in rows}
+        query = select(Sample.id, Sample.prompt).where(Sample.id.in_(ids))
+        prompts: dict[str, str | None] = dict(session.execute(query).tuples().all()) if ids else {}
         context["clusters"].append(
             {
                 "name": f"new group {k + 1}",

@@ -47,7 +47,7 @@ def ack_words(incident: Incident, state: str) -> str:
     """Who is on it, in words: what the list and the overview show under "on-call"."""
     if state == "expected":
         return f"expected by {incident.expected_by}, re-baselining"
-    if state == "snoozed":
+    if state == "snoozed" and incident.snoozed_until is not None:
         return f"snoozed until {to_utc(incident.snoozed_until):%m-%d %H:%M} UTC"
     if state == "acknowledged":
         return f"acknowledged by {incident.acknowledged_by}"
@@ -80,8 +80,9 @@ def list_incidents(
         query = query.where(Incident.status != "open")
     incidents = list(session.scalars(query))
     ids = [i.id for i in incidents]
-    counts: Counter[tuple[int, str]] = Counter()
-    segments: dict[int, set[str]] = {i: set() for i in ids}
+    # keyed as the column is typed (nullable); every key read here is an incident's id
+    counts: Counter[tuple[int | None, str]] = Counter()
+    segments: dict[int | None, set[str]] = {i: set() for i in ids}
     if ids:
         for incident_id, status, segment, n in session.execute(
             select(Alert.incident_id, Alert.status, Alert.segment, func.count())
@@ -90,14 +91,14 @@ def list_incidents(
         ):
             counts[(incident_id, status)] += n
             segments[incident_id].add(segment)
-    alive: dict[int, list[Alert]] = {i: [] for i in ids}
+    alive: dict[int | None, list[Alert]] = {i: [] for i in ids}
     if ids:
         for alert in session.scalars(
             select(Alert).where(Alert.incident_id.in_(ids), Alert.status == "open")
         ):
             alive[alert.incident_id].append(alert)
     held = silences.active(session, now)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for incident in incidents:
         state = state_of(incident, now)
         if not _matches(incident, wanted, state, segments[incident.id]):

@@ -39,8 +39,9 @@ def incident_context(
     inhibited = engine is not None
     everyone = ranked(incident, members(session, incident_id), inhibited)
     alive = [a for a in everyone if a.status == "open"]
-    lead = (alive or everyone or [None])[0]
+    lead = alive[0] if alive else everyone[0] if everyone else None
     run = session.get(DriftRun, incident.run_id) if incident.run_id is not None else None
+    report = run.report_path if run is not None else None
     deliveries = list(
         session.scalars(
             select(Delivery).where(Delivery.incident_id == incident_id).order_by(Delivery.id)
@@ -78,7 +79,7 @@ def incident_context(
         "why": cause.get("why") or {},
         "deliveries": deliveries,
         "timeline": timeline,
-        "has_report": run is not None and bool(run.report_path) and Path(run.report_path).is_file(),
+        "has_report": bool(report and Path(report).is_file()),
         "snoozed": incident.snoozed_until is not None and to_utc(incident.snoozed_until) > now,
         "silenced_by": silences.silencing(silences.active(session, now), alive)
         if incident.status == "open"

@@ -6,6 +6,7 @@ JavaScript needed), and the chart sections that load their series from `/api/v1/
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -25,8 +26,8 @@ MAX_ROWS = 25
 
 
 def moved_rows(
-    session: Session, run_id: int, window_samples: int | None, sizes: dict | None = None
-) -> tuple[list[dict], int]:
+    session: Session, run_id: int, window_samples: int | None, sizes: dict[str, Any] | None = None
+) -> tuple[list[dict[str, Any]], int]:
     """(the run's drifted results leading first — a slice under the floor never ahead of a
     larger one (dashboards/moved.py) — at most MAX_ROWS of them, how many drifted in all)."""
     results = session.scalars(
@@ -57,7 +58,7 @@ def moved_rows(
     return rows, len(ranked)
 
 
-def overview_context(session: Session, range_: str, now: datetime) -> dict:
+def overview_context(session: Session, range_: str, now: datetime) -> dict[str, Any]:
     active = get_active_baseline(session)
     latest = latest_done_run(session)
     open_alerts = list(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path as FilePath
-from typing import Annotated
+from typing import Annotated, Any
 from urllib.parse import urlsplit
 
 from fastapi import APIRouter, HTTPException, Path
@@ -57,14 +57,15 @@ def _window(run: DriftRun) -> str:
     return f"{run.window_start:%Y-%m-%d %H:%M} → {run.window_end:%Y-%m-%d %H:%M}"
 
 
-def _run_view(run: DriftRun, drifted: int = 0) -> dict:
-    has_report = bool(run.report_path) and FilePath(run.report_path).is_file()
+def _run_view(run: DriftRun, drifted: int = 0) -> dict[str, Any]:
+    path = run.report_path
+    has_report = bool(path and FilePath(path).is_file())
     return {"id": run.id, "window": _window(run), "status": run.status,
             "num_samples": run.num_samples, "drifted": drifted,
             "has_report": has_report}  # fmt: skip
 
 
-def _page(template: str, status: int = 200, **context) -> HTMLResponse:
+def _page(template: str, status: int = 200, **context: Any) -> HTMLResponse:
     headers = {
         "Cache-Control": "no-store",
         "X-Frame-Options": "DENY",

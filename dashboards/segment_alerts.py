@@ -33,7 +33,7 @@ def _names(detail: Any, field: str) -> list[str]:
 
 
 def involvement(
-    alert_segment: str, evidence: dict | None, slices: Sequence[tuple[str, str]]
+    alert_segment: str, evidence: dict[str, Any] | None, slices: Sequence[tuple[str, str]]
 ) -> tuple[str, tuple[tuple[str, str, str], ...]] | None:
     """(why, the results that involve it) when the alert involves one of `slices` ((key, name)
     pairs, e.g. ("tenant", "newco")), else None."""

@@ -24,7 +24,9 @@ class InvolvedIncident:
     why: str
 
 
-def cause_involvement(cause: dict | None, slices: Sequence[tuple[str, str]]) -> str | None:
+def cause_involvement(
+    cause: dict[str, Any] | None, slices: Sequence[tuple[str, str]]
+) -> str | None:
     """How an incident's cause names one of `slices` ((key, name) pairs), in words; None if not."""
     if not isinstance(cause, dict):
         return None

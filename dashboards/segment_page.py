@@ -12,7 +12,7 @@ form `/segments/{tenant}/{segment}` (`-` for "any") still serves names without `
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, Any
 from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, HTTPException, Path, Query
@@ -52,7 +52,9 @@ def segment_href(label: str) -> str | None:
     return segment_url(value, None) if key == "tenant" else segment_url(None, value)
 
 
-def segment_context(session: Session, tenant: str | None, segment: str | None, range_: str) -> dict:
+def segment_context(
+    session: Session, tenant: str | None, segment: str | None, range_: str
+) -> dict[str, Any]:
     labels = [f"tenant={tenant}"] if tenant else []
     labels += [f"segment={segment}"] if segment else []
     charts = [

@@ -48,111 +48,139 @@ def _ends(fields: dict[str, Any], now: datetime) -> datetime:
         raise HTTPException(422, "a silence needs `ends_at` (ISO 8601) or `hours`") from None
 
 
-def build_silence_router(
-    session_factory: sessionmaker[Session], viewer: Callable[..., Any]
-) -> APIRouter:
-    router = APIRouter()
+Factory = sessionmaker[Session]
 
+
+def _admin_of(viewer: Callable[..., Any]) -> Callable[..., Any]:
     def admin(principal: Any = Depends(viewer)) -> Any:
         if not getattr(principal, "admin", False):
             raise HTTPException(403, "silences and expected changes need an admin key")
         return principal
 
-    def add(fields: dict[str, Any], actor: str) -> dict[str, Any]:
-        now = datetime.now(UTC)
-        raw = fields.get("matchers")
-        if raw is None:  # a form: one field per label
-            raw = {label: fields.get(label, "") for label in silences.LABELS}
-        with session_factory() as session, session.begin():
-            try:
-                row = silences.create(session, matchers=raw, ends_at=_ends(fields, now),
-                                      created_by=actor, comment=str(fields.get("comment") or ""),
-                                      now=now)  # fmt: skip
-            except silences.SilenceError as exc:
-                raise HTTPException(422, str(exc)) from None
-            return silence_json(row, now)
+    return admin
 
-    def expire(silence_id: int) -> dict[str, Any]:
-        now = datetime.now(UTC)
-        with session_factory() as session, session.begin():
-            try:
-                return silence_json(silences.expire(session, silence_id, now), now)
-            except LookupError as exc:
-                raise HTTPException(404, str(exc).strip("'\"")) from None
 
-    def mark(incident_id: int, fields: dict[str, Any], actor: str) -> dict[str, Any]:
-        note = str(fields["note"]) if fields.get("note") else None
-        with session_factory() as session, session.begin():
-            try:
-                row = expected.mark_expected(session, incident_id, actor=actor,
-                                             now=datetime.now(UTC), note=note)  # fmt: skip
-            except LookupError as exc:
-                raise HTTPException(404, str(exc).strip("'\"")) from None
-            except LifecycleError as exc:
-                raise HTTPException(409, str(exc)) from None
-            return {"id": row.id, "status": row.status, "expected_by": row.expected_by,
-                    "expected_at": to_utc(row.expected_at).isoformat()}  # fmt: skip
-
-    async def form(request: Request, principal: Any, what: str, back: str, do) -> Response:
-        if not getattr(principal, "admin", False):
-            return refused(what, principal, back)
+def add_silence(session_factory: Factory, fields: dict[str, Any], actor: str) -> dict[str, Any]:
+    now = datetime.now(UTC)
+    raw = fields.get("matchers")
+    if raw is None:  # a form: one field per label
+        raw = {label: fields.get(label, "") for label in silences.LABELS}
+    with session_factory() as session, session.begin():
         try:
-            do(await read_fields(request), principal.actor)
-        except HTTPException as exc:
-            return refused(what, principal, back, status=exc.status_code, why=str(exc.detail))
-        return RedirectResponse(back, status_code=303)
+            row = silences.create(session, matchers=raw, ends_at=_ends(fields, now),
+                                  created_by=actor, comment=str(fields.get("comment") or ""),
+                                  now=now)  # fmt: skip
+        except silences.SilenceError as exc:
+            raise HTTPException(422, str(exc)) from None
+        return silence_json(row, now)
+
+
+def expire_silence(session_factory: Factory, silence_id: int) -> dict[str, Any]:
+    now = datetime.now(UTC)
+    with session_factory() as session, session.begin():
+        try:
+            return silence_json(silences.expire(session, silence_id, now), now)
+        except LookupError as exc:
+            raise HTTPException(404, str(exc).strip("'\"")) from None
+
+
+def mark_expected(
+    session_factory: Factory, incident_id: int, fields: dict[str, Any], actor: str
+) -> dict[str, Any]:
+    note = str(fields["note"]) if fields.get("note") else None
+    with session_factory() as session, session.begin():
+        try:
+            row = expected.mark_expected(session, incident_id, actor=actor,
+                                         now=datetime.now(UTC), note=note)  # fmt: skip
+        except LookupError as exc:
+            raise HTTPException(404, str(exc).strip("'\"")) from None
+        except LifecycleError as exc:
+            raise HTTPException(409, str(exc)) from None
+        at = row.expected_at  # mark_expected sets it
+        return {"id": row.id, "status": row.status, "expected_by": row.expected_by,
+                "expected_at": to_utc(at).isoformat() if at is not None else None}  # fmt: skip
+
+
+def recent_silences(session_factory: Factory, *, newest_end_first: bool) -> list[dict[str, Any]]:
+    """Silences active or ended within RECENT: the page's (by end, at most 200) or the API's."""
+    now = datetime.now(UTC)
+    query = select(Silence).where(Silence.ends_at > now - RECENT)
+    if newest_end_first:
+        query = query.order_by(Silence.ends_at.desc()).limit(200)
+    else:
+        query = query.order_by(Silence.id)
+    with session_factory() as session:
+        return [silence_json(s, now) for s in session.scalars(query)]
+
+
+async def _form(
+    request: Request,
+    principal: Any,
+    what: str,
+    back: str,
+    do: Callable[[dict[str, Any], str], Any],
+) -> Response:
+    """A form post: refused as a page without an admin key or on a refused change, else back."""
+    if not getattr(principal, "admin", False):
+        return refused(what, principal, back)
+    try:
+        do(await read_fields(request), principal.actor)
+    except HTTPException as exc:
+        return refused(what, principal, back, status=exc.status_code, why=str(exc.detail))
+    return RedirectResponse(back, status_code=303)
+
+
+def build_silence_router(session_factory: Factory, viewer: Callable[..., Any]) -> APIRouter:
+    router = APIRouter()
+    admin = _admin_of(viewer)
+
+    def add(fields: dict[str, Any], actor: str) -> dict[str, Any]:
+        return add_silence(session_factory, fields, actor)
 
     @router.get("/silences", response_class=HTMLResponse)
     def silences_page() -> HTMLResponse:
-        now = datetime.now(UTC)
-        with session_factory() as session:
-            rows = session.scalars(select(Silence).where(Silence.ends_at > now - RECENT)
-                                   .order_by(Silence.ends_at.desc()).limit(200))  # fmt: skip
-            shown = [silence_json(s, now) for s in rows]
+        shown = recent_silences(session_factory, newest_end_first=True)
         return page("silences.html", title="Silences", silences=shown, labels=silences.LABELS)
 
     @router.post("/silences")
     async def silence_form(request: Request, principal: Any = Depends(viewer)) -> Response:
-        return await form(request, principal, "adding a silence", "/silences", add)
+        return await _form(request, principal, "adding a silence", "/silences", add)
 
     @router.post("/silences/{silence_id}/expire")
     async def expire_form(silence_id: RowId, principal: Any = Depends(viewer)) -> Response:
         if not getattr(principal, "admin", False):
             return refused(f"expiring silence {silence_id}", principal, "/silences")
-        expire(silence_id)
+        expire_silence(session_factory, silence_id)
         return RedirectResponse("/silences", status_code=303)
 
     @router.get("/api/v1/silences")
-    def silences_api() -> dict:
-        return {"silences": silences_page_rows()}
-
-    def silences_page_rows() -> list[dict]:
-        now = datetime.now(UTC)
-        with session_factory() as session:
-            rows = session.scalars(select(Silence).where(Silence.ends_at > now - RECENT)
-                                   .order_by(Silence.id))  # fmt: skip
-            return [silence_json(s, now) for s in rows]
+    def silences_api() -> dict[str, Any]:
+        return {"silences": recent_silences(session_factory, newest_end_first=False)}
 
     @router.post("/api/v1/silences")
     async def silence_api(request: Request, principal: Any = Depends(admin)) -> JSONResponse:
         return JSONResponse(add(await read_fields(request), principal.actor), status_code=201)
 
     @router.post("/api/v1/silences/{silence_id}/expire")
-    def expire_api(silence_id: RowId, principal: Any = Depends(admin)) -> dict:
-        return expire(silence_id)
+    def expire_api(silence_id: RowId, principal: Any = Depends(admin)) -> dict[str, Any]:
+        return expire_silence(session_factory, silence_id)
 
     @router.post("/incidents/{incident_id}/expected")
     async def expected_form(
         incident_id: RowId, request: Request, principal: Any = Depends(viewer)
     ) -> Response:
-        back = f"/incidents/{incident_id}"
-        do = lambda fields, actor: mark(incident_id, fields, actor)  # noqa: E731
-        return await form(request, principal, f"marking incident {incident_id} expected", back, do)
+        def do(fields: dict[str, Any], actor: str) -> dict[str, Any]:
+            return mark_expected(session_factory, incident_id, fields, actor)
+
+        what = f"marking incident {incident_id} expected"
+        return await _form(request, principal, what, f"/incidents/{incident_id}", do)
 
     @router.post("/api/v1/incidents/{incident_id}/expected")
     async def expected_api(
         incident_id: RowId, request: Request, principal: Any = Depends(admin)
-    ) -> dict:
-        return mark(incident_id, await read_fields(request), principal.actor)
+    ) -> dict[str, Any]:
+        return mark_expected(
+            session_factory, incident_id, await read_fields(request), principal.actor
+        )
 
     return router

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
@@ -48,7 +49,7 @@ def _register_filters() -> None:
 _register_filters()
 
 
-def page(template: str, status: int = 200, **context) -> HTMLResponse:
+def page(template: str, status: int = 200, **context: Any) -> HTMLResponse:
     headers = {
         "Cache-Control": "no-store",
         "X-Frame-Options": "DENY",

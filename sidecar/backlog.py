@@ -43,7 +43,7 @@ def report_backlog(
         )
     raise_condition(
         session, RULE, f"job={job}", healthy=healthy, now=now, settings=settings,
-        summary=None if healthy else backlog_summary(
+        summary=None if healthy or age is None else backlog_summary(
             job, age.total_seconds(), limit.total_seconds(), catch_up_s),
         evidence={"job": job,
                   "oldest_waiting": None if oldest is None else to_utc(oldest).isoformat(),

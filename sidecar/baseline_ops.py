@@ -12,7 +12,7 @@ from vigil.config import Settings
 
 
 def baseline_ops(settings: Settings, session_factory: sessionmaker[Session]) -> BaselineOps:
-    from sidecar.baselines import (
+    from sidecar.jobs.baselines import (
         activate_baseline,
         build_baseline_from_window,
         validate_stored_baseline,

@@ -2,11 +2,11 @@
 (VIGIL_EMBED_DTYPE), CPU threads (VIGIL_EMBED_THREADS) and the padded-token budget of a batch
 (VIGIL_EMBED_BATCH_TOKENS), read once from Settings.
 
-Precision, measured on an H200 against fp32 CPU vectors of chat-length text (rows renormalised
-in fp32; bench/results/scale.md, tests/sidecar/test_embed_device_gpu.py): fp16 keeps a cosine
->= 0.99999 and bf16 >= 0.9998, both within the stated 0.999, so both are allowed on CUDA. Neither
-was faster there (the embedder is bound by tokenisation and the host, not the GPU), so `auto` is
-fp32 on CUDA too. Half precision on the CPU is a setting error.
+Precision on CUDA, against fp32 CPU vectors of chat-length text (rows renormalised in fp32;
+bench/results/scale.md, tests/sidecar/test_embed_device_gpu.py): fp16 keeps a cosine >= 0.99999
+and bf16 >= 0.9998, both within the stated 0.999, so both are allowed on CUDA. Neither is faster
+than fp32 (the embedder is bound by tokenisation and the host, not the GPU), so `auto` is fp32 on
+CUDA too. Half precision on the CPU is a setting error.
 """
 
 from __future__ import annotations

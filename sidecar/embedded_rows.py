@@ -3,10 +3,11 @@
 The window is read under its row cap (Settings.drift_max_window_rows) and every read row feeds the
 numeric and categorical tests; the embedding tests read a nested stratified subset of it
 (storage.repositories.window_cap.nested_selection), and only those rows need vectors. The
-subset's size follows the embedder: on CUDA (2,400-2,900 chat-length texts/s on an H200) the
-whole capped window is embedded within a minute; a 2-core CPU embeds 14-37 texts/s, so the default
-50,000-row window (~100,000 texts) would need 45-120 minutes per hourly window and the embed job
-would never catch up. CPU_EMBEDDED_ROWS rows (about 8,000 texts) take 4-10 minutes there.
+subset's size follows the embedder. On CUDA it embeds thousands of chat-length texts a second,
+so the whole capped window is embedded within a minute. A small CPU embeds tens a second
+(bench/results/scale.md): the default 50,000-row window (~100,000 texts) would take longer than
+the hour between windows and the embed job would never catch up, while CPU_EMBEDDED_ROWS rows
+(about 8,000 texts) take minutes.
 """
 
 from __future__ import annotations

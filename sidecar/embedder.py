@@ -12,6 +12,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -43,7 +44,7 @@ def default_model_path() -> str:
 @lru_cache(maxsize=4)
 def load_model(
     path: str | None = None, device: str = "cpu", dtype: str = "fp32", threads: int | None = None
-):
+) -> Any:
     """The SentenceTransformer on `device` in `dtype` (resolved names), loaded once per setting."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -65,7 +66,7 @@ def load_model(
 @dataclass
 class Embedder:
     name: str
-    model: object  # sentence_transformers.SentenceTransformer
+    model: Any  # sentence_transformers.SentenceTransformer (imported when first loaded)
     device: str = "cpu"
     dtype: str = "fp32"
     batch_tokens: int = CUDA_BATCH_TOKENS

@@ -29,6 +29,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from storage.models import JobLock
+from storage.repositories._sql import affected_rows
 
 log = logging.getLogger("vigil.sidecar.leader")
 
@@ -49,7 +50,7 @@ def db_now(session: Session) -> datetime:
     if session.get_bind().dialect.name == "sqlite":
         raw = session.execute(text("SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')")).scalar_one()
         return datetime.fromisoformat(raw).replace(tzinfo=UTC)
-    value = session.execute(text("SELECT clock_timestamp()")).scalar_one()
+    value: datetime = session.execute(text("SELECT clock_timestamp()")).scalar_one()
     return value.astimezone(UTC)
 
 
@@ -65,7 +66,7 @@ def try_acquire(
         .where(and_(JobLock.name == name, or_(JobLock.holder == holder, JobLock.expires_at < now)))
         .values(holder=holder, expires_at=expires)
     )
-    if session.execute(stmt).rowcount == 1:
+    if affected_rows(session, stmt) == 1:
         session.commit()
         return True
     session.commit()
@@ -90,7 +91,7 @@ def holds_lease(session: Session, name: str, holder: str) -> bool:
         )
         .values(holder=holder)
     )
-    return session.execute(stmt).rowcount == 1
+    return affected_rows(session, stmt) == 1
 
 
 _fence = threading.local()

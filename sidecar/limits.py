@@ -3,6 +3,8 @@ implementation for both services (key check before the body, byte limit while it
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from vigil.asgi_guard import BodyTooLarge, RequestGuard
 
 PAGE_MAX_BYTES = 16 * 1024  # every route but ingest: a login form at most
@@ -13,7 +15,7 @@ SLACK_PREFIX = "/slack/"
 __all__ = ["PAGE_MAX_BYTES", "BodyTooLarge", "RequestGuard", "body_limit"]
 
 
-def body_limit(ingest_paths: str | tuple[str, ...], ingest_max_bytes: int):
+def body_limit(ingest_paths: str | tuple[str, ...], ingest_max_bytes: int) -> Callable[[str], int]:
     """Per-path byte limit: the ingest routes take batches, everything else tiny bodies."""
     paths = (ingest_paths,) if isinstance(ingest_paths, str) else ingest_paths
 

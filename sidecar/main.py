@@ -11,12 +11,15 @@ Every replica serves the API; only the elected leader runs jobs and sends webhoo
 
 from __future__ import annotations
 
+import argparse
 import logging
 import signal
 import threading
 from datetime import UTC, datetime
-from typing import Any
+from types import FrameType
+from typing import TYPE_CHECKING, Any
 
+import uvicorn
 from fastapi import FastAPI
 
 from sidecar.app import create_app
@@ -31,6 +34,9 @@ from sidecar.scheduler import (
 from sidecar.watchdog import Watchdog
 from vigil.config import Settings, get_settings, load_settings
 from vigil.http_server import uvicorn_config
+
+if TYPE_CHECKING:
+    from alerts.worker import DeliveryWorker
 
 log = logging.getLogger("vigil.sidecar")
 
@@ -50,7 +56,7 @@ class Sidecar:
             on_elected=self._elected,
             on_demoted=self._demoted,
         )
-        self.delivery = None
+        self.delivery: DeliveryWorker | None = None
         self.watchdog: Watchdog | None = None
         self._lock = threading.Lock()
         self.started_at: datetime | None = None
@@ -73,7 +79,7 @@ class Sidecar:
         # Evidently's extension modules holds the GIL for seconds, which would starve the lease
         # renewal thread mid-job and make leadership flap between replicas
         import dashboards.report.evidently_part as evidently_part
-        import sidecar.jobs.drift  # noqa: F401  (drift, torch, pandas)
+        import sidecar.jobs.drift  # noqa: F401 - loads drift, torch and pandas; no name used
 
         evidently_part.preload()
         register_runtime(
@@ -135,7 +141,7 @@ class Sidecar:
         }
 
 
-def server_config(settings: Settings, app: FastAPI):
+def server_config(settings: Settings, app: FastAPI) -> uvicorn.Config:
     """uvicorn's config for the sidecar: its address, the header deadline, the connection caps
     and no proxy headers (vigil.http_server.uvicorn_config)."""
     return uvicorn_config(
@@ -144,11 +150,9 @@ def server_config(settings: Settings, app: FastAPI):
     )  # fmt: skip
 
 
-def sidecar_command(args) -> int:
+def sidecar_command(args: argparse.Namespace) -> int:
     """`vigil sidecar [--host H] [--port P]`: serve until SIGINT/SIGTERM."""
-    import uvicorn
-
-    overrides = {}
+    overrides: dict[str, Any] = {}
     if getattr(args, "host", None):
         overrides["sidecar_host"] = args.host
     if getattr(args, "port", None):
@@ -163,7 +167,7 @@ def sidecar_command(args) -> int:
     # uvicorn re-raises a caught SIGTERM/SIGINT through the handlers it found at start; with
     # these, that ends serve() normally, so the lease is handed over and jobs stop cleanly
     # (and a signal during start-up still stops the server once it is up)
-    def _stop(signum, _frame) -> None:
+    def _stop(signum: int, _frame: FrameType | None) -> None:
         server.should_exit = True
 
     signal.signal(signal.SIGTERM, _stop)

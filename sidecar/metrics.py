@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from sidecar import job_stats
 from sidecar.cursors import get_cursor
+from sidecar.metric_families import alert_families, backlog_families, drift_families, eval_families
 from storage.repositories.series import (
     arrived_after,
     delivery_counts,
@@ -39,22 +40,11 @@ from storage.repositories.series import (
     open_incident_counts,
     results_for_runs,
 )
-from vigil.alert_table import SEVERITIES
 from vigil.config import Settings
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-DELIVERY_STATUSES = ("pending", "delivered", "dead")
 MAX_EXPORTED_RESULTS = 5000  # label sets per scrape: tests x features x segments of one run
 log = logging.getLogger("vigil.sidecar.metrics")
-
-
-def _direction(test: str) -> str:
-    from drift.registry import get_test
-
-    try:
-        return get_test(test).direction
-    except (KeyError, ValueError):
-        return "statistic"
 
 
 def _minutes_behind(value: str | None, now: datetime) -> float:
@@ -117,112 +107,11 @@ class SidecarCollector(Collector):
             embed = embed_backlog(session, model_name(self.settings))
             evaluate = arrived_after(session, _eval_cursor_time(get_cursor(session, "evaluate")))
             behind = _minutes_behind(get_cursor(session, "embed_backlog"), now)
-        labels = ["test", "feature", "segment"]
-        statistic = GaugeMetricFamily(
-            "vigil_drift_statistic", "Drift test statistic in the latest run.", labels=labels
-        )
-        p_value = GaugeMetricFamily(
-            "vigil_drift_p_value", "Drift test p-value in the latest run.", labels=labels
-        )
-        threshold = GaugeMetricFamily(
-            "vigil_drift_threshold",
-            "Calibrated threshold; direction=statistic: drift above it, "
-            "direction=p_value: drift at or below it.",
-            labels=labels + ["direction"],
-        )
-        detected = GaugeMetricFamily(
-            "vigil_drift_detected", "1 when the latest run found drift.", labels=labels
-        )
-        for r in results:
-            key = [r.test, r.feature, r.segment]
-            if r.statistic is not None:
-                statistic.add_metric(key, float(r.statistic))
-            if r.p_value is not None:
-                p_value.add_metric(key, float(r.p_value))
-            if r.threshold is not None:
-                threshold.add_metric(key + [_direction(r.test)], float(r.threshold))
-            detected.add_metric(key, 1.0 if r.drifted else 0.0)
-        last_end = GaugeMetricFamily(
-            "vigil_drift_last_window_end_timestamp_seconds",
-            "End of the latest finished drift window (unix seconds).",
-        )
-        last_n = GaugeMetricFamily(
-            "vigil_drift_last_window_samples", "Samples in the latest finished window."
-        )
-        if latest is not None:
-            last_end.add_metric([], latest.window_end.timestamp())
-            last_n.add_metric([], float(latest.num_samples))
-        run_counts = GaugeMetricFamily(
-            "vigil_drift_runs_24h",
-            "Drift runs started in the last 24 h, by status.",
-            labels=["status"],
-        )
-        for status in ("running", "done", "failed"):
-            run_counts.add_metric([status], float(runs.get(status, 0)))
-        score = GaugeMetricFamily(
-            "vigil_eval_score", "Mean eval score over the last 24 h.", labels=["evaluator"]
-        )
-        scored = GaugeMetricFamily(
-            "vigil_eval_scores_24h", "Eval scores written in the last 24 h.", labels=["evaluator"]
-        )
-        for name, (mean, n) in sorted(means.items()):
-            score.add_metric([name], mean)
-            scored.add_metric([name], float(n))
-        open_alerts = GaugeMetricFamily(
-            "vigil_alerts_open", "Open alerts.", labels=["severity", "kind"]
-        )
-        for (severity, kind), n in sorted(alerts.items()):
-            open_alerts.add_metric([severity, kind], float(n))
-        open_incidents = GaugeMetricFamily(
-            "vigil_incidents_open", "Open incidents (one event each).", labels=["severity"]
-        )
-        unacknowledged = GaugeMetricFamily(
-            "vigil_incidents_unacknowledged",
-            "Open incidents nobody has acknowledged.",
-            labels=["severity"],
-        )
-        for severity in SEVERITIES:  # zeros too: rules compare, not test presence
-            counts = {ack: incidents.get((severity, ack), 0) for ack in (True, False)}
-            open_incidents.add_metric([severity], float(sum(counts.values())))
-            unacknowledged.add_metric([severity], float(counts[False]))
-        deliveries = GaugeMetricFamily(
-            "vigil_deliveries",
-            "Webhook outbox rows by status (pending, delivered, dead).",
-            labels=["status"],
-        )
-        by_status = {status: 0 for status in DELIVERY_STATUSES}
-        for (status, _fmt), n in outbox.items():
-            by_status[status] = by_status.get(status, 0) + n
-        for status, n in sorted(by_status.items()):  # zeros too: rules compare, not test presence
-            deliveries.add_metric([status], float(n))
-        backlog = GaugeMetricFamily(
-            "vigil_backlog_samples", "Samples waiting for a job (capped).", labels=["job"]
-        )
-        backlog.add_metric(["embed"], float(embed))
-        backlog.add_metric(["evaluate"], float(evaluate))
-        minutes = GaugeMetricFamily(
-            "vigil_backlog_minutes",
-            "How long the oldest row a drift window "
-            "reads has waited for its vectors, at the embed job's last run.",
-            labels=["job"],
-        )
-        minutes.add_metric(["embed"], behind)
         return [
-            statistic,
-            p_value,
-            threshold,
-            detected,
-            last_end,
-            last_n,
-            run_counts,
-            score,
-            scored,
-            open_incidents,
-            unacknowledged,
-            open_alerts,
-            deliveries,
-            backlog,
-            minutes,
+            *drift_families(results, latest, runs),
+            *eval_families(means),
+            *alert_families(alerts, incidents),
+            *backlog_families(outbox, embed, evaluate, behind),
         ]
 
 

@@ -26,6 +26,7 @@ from urllib.parse import parse_qs, quote
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from sqlalchemy.orm import Session
 from starlette.exceptions import HTTPException
 
 from vigil.asgi_guard import ANONYMOUS
@@ -86,7 +87,9 @@ def verify_session(
     except ValueError:
         return None
     principal = keyring.by_id(key_id)
-    return principal and SessionClaim(dataclasses.replace(principal, via="session"), session_id)
+    if principal is None:
+        return None
+    return SessionClaim(dataclasses.replace(principal, via="session"), session_id)
 
 
 def _not_a_reader(principal: Principal) -> str:
@@ -108,7 +111,7 @@ class PageAuth:
         settings: Settings,
         keyring: KeyRing,
         throttle: AuthThrottle | None = None,
-        session_factory: Callable | None = None,
+        session_factory: Callable[[], Session] | None = None,
     ) -> None:
         self.settings = settings
         self.keyring = keyring
@@ -139,8 +142,8 @@ class PageAuth:
             return claim.principal
         name = self.settings.forward_auth_header
         if name and request.headers.get(name):
-            client = request.client.host if request.client else None
-            if from_trusted_proxy(client, self.settings.trusted_proxies):
+            peer = request.client.host if request.client else None
+            if from_trusted_proxy(peer, self.settings.trusted_proxies):
                 user = request.headers[name][:128]
                 return Principal("proxy:" + user, via="proxy", name=user)
         return ANONYMOUS if self.keyring.empty else None
@@ -191,7 +194,8 @@ class PageAuth:
         async def login(request: Request) -> Response:
             form = parse_qs((await request.body()).decode("utf-8", "replace"), max_num_fields=4)
             key = (form.get("key") or [""])[0].strip()
-            target = safe_next((form.get("next") or [None])[0])
+            wanted = form.get("next")
+            target = safe_next(wanted[0] if wanted else None)
             found = self.auth.key(key, self.client(request))
             if isinstance(found, Refusal) and found.status == 429:
                 refused = login_page(

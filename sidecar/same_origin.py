@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 from urllib.parse import urlsplit
 
+from starlette.types import ASGIApp, Receive, Scope, Send
+
 UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 SAME_SITE = frozenset({b"same-origin", b"none"})
 
@@ -45,12 +47,12 @@ def cross_site(headers: dict[bytes, bytes], public_origin: str) -> str | None:
 
 
 class SameOriginActions:
-    def __init__(self, app, public_url: str, exempt: tuple[str, ...] = ("/v1/",)) -> None:
+    def __init__(self, app: ASGIApp, public_url: str, exempt: tuple[str, ...] = ("/v1/",)) -> None:
         self.app = app
         self.public_origin = _origin(public_url)
         self.exempt = exempt
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (
             scope["type"] == "http"
             and scope["method"] in UNSAFE

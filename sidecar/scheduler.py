@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -99,9 +100,10 @@ def register_runtime(runtime: Runtime | None) -> None:
     _runtime = runtime
 
 
-def resolve(target: str):
+def resolve(target: str) -> Callable[..., Any]:
     module, func = target.split(":")
-    return getattr(importlib.import_module(module), func)
+    job: Callable[..., Any] = getattr(importlib.import_module(module), func)
+    return job
 
 
 def run_scheduled(name: str) -> None:

@@ -181,7 +181,7 @@ class Watchdog:
                         session,
                         self.settings,
                         self.scheduled(),
-                        leader_since=self._leader_since,
+                        leader_since=self._leader_since or now,  # set above when leading
                         now=now,
                     )
                 session.commit()

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import uvicorn
@@ -57,6 +57,106 @@ class AddressCaps:
     exempt: tuple[str, ...] = ()  # trusted proxies: the process cap only
 
 
+@dataclass(frozen=True)
+class _Door:
+    """What one server's protocol class enforces: the deadline, the caps, the prepared answers,
+    and the server's open connections per client address."""
+
+    header_timeout_s: float
+    max_connections: int
+    limits: AddressCaps
+    too_slow: bytes
+    too_many: bytes
+    too_many_here: bytes
+    by_address: dict[str, set[Any]] = field(default_factory=dict)
+
+
+class _DeadlineMixin(asyncio.Protocol):
+    """The header clock and the caps, put before uvicorn's protocol in its class's MRO."""
+
+    _door: _Door  # set per server by deadline_protocol
+    # uvicorn's protocol attributes this reads
+    connections: set[Any]
+    client: tuple[str, int] | None
+    cycle: Any
+    loop: asyncio.AbstractEventLoop
+    transport: asyncio.Transport
+    _header_timer: asyncio.TimerHandle | None = None
+    _address: str | None = None
+    _authenticated = False
+
+    def connection_made(self, transport: Any) -> None:
+        super().connection_made(transport)
+        door = self._door
+        if len(self.connections) > door.max_connections:
+            log.warning(
+                "%d open connections (limit %d): refusing a new one",
+                len(self.connections) - 1,
+                door.max_connections,
+            )
+            self._refuse(transport, door.too_many)
+            return
+        address = self.client[0] if self.client else None
+        if address is not None and not from_trusted_proxy(address, list(door.limits.exempt)):
+            held = door.by_address.setdefault(address, set())
+            if len(held) >= door.limits.per_address or (
+                sum(not c.authenticated() for c in held) >= door.limits.unauthenticated
+            ):
+                log.warning("%s holds %d connections: refusing a new one", address, len(held))
+                self._refuse(transport, door.too_many_here)
+                return
+            held.add(self)
+            self._address = address
+        self._arm()
+
+    def _refuse(self, transport: Any, answer: bytes) -> None:
+        transport.write(answer)
+        transport.close()
+
+    def authenticated(self) -> bool:
+        """Whether a request on this connection has passed a key check (sticky)."""
+        if not self._authenticated and self.cycle is not None:
+            state = self.cycle.scope.get("state") or {}
+            self._authenticated = state.get("principal") is not None
+        return self._authenticated
+
+    def data_received(self, data: bytes) -> None:
+        before = self.cycle
+        if before is not None:
+            self.authenticated()  # read the finished request's state before the next one
+        if self._header_timer is None and (before is None or before.response_complete):
+            self._arm()  # the first bytes of the next request on a kept-alive connection
+        super().data_received(data)
+        if self.cycle is not before:  # uvicorn starts a cycle once a request's headers are in
+            self._disarm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        if self._address is not None:
+            held = self._door.by_address.get(self._address)
+            if held is not None:
+                held.discard(self)
+                if not held:
+                    del self._door.by_address[self._address]
+        super().connection_lost(exc)
+
+    def _arm(self) -> None:
+        self._header_timer = self.loop.call_later(self._door.header_timeout_s, self._headers_late)
+
+    def _disarm(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _headers_late(self) -> None:
+        self._header_timer = None
+        if self.transport.is_closing():
+            return
+        if self.cycle is None or self.cycle.response_complete:
+            self.transport.write(self._door.too_slow)
+        self.transport.close()
+
+
 def deadline_protocol(
     header_timeout_s: float,
     max_connections: int,
@@ -68,94 +168,23 @@ def deadline_protocol(
     if header_timeout_s <= 0 or max_connections < 1:
         raise ValueError("header_timeout_s and max_connections must be positive")
     limits = caps or AddressCaps(max_connections, max_connections)
-    too_slow = _raw_response(
-        b"408 Request Timeout", f"request headers did not arrive within {header_timeout_s:g} s"
+    door = _Door(
+        header_timeout_s,
+        max_connections,
+        limits,
+        too_slow=_raw_response(
+            b"408 Request Timeout", f"request headers did not arrive within {header_timeout_s:g} s"
+        ),
+        too_many=_raw_response(
+            b"503 Service Unavailable", "too many open connections; retry shortly"
+        ),
+        too_many_here=_raw_response(
+            b"429 Too Many Requests",
+            f"this address holds too many open connections (at most {limits.per_address}, of "
+            f"them {limits.unauthenticated} before a key is checked); close some and retry",
+        ),
     )
-    too_many = _raw_response(b"503 Service Unavailable", "too many open connections; retry shortly")
-    too_many_here = _raw_response(
-        b"429 Too Many Requests",
-        f"this address holds too many open connections (at most {limits.per_address}, of them "
-        f"{limits.unauthenticated} before a key is checked); close some and retry",
-    )
-    by_address: dict[str, set[Any]] = {}  # this server's open connections per client address
-
-    class DeadlineProtocol(base):  # type: ignore[misc, valid-type]
-        _header_timer: asyncio.TimerHandle | None = None
-        _address: str | None = None
-        _authenticated = False
-
-        def connection_made(self, transport) -> None:
-            super().connection_made(transport)
-            if len(self.connections) > max_connections:
-                log.warning(
-                    "%d open connections (limit %d): refusing a new one",
-                    len(self.connections) - 1,
-                    max_connections,
-                )
-                self._refuse(transport, too_many)
-                return
-            address = self.client[0] if self.client else None
-            if address is not None and not from_trusted_proxy(address, list(limits.exempt)):
-                held = by_address.setdefault(address, set())
-                if len(held) >= limits.per_address or (
-                    sum(not c.authenticated() for c in held) >= limits.unauthenticated
-                ):
-                    log.warning("%s holds %d connections: refusing a new one", address, len(held))
-                    self._refuse(transport, too_many_here)
-                    return
-                held.add(self)
-                self._address = address
-            self._arm()
-
-        def _refuse(self, transport, answer: bytes) -> None:
-            transport.write(answer)
-            transport.close()
-
-        def authenticated(self) -> bool:
-            """Whether a request on this connection has passed a key check (sticky)."""
-            if not self._authenticated and self.cycle is not None:
-                state = self.cycle.scope.get("state") or {}
-                self._authenticated = state.get("principal") is not None
-            return self._authenticated
-
-        def data_received(self, data: bytes) -> None:
-            before = self.cycle
-            if before is not None:
-                self.authenticated()  # read the finished request's state before the next one
-            if self._header_timer is None and (before is None or before.response_complete):
-                self._arm()  # the first bytes of the next request on a kept-alive connection
-            super().data_received(data)
-            if self.cycle is not before:  # uvicorn starts a cycle once a request's headers are in
-                self._disarm()
-
-        def connection_lost(self, exc) -> None:
-            self._disarm()
-            if self._address is not None:
-                held = by_address.get(self._address)
-                if held is not None:
-                    held.discard(self)
-                    if not held:
-                        del by_address[self._address]
-            super().connection_lost(exc)
-
-        def _arm(self) -> None:
-            self._header_timer = self.loop.call_later(header_timeout_s, self._headers_late)
-
-        def _disarm(self) -> None:
-            if self._header_timer is not None:
-                self._header_timer.cancel()
-                self._header_timer = None
-
-        def _headers_late(self) -> None:
-            self._header_timer = None
-            if self.transport.is_closing():
-                return
-            if self.cycle is None or self.cycle.response_complete:
-                self.transport.write(too_slow)
-            self.transport.close()
-
-    DeadlineProtocol.__name__ = f"Deadline{base.__name__}"
-    return DeadlineProtocol
+    return type(f"Deadline{base.__name__}", (_DeadlineMixin, base), {"_door": door})
 
 
 def protocol_for(settings, *, sidecar: bool) -> type[asyncio.Protocol]:

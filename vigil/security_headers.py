@@ -13,6 +13,10 @@ nothing anywhere.
 
 from __future__ import annotations
 
+from typing import TypedDict
+
+from vigil.config import Settings
+
 PAGE_CSP = (
     "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
     "frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
@@ -34,7 +38,15 @@ _ALWAYS = (
 )
 
 
-def docs_urls(settings) -> dict[str, str | None]:
+class DocsUrls(TypedDict):
+    """FastAPI's keyword arguments for its documentation routes (typed, so `**` checks)."""
+
+    openapi_url: str | None
+    docs_url: str | None
+    redoc_url: str | None
+
+
+def docs_urls(settings: Settings) -> DocsUrls:
     """FastAPI's documentation routes: none unless `api_docs`, and then the schema as plain JSON
     only (the Swagger and ReDoc pages load their scripts from a CDN)."""
     return {

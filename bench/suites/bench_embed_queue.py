@@ -37,8 +37,8 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import sessionmaker
 
 from bench.common.results_table import Table, write_results
-from sidecar.baselines import build_baseline_from_window
 from sidecar.embedder import embedder_name
+from sidecar.jobs.baselines import build_baseline_from_window
 from storage.db import dispose_engines, make_engine
 from storage.migrate import upgrade
 from storage.models import Embedding, Sample

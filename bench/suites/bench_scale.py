@@ -40,13 +40,13 @@ from bench.targets.scale_ingest import (
     records,
     server,
 )
-from sidecar.baselines import (
+from sidecar.embed_device import resolve_device
+from sidecar.embedded_rows import embedded_rows_cap
+from sidecar.jobs.baselines import (
     activate_baseline,
     build_baseline_from_window,
     validate_stored_baseline,
 )
-from sidecar.embed_device import resolve_device
-from sidecar.embedded_rows import embedded_rows_cap
 from sidecar.jobs.embed import run_embed_job
 from storage.db import dispose_engines, session_factory
 from storage.repositories.samples import insert_samples

@@ -39,13 +39,17 @@ def epoch_seconds(values: pd.Series) -> np.ndarray:
     out = (
         numbers.astype(np.float64).where(numbers.abs() < 1e11).fillna(seconds)
     )  # 1e11 s: year 5138
-    return out.to_numpy(dtype=np.float64, na_value=np.nan)
+    seconds_or_numbers: np.ndarray = out.to_numpy(dtype=np.float64, na_value=np.nan)
+    return seconds_or_numbers
 
 
 def _scores(frame: pd.DataFrame, column: str) -> np.ndarray:
     if column not in frame.columns:
         return np.empty(0)
-    return pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    scores: np.ndarray = pd.to_numeric(frame[column], errors="coerce").to_numpy(
+        dtype=np.float64, na_value=np.nan
+    )
+    return scores
 
 
 def eval_trend(

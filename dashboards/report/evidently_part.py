@@ -53,17 +53,19 @@ def neutral_names(columns: list[str]) -> dict[str, str]:
 
 def preload() -> None:
     """Import Evidently (seconds: a big package) ahead of the first report."""
-    import evidently.presets  # noqa: F401
+    import evidently.presets  # noqa: F401 - imported for the load, not a name
 
 
-def numeric_frame(records: list[dict], extra_columns: tuple[str, ...] = ()) -> pd.DataFrame:
+def numeric_frame(
+    records: list[dict[str, Any]], extra_columns: tuple[str, ...] = ()
+) -> pd.DataFrame:
     """Numeric features (and eval_* scores) of sample records as a float frame."""
     columns = list(NUMERIC_FEATURES) + list(extra_columns)
     data = {c: [_num(r.get(c)) for r in records] for c in columns}
     return pd.DataFrame(data, columns=columns, dtype="float64")
 
 
-def _num(value) -> float:
+def _num(value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return np.nan
     return float(value)

@@ -29,7 +29,8 @@ def _numbers(frame: pd.DataFrame, column: str) -> np.ndarray:
     if column not in frame.columns:
         return np.empty(0)
     values = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=np.float64)
-    return values[np.isfinite(values)]
+    finite: np.ndarray = values[np.isfinite(values)]
+    return finite
 
 
 def svg_frame(body: list[str], label: str) -> str:

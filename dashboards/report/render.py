@@ -26,7 +26,7 @@ MAX_REPORT_BYTES = 5 * 1024 * 1024
 _env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]))
 
 
-def fmt(value) -> str:
+def fmt(value: object) -> str:
     """A cell: numbers to 4 significant digits, "–" for None/NaN (drift.formatting's rules)."""
     text = fmt_num(value, ".4g")
     return "–" if text == MISSING else text

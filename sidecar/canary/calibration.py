@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 from drift.detectors.canary import Observation, Tolerance, calibrate_tolerance, compare
 from sidecar.canary.probes import Probe, ProbeSet
@@ -21,7 +22,7 @@ from sidecar.canary.probes import Probe, ProbeSet
 class CalibrationResult:
     expected: dict[str, Observation]
     tolerances: dict[str, Tolerance]
-    noise: dict[str, dict]  # per probe: what the repeated runs showed
+    noise: dict[str, dict[str, Any]]  # per probe: what the repeated runs showed
 
 
 def run_alone(run: Callable[[Probe], Observation], probes: list[Probe]) -> dict[str, Observation]:
@@ -58,7 +59,7 @@ def calibrate(
     batched = [run_in_batch(run, filler, probe_set, r) for r in range(repeats)]
     expected = alone[0]
     tolerances: dict[str, Tolerance] = {}
-    noise: dict[str, dict] = {}
+    noise: dict[str, dict[str, Any]] = {}
     for probe in probe_set.probes:
         name = probe.name
         others = [a[name] for a in alone[1:]] + [b[name] for b in batched]

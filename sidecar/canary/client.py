@@ -46,7 +46,7 @@ class CanaryClient:
     def __enter__(self) -> CanaryClient:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def _post(self, path: str, body: dict[str, Any], probe: str) -> dict[str, Any]:

@@ -190,6 +190,8 @@ def record_comparison(
 
     with session_factory() as session:
         baseline = session.get(CanaryBaseline, baseline_id)
+        if baseline is None:  # the caller read it a moment ago; retention keeps active ones
+            raise LookupError(f"canary baseline {baseline_id} does not exist")
         rows, failed, critical, findings = [], [], [], {}
         for name, obs in observed.items():
             comparison = compare(_observation(baseline.expected[name]), obs)

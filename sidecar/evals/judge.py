@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from sidecar.engine_api import EngineAPI, EngineRefused, EngineUnavailable
 from vigil.config import Settings
@@ -49,7 +50,7 @@ def judge_messages(prompt: str, response: str) -> list[dict[str, str]]:
     return [{"role": "user", "content": text}]
 
 
-def score_from_top_logprobs(top_logprobs: list[dict], generated: str = "") -> Judgement:
+def score_from_top_logprobs(top_logprobs: list[dict[str, Any]], generated: str = "") -> Judgement:
     """The G-Eval score from one token position's `top_logprobs` ([{token, logprob}, ...])."""
     mass: dict[str, float] = {}
     for entry in top_logprobs:

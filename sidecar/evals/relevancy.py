@@ -11,4 +11,5 @@ def relevancy(prompt_vecs: np.ndarray, response_vecs: np.ndarray) -> np.ndarray:
     r = np.asarray(response_vecs, dtype=np.float64)
     norms = np.linalg.norm(p, axis=1) * np.linalg.norm(r, axis=1)
     dots = np.einsum("ij,ij->i", p, r)
-    return np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0)
+    cosines: np.ndarray = np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0)
+    return cosines

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from vigil.config import Settings
+
 # judge: G-Eval 1-5 (sidecar.evals.judge); relevancy: a cosine; refusal: 1 refused, 0 not
 BUILTIN_SCALES: dict[str, tuple[float, float]] = {
     "judge": (1.0, 5.0),
@@ -25,7 +27,7 @@ class EvalScales:
     declared: Mapping[str, tuple[float, float]] = field(default_factory=dict)
 
     @classmethod
-    def from_settings(cls, settings) -> EvalScales:
+    def from_settings(cls, settings: Settings) -> EvalScales:
         return cls(settings.eval_default_bound, {**BUILTIN_SCALES, **settings.eval_scales})
 
     def scale(self, name: str) -> tuple[float, float]:

@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 from starlette.exceptions import HTTPException
 
 from sidecar.evals.scales import EvalScales
+from vigil.config import Settings
 from vigil.keys import Principal
 from vigil.sample_record import SampleRecord
 from vigil.sample_record.limits import MAX_SAMPLE_WEIGHT
@@ -34,7 +35,7 @@ class IngestPolicy:
     scales: EvalScales
 
     @classmethod
-    def from_settings(cls, settings) -> IngestPolicy:
+    def from_settings(cls, settings: Settings) -> IngestPolicy:
         reference = 1.0 / settings.sample_rate if settings.sample_rate > 0 else 1.0
         spread = settings.ingest_weight_spread
         return cls(

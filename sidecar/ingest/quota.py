@@ -17,6 +17,7 @@ import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
+from typing import Any
 
 WINDOW_S = 60.0
 MAX_TENANTS = 10_000
@@ -70,7 +71,7 @@ class IngestQuota:
                 self._used.popitem(last=False)
             return (wait, unit) if wait > 0 else (0.0, None)
 
-    def _wait(self, used: deque, column: int, amount: int, now: float) -> float:
+    def _wait(self, used: deque[Any], column: int, amount: int, now: float) -> float:
         limit = self.limits[ROWS if column == 1 else BYTES]
         total = sum(entry[column] for entry in used)
         if amount > limit:
@@ -82,7 +83,7 @@ class IngestQuota:
         for entry in used:
             freed += entry[column]
             if freed >= needed:
-                return max(entry[0] + self.window_s - now, 1e-9)
+                return max(float(entry[0]) + self.window_s - now, 1e-9)
         return self.window_s
 
     def wait_for_room(self, sender: str) -> float:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from pydantic import Field, create_model
@@ -16,19 +17,23 @@ from vigil.keys import Principal
 INGEST_PATH = "/v1/ingest"
 
 
+Route = Callable[..., Any]
+SAMPLES_TYPE: Any = IngestBody.model_fields["samples"].annotation  # list[SampleRecord]
+
+
 def require_api_key(request: Request) -> Principal:
     """The caller the request guard (sidecar.limits) authenticated on a `/v1/` path."""
-    principal = request.scope.get("state", {}).get("principal")
+    principal: Principal | None = request.scope.get("state", {}).get("principal")
     if principal is None:  # the guard sets it on every /v1 path; refuse rather than guess
         raise HTTPException(401, "missing API key: send 'Authorization: Bearer <key>'")
     return principal
 
 
-def _body_type(model: type) -> Callable:
+def _body_type(model: type) -> Callable[[Route], Route]:
     """Give a route's `body` parameter a model built at run time (string annotations cannot
     name a local)."""
 
-    def apply(route: Callable) -> Callable:
+    def apply(route: Route) -> Route:
         route.__annotations__["body"] = model
         return route
 
@@ -42,7 +47,7 @@ def build_ingest_router(settings: Settings, write_path: IngestPath) -> APIRouter
         "IngestBody",
         __base__=IngestBody,
         samples=(
-            IngestBody.model_fields["samples"].annotation,
+            SAMPLES_TYPE,
             Field(min_length=1, max_length=settings.ingest_max_samples),
         ),
     )

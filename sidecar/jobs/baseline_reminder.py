@@ -37,7 +37,7 @@ def run_baseline_reminder_job(
         if baseline is not None:
             since = baseline.activated_at or baseline.validated_at or baseline.created_at
             age = (now - since).total_seconds() / 86400
-        if age is not None and age > settings.baseline_max_age_days:
+        if baseline is not None and age is not None and age > settings.baseline_max_age_days:
             proposal = {
                 "severity": "review", "rule": RULE, "kind": "operational", "segment": "*",
                 "summary": (

@@ -6,7 +6,7 @@ a window
 given up (MAX_ATTEMPTS claims, or input it cannot read) is marked `skipped`, the cursor moves
 past it and the alert says so; windows checked without an active baseline raise a `review`
 reminder, against one that is not validated a page. Each resolves once the cause is gone (the
-next clean window, or activation in sidecar.baselines).
+next clean window, or activation in sidecar.jobs.baselines).
 """
 
 from __future__ import annotations
@@ -170,7 +170,7 @@ def report_baseline_health(
 ) -> None:
     """While windows are checked against no active, valid baseline (silence would look like "no
     drift"): a fresh install without one gets a `review` reminder, an active baseline that is
-    not validated pages. Each resolves once there is one (also at activation, sidecar.baselines)."""
+    not validated pages. Each resolves once there is one (also at activation, sidecar.jobs.baselines)."""
     invalid = active is not None and (baseline is None or not baseline.valid)
     raise_condition(session, NO_BASELINE, healthy=active is not None, now=now, settings=settings,
                     summary="no active baseline yet: drift is not measured; build, validate "

@@ -12,7 +12,7 @@ import pandas as pd
 from sqlalchemy.orm import Session
 
 from dashboards.report.build import evidently_part, segment_counts
-from sidecar.baselines import load_baseline_with_frame
+from sidecar.jobs.baselines import load_baseline_with_frame
 from sidecar.jobs.coverage import Coverage
 from sidecar.jobs.drift_cause import run_cause
 from sidecar.jobs.eval_frame import trailing_eval_frame

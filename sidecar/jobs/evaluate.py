@@ -14,16 +14,23 @@ import hashlib
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from sqlalchemy import and_, or_, select
+from sqlalchemy import Row, and_, or_, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from sidecar.backlog import report_backlog
 from sidecar.cursors import get_cursor, set_cursor
 from sidecar.embed_device import EmbedConfig
-from sidecar.embedder import get_embedder
-from sidecar.evals.judge import EngineUnavailable, Judge, JudgeError, judge_from_settings
+from sidecar.embedder import Embedder, get_embedder
+from sidecar.evals.judge import (
+    EngineUnavailable,
+    Judge,
+    JudgeError,
+    Judgement,
+    judge_from_settings,
+)
 from sidecar.evals.refusal import detect_refusal
 from sidecar.evals.relevancy import relevancy
 from storage.models import EvalScore, Sample
@@ -32,6 +39,9 @@ from storage.repositories.embeddings import load_embeddings
 from storage.repositories.eval_scores import EvalScoreRow, store_eval_scores
 from storage.types import to_utc
 from vigil.config import Settings
+
+if TYPE_CHECKING:
+    from sidecar.otlp.eval_events import EvalEvents
 
 log = logging.getLogger("vigil.sidecar.evaluate")
 
@@ -63,7 +73,9 @@ def _parse_cursor(value: str | None) -> tuple[datetime, str] | None:
     return to_utc(datetime.fromisoformat(ts)), sample_id
 
 
-def _next_batch(session: Session, after: tuple[datetime, str] | None, until: datetime):
+def _next_batch(
+    session: Session, after: tuple[datetime, str] | None, until: datetime
+) -> list[Row[Any]]:
     query = (
         select(Sample.id, Sample.ingested_at, Sample.prompt, Sample.response)
         .where(Sample.ingested_at.is_not(None), Sample.ingested_at < until)
@@ -158,7 +170,7 @@ def run_evaluate_job(
     return EvaluateResult(scanned, n_chosen, judged, skipped, engine_down)
 
 
-def _judge_one(judge: Judge, row):
+def _judge_one(judge: Judge, row: Row[Any]) -> Judgement | None:
     """The judge's verdict, or None when the sample cannot be judged (no text, no digit)."""
     if not row.prompt or not row.response:
         return None
@@ -170,7 +182,7 @@ def _judge_one(judge: Judge, row):
 
 
 def _vectors(
-    session: Session, embedder, ids: list[str], texts: list[str], field: str
+    session: Session, embedder: Embedder, ids: list[str], texts: list[str], field: str
 ) -> np.ndarray:
     """The embed job's stored vectors where present; the rest computed now (not stored: the
     embed job owns storing them)."""
@@ -187,7 +199,7 @@ def _vectors(
     return out
 
 
-def _score_rows(settings: Settings, session: Session, verdicts: list) -> list[EvalScoreRow]:
+def _score_rows(settings: Settings, session: Session, verdicts: list[Any]) -> list[EvalScoreRow]:
     """judge, relevancy and refusal rows for the judged samples."""
     if not verdicts:
         return []
@@ -211,7 +223,7 @@ def _score_rows(settings: Settings, session: Session, verdicts: list) -> list[Ev
 
 
 @functools.cache
-def _events(endpoint: str):
+def _events(endpoint: str) -> EvalEvents:
     from sidecar.otlp.eval_events import EvalEvents
 
     return EvalEvents(endpoint)

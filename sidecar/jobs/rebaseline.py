@@ -41,7 +41,7 @@ def change_start(session: Session, incident: Incident) -> datetime:
 def run_rebaseline_job(
     settings: Settings, session_factory: sessionmaker[Session], now: datetime
 ) -> RebaselineResult:
-    from sidecar.baselines import (
+    from sidecar.jobs.baselines import (
         activate_baseline,
         build_baseline_from_window,
         validate_stored_baseline,

@@ -25,6 +25,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from storage.models import Baseline, BaselineSample
+from storage.repositories._sql import affected_rows
 from storage.repositories.canaries import (
     delete_canary_runs_older_than,
     delete_retired_canary_baselines_older_than,
@@ -69,9 +70,9 @@ def run_retention_job(
         spent = select(Baseline.id).where(
             Baseline.status.in_(SPENT_BASELINES), Baseline.created_at < cutoff
         )
-        frozen = session.execute(
-            delete(BaselineSample).where(BaselineSample.baseline_id.in_(spent))
-        ).rowcount
+        frozen = affected_rows(
+            session, delete(BaselineSample).where(BaselineSample.baseline_id.in_(spent))
+        )
         canary_cutoff = now - timedelta(days=settings.canary_retention_days)
         canary = delete_canary_runs_older_than(session, canary_cutoff)
         canary_baselines = delete_retired_canary_baselines_older_than(session, canary_cutoff)

@@ -16,14 +16,15 @@ import json
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 import numpy as np
 from sqlalchemy.orm import Session, sessionmaker
 
 from alerts.service import raise_condition
 from drift.streams.sequential import STREAMS, CusumDetector, calibrate
-from sidecar.baselines import load_baseline_with_frame
 from sidecar.cursors import get_cursor, set_cursor
+from sidecar.jobs.baselines import load_baseline_with_frame
 from storage.repositories.baselines import get_active_baseline
 from storage.repositories.samples import fetch_window
 from storage.types import to_utc
@@ -41,7 +42,7 @@ MAX_ROWS = 50_000  # per run; the next run carries on from the position reached
 class SequentialResult:
     baseline_id: int | None
     samples: int = 0
-    alarms: list[dict] = field(default_factory=list)
+    alarms: list[dict[str, Any]] = field(default_factory=list)
     note: str = ""
 
 
@@ -50,7 +51,7 @@ def quiet_samples(arl0: float) -> int:
     return max(100, int(arl0) // 10)
 
 
-def stream_values(records: list[dict]) -> np.ndarray:
+def stream_values(records: list[dict[str, Any]]) -> np.ndarray:
     """(n, 3) token statistics of records, NaN where a value is missing."""
     return np.array(
         [
@@ -61,7 +62,9 @@ def stream_values(records: list[dict]) -> np.ndarray:
     ).reshape(len(records), len(STREAMS))
 
 
-def _fresh_state(session: Session, settings: Settings, baseline_id: int, now: datetime) -> dict:
+def _fresh_state(
+    session: Session, settings: Settings, baseline_id: int, now: datetime
+) -> dict[str, Any]:
     baseline, _ = load_baseline_with_frame(session, baseline_id)
     numeric = baseline.features.numeric
     values = np.column_stack([numeric.get(name, np.full(baseline.n, np.nan)) for name in STREAMS])

@@ -208,7 +208,7 @@ def _get(item: Any, *keys: str) -> Any:
     return None
 
 
-def _list(value: Any) -> list:
+def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 

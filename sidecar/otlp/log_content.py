@@ -42,7 +42,7 @@ def event_name(record: Any, attrs: dict[str, Any]) -> str | None:
     return name if isinstance(name, str) and name else None
 
 
-def _piece(part: str, text: str | None, order: list[int], finish: str | None = None) -> list:
+def _piece(part: str, text: str | None, order: list[int], finish: str | None = None) -> list[Any]:
     return [{"part": part, "text": text, "order": order, "finish": finish}] if text else []
 
 

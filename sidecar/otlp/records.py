@@ -79,7 +79,7 @@ def store_joined(ingest: IngestPath, held: list[Held]) -> int:
     """Store spans the join buffer let go (complete, expired or past its size), their rows
     already counted against the quota when the spans came. Returns how many were refused."""
     settings = ingest.settings
-    groups: dict[tuple, tuple[Principal, list[SampleRecord]]] = {}
+    groups: dict[tuple[Any, ...], tuple[Principal, list[SampleRecord]]] = {}
     refusals = Refusals()
     now = utcnow()
     for item in held:

@@ -14,6 +14,7 @@ import threading
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -39,7 +40,7 @@ class OtlpTally:
         self._lock = threading.Lock()
         self._rejected: Counter[tuple[str, str]] = Counter()
         # sender -> [last seen (monotonic), spans stored, spans not stored, top reason]
-        self._senders: OrderedDict[str, list] = OrderedDict()
+        self._senders: OrderedDict[str, list[Any]] = OrderedDict()
 
     def count(self, signal: str, reasons: Mapping[str, int]) -> None:
         with self._lock:

@@ -9,7 +9,8 @@ import pytest
 from alert_helpers import T0, make_run, make_settings, proposal
 from sqlalchemy import func, select
 
-from alerts.lifecycle import LifecycleError, acknowledge, actions, resolve, silenced, snooze
+from alerts.lifecycle import LifecycleError, acknowledge, actions, resolve, snooze
+from alerts.quieted import silenced
 from alerts.service import raise_alerts
 from storage.models import Alert, Delivery
 

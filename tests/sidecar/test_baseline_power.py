@@ -10,7 +10,7 @@ from traffic_gen import traffic
 
 from dashboards.baselines_page import baseline_rows
 from drift.baseline.power_report import PowerReport
-from sidecar.baselines import (
+from sidecar.jobs.baselines import (
     build_baseline_from_window,
     load_baseline,
     validate_stored_baseline,

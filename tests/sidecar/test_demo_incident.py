@@ -18,7 +18,7 @@ from sidecar_servers import WebhookReceiver
 
 from alerts.delivery import deliver_due
 from alerts.signing import verify
-from sidecar.baselines import (
+from sidecar.jobs.baselines import (
     activate_baseline,
     build_baseline_from_window,
     validate_stored_baseline,

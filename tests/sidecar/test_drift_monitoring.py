@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import select
 from traffic_gen import traffic
 
-import sidecar.baselines as baselines
+import sidecar.jobs.baselines as baselines
 import sidecar.jobs.drift as drift_job
 from sidecar.cursors import get_cursor
 from sidecar.jobs.drift_health import NO_BASELINE

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from traffic_gen import traffic
 
-import sidecar.baselines as baselines
+import sidecar.jobs.baselines as baselines
 import sidecar.jobs.drift as drift_job
 from sidecar.jobs.embed import EmbedResult
 from storage.db import session_factory

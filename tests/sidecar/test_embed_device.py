@@ -45,7 +45,7 @@ def test_batch_tokens_follow_the_device_unless_set(monkeypatch):
 
 def test_precision_selection():
     assert resolve_dtype("auto", "cpu") == "fp32"
-    assert resolve_dtype("auto", "cuda") == "fp32"  # fp16 was no faster on an H200
+    assert resolve_dtype("auto", "cuda") == "fp32"  # half precision is no faster on CUDA
     assert resolve_dtype("fp16", "cuda") == "fp16" and resolve_dtype("bf16", "cuda") == "bf16"
     assert resolve_dtype("fp32", "cuda") == "fp32"
     for half in ("fp16", "bf16"):

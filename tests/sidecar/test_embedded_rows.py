@@ -10,7 +10,7 @@ import pytest
 from hash_embedder import HashEmbedder
 from traffic_gen import traffic
 
-import sidecar.baselines as baselines
+import sidecar.jobs.baselines as baselines
 import sidecar.jobs.embed as embed_job
 from drift.run import run_drift
 from sidecar.embed_device import EmbedDeviceError

@@ -24,7 +24,7 @@ from traffic_gen import traffic
 from alerts.signing import verify
 from alerts.worker import DeliveryWorker
 from sidecar.app import create_app
-from sidecar.baselines import (
+from sidecar.jobs.baselines import (
     activate_baseline,
     build_baseline_from_window,
     validate_stored_baseline,

@@ -12,7 +12,7 @@ from hash_embedder import HashEmbedder
 from sqlalchemy import select
 from traffic_gen import traffic
 
-import sidecar.baselines as baselines
+import sidecar.jobs.baselines as baselines
 import sidecar.jobs.drift as drift_job
 import sidecar.jobs.embed as embed_job
 from sidecar.jobs.coverage import Coverage, vector_coverage

@@ -10,12 +10,12 @@ from datetime import UTC, datetime, timedelta
 
 from traffic_gen import traffic
 
-from sidecar.baselines import (
+from sidecar.evals.judge import Judge
+from sidecar.jobs.baselines import (
     activate_baseline,
     build_baseline_from_window,
     validate_stored_baseline,
 )
-from sidecar.evals.judge import Judge
 from sidecar.jobs.embed import run_embed_job
 from sidecar.jobs.evaluate import SETTLE_S, run_evaluate_job
 from storage.repositories.samples import insert_samples

@@ -20,7 +20,7 @@ def _when(value: str | None, flag: str) -> datetime:
 
 
 def baseline_command(args) -> int:
-    from sidecar.baselines import (
+    from sidecar.jobs.baselines import (
         activate_baseline,
         build_baseline_from_window,
         validate_stored_baseline,

@@ -37,6 +37,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
+    _add_process_commands(sub)
+    _add_monitor_commands(sub)
+    _add_developer_commands(sub)
+    return parser
+
+
+def _add_process_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The long-running processes: engine, sidecar, proxy, and both together."""
     serve = sub.add_parser("serve", help="run the inference engine and its OpenAI-compatible API")
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
@@ -87,6 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--proxy", metavar="URL", help="run the proxy in front of URL instead of the engine"
     )
 
+
+def _add_monitor_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """One-off monitoring work: offline checks, schema, baselines, reports, canaries."""
     check = sub.add_parser(
         "check",
         help="run the drift tests offline on two JSONL files of samples",
@@ -127,6 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     canary.add_argument("action", choices=["baseline", "run"])
 
+
+def _add_developer_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """What this machine has, the record's schema, and the demo."""
     doctor = sub.add_parser(
         "doctor",
         help="print what this machine has (Python, torch, models, PostgreSQL, Chromium, GPU)",
@@ -147,7 +161,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--quick", action="store_true", help="less traffic; stop when the alert arrived (CI)"
     )
     demo.add_argument("--dir", default="var/demo", help="where the demo database and reports go")
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:

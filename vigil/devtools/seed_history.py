@@ -32,7 +32,7 @@ class Seeded:
 
 
 def seed_history(
-    session,
+    session: Any,
     *,
     hours: int = 48,
     samples_per_hour: int = 6,
@@ -42,6 +42,18 @@ def seed_history(
     rng = random.Random(seed)
     now = (now or datetime.now(UTC)).replace(minute=0, second=0, microsecond=0)
     start = now - timedelta(hours=hours)
+    baseline_id = _seed_baseline(session, start)
+    run_ids = _seed_runs(session, rng, baseline_id, start, hours, samples_per_hour)
+    _seed_samples(session, rng, start, hours, samples_per_hour)
+    alert = _open_alert(run_ids[-1], now)
+    session.add(alert)
+    session.flush()
+    session.commit()
+    return Seeded(baseline_id, run_ids, alert.id, now, run_ids[-1])
+
+
+def _seed_baseline(session: Any, start: datetime) -> int:
+    """The active baseline, validated and activated before the history starts."""
     baseline = Baseline(
         name="b1",
         status="active",
@@ -55,9 +67,22 @@ def seed_history(
     )
     session.add(baseline)
     session.flush()
+    return baseline.id
+
+
+def _seed_runs(
+    session: Any,
+    rng: random.Random,
+    baseline_id: int,
+    start: datetime,
+    hours: int,
+    samples_per_hour: int,
+) -> list[int]:
+    """One finished drift run per hour with every test's results; the last run's psi drifted in
+    segment "web". The run ids, oldest first."""
     runs = [
         dict(
-            baseline_id=baseline.id,
+            baseline_id=baseline_id,
             window_start=start + timedelta(hours=h),
             window_end=start + timedelta(hours=h + 1),
             started_at=start + timedelta(hours=h + 1),
@@ -93,6 +118,13 @@ def seed_history(
                     )
                 )
     session.execute(insert(DriftResult), results)
+    return run_ids
+
+
+def _seed_samples(
+    session: Any, rng: random.Random, start: datetime, hours: int, samples_per_hour: int
+) -> None:
+    """Samples with latencies spread over each hour, every second one with a judge score."""
     samples, scores = [], []
     for h in range(hours):
         for k in range(samples_per_hour):
@@ -120,7 +152,11 @@ def seed_history(
                 )
     session.execute(insert(Sample), samples)
     session.execute(insert(EvalScore), scores)
-    alert = Alert(
+
+
+def _open_alert(run_id: int, now: datetime) -> Alert:
+    """The open alert of the last run's drifted psi result."""
+    return Alert(
         dedupe_key="psi|web",
         rule="prompt_psi",
         kind="prompt",
@@ -128,7 +164,7 @@ def seed_history(
         segment="web",
         status="open",
         summary="psi on prompt_tokens moved in web",
-        run_id=run_ids[-1],
+        run_id=run_id,
         evidence={
             "results": [
                 {
@@ -143,10 +179,6 @@ def seed_history(
         first_seen=now,
         last_seen=now,
     )
-    session.add(alert)
-    session.flush()
-    session.commit()
-    return Seeded(baseline.id, run_ids, alert.id, now, run_ids[-1])
 
 
 def moved_result(

@@ -91,6 +91,7 @@ def _name_if_text(value: Any) -> Any:
 
 def _real(lo: float | None = None, hi: float | None = None, **bounds: float) -> Any:
     """The Field of a finite float in [lo, hi] (plus `gt`/`lt` bounds)."""
+    # pydantic's Field overloads name each keyword; a **dict of bounds matches none of them
     return Field(strict=True, allow_inf_nan=False, ge=lo, le=hi, **bounds)  # type: ignore[call-overload]
 
 

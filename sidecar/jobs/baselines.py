@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import pandas as pd
 from sqlalchemy.orm import Session, sessionmaker
@@ -27,6 +28,9 @@ from storage.repositories.baselines import (
 from storage.repositories.samples import fetch_window
 from storage.types import to_utc
 from vigil.config import Settings
+
+if TYPE_CHECKING:
+    from drift.baseline.build import Baseline
 
 MAX_FROZEN = 5000  # the bounded frozen copy (and the statistics' sample) per baseline
 MIN_SAMPLES = 100  # validation needs two halves of >= 50
@@ -95,6 +99,8 @@ def build_baseline_from_window(
         row = create_baseline(
             session, label, start, end, spec=baseline.to_dict(include_features=False), now=now
         )
+        if baseline.rows is None:  # build_baseline records the source row of each frozen one
+            raise BaselineError("the built baseline names no source rows")
         frozen = [records[int(i)] for i in baseline.rows]
         added = add_baseline_samples(
             session, row.id, frozen, max_samples=MAX_FROZEN, embedding_model=model
@@ -103,7 +109,7 @@ def build_baseline_from_window(
         return BuildResult(row.id, added, len(records))
 
 
-def load_baseline_with_frame(session: Session, baseline_id: int):
+def load_baseline_with_frame(session: Session, baseline_id: int) -> tuple[Baseline, pd.DataFrame]:
     """(drift Baseline, frozen records as a frame) of stored baseline `baseline_id`."""
     from drift.baseline.build import Baseline
 
@@ -116,7 +122,7 @@ def load_baseline_with_frame(session: Session, baseline_id: int):
     return Baseline.from_dict(row.spec, features=frame), frame
 
 
-def load_baseline(session: Session, baseline_id: int):
+def load_baseline(session: Session, baseline_id: int) -> Baseline:
     """The drift Baseline of stored baseline `baseline_id` (statistics + frozen samples)."""
     return load_baseline_with_frame(session, baseline_id)[0]
 
