@@ -170,7 +170,8 @@ def report_baseline_health(
 ) -> None:
     """While windows are checked against no active, valid baseline (silence would look like "no
     drift"): a fresh install without one gets a `review` reminder, an active baseline that is
-    not validated pages. Each resolves once there is one (also at activation, sidecar.jobs.baselines)."""
+    not validated pages. Each resolves once there is one (also at activation,
+    sidecar.jobs.baselines)."""
     invalid = active is not None and (baseline is None or not baseline.valid)
     raise_condition(session, NO_BASELINE, healthy=active is not None, now=now, settings=settings,
                     summary="no active baseline yet: drift is not measured; build, validate "

@@ -137,7 +137,7 @@ def _routed(monkeypatch) -> Counter:
         seen.update((layer, int(e)) for e in ids.reshape(-1).tolist())
         return real(ids, layer, num_experts)
 
-    monkeypatch.setattr(moe.moe_fault, "faulted_ids", record)
+    monkeypatch.setattr(moe, "faulted_ids", record)
     return seen
 
 
