@@ -12,6 +12,7 @@ import numpy as np
 from sqlalchemy import JSON, ColumnElement, delete, func, literal, select
 from sqlalchemy.orm import Session
 
+from storage.hour import is_hour_start, sample_hour
 from storage.models import Embedding, EvalScore, Sample
 from storage.records import (
     ROW_FIELDS,
@@ -25,6 +26,7 @@ from storage.repositories.window_cap import (
     DEFAULT_MIN_PER_STRATUM,
     capped_rows,
     nested_selection,
+    selected_ids,
     weight_scale,
     window_selection,
 )
@@ -43,12 +45,21 @@ def window_filter(
     model_version: str | None = None,
 ) -> list[ColumnElement[bool]]:
     """WHERE terms on `samples` for start <= timestamp < end and equality on the given keys
-    (None = no filter on that key). Naive datetimes are taken as UTC."""
+    (None = no filter on that key). Naive datetimes are taken as UTC. A range of whole hours is
+    written on `hour` (the same rows), so the window index serves it."""
     terms: list[ColumnElement[bool]] = []
-    if start is not None:
-        terms.append(Sample.timestamp >= to_utc(start))
-    if end is not None:
-        terms.append(Sample.timestamp < to_utc(end))
+    if start is not None and end is not None and is_hour_start(start) and is_hour_start(end):
+        # whole hours: the same rows by their hour bucket, which the window index leads with
+        first, stop = sample_hour(start), sample_hour(end)
+        if stop == first + 1:  # one hour: an equality, so each segment's draws come in order
+            terms.append(Sample.hour == first)
+        else:
+            terms += [Sample.hour >= first, Sample.hour < stop]
+    else:
+        if start is not None:
+            terms.append(Sample.timestamp >= to_utc(start))
+        if end is not None:
+            terms.append(Sample.timestamp < to_utc(end))
     for column, value in (
         (Sample.segment, segment),
         (Sample.tenant, tenant),
@@ -180,7 +191,7 @@ def read_window(
         }
         if max_embedded_rows is not None and max_embedded_rows < selection.rows:
             nested = nested_selection(session, terms, selection, max_embedded_rows, min_per_segment)
-            vector_ids = frozenset(session.scalars(select(Sample.id).where(*terms, nested.term)))
+            vector_ids = selected_ids(session, terms, nested)
     else:
         query = select(*columns).where(*terms).order_by(Sample.timestamp, Sample.id)
         samples = list(session.execute(query if limit is None else query.limit(limit)).all())
