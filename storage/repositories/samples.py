@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -45,16 +45,13 @@ def window_filter(
     model_version: str | None = None,
 ) -> list[ColumnElement[bool]]:
     """WHERE terms on `samples` for start <= timestamp < end and equality on the given keys
-    (None = no filter on that key). Naive datetimes are taken as UTC. A range of whole hours is
-    written on `hour` (the same rows), so the window index serves it."""
+    (None = no filter on that key). Naive datetimes are taken as UTC. Exactly one hour bucket
+    (a drift window) is written on `hour` (the same rows), so the window index serves it."""
     terms: list[ColumnElement[bool]] = []
-    if start is not None and end is not None and is_hour_start(start) and is_hour_start(end):
-        # whole hours: the same rows by their hour bucket, which the window index leads with
-        first, stop = sample_hour(start), sample_hour(end)
-        if stop == first + 1:  # one hour: an equality, so each segment's draws come in order
-            terms.append(Sample.hour == first)
-        else:
-            terms += [Sample.hour >= first, Sample.hour < stop]
+    if start is not None and end is not None and _one_hour(start, end):
+        # the same rows by their hour bucket: an equality the window index leads with, so the
+        # counts come from the index and each segment's draws come in order
+        terms.append(Sample.hour == sample_hour(start))
     else:
         if start is not None:
             terms.append(Sample.timestamp >= to_utc(start))
@@ -69,6 +66,10 @@ def window_filter(
         if value is not None:
             terms.append(column == value)
     return terms
+
+
+def _one_hour(start: datetime, end: datetime) -> bool:
+    return is_hour_start(start) and to_utc(end) - to_utc(start) == timedelta(hours=1)
 
 
 def samples_lacking(
