@@ -7,14 +7,16 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta, timezone
 
+from alembic import command
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from plan_rules import captured
-from sqlalchemy import delete, insert
+from sqlalchemy import delete, insert, inspect, select, text
 from window_mixes import HOUR, T0
 
-from storage.db import get_engine, session_factory
+from storage.db import dispose_engines, get_engine, make_engine, session_factory
 from storage.hour import is_hour_start, sample_hour
+from storage.migrate import alembic_config, upgrade
 from storage.models import Sample
 from storage.repositories.samples import read_window, window_columns, window_filter
 from storage.repositories.window_cap import capped_rows, window_selection
@@ -167,3 +169,40 @@ def test_the_capped_read_fetches_only_the_kept_rows(migrated_db):
             )
             if "count(" in sql:
                 assert all("COVERING INDEX" in x for x in on_samples)
+
+
+def _downgrade(url: str, revision: str) -> None:
+    engine = make_engine(url)
+    try:
+        with engine.begin() as connection:
+            config = alembic_config()
+            config.attributes["connection"] = connection
+            command.downgrade(config, revision)
+    finally:
+        engine.dispose()
+
+
+def test_the_migration_fills_old_rows_and_goes_back_down(db_url):
+    upgrade(db_url, revision="0014")
+    stamps = [T0 + timedelta(minutes=37 * i) for i in range(9)]
+    with session_factory(db_url)() as s:
+        for i, ts in enumerate(stamps):
+            s.execute(
+                text("INSERT INTO samples (id, record_id, timestamp, sample_weight, source) "
+                     "VALUES (:i, :i, :t, 1.0, 'engine')"),
+                {"i": f"old{i}", "t": ts.replace(tzinfo=None) if "sqlite" in db_url else ts},
+            )  # fmt: skip
+        s.commit()
+    dispose_engines()
+    assert upgrade(db_url) == "0015"
+    with session_factory(db_url)() as s:
+        got = dict(s.execute(select(Sample.id, Sample.hour)).all())
+    assert got == {f"old{i}": sample_hour(ts) for i, ts in enumerate(stamps)}
+    dispose_engines()
+    _downgrade(db_url, "0014")
+    engine = get_engine(db_url)
+    columns = {c["name"] for c in inspect(engine).get_columns("samples")}
+    indexes = {i["name"] for i in inspect(engine).get_indexes("samples")}
+    assert "hour" not in columns and "ix_samples_hour_segment_draw" not in indexes
+    dispose_engines()
+    assert upgrade(db_url) == "0015"
