@@ -20,6 +20,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, mapped_column
 
 from storage.draw import sample_draw
+from storage.hour import sample_hour
 from storage.models.base import Base
 from storage.types import UTCDateTime
 
@@ -67,10 +68,17 @@ class Sample(Base):
     draw: Mapped[int | None] = mapped_column(
         BigInteger, default=lambda ctx: sample_draw(ctx.get_current_parameters()["id"])
     )
+    # the timestamp's hour bucket (storage.hour): a one-hour window reads its kept rows by index
+    hour: Mapped[int | None] = mapped_column(
+        Integer, default=lambda ctx: sample_hour(ctx.get_current_parameters()["timestamp"])
+    )
 
     __table_args__ = (
         Index("ix_samples_segment_ts", "segment", "timestamp"),
         Index("ix_samples_tenant_ts", "tenant", "timestamp"),
+        # a whole-hours window: per-segment counts and weights from the index alone, and each
+        # segment's smallest draws as one range (storage.repositories.window_cap)
+        Index("ix_samples_hour_segment_draw", "hour", "segment", "draw", "sample_weight"),
         # ids per tenant; rows without a tenant are kept unique by insert_samples (NULLs differ)
         Index("uq_samples_record_tenant", "record_id", "tenant", unique=True),
         # the record schema's hard bounds (vigil.sample_record.limits); on SQLite migration 0003

@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
 from sqlalchemy import JSON, ColumnElement, delete, func, literal, select
 from sqlalchemy.orm import Session
 
+from storage.hour import is_hour_start, sample_hour
 from storage.models import Embedding, EvalScore, Sample
 from storage.records import (
     ROW_FIELDS,
@@ -25,6 +26,7 @@ from storage.repositories.window_cap import (
     DEFAULT_MIN_PER_STRATUM,
     capped_rows,
     nested_selection,
+    selected_ids,
     weight_scale,
     window_selection,
 )
@@ -43,12 +45,18 @@ def window_filter(
     model_version: str | None = None,
 ) -> list[ColumnElement[bool]]:
     """WHERE terms on `samples` for start <= timestamp < end and equality on the given keys
-    (None = no filter on that key). Naive datetimes are taken as UTC."""
+    (None = no filter on that key). Naive datetimes are taken as UTC. Exactly one hour bucket
+    (a drift window) is written on `hour` (the same rows), so the window index serves it."""
     terms: list[ColumnElement[bool]] = []
-    if start is not None:
-        terms.append(Sample.timestamp >= to_utc(start))
-    if end is not None:
-        terms.append(Sample.timestamp < to_utc(end))
+    if start is not None and end is not None and _one_hour(start, end):
+        # the same rows by their hour bucket: an equality the window index leads with, so the
+        # counts come from the index and each segment's draws come in order
+        terms.append(Sample.hour == sample_hour(start))
+    else:
+        if start is not None:
+            terms.append(Sample.timestamp >= to_utc(start))
+        if end is not None:
+            terms.append(Sample.timestamp < to_utc(end))
     for column, value in (
         (Sample.segment, segment),
         (Sample.tenant, tenant),
@@ -58,6 +66,10 @@ def window_filter(
         if value is not None:
             terms.append(column == value)
     return terms
+
+
+def _one_hour(start: datetime, end: datetime) -> bool:
+    return is_hour_start(start) and to_utc(end) - to_utc(start) == timedelta(hours=1)
 
 
 def samples_lacking(
@@ -180,7 +192,7 @@ def read_window(
         }
         if max_embedded_rows is not None and max_embedded_rows < selection.rows:
             nested = nested_selection(session, terms, selection, max_embedded_rows, min_per_segment)
-            vector_ids = frozenset(session.scalars(select(Sample.id).where(*terms, nested.term)))
+            vector_ids = selected_ids(session, terms, nested)
     else:
         query = select(*columns).where(*terms).order_by(Sample.timestamp, Sample.id)
         samples = list(session.execute(query if limit is None else query.limit(limit)).all())

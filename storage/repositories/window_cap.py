@@ -21,7 +21,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from sqlalchemy import ColumnElement, and_, false, func, or_, select
+from sqlalchemy import ColumnElement, and_, false, func, or_, select, union_all
 from sqlalchemy.orm import Session
 
 from storage.models import Sample
@@ -98,10 +98,16 @@ def plan_strata(
 
 @dataclass(frozen=True)
 class Selection:
-    """The rows a capped window reads: its strata and one WHERE term that picks them."""
+    """The rows a capped window reads: its strata and WHERE terms that pick them, one per
+    part (the whole segments together, then each thinned segment's smallest draws), each an
+    index range of the rows it keeps; `term` is their union."""
 
     strata: dict[str | None, Stratum]
-    term: ColumnElement[bool]
+    parts: tuple[ColumnElement[bool], ...]
+
+    @property
+    def term(self) -> ColumnElement[bool]:
+        return or_(*self.parts) if self.parts else false()
 
     @property
     def rows(self) -> int:
@@ -114,9 +120,9 @@ def _segment_is(seg: str | None) -> ColumnElement[bool]:
 
 def select_rows(
     session: Session, terms: list[ColumnElement[bool]], strata: Mapping[str | None, Stratum]
-) -> ColumnElement[bool]:
-    """A WHERE term true for the planned rows: whole segments where the quota is every row,
-    else the segment's `quota` smallest (draw, id), found as the last kept pair (one
+) -> tuple[ColumnElement[bool], ...]:
+    """WHERE terms whose union is the planned rows: whole segments where the quota is every
+    row, else the segment's `quota` smallest (draw, id), found as the last kept pair (one
     ORDER BY ... OFFSET per thinned segment)."""
     whole = [s for s, st in strata.items() if st.quota >= st.rows]
     parts: list[ColumnElement[bool]] = []
@@ -139,7 +145,7 @@ def select_rows(
         ).one()
         kept = or_(Sample.draw < last.draw, and_(Sample.draw == last.draw, Sample.id <= last.id))
         parts.append(and_(_segment_is(seg), kept))
-    return or_(*parts) if parts else false()
+    return tuple(parts)
 
 
 def window_selection(
@@ -176,6 +182,26 @@ def nested_selection(
 def capped_rows(
     session: Session, terms: list[ColumnElement[bool]], columns: Sequence[Any], selection: Selection
 ) -> list[Any]:
-    """The selected rows (`columns`), oldest first."""
-    query = select(*columns).where(*terms, selection.term).order_by(Sample.timestamp, Sample.id)
+    """The selected rows (`columns`), oldest first: a UNION ALL of one branch per part, so each
+    branch is an index range of kept rows (one OR over the parts is planned as a scan of the
+    whole window on some planners)."""
+    if not selection.parts:
+        return []
+    branches = [select(*columns).where(*terms, part) for part in selection.parts]
+    query = branches[0] if len(branches) == 1 else union_all(*branches).subquery().select()
+    if len(branches) > 1:
+        inner = query.selected_columns
+        query = query.order_by(inner.timestamp, inner.id)
+    else:
+        query = query.order_by(Sample.timestamp, Sample.id)
     return list(session.execute(query).all())
+
+
+def selected_ids(
+    session: Session, terms: list[ColumnElement[bool]], selection: Selection
+) -> frozenset[str]:
+    """The ids of the selected rows (one read per part, as `capped_rows`)."""
+    ids: set[str] = set()
+    for part in selection.parts:
+        ids.update(session.scalars(select(Sample.id).where(*terms, part)))
+    return frozenset(ids)

@@ -20,8 +20,9 @@ from typing import Any
 from sqlalchemy import Engine, event
 
 LARGE_TABLES = frozenset({"samples", "embeddings", "eval_scores"})
+# `hour`: the timestamp's hour bucket, a time range like `timestamp`
 SELECTIVE_COLUMNS = frozenset(
-    {"id", "rowid", "sample_id", "record_id", "timestamp", "ingested_at", "created_at"}
+    {"id", "rowid", "sample_id", "record_id", "timestamp", "hour", "ingested_at", "created_at"}
 )
 _SQLITE_STEP = re.compile(r"^(SCAN|SEARCH) (\w+)(?: AS \w+)?(.*)$")
 
