@@ -1,14 +1,13 @@
-"""The sidecar's drift window read at 10k, 100k and 1M samples in one hour, before and after
-the hour bucket, on SQLite and PostgreSQL.
+"""The sidecar's drift window read at 10k, 100k and 1M samples in one hour, before and after the
+hour bucket, on SQLite and PostgreSQL.
 
-One hour is filled in steps (10k, then up to 100k, then up to 1M samples, timestamps uniform
-over the hour, eight segments of skewed sizes, texts of chat length from a pool of made ones);
-after each step the planner statistics are refreshed (ANALYZE; VACUUM ANALYZE on PostgreSQL,
-as autovacuum would) and the window is read as the drift job reads it (`read_window` with the
-row cap and the embedded-row cap, no `extra`) and as it was read before
-(bench/window_read_before.py), alternately, `--repeat` times each; the median is reported with
-the rows kept. The 10k -> 1M ratio is the figure that should stay small. Results go to
-bench/results/scale.md.
+One hour is filled in steps (10k, then up to 100k, then up to 1M samples, timestamps uniform over
+the hour, eight segments of skewed sizes, texts of chat length from a pool of made ones); after each
+step the planner statistics are refreshed (ANALYZE; VACUUM ANALYZE on PostgreSQL, as autovacuum
+would) and the window is read as the drift job reads it (`read_window` with the row cap and the
+embedded-row cap, no `extra`) and as it was read before (bench/targets/window_read_before.py),
+alternately, `--repeat` times each; the median is reported with the rows kept. The 10k -> 1M ratio
+is the figure that should stay small. Results go to bench/results/scale.md.
 """
 
 from __future__ import annotations
@@ -26,9 +25,9 @@ import psycopg
 from sqlalchemy import insert
 from sqlalchemy.engine import make_url
 
-from bench.results_table import Table, write_results
-from bench.scale_texts import pairs
-from bench.window_read_before import read_window_before
+from bench.common.results_table import Table, write_results
+from bench.targets.window_read_before import read_window_before
+from bench.workloads.scale_texts import pairs
 from storage.db import dispose_engines, get_engine, session_factory
 from storage.migrate import upgrade
 from storage.models import Sample
@@ -164,7 +163,7 @@ def main() -> int:
             ratios.append(ratio)
     notes = [
         "read time ratio of the largest to the smallest hour: " + "; ".join(ratios),
-        "before: the timestamp range and one OR over the kept parts (bench/window_read_before.py)"
+        "before: the timestamp range and one OR over the kept parts (bench/targets/window_read_before.py)"
         ", run against the same tables (the hour index present, unused by it)",
         "no vectors or eval scores are stored: both reads look them up for the same kept ids",
     ]
