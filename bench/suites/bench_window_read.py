@@ -163,7 +163,8 @@ def main() -> int:
             ratios.append(ratio)
     notes = [
         "read time ratio of the largest to the smallest hour: " + "; ".join(ratios),
-        "before: the timestamp range and one OR over the kept parts (bench/targets/window_read_before.py)"
+        "before: the timestamp range and one OR over the kept parts"
+        " (bench/targets/window_read_before.py)"
         ", run against the same tables (the hour index present, unused by it)",
         "no vectors or eval scores are stored: both reads look them up for the same kept ids",
     ]
