@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 import pandas as pd
 from sqlalchemy import select
@@ -203,7 +204,7 @@ def _store(
     window: tuple[datetime, datetime],
     now: datetime,
     resolve_absent: bool,
-) -> tuple[list, object]:
+) -> tuple[list[Any], object]:
     """Results, alerts, report and the finished run, in the caller's transaction."""
     results, summary = work.results, work.summary
     add_drift_results(session, run_id, [DriftResultRow(

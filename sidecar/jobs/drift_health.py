@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
@@ -166,7 +167,7 @@ def give_up_exhausted(
 
 
 def report_baseline_health(
-    session: Session, settings: Settings, active, baseline, now: datetime
+    session: Session, settings: Settings, active: Any, baseline: Any, now: datetime
 ) -> None:
     """While windows are checked against no active, valid baseline (silence would look like "no
     drift"): a fresh install without one gets a `review` reminder, an active baseline that is

@@ -33,10 +33,10 @@ class WindowWork:
     base_frame: pd.DataFrame | None = None
     evals: pd.DataFrame | None = None
     evidence: Any = None  # drift.streams.window_evidence.WindowEvidence (scheduled windows only)
-    results: list[dict] = field(default_factory=list)
+    results: list[dict[str, Any]] = field(default_factory=list)
     sizes: dict[str, dict[str, int]] = field(default_factory=dict)
-    proposed: list = field(default_factory=list)
-    cause: dict | None = None
+    proposed: list[Any] = field(default_factory=list)
+    cause: dict[str, Any] | None = None
     summary: dict[str, Any] = field(default_factory=dict)
     note: str | None = None
     evidently: Any = None
