@@ -62,6 +62,7 @@ lint: install
 		serving/model serving/proxy serving/tokenizer serving/traffic serving/detokenizer.py \
 		serving/heap.py serving/outputs.py serving/sampling_params.py serving/stop.py \
 		--exclude 'serving/kernels/paged_(decode|prefill|kv)\.py'
+	$(VENV)/bin/hadolint Containerfile
 
 # The image (Containerfile): IMAGE_TARGET=cpu (sidecar, proxy, engine on the CPU) or gpu (the
 # engine on CUDA), with the first builder that works: podman, buildah, or docker with a running

@@ -56,6 +56,13 @@ def test_hadolint_finds_nothing():
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+def test_make_lint_runs_hadolint_on_the_containerfile():
+    # the README promises that `make lint` checks the Containerfile
+    lint = re.search(r"^lint:.*?(?=^\S|\Z)", (ROOT / "Makefile").read_text(), re.M | re.S)
+    assert lint is not None
+    assert "$(VENV)/bin/hadolint Containerfile" in lint.group(0)
+
+
 @pytest.mark.parametrize("target", ["cpu", "gpu"])
 def test_each_target_is_unprivileged_healthchecked_and_labelled(target):
     instructions = _stages()[target]
