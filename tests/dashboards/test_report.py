@@ -34,6 +34,10 @@ def test_report_keeps_the_size_bound_and_is_shareable(tmp_path, monkeypatch):
     beside = evidently_path(full)  # Evidently's page, framed by the report
     assert "mean_logprob" in beside.read_text() and beside.stat().st_size <= build.MAX_REPORT_BYTES
     assert 'sandbox="allow-scripts"' in full.read_text()
+    # Evidently's page comes folded under a plain summary: Vigil's sections lead
+    folded = full.read_text().split('<details id="evidently-details"><summary>')[1]
+    assert "Evidently" in folded.split("</summary>")[0]
+    assert "<iframe" in folded.split("</details>")[0]
     assert oct(os.stat(full).st_mode & 0o777) == "0o600"  # it quotes prompts
 
     monkeypatch.setattr(build, "MAX_REPORT_BYTES", 1_000_000)  # a page that would not fit

@@ -49,6 +49,7 @@ def test_report_order_folding_and_words(tmp_path):
     assert order == sorted(order)  # critical, high, moderate, review
     moved = html.split('id="moved-results">')[1].split("</table>")[0]
     assert moved.count("<tr") == 3 and moved.index("completion_tokens") < moved.index("acme")
+    assert html.index('id="moved-results"') < html.index('<details id="unmoved">')
     folded = html.split('<details id="unmoved">')[1].split("</details>")[0]
     assert "2 results that did not move" in folded and "latency_ms" in folded
     segments = html.split("<h2>Per-segment summary</h2>")[1].split("</table>")[0]
