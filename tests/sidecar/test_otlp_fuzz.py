@@ -1,11 +1,13 @@
 """Span and log-record shapes from hypothesis (known GenAI and OpenInference names and others,
 the GenAI content events, every AnyValue kind, odd ids and times, as protobuf or OTLP/JSON) sent
 over real HTTP: always 200 or a 4xx, never a 5xx, and every answer a valid OTLP response or a
-reason; the join buffer never holds more than its size."""
+reason; each request is answered within a time bound (hypothesis' deadline) and a memory bound
+(tracemalloc's peak, server thread included); the join buffer never holds more than its size."""
 
 from __future__ import annotations
 
 import json
+import tracemalloc
 
 import httpx
 from google.protobuf import json_format
@@ -64,6 +66,9 @@ KNOWN = sorted(
         "llm.model_name",
     }
 )
+DEADLINE_MS = 5000  # per example: a parse that went quadratic or hung fails here
+PEAK_BYTES = 16 << 20  # per request: about 1 MB is what these bodies take; a blow-up fails here
+
 texts = st.text(max_size=40)
 messages = st.lists(
     st.fixed_dictionaries(
@@ -143,6 +148,19 @@ def request_of(batch: list[dict], resource: list) -> ExportTraceServiceRequest:
     return request
 
 
+def post_bounded(client: httpx.Client, path: str, content: str | bytes, ctype: str):
+    """POST and hold the request to the memory bound: tracemalloc sees every thread, so the
+    server's parse, join and writes count too."""
+    tracemalloc.start()
+    try:
+        r = client.post(path, content=content, headers={"Content-Type": ctype})
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak <= PEAK_BYTES, f"{peak} bytes at peak for a {len(content)}-byte body"
+    return r
+
+
 def test_span_shapes_never_get_a_5xx(migrated_db, make_settings):
     app = create_app(
         make_settings(migrated_db, ingest_max_bytes=200_000), session_factory(migrated_db)
@@ -155,23 +173,16 @@ def test_span_shapes_never_get_a_5xx(migrated_db, make_settings):
         ) as client,
     ):
 
-        @settings(max_examples=60, deadline=None, derandomize=True, database=None,
+        @settings(max_examples=60, deadline=DEADLINE_MS, derandomize=True, database=None,
                   suppress_health_check=list(HealthCheck))  # fmt: skip
         @given(batch=st.lists(spans, max_size=4), resource=attribute_lists, as_json=st.booleans())
         def check(batch, resource, as_json) -> None:
             request = request_of(batch, resource)
             if as_json:  # protobuf's JSON mapping: base64 ids, which the receiver reads as hex
-                r = client.post(
-                    "/v1/traces",
-                    content=json_format.MessageToJson(request),
-                    headers={"Content-Type": "application/json"},
-                )
+                body, ctype = json_format.MessageToJson(request), "application/json"
             else:
-                r = client.post(
-                    "/v1/traces",
-                    content=request.SerializeToString(),
-                    headers={"Content-Type": "application/x-protobuf"},
-                )
+                body, ctype = request.SerializeToString(), "application/x-protobuf"
+            r = post_bounded(client, "/v1/traces", body, ctype)
             seen[r.status_code] = seen.get(r.status_code, 0) + 1
             assert r.status_code < 500, r.text[:500]
             if r.status_code == 200 and not as_json:
@@ -224,17 +235,16 @@ def test_log_record_shapes_never_get_a_5xx_and_the_buffer_stays_bounded(migrated
         ) as client,
     ):
 
-        @settings(max_examples=60, deadline=None, derandomize=True, database=None,
+        @settings(max_examples=60, deadline=DEADLINE_MS, derandomize=True, database=None,
                   suppress_health_check=list(HealthCheck))  # fmt: skip
         @given(batch=st.lists(log_records, max_size=5), as_json=st.booleans())
         def check(batch, as_json) -> None:
             request = logs_of(batch)
             if as_json:
-                r = client.post("/v1/logs", content=json_format.MessageToJson(request),
-                                headers={"Content-Type": "application/json"})  # fmt: skip
+                body, ctype = json_format.MessageToJson(request), "application/json"
             else:
-                r = client.post("/v1/logs", content=request.SerializeToString(),
-                                headers={"Content-Type": "application/x-protobuf"})  # fmt: skip
+                body, ctype = request.SerializeToString(), "application/x-protobuf"
+            r = post_bounded(client, "/v1/logs", body, ctype)
             seen[r.status_code] = seen.get(r.status_code, 0) + 1
             assert r.status_code < 500, r.text[:500]
             if r.status_code == 200 and not as_json:
