@@ -1,16 +1,19 @@
 """The OTLP receiver's bounds, on SQLite and PostgreSQL: a batch past the sample cap is refused
 while it is walked, not after every span was mapped, and the refused work is charged to the
 sender's quota (its next batch meets a 429 before the body is parsed); a span past the attribute
-budget and a future-dated span are refused alone, the rest of the batch stored."""
+budget and a future-dated span are refused alone, the rest of the batch stored. /v1/logs keeps
+the same bounds: a body past the byte cap or a batch past the record cap is a 413 charged to the
+quota, and a spent quota is a 429 there too."""
 
 from __future__ import annotations
 
+import gzip
 import time
 
 import httpx
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
-from otlp_logs import chat_span, post, traces_request
+from otlp_logs import chat_span, details_event, event, logs_request, post, traces_request
 from sidecar_servers import UvicornThread
 from sqlalchemy import func, select
 
@@ -26,6 +29,7 @@ def client(migrated_db, make_settings):
     settings = make_settings(
         migrated_db,
         tenant_keys={TENANT_KEY: "acme"},
+        ingest_max_bytes=200_000,
         ingest_max_samples=50,
         ingest_rows_per_minute=120,
         otlp_max_span_attributes=32,
@@ -97,3 +101,26 @@ def test_past_the_sample_cap_json_is_refused_before_it_is_parsed(client):
     spans = [{"traceId": "ab" * 16, "spanId": "cd" * 8, "attributes": attributes}] * 51
     r = client.post("/v1/traces", json={"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]})
     assert r.status_code == 413 and "51 GenAI spans" in r.json()["detail"]
+
+
+def test_logs_past_the_byte_cap_are_a_413(client):
+    big = logs_request([details_event(i, "q" * 1000, "a") for i in range(300)])  # ~330 KB
+    assert post(client, "/v1/logs", big).status_code == 413
+    r = client.post("/v1/logs", content=gzip.compress(big.SerializeToString()),
+                    headers={"Content-Type": "application/x-protobuf",
+                             "Content-Encoding": "gzip"})  # fmt: skip
+    assert r.status_code == 413 and "VIGIL_INGEST_MAX_BYTES" in r.json()["detail"]
+
+
+def test_logs_past_the_record_cap_are_a_413_charged_to_the_quota(client):
+    many = logs_request([event(i, "gen_ai.user.message", {"content": "q"}) for i in range(401)])
+    for _ in range(2):
+        r = post(client, "/v1/logs", many)
+        assert r.status_code == 413 and "VIGIL_OTLP_MAX_SPANS" in r.json()["detail"]
+    # 2 x 50 rows (the sample cap) charged: 20 rows left of 120, then the quota is spent
+    r = post(client, "/v1/traces", traces_request([texted(i) for i in range(20)]))
+    assert r.status_code == 200
+    r = client.post("/v1/logs", content=b"\xff not even protobuf",
+                    headers={"Content-Type": "application/x-protobuf"})  # fmt: skip
+    assert r.status_code == 429 and r.headers["Retry-After"]  # before the body was parsed
+    assert stored(client) == 20
