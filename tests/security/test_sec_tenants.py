@@ -107,7 +107,7 @@ def test_ingest_batch_size_is_checked_before_validating_every_sample(
     migrated_db, make_settings, monkeypatch
 ):
     """Was: every sample of an oversized batch was validated, and only then counted."""
-    from pydantic import Field, create_model, model_validator
+    from pydantic import model_validator
 
     import sidecar.ingest.routes as ingest_routes
 
@@ -121,12 +121,8 @@ def test_ingest_batch_size_is_checked_before_validating_every_sample(
             validated.append(1)
             return data
 
-    counting_body = create_model(
-        "IngestBody",
-        __base__=ingest_routes.IngestBody,
-        samples=(list[CountingRecord], Field(min_length=1)),
-    )
-    monkeypatch.setattr(ingest_routes, "IngestBody", counting_body)
+    # the route builds its bounded body from this type when the app is made
+    monkeypatch.setattr(ingest_routes, "SAMPLES_TYPE", list[CountingRecord])
     app = create_app(
         make_settings(migrated_db, api_keys=[API_KEY], ingest_max_samples=10),
         session_factory(migrated_db),

@@ -143,7 +143,9 @@ def _seed(url: str) -> None:
         if i % 2 == 0:
             scores += [
                 {"sample_id": sid, "name": name, "score": 0.5, "created_at": ts}
-                for name in ("judge", "refusal")
+                # four evaluators: the score table outgrows a window's index lookups by far,
+                # as it does in a deployment (at two, a seq scan of it costs about as much)
+                for name in ("judge", "refusal", "relevance", "toxicity")
             ]
     with session_scope(url) as session:
         for table, rows in ((Sample, samples), (Embedding, embeddings), (EvalScore, scores)):
