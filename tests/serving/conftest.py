@@ -31,15 +31,30 @@ def smollm2_loaded(smollm2_path):
 
 
 @pytest.fixture(scope="session")
-def hf_smollm2(smollm2_path):
-    """transformers' model from the same GGUF: eval mode, float32, CPU."""
+def hf_smollm2(smollm2_path, tmp_path_factory):
+    """transformers' model from the same GGUF: eval mode, float32, CPU. transformers' GGUF
+    reader dequantizes for seconds; the first test worker saves what it read as safetensors
+    beside the other workers' temp dirs, and the others load that copy (the same tensors)."""
     import torch
+    import transformers
+    from filelock import FileLock
+    from safetensors.torch import save_model
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(
-        str(smollm2_path.parent), gguf_file=smollm2_path.name, dtype=torch.float32
-    )
-    return model.eval()
+    stat = smollm2_path.stat()  # a new GGUF or transformers release reads anew
+    key = f"{stat.st_size}-{stat.st_mtime_ns}-{transformers.__version__}"
+    shared = tmp_path_factory.getbasetemp().parent / f"hf-smollm2-float32-{key}"
+    with FileLock(str(shared) + ".lock"):
+        if not (shared / "config.json").exists():
+            model = AutoModelForCausalLM.from_pretrained(
+                str(smollm2_path.parent), gguf_file=smollm2_path.name, dtype=torch.float32
+            )
+            # save_pretrained refuses a model read from GGUF; its tensors and config are plain
+            shared.mkdir()
+            save_model(model, str(shared / "model.safetensors"))
+            model.config.save_pretrained(shared)
+            return model.eval()
+    return AutoModelForCausalLM.from_pretrained(str(shared), dtype=torch.float32).eval()
 
 
 @pytest.fixture(scope="session")
